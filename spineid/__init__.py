@@ -1,0 +1,52 @@
+"""spineid: parameter identification and inverse problems for the intervertebral joint.
+
+Importing spineid switches JAX to float64 (`jax_enable_x64`): stiffness identification needs
+the precision, and mixing float32 and float64 silently would lose it.
+"""
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+from ._datasets import dataset_path as dataset_path
+from ._io import (
+    load_model as load_model,
+    model_from_document as model_from_document,
+    read_table as read_table,
+    read_trajectory as read_trajectory,
+    simulation_settings as simulation_settings,
+    write_trajectory as write_trajectory,
+)
+from ._loads import (
+    AbstractLoad as AbstractLoad,
+    SinusoidalLoad as SinusoidalLoad,
+    TabulatedLoad as TabulatedLoad,
+)
+from ._mechanics import (
+    AbstractLagrangianSystem as AbstractLagrangianSystem,
+    generalized_accelerations as generalized_accelerations,
+    lagrangian_vector_field as lagrangian_vector_field,
+    mass_matrix as mass_matrix,
+    mechanical_energy as mechanical_energy,
+)
+from ._planar_elements import (
+    AbstractPlanarJointElement as AbstractPlanarJointElement,
+    AxialSprings as AxialSprings,
+    TorsionSpring as TorsionSpring,
+    VectorSprings as VectorSprings,
+)
+from ._planar_kinematics import (
+    body_point_position as body_point_position,
+    body_point_velocity as body_point_velocity,
+    rotation_matrix as rotation_matrix,
+    to_body_coordinates as to_body_coordinates,
+)
+from ._planar_pair import PlanarBody as PlanarBody, PlanarPair as PlanarPair
+from ._simulate import (
+    default_solver as default_solver,
+    Simulation as Simulation,
+    SimulationResult as SimulationResult,
+    simulate as simulate,
+)
+
+__version__ = "0.1.0"

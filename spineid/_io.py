@@ -1,0 +1,402 @@
+"""Model files (TOML) and trajectories (CSV), per the spineid file contract.
+
+Every violation raises `ValueError` naming the file, the key or row, and what was expected.
+"""
+
+import csv
+import math
+import pathlib
+import tomllib
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from ._loads import AbstractLoad, SinusoidalLoad, TabulatedLoad
+from ._planar_elements import AxialSprings, TorsionSpring, VectorSprings
+from ._planar_pair import PlanarBody, PlanarPair
+
+PLANAR_LOAD_COMPONENTS = ("Fx", "Fy", "Mz")
+PLANAR_TRAJECTORY_COLUMNS = ("t", "x", "y", "theta")
+_MISSING = object()
+
+
+class _Checker:
+    """Reads typed values out of a parsed TOML document, failing with the file and key."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, key: str, expected: str, got: Any = _MISSING) -> None:
+        found = "it is missing" if got is _MISSING else f"got {got!r}"
+        raise ValueError(f"{self.source}: {key}: expected {expected}, {found}")
+
+    def keys(self, table: Any, key: str, allowed: set[str], required: set[str] = frozenset()):
+        if not isinstance(table, dict):
+            self.fail(key or "<top level>", "a table", table)
+        for name in table:
+            if name not in allowed:
+                where = f"{key}.{name}" if key else name
+                self.fail(where, f"one of the known keys {sorted(allowed)} (unknown key)", name)
+        for name in sorted(required):
+            if name not in table:
+                self.fail(f"{key}.{name}" if key else name, "a value")
+
+    def number(self, table, name, key, *, minimum=None, positive=False, default=_MISSING):
+        if name not in table:
+            if default is _MISSING:
+                self.fail(key, "a number")
+            return default
+        value = table[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.fail(key, "a number", value)
+        if not math.isfinite(value):
+            self.fail(key, "a finite number", value)
+        if positive and value <= 0:
+            self.fail(key, "a number > 0", value)
+        if minimum is not None and value < minimum:
+            self.fail(key, f"a number >= {minimum}", value)
+        return float(value)
+
+    def integer(self, table, name, key, *, minimum, default=_MISSING):
+        if name not in table:
+            if default is _MISSING:
+                self.fail(key, "an integer")
+            return default
+        value = table[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            self.fail(key, f"an integer >= {minimum}", value)
+        return value
+
+    def vector(self, table, name, key, length, *, default=_MISSING):
+        if name not in table:
+            if default is _MISSING:
+                self.fail(key, f"a list of {length} numbers")
+            return np.asarray(default, dtype=float)
+        value = table[name]
+        if (
+            not isinstance(value, list)
+            or len(value) != length
+            or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in value)
+        ):
+            self.fail(key, f"a list of {length} numbers", value)
+        if not all(math.isfinite(v) for v in value):
+            self.fail(key, "finite numbers", value)
+        return np.asarray(value, dtype=float)
+
+    def boolean(self, table, name, key, *, default):
+        value = table.get(name, default)
+        if not isinstance(value, bool):
+            self.fail(key, "true or false", value)
+        return value
+
+    def choice(self, table, name, key, choices):
+        value = table.get(name, _MISSING)
+        if value not in choices:
+            self.fail(key, f"one of {list(choices)}", value)
+        return value
+
+    def tables(self, document, name):
+        value = document.get(name, [])
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            self.fail(name, f"an array of tables ([[{name}]])", value)
+        return value
+
+
+def read_toml(path: str | pathlib.Path) -> dict:
+    """Parse a TOML file; a missing or malformed file raises `ValueError` naming it."""
+    path = pathlib.Path(path)
+    try:
+        with path.open("rb") as file:
+            return tomllib.load(file)
+    except FileNotFoundError:
+        raise ValueError(f"{path}: model file not found") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ValueError(f"{path}: not valid TOML: {error}") from None
+
+
+def load_model(path: str | pathlib.Path) -> PlanarPair:
+    """Read and validate a model file (formats.md) and build the model.
+
+    **Arguments:** `path` to a TOML model file; relative `loads_file` paths in it are resolved
+    against the file's folder.
+
+    **Returns:** the model (`PlanarPair` for `kind = "planar_pair"`), in SI units.
+    """
+    path = pathlib.Path(path)
+    return model_from_document(read_toml(path), source=str(path), folder=path.parent)
+
+
+def model_from_document(
+    document: dict, source: str = "<model>", folder: pathlib.Path | None = None
+) -> PlanarPair:
+    """Build a model from an already parsed model document (same rules as `load_model`)."""
+    check = _Checker(source)
+    kind = check.choice(document, "kind", "kind", ("planar_pair",))
+    if kind == "planar_pair":
+        return _planar_pair(document, check, folder or pathlib.Path("."))
+    raise AssertionError(kind)
+
+
+def _planar_body(table, key, check, allow_fixed: bool) -> tuple[PlanarBody, np.ndarray | None]:
+    allowed = {"fixed", "pose", "mass", "inertia"} | ({"initial_pose"} if key == "upper" else set())
+    check.keys(table, key, allowed, {"pose"})
+    fixed = check.boolean(table, "fixed", f"{key}.fixed", default=False)
+    if fixed and not allow_fixed:
+        check.fail(f"{key}.fixed", "false (the upper body must be free)", True)
+    pose = check.vector(table, "pose", f"{key}.pose", 3)
+    if fixed:
+        mass, inertia = 1.0, 1.0
+    else:
+        mass = check.number(table, "mass", f"{key}.mass", positive=True)
+        inertia = check.number(table, "inertia", f"{key}.inertia", positive=True)
+    initial = check.vector(table, "initial_pose", f"{key}.initial_pose", 3, default=pose)
+    body = PlanarBody(
+        mass=jnp.asarray(mass), inertia=jnp.asarray(inertia), reference_pose=jnp.asarray(pose),
+        fixed=fixed,
+    )
+    return body, initial
+
+
+def _planar_pair(document, check, folder) -> PlanarPair:
+    check.keys(
+        document,
+        "",
+        {"kind", "gravity", "lower", "upper", "springs", "torsion", "measure", "loads",
+         "simulation"},
+        {"lower", "upper"},
+    )
+    gravity = check.vector(document, "gravity", "gravity", 2, default=[0.0, 0.0])
+    lower, _ = _planar_body(document["lower"], "lower", check, allow_fixed=True)
+    upper, initial_pose = _planar_body(document["upper"], "upper", check, allow_fixed=False)
+
+    elements = []
+    vector_rows, axial_rows = [], []
+    for index, spring in enumerate(check.tables(document, "springs")):
+        key = f"springs[{index}]"
+        kind = check.choice(spring, "kind", f"{key}.kind", ("vector", "axial"))
+        stiffness = check.number(spring, "stiffness", f"{key}.stiffness", minimum=0.0)
+        damping = check.number(spring, "damping", f"{key}.damping", minimum=0.0, default=0.0)
+        if kind == "vector":
+            check.keys(spring, key, {"kind", "point", "stiffness", "damping"}, {"point"})
+            point = check.vector(spring, "point", f"{key}.point", 2)
+            vector_rows.append((point, stiffness, damping))
+        else:
+            check.keys(
+                spring, key, {"kind", "lower_point", "upper_point", "stiffness", "damping"},
+                {"lower_point", "upper_point"},
+            )
+            lower_point = check.vector(spring, "lower_point", f"{key}.lower_point", 2)
+            upper_point = check.vector(spring, "upper_point", f"{key}.upper_point", 2)
+            if np.linalg.norm(upper_point - lower_point) < 1e-9:
+                check.fail(
+                    f"{key}.upper_point",
+                    "an attachment point distinct from lower_point (an axial spring needs a "
+                    "line of action)",
+                    upper_point.tolist(),
+                )
+            axial_rows.append((lower_point, upper_point, stiffness, damping))
+    if vector_rows:
+        points, stiffness, damping = map(np.asarray, zip(*vector_rows))
+        elements.append(
+            VectorSprings.from_reference(
+                points, stiffness, damping, lower.reference_pose, upper.reference_pose
+            )
+        )
+    if axial_rows:
+        lower_points, upper_points, stiffness, damping = map(np.asarray, zip(*axial_rows))
+        elements.append(
+            AxialSprings.from_reference(
+                lower_points, upper_points, stiffness, damping, lower.reference_pose,
+                upper.reference_pose,
+            )
+        )
+    rest_angle = upper.reference_pose[2] - lower.reference_pose[2]
+    for index, torsion in enumerate(check.tables(document, "torsion")):
+        key = f"torsion[{index}]"
+        check.keys(torsion, key, {"stiffness", "damping"}, {"stiffness"})
+        elements.append(
+            TorsionSpring(
+                stiffness=jnp.asarray(
+                    check.number(torsion, "stiffness", f"{key}.stiffness", minimum=0.0)
+                ),
+                damping=jnp.asarray(
+                    check.number(torsion, "damping", f"{key}.damping", minimum=0.0, default=0.0)
+                ),
+                rest_angle=rest_angle,
+            )
+        )
+
+    if "measure" in document:
+        _check_measure(document["measure"], check)
+    loads = _planar_loads(document, check, folder)
+    if "simulation" in document:
+        simulation_settings(document, check.source)
+    return PlanarPair(
+        lower=lower,
+        upper=upper,
+        elements=tuple(elements),
+        loads=loads,
+        gravity=jnp.asarray(gravity),
+        initial_pose=jnp.asarray(initial_pose),
+    )
+
+
+def _check_measure(measure, check) -> None:
+    check.keys(measure, "measure", {"kind", "curve"}, {"kind", "curve"})
+    check.choice(measure, "kind", "measure.kind", ("vector",))
+    curve = measure["curve"]
+    if not isinstance(curve, list) or len(curve) < 2:
+        check.fail("measure.curve", "a polyline of at least 2 points [[x, y], ...]", curve)
+    points = np.stack(
+        [check.vector({"p": p}, "p", f"measure.curve[{i}]", 2) for i, p in enumerate(curve)]
+    )
+    if np.sum(np.linalg.norm(np.diff(points, axis=0), axis=1)) <= 0:
+        check.fail("measure.curve", "a polyline of nonzero length", curve)
+
+
+def _planar_loads(document, check, folder) -> tuple[AbstractLoad, ...]:
+    terms = []
+    tables = []
+    for index, load in enumerate(check.tables(document, "loads")):
+        key = f"loads[{index}]"
+        if "loads_file" in load:
+            check.keys(load, key, {"loads_file"})
+            name = load["loads_file"]
+            if not isinstance(name, str):
+                check.fail(f"{key}.loads_file", "a file name", name)
+            times, values = read_loads_csv(folder / name, PLANAR_LOAD_COMPONENTS)
+            tables.append(TabulatedLoad(times=jnp.asarray(times), values=jnp.asarray(values)))
+            continue
+        check.keys(
+            load, key, {"component", "amplitude", "frequency", "phase"},
+            {"component", "amplitude", "frequency"},
+        )
+        component = check.choice(load, "component", f"{key}.component", PLANAR_LOAD_COMPONENTS)
+        terms.append(
+            (
+                check.number(load, "amplitude", f"{key}.amplitude"),
+                check.number(load, "frequency", f"{key}.frequency", minimum=0.0),
+                check.number(load, "phase", f"{key}.phase", default=0.0),
+                np.eye(len(PLANAR_LOAD_COMPONENTS))[PLANAR_LOAD_COMPONENTS.index(component)],
+            )
+        )
+    loads: list[AbstractLoad] = []
+    if terms:
+        amplitude, frequency, phase, direction = map(np.asarray, zip(*terms))
+        loads.append(
+            SinusoidalLoad(
+                amplitude=jnp.asarray(amplitude), frequency=jnp.asarray(frequency),
+                phase=jnp.asarray(phase), direction=jnp.asarray(direction),
+            )
+        )
+    return tuple(loads + tables)
+
+
+def simulation_settings(document: dict, source: str = "<model>") -> tuple[float, int]:
+    """`(t_end, n_samples)` of the `[simulation]` table (defaults 0.5 s and 501 samples)."""
+    check = _Checker(source)
+    table = document.get("simulation", {})
+    check.keys(table, "simulation", {"t_end", "n_samples"})
+    t_end = check.number(table, "t_end", "simulation.t_end", positive=True, default=0.5)
+    n_samples = check.integer(table, "n_samples", "simulation.n_samples", minimum=2, default=501)
+    return t_end, n_samples
+
+
+def read_table(
+    path: str | pathlib.Path, required: tuple[str, ...], *, min_rows: int = 2
+) -> dict[str, np.ndarray]:
+    """Read a numeric CSV with a header row into named float64 columns.
+
+    Checks (each a `ValueError` naming the file, row or column): the `required` columns are
+    present, every cell is a finite number, the first column `t` is strictly increasing, and
+    there are at least `min_rows` rows. Extra columns are kept.
+    """
+    path = pathlib.Path(path)
+    try:
+        with path.open(newline="") as file:
+            rows = [row for row in csv.reader(file) if row and any(cell.strip() for cell in row)]
+    except FileNotFoundError:
+        raise ValueError(f"{path}: file not found") from None
+    if not rows:
+        raise ValueError(f"{path}: empty file; expected a header row {','.join(required)}")
+    header = [name.strip() for name in rows[0]]
+    missing = [name for name in required if name not in header]
+    if missing:
+        raise ValueError(
+            f"{path}: header {header}: missing column(s) {missing}; expected {list(required)}"
+        )
+    if len(set(header)) != len(header):
+        raise ValueError(f"{path}: header {header}: repeated column names")
+    data = np.empty((len(rows) - 1, len(header)))
+    for number, row in enumerate(rows[1:], start=2):
+        if len(row) != len(header):
+            raise ValueError(
+                f"{path}: line {number}: expected {len(header)} values, got {len(row)}"
+            )
+        for column, cell in enumerate(row):
+            try:
+                value = float(cell)
+            except ValueError:
+                raise ValueError(
+                    f"{path}: line {number}, column {header[column]}: expected a number, "
+                    f"got {cell!r}"
+                ) from None
+            if not math.isfinite(value):
+                raise ValueError(
+                    f"{path}: line {number}, column {header[column]}: expected a finite "
+                    f"number, got {cell!r} (missing values, NaN and inf are not allowed)"
+                )
+            data[number - 2, column] = value
+    if data.shape[0] < min_rows:
+        raise ValueError(f"{path}: {data.shape[0]} data row(s); at least {min_rows} are needed")
+    columns = {name: data[:, index] for index, name in enumerate(header)}
+    if "t" in columns:
+        steps = np.diff(columns["t"])
+        if np.any(steps <= 0):
+            bad = int(np.argmax(steps <= 0)) + 3
+            raise ValueError(
+                f"{path}: line {bad}: t must be strictly increasing (unsorted or repeated time "
+                f"{columns['t'][bad - 2]!r})"
+            )
+    return columns
+
+
+def read_trajectory(
+    path: str | pathlib.Path, channels: tuple[str, ...] = PLANAR_TRAJECTORY_COLUMNS[1:]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Read a trajectory CSV (`t` then the pose channels, e.g. `t,x,y,theta`).
+
+    **Returns:** `(ts, values)` with `ts` (s, shape `(k,)`) and `values` (SI, shape
+    `(k, len(channels))`) in the order of `channels`.
+    """
+    columns = read_table(path, ("t",) + tuple(channels))
+    return columns["t"], np.stack([columns[name] for name in channels], axis=1)
+
+
+def read_loads_csv(path, components: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Read a load table `t,<components...>`; absent components are zero.
+
+    **Returns:** `(times, values)`, shapes `(k,)` and `(k, len(components))` (N, N m).
+    """
+    columns = read_table(path, ("t",))
+    present = [name for name in components if name in columns]
+    if not present:
+        raise ValueError(f"{path}: expected at least one load column of {list(components)}")
+    zeros = np.zeros_like(columns["t"])
+    return columns["t"], np.stack([columns.get(name, zeros) for name in components], axis=1)
+
+
+def write_trajectory(
+    path: str | pathlib.Path, ts, values, channels: tuple[str, ...] = PLANAR_TRAJECTORY_COLUMNS[1:]
+) -> None:
+    """Write `t` and the channel columns to a CSV file with full float64 precision."""
+    ts = np.asarray(ts)
+    values = np.asarray(values).reshape(len(ts), -1)
+    if values.shape[1] != len(channels):
+        raise ValueError(f"{path}: {values.shape[1]} value columns for channels {channels}")
+    with pathlib.Path(path).open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(("t",) + tuple(channels))
+        for t, row in zip(ts, values):
+            writer.writerow([repr(float(t))] + [repr(float(v)) for v in row])

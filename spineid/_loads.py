@@ -1,0 +1,49 @@
+"""External loads on a body, as functions of time."""
+
+import abc
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+
+class AbstractLoad(eqx.Module):
+    """A generalized load `value(t)` with one entry per load component (N or N m)."""
+
+    @abc.abstractmethod
+    def value(self, t: Float[Array, ""]) -> Float[Array, " c"]:
+        """The load components at time `t` (s)."""
+
+
+class SinusoidalLoad(AbstractLoad):
+    """Sum of sinusoids `sum_j amplitude_j sin(2 pi frequency_j t + phase_j) direction_j`.
+
+    The generalized forces of Liu (2001, eq 3-1) are of this form (with cosines, i.e. phases
+    shifted by pi/2). Fields, one entry per term `j`: `amplitude` (N or N m), `frequency` (Hz),
+    `phase` (rad), shape `(m,)`; `direction` (shape `(m, c)`) places each term on its load
+    component (one-hot rows: e.g. `Fx, Fy, Mz` for the planar pair).
+    """
+
+    amplitude: Float[Array, " m"]
+    frequency: Float[Array, " m"]
+    phase: Float[Array, " m"]
+    direction: Float[Array, "m c"]
+
+    def value(self, t):
+        terms = self.amplitude * jnp.sin(2 * jnp.pi * self.frequency * t + self.phase)
+        return terms @ self.direction
+
+
+class TabulatedLoad(AbstractLoad):
+    """Loads tabulated at increasing times, linearly interpolated and held constant outside.
+
+    Fields: `times` (s, shape `(k,)`), `values` (N or N m, shape `(k, c)`).
+    """
+
+    times: Float[Array, " k"]
+    values: Float[Array, "k c"]
+
+    def value(self, t):
+        return jnp.stack(
+            [jnp.interp(t, self.times, column) for column in self.values.T], axis=-1
+        )

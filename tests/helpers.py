@@ -1,0 +1,68 @@
+"""Shared model builders for the tests: small documents in the file-contract schema."""
+
+import copy
+
+import spineid
+
+BASE = {
+    "kind": "planar_pair",
+    "lower": {"fixed": True, "pose": [0.0, 0.0, 0.0]},
+    "upper": {"mass": 0.5, "inertia": 1.2e-3, "pose": [0.0, 0.03, 0.0]},
+}
+
+VECTOR_SPRINGS = [
+    {"kind": "vector", "point": [x, 0.012], "stiffness": k, "damping": c}
+    for x, k, c in [(-0.02, 2000.0, 1.0), (-0.005, 1500.0, 2.0), (0.01, 1000.0, 0.5),
+                    (0.02, 2500.0, 1.5)]
+]
+
+AXIAL_SPRINGS = [
+    {"kind": "axial", "lower_point": [-0.02, 0.010], "upper_point": [-0.016, 0.022],
+     "stiffness": 27000.0, "damping": 40.0},
+    {"kind": "axial", "lower_point": [0.018, 0.010], "upper_point": [0.02, 0.021],
+     "stiffness": 15000.0, "damping": 25.0},
+    {"kind": "axial", "lower_point": [0.0, 0.012], "upper_point": [0.006, 0.020],
+     "stiffness": 9000.0, "damping": 10.0},
+]
+
+TORSION = [{"stiffness": 6.0, "damping": 0.004}]
+
+LOADS = [
+    {"component": "Fx", "amplitude": 6.0, "frequency": 4.0, "phase": 0.3},
+    {"component": "Fy", "amplitude": 4.0, "frequency": 7.0, "phase": 0.0},
+    {"component": "Mz", "amplitude": 0.08, "frequency": 5.0, "phase": 1.0},
+]
+
+
+def document(*, springs=(), torsion=(), loads=(), lower_free=False, gravity=None,
+             initial_pose=None, upper_pose=None, undamped=False):
+    """A planar-pair model document with the chosen elements."""
+    doc = copy.deepcopy(BASE)
+    if lower_free:
+        doc["lower"] = {"fixed": False, "mass": 0.8, "inertia": 2.0e-3,
+                        "pose": [0.001, -0.002, 0.05]}
+    if upper_pose is not None:
+        doc["upper"]["pose"] = list(upper_pose)
+    if initial_pose is not None:
+        doc["upper"]["initial_pose"] = list(initial_pose)
+    doc["springs"] = copy.deepcopy(list(springs))
+    doc["torsion"] = copy.deepcopy(list(torsion))
+    if undamped:
+        for element in doc["springs"] + doc["torsion"]:
+            element["damping"] = 0.0
+    doc["loads"] = copy.deepcopy(list(loads))
+    if gravity is not None:
+        doc["gravity"] = list(gravity)
+    return doc
+
+
+def model(**kwargs) -> spineid.PlanarPair:
+    return spineid.model_from_document(document(**kwargs))
+
+
+# Every kind of joint element, alone and together; tests parametrise over these.
+ELEMENT_SETS = {
+    "vector": dict(springs=VECTOR_SPRINGS),
+    "axial": dict(springs=AXIAL_SPRINGS),
+    "mixed": dict(springs=VECTOR_SPRINGS[:2] + AXIAL_SPRINGS, torsion=TORSION),
+}

@@ -1,0 +1,183 @@
+"""Model and trajectory files: valid files load, bad ones fail naming the file and key."""
+
+import copy
+import pathlib
+
+import numpy as np
+import pytest
+
+import spineid
+from helpers import AXIAL_SPRINGS, LOADS, TORSION, VECTOR_SPRINGS, document
+
+FORMATS_EXAMPLE = """
+kind = "planar_pair"
+gravity = [0.0, 0.0]
+
+[lower]
+fixed = true
+pose = [0.0, 0.0, 0.0]
+
+[upper]
+mass = 0.5
+inertia = 1.2e-3
+pose = [0.0, 0.03, 0.0]
+
+[[springs]]
+kind = "vector"
+point = [-0.02, 0.012]
+stiffness = 2000.0
+damping = 4.0
+
+[[springs]]
+kind = "axial"
+lower_point = [-0.02, 0.010]
+upper_point = [-0.016, 0.022]
+stiffness = 27000.0
+damping = 40.0
+
+[[torsion]]
+stiffness = 6.0
+damping = 0.004
+
+[measure]
+kind = "vector"
+curve = [[-0.02, 0.01], [0.02, 0.01]]
+
+[[loads]]
+component = "Fx"
+amplitude = 6.0
+frequency = 4.0
+phase = 0.3
+
+[simulation]
+t_end = 0.5
+n_samples = 501
+"""
+
+
+def write(tmp_path, text, name="model.toml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_formats_example_loads(tmp_path):
+    pair = spineid.load_model(write(tmp_path, FORMATS_EXAMPLE))
+    kinds = [type(e).__name__ for e in pair.elements]
+    assert kinds == ["VectorSprings", "AxialSprings", "TorsionSpring"]
+    np.testing.assert_allclose(pair.elements[1].rest_length, np.hypot(0.004, 0.012))
+    assert pair.lower.fixed and pair.n_dof == 3
+
+
+@pytest.mark.parametrize("name", ["liu_8_springs.toml", "liu_16_springs.toml"])
+def test_bundled_models_load(name):
+    pair = spineid.load_model(spineid.dataset_path(name))
+    assert len(pair.elements[0].stiffness) == int(name.split("_")[1])
+
+
+def test_unknown_dataset_lists_what_exists():
+    with pytest.raises(ValueError, match="liu_8_springs.toml"):
+        spineid.dataset_path("nope.toml")
+
+
+def bad(mutate):
+    doc = document(springs=VECTOR_SPRINGS + AXIAL_SPRINGS, torsion=TORSION, loads=LOADS)
+    doc = copy.deepcopy(doc)
+    mutate(doc)
+    return doc
+
+
+BAD_DOCUMENTS = {
+    "unknown top key": (lambda d: d.update(colour="red"), "colour"),
+    "unknown spring key": (lambda d: d["springs"][0].update(stifness=3.0), r"springs\[0\].stifness"),
+    "unknown kind": (lambda d: d.update(kind="tripod"), "kind"),
+    "wrong pose shape": (lambda d: d["upper"].update(pose=[0.0, 0.03]), r"upper.pose"),
+    "zero mass": (lambda d: d["upper"].update(mass=0.0), r"upper.mass.*> 0"),
+    "negative inertia": (lambda d: d["upper"].update(inertia=-1.0), r"upper.inertia"),
+    "missing mass of free body": (lambda d: d["upper"].pop("mass"), r"upper.mass"),
+    "fixed upper": (lambda d: d["upper"].update(fixed=True), r"upper.fixed"),
+    "negative stiffness": (lambda d: d["springs"][1].update(stiffness=-5.0), r"springs\[1\].stiffness.*>= 0"),
+    "nan stiffness": (lambda d: d["springs"][2].update(stiffness=float("nan")), r"springs\[2\].stiffness.*finite"),
+    "inf damping": (lambda d: d["torsion"][0].update(damping=float("inf")), r"torsion\[0\].damping"),
+    "string stiffness": (lambda d: d["springs"][0].update(stiffness="stiff"), r"springs\[0\].stiffness"),
+    "coincident axial points": (
+        lambda d: d["springs"][4].update(upper_point=d["springs"][4]["lower_point"]),
+        r"springs\[4\].upper_point.*distinct",
+    ),
+    "unknown spring kind": (lambda d: d["springs"][0].update(kind="coil"), r"springs\[0\].kind"),
+    "unknown load component": (lambda d: d["loads"][0].update(component="Fz"), r"loads\[0\].component"),
+    "negative frequency": (lambda d: d["loads"][0].update(frequency=-1.0), r"loads\[0\].frequency"),
+    "nan gravity": (lambda d: d.update(gravity=[0.0, float("nan")]), "gravity"),
+    "short measure": (lambda d: d.update(measure={"kind": "vector", "curve": [[0.0, 0.0]]}), "measure.curve"),
+    "zero-length measure": (
+        lambda d: d.update(measure={"kind": "vector", "curve": [[0.0, 0.0], [0.0, 0.0]]}),
+        "measure.curve.*nonzero length",
+    ),
+    "bad simulation": (lambda d: d.update(simulation={"t_end": 0.0}), "simulation.t_end"),
+    "few samples": (lambda d: d.update(simulation={"n_samples": 1}), "simulation.n_samples"),
+    "missing lower": (lambda d: d.pop("lower"), "lower"),
+    "springs not tables": (lambda d: d.update(springs={"kind": "vector"}), "springs"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_DOCUMENTS))
+def test_bad_model_documents_fail_naming_the_key(case):
+    mutate, pattern = BAD_DOCUMENTS[case]
+    with pytest.raises(ValueError, match=pattern) as error:
+        spineid.model_from_document(bad(mutate), source="bad.toml")
+    assert str(error.value).startswith("bad.toml: ")
+
+
+def test_malformed_and_missing_model_files(tmp_path):
+    with pytest.raises(ValueError, match="not valid TOML"):
+        spineid.load_model(write(tmp_path, "kind = planar"))
+    with pytest.raises(ValueError, match="not found"):
+        spineid.load_model(tmp_path / "absent.toml")
+
+
+def test_loads_file_is_read_relative_to_model(tmp_path):
+    (tmp_path / "loads.csv").write_text("t,Mz\n0,0\n1,2\n")
+    text = FORMATS_EXAMPLE.replace(
+        '[[loads]]\ncomponent = "Fx"\namplitude = 6.0\nfrequency = 4.0\nphase = 0.3',
+        '[[loads]]\nloads_file = "loads.csv"',
+    )
+    pair = spineid.load_model(write(tmp_path, text))
+    np.testing.assert_allclose(pair.applied_load(0.25), [0.0, 0.0, 0.5])
+
+
+def test_trajectory_round_trip(tmp_path):
+    ts = np.linspace(0, 1, 7)
+    values = np.random.default_rng(1).normal(size=(7, 3))
+    spineid.write_trajectory(tmp_path / "t.csv", ts, values)
+    ts2, values2 = spineid.read_trajectory(tmp_path / "t.csv")
+    np.testing.assert_array_equal(ts, ts2)
+    np.testing.assert_array_equal(values, values2)
+
+
+def test_trajectory_extra_columns_allowed(tmp_path):
+    path = write(tmp_path, "t,x,y,theta,marker\n0,1,2,3,9\n1,1,2,3,9\n", "t.csv")
+    ts, values = spineid.read_trajectory(path)
+    assert values.shape == (2, 3)
+
+
+BAD_TRAJECTORIES = {
+    "missing column": ("t,x,y\n0,1,2\n1,1,2\n", "missing column.*theta"),
+    "empty cell": ("t,x,y,theta\n0,1,,3\n1,1,2,3\n", "line 2, column y"),
+    "nan": ("t,x,y,theta\n0,1,nan,3\n1,1,2,3\n", "line 2, column y.*finite"),
+    "inf": ("t,x,y,theta\n0,1,2,3\n1,inf,2,3\n", "line 3, column x.*finite"),
+    "unsorted": ("t,x,y,theta\n0,1,2,3\n2,1,2,3\n1,1,2,3\n", "line 4.*strictly increasing"),
+    "repeated": ("t,x,y,theta\n0,1,2,3\n0,1,2,3\n", "line 3.*strictly increasing"),
+    "too few rows": ("t,x,y,theta\n0,1,2,3\n", "at least 2"),
+    "empty": ("", "empty file"),
+    "ragged": ("t,x,y,theta\n0,1,2\n1,1,2,3\n", "line 2: expected 4 values"),
+    "text": ("t,x,y,theta\n0,1,a,3\n1,1,2,3\n", "expected a number, got 'a'"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_TRAJECTORIES))
+def test_bad_trajectories_fail_clearly(tmp_path, case):
+    text, pattern = BAD_TRAJECTORIES[case]
+    path = write(tmp_path, text, "traj.csv")
+    with pytest.raises(ValueError, match=pattern) as error:
+        spineid.read_trajectory(path)
+    assert str(path) in str(error.value)
