@@ -50,3 +50,14 @@ from ._simulate import (
 )
 
 __version__ = "0.1.0"
+from ._identify import (
+    analyse as analyse,
+    fit as fit,
+    fit_many as fit_many,
+    FitProblem as FitProblem,
+    FitResult as FitResult,
+    Measurement as Measurement,
+)
+from ._io import load_model_file as load_model_file, ModelFile as ModelFile
+from ._parameters import Parameter as Parameter
+from ._uncertainty import Identifiability as Identifiability

@@ -1,6 +1,7 @@
 """The `spineid` command line. The only module that parses arguments."""
 
 import argparse
+import json
 import pathlib
 import sys
 import time
@@ -75,6 +76,60 @@ def _command_demo(arguments) -> int:
     return 0
 
 
+def _parse_noise(text: str | None) -> dict[str, float] | None:
+    if text is None:
+        return None
+    noise = {}
+    for item in text.split(","):
+        channel, _, value = item.partition("=")
+        try:
+            noise[channel.strip()] = float(value)
+        except ValueError:
+            raise ValueError(
+                f"--noise {text!r}: expected CHANNEL=SIGMA pairs separated by commas, e.g. "
+                f"x=5e-6,y=5e-6,theta=1.7e-4"
+            ) from None
+    return noise
+
+
+def write_fit_outputs(result, problem, out: pathlib.Path) -> list[pathlib.Path]:
+    """Write fitted.toml, report.json and the fit plots into `out`; returns the paths."""
+    from ._io import write_model_file
+    from ._plots import plot_fit, plot_identifiability, plot_residuals
+
+    out.mkdir(parents=True, exist_ok=True)
+    channels = problem.channels
+    paths = [
+        write_model_file(out / "fitted.toml", problem.model_file, result.fitted_values()),
+        out / "report.json",
+        plot_fit(result, channels, out / "fit.png"),
+        plot_residuals(result, channels, out / "residuals.png"),
+        plot_identifiability(result, out / "identifiability.png"),
+    ]
+    (out / "report.json").write_text(json.dumps(result.report(), indent=2))
+    return paths
+
+
+def _command_fit(arguments) -> int:
+    from ._identify import FitProblem, fit
+
+    problem = FitProblem.from_files(
+        arguments.model, arguments.data, arguments.free, _parse_noise(arguments.noise)
+    )
+    print(
+        f"fitting {len(problem.names)} parameter(s) of {arguments.model} to "
+        f"{', '.join(arguments.data)} ({problem.n_data} data values) with {arguments.solver}, "
+        f"{arguments.starts} start(s)",
+        flush=True,
+    )
+    result = fit(problem, solver=arguments.solver, starts=arguments.starts, seed=arguments.seed,
+                 max_steps=arguments.max_steps, progress=True)
+    paths = write_fit_outputs(result, problem, pathlib.Path(arguments.out))
+    print(result.summary())
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0 if result.converged else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `spineid` command."""
     parser = argparse.ArgumentParser(
@@ -86,6 +141,22 @@ def build_parser() -> argparse.ArgumentParser:
     simulate_parser.add_argument("model", help="model file (TOML)")
     simulate_parser.add_argument("--out", help="trajectory CSV (default: MODEL_trajectory.csv)")
     simulate_parser.set_defaults(run=_command_simulate)
+    fit_parser = commands.add_parser(
+        "fit", help="fit model parameters to measured trajectories by least squares"
+    )
+    fit_parser.add_argument("model", help="model file (TOML); its values are the starting guess")
+    fit_parser.add_argument("data", nargs="+", help="trajectory CSV file(s), one per load case")
+    fit_parser.add_argument("--free", action="append", required=True, metavar="GROUP",
+                            help="parameter group to fit (stiffness, damping, torsion) or a "
+                                 "parameter name; repeat for several")
+    fit_parser.add_argument("--noise", metavar="CH=SIGMA,...",
+                            help="measurement noise per channel (SI); default: estimated")
+    fit_parser.add_argument("--out", required=True, help="output folder")
+    fit_parser.add_argument("--solver", default="lm", choices=("lm", "jaxopt-lm", "adam", "lbfgs"))
+    fit_parser.add_argument("--starts", type=int, default=1, help="number of starts (multi-start)")
+    fit_parser.add_argument("--seed", type=int, default=0, help="seed of the random starts")
+    fit_parser.add_argument("--max-steps", type=int, default=None, help="solver iterations")
+    fit_parser.set_defaults(run=_command_fit)
     demo_parser = commands.add_parser("demo", help="the main job on bundled data")
     demo_parser.add_argument("--out", default="spineid-demo", help="output folder")
     demo_parser.set_defaults(run=_command_demo)

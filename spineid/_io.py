@@ -3,8 +3,11 @@
 Every violation raises `ValueError` naming the file, the key or row, and what was expected.
 """
 
+import copy
 import csv
+import dataclasses
 import math
+import os
 import pathlib
 import tomllib
 from typing import Any
@@ -13,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._loads import AbstractLoad, SinusoidalLoad, TabulatedLoad
+from ._parameters import Parameter
 from ._planar_elements import AxialSprings, TorsionSpring, VectorSprings
 from ._planar_pair import PlanarBody, PlanarPair
 
@@ -115,6 +119,45 @@ def read_toml(path: str | pathlib.Path) -> dict:
         raise ValueError(f"{path}: not valid TOML: {error}") from None
 
 
+@dataclasses.dataclass(frozen=True)
+class ModelFile:
+    """A validated model file: the model, its named parameters and the parsed document.
+
+    Fields: `model` (e.g. a `PlanarPair`), `parameters` (every named `Parameter`, in file
+    order), `document` (the parsed TOML, used to write fitted models back in the same schema),
+    `source` (file name for messages) and `folder` (where relative paths in it point).
+    """
+
+    model: PlanarPair
+    parameters: tuple[Parameter, ...]
+    document: dict
+    source: str
+    folder: pathlib.Path
+
+    @classmethod
+    def from_document(
+        cls, document: dict, source: str = "<model>", folder: pathlib.Path | None = None
+    ) -> "ModelFile":
+        """Validate a parsed model document and build its model."""
+        check = _Checker(source)
+        kind = check.choice(document, "kind", "kind", ("planar_pair",))
+        folder = pathlib.Path(".") if folder is None else pathlib.Path(folder)
+        if kind == "planar_pair":
+            model, parameters = _planar_pair(document, check, folder)
+        return cls(model, parameters, copy.deepcopy(document), source, folder)
+
+    def simulation_times(self) -> np.ndarray:
+        """Sample times `linspace(0, t_end, n_samples)` of the `[simulation]` table (s)."""
+        t_end, n_samples = simulation_settings(self.document, self.source)
+        return np.linspace(0.0, t_end, n_samples)
+
+
+def load_model_file(path: str | pathlib.Path) -> ModelFile:
+    """Read and validate a model file (formats.md); see `ModelFile`."""
+    path = pathlib.Path(path)
+    return ModelFile.from_document(read_toml(path), source=str(path), folder=path.parent)
+
+
 def load_model(path: str | pathlib.Path) -> PlanarPair:
     """Read and validate a model file (formats.md) and build the model.
 
@@ -123,19 +166,14 @@ def load_model(path: str | pathlib.Path) -> PlanarPair:
 
     **Returns:** the model (`PlanarPair` for `kind = "planar_pair"`), in SI units.
     """
-    path = pathlib.Path(path)
-    return model_from_document(read_toml(path), source=str(path), folder=path.parent)
+    return load_model_file(path).model
 
 
 def model_from_document(
     document: dict, source: str = "<model>", folder: pathlib.Path | None = None
 ) -> PlanarPair:
     """Build a model from an already parsed model document (same rules as `load_model`)."""
-    check = _Checker(source)
-    kind = check.choice(document, "kind", "kind", ("planar_pair",))
-    if kind == "planar_pair":
-        return _planar_pair(document, check, folder or pathlib.Path("."))
-    raise AssertionError(kind)
+    return ModelFile.from_document(document, source, folder).model
 
 
 def _planar_body(table, key, check, allow_fixed: bool) -> tuple[PlanarBody, np.ndarray | None]:
@@ -158,7 +196,7 @@ def _planar_body(table, key, check, allow_fixed: bool) -> tuple[PlanarBody, np.n
     return body, initial
 
 
-def _planar_pair(document, check, folder) -> PlanarPair:
+def _planar_pair(document, check, folder) -> tuple[PlanarPair, tuple[Parameter, ...]]:
     check.keys(
         document,
         "",
@@ -180,7 +218,7 @@ def _planar_pair(document, check, folder) -> PlanarPair:
         if kind == "vector":
             check.keys(spring, key, {"kind", "point", "stiffness", "damping"}, {"point"})
             point = check.vector(spring, "point", f"{key}.point", 2)
-            vector_rows.append((point, stiffness, damping))
+            vector_rows.append((point, stiffness, damping, index))
         else:
             check.keys(
                 spring, key, {"kind", "lower_point", "upper_point", "stiffness", "damping"},
@@ -195,16 +233,30 @@ def _planar_pair(document, check, folder) -> PlanarPair:
                     "line of action)",
                     upper_point.tolist(),
                 )
-            axial_rows.append((lower_point, upper_point, stiffness, damping))
+            axial_rows.append((lower_point, upper_point, stiffness, damping, index))
+    parameters: list[Parameter] = []
+
+    def spring_parameters(file_indices):
+        for row, file_index in enumerate(file_indices):
+            for field, unit in (("stiffness", "N/m"), ("damping", "N s/m")):
+                parameters.append(
+                    Parameter(f"springs[{file_index}].{field}", field, unit, len(elements),
+                              field, row)
+                )
+
     if vector_rows:
-        points, stiffness, damping = map(np.asarray, zip(*vector_rows))
+        points, stiffness, damping, file_indices = map(np.asarray, zip(*vector_rows))
+        spring_parameters(file_indices)
         elements.append(
             VectorSprings.from_reference(
                 points, stiffness, damping, lower.reference_pose, upper.reference_pose
             )
         )
     if axial_rows:
-        lower_points, upper_points, stiffness, damping = map(np.asarray, zip(*axial_rows))
+        lower_points, upper_points, stiffness, damping, file_indices = map(
+            np.asarray, zip(*axial_rows)
+        )
+        spring_parameters(file_indices)
         elements.append(
             AxialSprings.from_reference(
                 lower_points, upper_points, stiffness, damping, lower.reference_pose,
@@ -215,6 +267,10 @@ def _planar_pair(document, check, folder) -> PlanarPair:
     for index, torsion in enumerate(check.tables(document, "torsion")):
         key = f"torsion[{index}]"
         check.keys(torsion, key, {"stiffness", "damping"}, {"stiffness"})
+        parameters.append(Parameter(f"{key}.stiffness", "torsion", "N m/rad", len(elements),
+                                    "stiffness"))
+        parameters.append(Parameter(f"{key}.damping", "torsion", "N m s/rad", len(elements),
+                                    "damping"))
         elements.append(
             TorsionSpring(
                 stiffness=jnp.asarray(
@@ -232,7 +288,7 @@ def _planar_pair(document, check, folder) -> PlanarPair:
     loads = _planar_loads(document, check, folder)
     if "simulation" in document:
         simulation_settings(document, check.source)
-    return PlanarPair(
+    model = PlanarPair(
         lower=lower,
         upper=upper,
         elements=tuple(elements),
@@ -240,6 +296,15 @@ def _planar_pair(document, check, folder) -> PlanarPair:
         gravity=jnp.asarray(gravity),
         initial_pose=jnp.asarray(initial_pose),
     )
+    parameters.sort(key=lambda p: _parameter_order(p.name))
+    return model, tuple(parameters)
+
+
+def _parameter_order(name: str):
+    # File order: springs by index, then torsion; stiffness before damping within each.
+    table, rest = name.split("[", 1)
+    index, field = rest.split("].")
+    return (table != "springs", int(index), field != "stiffness")
 
 
 def _check_measure(measure, check) -> None:
@@ -400,3 +465,60 @@ def write_trajectory(
         writer.writerow(("t",) + tuple(channels))
         for t, row in zip(ts, values):
             writer.writerow([repr(float(t))] + [repr(float(v)) for v in row])
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    raise ValueError(f"cannot write {value!r} to TOML")
+
+
+def _is_table_array(value) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
+
+
+def dumps_toml(document: dict) -> str:
+    """Serialise a model document (scalars, arrays, tables, arrays of tables) as TOML."""
+    lines = []
+    for key, value in document.items():
+        if not isinstance(value, dict) and not _is_table_array(value):
+            lines.append(f"{key} = {_toml_value(value)}")
+    for key, value in document.items():
+        if isinstance(value, dict):
+            lines += ["", f"[{key}]"] + [f"{k} = {_toml_value(v)}" for k, v in value.items()]
+        elif _is_table_array(value):
+            for table in value:
+                lines += ["", f"[[{key}]]"] + [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+    return "\n".join(lines) + "\n"
+
+
+def write_model_file(
+    path: str | pathlib.Path, model_file: ModelFile, values: dict[str, float]
+) -> pathlib.Path:
+    """Write `model_file` with the parameters in `values` (name -> SI value) replaced.
+
+    The schema stays that of the input, so the result can be simulated or fitted again;
+    relative `loads_file` paths are rewritten to stay valid from the new file's folder.
+    """
+    from ._parameters import set_in_document
+
+    path = pathlib.Path(path)
+    document = copy.deepcopy(model_file.document)
+    for name, value in values.items():
+        set_in_document(document, name, value)
+    for load in document.get("loads", []):
+        if "loads_file" in load:
+            target = (model_file.folder / load["loads_file"]).resolve()
+            load["loads_file"] = os.path.relpath(target, path.parent.resolve())
+    path.write_text(dumps_toml(document))
+    return path

@@ -69,8 +69,9 @@ def simulate(
     adjoint: diffrax.AbstractAdjoint | None = None,
     max_steps: int = 100_000,
     throw: bool = True,
+    t0: float | None = None,
 ) -> Simulation:
-    """Integrate a system from its `initial_state()` at `ts[0]`, saving at every time in `ts`.
+    """Integrate a system from its `initial_state()` at `t0`, saving at every time in `ts`.
 
     **Arguments:**
     - `system`: any `AbstractLagrangianSystem` (e.g. `PlanarPair`); its equations of motion are
@@ -84,6 +85,7 @@ def simulate(
     - `max_steps`: the most solver steps allowed.
     - `throw`: raise on failure (default). With `throw=False` the failure is reported in
       `result`, as needed inside fits that must back off instead of crashing.
+    - `t0`: start time of the motion (s), at most `ts[0]`; default `ts[0]`.
 
     **Returns:** a `Simulation`. Jit-compiled; `jax.vmap` over systems (parameters, loads) works.
     """
@@ -92,7 +94,7 @@ def simulate(
     solution = diffrax.diffeqsolve(
         diffrax.ODETerm(lagrangian_vector_field),
         default_solver() if solver is None else solver,
-        t0=ts[0],
+        t0=ts[0] if t0 is None else t0,
         t1=ts[-1],
         dt0=None,
         y0=y0,

@@ -1,0 +1,741 @@
+"""Least-squares identification through the ODE solve: the problem, the solvers, the result.
+
+The residuals are `r = (observe(simulate(model(theta))) - data) / sigma`, stacked over samples,
+channels and load cases (Liu 2001, eq 2-24, with noise weighting). Levenberg-Marquardt gets its
+Jacobian by forward-mode autodiff through diffrax; first-order methods (optax) use reverse mode.
+"""
+
+import dataclasses
+import math
+import pathlib
+import time
+from collections.abc import Sequence
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jaxopt
+import numpy as np
+import optax
+import optimistix as optx
+from jaxtyping import Array, Float
+
+from ._io import ModelFile, load_model_file, read_trajectory
+from ._parameters import Parameter, Transform, apply_values, select_parameters
+from ._planar_elements import VectorSprings
+from ._simulate import SimulationResult, simulate
+from ._uncertainty import Identifiability, fisher_analysis
+
+SOLVERS = ("lm", "jaxopt-lm", "adam", "lbfgs")
+# Residual given to samples of a trial point whose integration failed: finite, so that the
+# solver sees a huge cost and backs off instead of receiving NaN.
+FAILED_RESIDUAL = 1e8
+
+
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+    """A measured trajectory: `ts` (s, `(k,)`), `values` (`(k, c)`, SI) of the named `channels`."""
+
+    ts: np.ndarray
+    values: np.ndarray
+    channels: tuple[str, ...]
+    source: str = "<data>"
+
+    @classmethod
+    def from_csv(cls, path, channels: Sequence[str]) -> "Measurement":
+        """Read a trajectory CSV (formats.md) with the given pose channels."""
+        ts, values = read_trajectory(path, tuple(channels))
+        return cls(ts, values, tuple(channels), str(path))
+
+
+class FitProblem:
+    """What to fit: a model, measured trajectories (one per load case) and the free parameters.
+
+    **Arguments:**
+    - `model_file`: a `ModelFile` (named parameters; the model's values of free parameters are
+      the starting guess, the others stay fixed).
+    - `measurements`: one `Measurement` per load case.
+    - `free`: `--free` groups (`stiffness`, `damping`, `torsion`) or parameter names.
+    - `noise`: per-channel measurement standard deviation (SI), e.g. `{"x": 5e-6, "y": 5e-6,
+      "theta": 1.7e-4}`; `None` estimates it from the residuals.
+    - `models`: optional model per load case (same parameters, e.g. other loads); default the
+      file's model for every case.
+
+    Misuse (missing channels, too few data, nothing exciting the joint, unknown groups) raises
+    `ValueError` before anything is solved.
+    """
+
+    def __init__(
+        self,
+        model_file: ModelFile,
+        measurements: Sequence[Measurement] | Measurement,
+        free: Sequence[str],
+        noise: dict[str, float] | None = None,
+        models: Sequence | None = None,
+    ):
+        if isinstance(measurements, Measurement):
+            measurements = [measurements]
+        self.model_file = model_file
+        self.measurements = tuple(measurements)
+        self.models = tuple(models) if models is not None else (model_file.model,) * len(
+            self.measurements
+        )
+        if len(self.models) != len(self.measurements):
+            raise ValueError(f"{len(self.models)} models for {len(self.measurements)} measurements")
+        self.parameters = select_parameters(model_file.parameters, free, model_file.source)
+        self.channels = tuple(model_file.model.observable_names)
+        self.start = np.array([float(p.get(self.models[0])) for p in self.parameters])
+        self._check_data()
+        self.noise = None if noise is None else self._check_noise(noise)
+        for model in self.models:
+            _check_excitation(model, model_file.source)
+
+    @classmethod
+    def from_files(cls, model_path, data_paths, free, noise=None) -> "FitProblem":
+        """Problem from a model file and one or more trajectory CSV files (one model)."""
+        model_file = load_model_file(model_path)
+        if isinstance(data_paths, (str, pathlib.Path)):
+            data_paths = [data_paths]
+        channels = model_file.model.observable_names
+        return cls(model_file, [Measurement.from_csv(p, channels) for p in data_paths], free, noise)
+
+    @property
+    def names(self) -> list[str]:
+        """Names of the free parameters, in solver order."""
+        return [p.name for p in self.parameters]
+
+    @property
+    def n_data(self) -> int:
+        """Number of scalar residuals (samples x channels x load cases)."""
+        return sum(m.values.size for m in self.measurements)
+
+    def _check_data(self) -> None:
+        for measurement in self.measurements:
+            if tuple(measurement.channels) != self.channels:
+                raise ValueError(
+                    f"{measurement.source}: channels {list(measurement.channels)}; this model "
+                    f"is observed through {list(self.channels)}"
+                )
+            if measurement.ts[0] < 0:
+                raise ValueError(
+                    f"{measurement.source}: first time {measurement.ts[0]:g} s is before the "
+                    f"motion starts (t = 0)"
+                )
+        n_free = len(self.parameters)
+        if self.n_data <= n_free or min(len(m.ts) for m in self.measurements) < 3:
+            raise ValueError(
+                f"{self.measurements[0].source}: {self.n_data} data values for {n_free} free "
+                f"parameters: the data are shorter than the model needs (at least 3 samples "
+                f"per trajectory and more values than free parameters)"
+            )
+
+    def _check_noise(self, noise: dict[str, float]) -> dict[str, float]:
+        missing = [c for c in self.channels if c not in noise]
+        unknown = [c for c in noise if c not in self.channels]
+        if missing or unknown:
+            raise ValueError(
+                f"noise: give one standard deviation per channel {list(self.channels)}; "
+                f"missing {missing}, unknown {unknown}"
+            )
+        for channel, sigma in noise.items():
+            if not (math.isfinite(sigma) and sigma > 0):
+                raise ValueError(f"noise: {channel}={sigma!r}: expected a positive number")
+        return {c: float(noise[c]) for c in self.channels}
+
+
+def _check_excitation(model, source: str) -> None:
+    loads_zero = all(
+        not np.any(np.asarray(leaf))
+        for load in model.loads
+        for leaf in jax.tree_util.tree_leaves(
+            load.amplitude if hasattr(load, "amplitude") else load.values
+        )
+    )
+    at_rest = np.allclose(np.asarray(model.initial_pose), np.asarray(model.upper.reference_pose))
+    no_gravity = not np.any(np.asarray(model.gravity))
+    if loads_zero and at_rest and no_gravity:
+        raise ValueError(
+            f"{source}: nothing excites the joint: all loads are zero, there is no gravity and "
+            f"the motion starts at rest in the reference pose, so the body never moves and the "
+            f"data cannot determine any parameter. Add loads or an initial_pose."
+        )
+
+
+class _Objective(eqx.Module):
+    """Noise-weighted residuals of all load cases, as a function of the parameters."""
+
+    models: tuple
+    ts: tuple
+    data: tuple
+    sigma: Float[Array, " c"]
+    transform: Transform
+    parameters: tuple[Parameter, ...] = eqx.field(static=True)
+    adjoint: diffrax.AbstractAdjoint = eqx.field(static=True)
+    max_steps: int = eqx.field(static=True)
+
+    def case_residuals(self, theta, case: int) -> Float[Array, " n"]:
+        model = apply_values(self.models[case], self.parameters, theta)
+        solution = simulate(
+            model, self.ts[case], adjoint=self.adjoint, throw=False, t0=0.0,
+            max_steps=self.max_steps,
+        )
+        predicted = jax.vmap(model.observe)(solution.q)
+        residual = ((predicted - self.data[case]) / self.sigma).ravel()
+        ok = (solution.result == SimulationResult.successful) & jnp.isfinite(residual)
+        return jnp.where(ok, residual, FAILED_RESIDUAL)
+
+    def physical_residuals(self, theta: Float[Array, " p"]) -> Float[Array, " n"]:
+        """Residuals at physical parameter values `theta`, shape `(n_data,)`."""
+        return jnp.concatenate([self.case_residuals(theta, i) for i in range(len(self.models))])
+
+    def __call__(self, u: Float[Array, " p"], args=None) -> Float[Array, " n"]:
+        """Residuals at unconstrained coordinates `u` (the solver's `residuals(params, args)`)."""
+        return self.physical_residuals(self.transform.to_physical(u))
+
+
+def _objective(problem: FitProblem, sigma: np.ndarray, transform: Transform, adjoint, max_steps):
+    return _Objective(
+        models=problem.models,
+        ts=tuple(jnp.asarray(m.ts) for m in problem.measurements),
+        data=tuple(jnp.asarray(m.values) for m in problem.measurements),
+        sigma=jnp.asarray(sigma),
+        transform=transform,
+        parameters=problem.parameters,
+        adjoint=adjoint,
+        max_steps=max_steps,
+    )
+
+
+def _progress_printer(enabled: bool):
+    if not enabled:
+        return False
+
+    def show(**values):
+        jax.debug.print(
+            "  LM step {step}: cost {cost:.6e} (trial {trial:.6e})",
+            step=values["num_steps"][1],
+            cost=values["loss_last_accepted_step"][1],
+            trial=values["loss_this_step"][1],
+        )
+
+    return show
+
+
+@eqx.filter_jit
+def _solve_lm(objective, u0, rtol, atol, max_steps, verbose):
+    solver = optx.LevenbergMarquardt(rtol=rtol, atol=atol, verbose=verbose)
+    solution = optx.least_squares(objective, solver, u0, max_steps=max_steps, throw=False)
+    return solution.value, solution.result == optx.RESULTS.successful, solution.stats["num_steps"]
+
+
+@eqx.filter_jit
+def _solve_jaxopt_lm(objective, u0, rtol, atol, max_steps):
+    # With a materialised Jacobian jaxopt builds it by jax.jacfwd (forward mode, as diffrax's
+    # ForwardMode needs); jaxopt 0.8.5 ignores a `jac_fun` given together with materialize_jac.
+    solver = jaxopt.LevenbergMarquardt(
+        residual_fun=objective, materialize_jac=True,
+        solver="cholesky", maxiter=max_steps, stop_criterion="madsen-nielsen",
+        xtol=rtol, gtol=atol, implicit_diff=False,
+    )
+    params, state = solver.run(u0)
+    return params, state.iter_num < max_steps, state.iter_num
+
+
+@eqx.filter_jit
+def _solve_optax(objective, u0, optimizer_name: str, learning_rate, max_steps):
+    def loss(u):
+        return 0.5 * jnp.sum(objective(u) ** 2)
+
+    def stationary(value, grad):
+        # First-order methods stop (or are judged converged) on a small gradient.
+        return optax.tree.norm(grad) <= 1e-6 * (1.0 + value)
+
+    if optimizer_name == "adam":
+        optimizer = optax.adam(learning_rate)
+
+        def step(carry, _):
+            u, state = carry
+            grad = jax.grad(loss)(u)
+            updates, state = optimizer.update(grad, state, u)
+            return (optax.apply_updates(u, updates), state), None
+
+        (u, _), _ = jax.lax.scan(step, (u0, optimizer.init(u0)), None, length=max_steps)
+        value, grad = jax.value_and_grad(loss)(u)
+        return u, stationary(value, grad), jnp.array(max_steps)
+    optimizer = optax.lbfgs()
+    value_and_grad = optax.value_and_grad_from_state(loss)
+
+    def body(carry):
+        u, state, count, _ = carry
+        value, grad = value_and_grad(u, state=state)
+        updates, state = optimizer.update(grad, state, u, value=value, grad=grad, value_fn=loss)
+        return optax.apply_updates(u, updates), state, count + 1, stationary(value, grad)
+
+    def cond(carry):
+        return (carry[2] < max_steps) & ~carry[3]
+
+    u, _, count, small = jax.lax.while_loop(
+        cond, body, (u0, optimizer.init(u0), jnp.array(0), jnp.array(False))
+    )
+    return u, small, count
+
+
+@dataclasses.dataclass
+class FitResult:
+    """The outcome of `fit`, explaining itself.
+
+    Fields: `names`, `units`, `start`, `values` (SI), `stderr` (Cramer-Rao standard errors, NaN
+    where a parameter is not individually identifiable or sits on a bound), `at_bound`,
+    `covariance`, `correlation`, `cost` (half the sum of squared noise-weighted residuals),
+    `n_data`, `converged`, `message`, `n_steps`, `solver`, `start_costs` (final cost from each
+    start), `noise` (per channel) and `noise_estimated`, `identifiability`, `moments` (identifiable
+    summaries of a vector-spring measure, with standard errors), `predictions` (per load case,
+    `(k, c)`), `measurements`, `warnings`, `seconds`.
+    """
+
+    names: list[str]
+    units: list[str]
+    start: np.ndarray
+    values: np.ndarray
+    stderr: np.ndarray
+    at_bound: np.ndarray
+    covariance: np.ndarray
+    correlation: np.ndarray
+    cost: float
+    n_data: int
+    converged: bool
+    message: str
+    n_steps: int
+    solver: str
+    start_costs: list[float]
+    noise: dict[str, float]
+    noise_estimated: bool
+    identifiability: Identifiability
+    moments: dict
+    predictions: list[np.ndarray]
+    measurements: tuple[Measurement, ...]
+    warnings: list[str]
+    seconds: float
+
+    def fitted_values(self) -> dict[str, float]:
+        """Free parameter name -> fitted value (SI)."""
+        return {name: float(v) for name, v in zip(self.names, self.values)}
+
+    def residuals(self) -> list[np.ndarray]:
+        """Raw residuals `data - fit` per load case, `(k, c)` (SI)."""
+        return [m.values - p for m, p in zip(self.measurements, self.predictions)]
+
+    def report(self) -> dict:
+        """JSON-ready report (formats.md `report.json`)."""
+
+        def number(x):
+            return None if not np.isfinite(x) else float(x)
+
+        parameters = []
+        for i, name in enumerate(self.names):
+            entry = {
+                "name": name, "value": float(self.values[i]), "stderr": number(self.stderr[i]),
+                "unit": self.units[i], "start": float(self.start[i]),
+                "at_bound": bool(self.at_bound[i]),
+                "identifiable": bool(self.identifiability.identifiable[i]),
+            }
+            parameters.append(entry)
+        return {
+            "converged": bool(self.converged),
+            "message": self.message,
+            "cost": float(self.cost),
+            "n_data": int(self.n_data),
+            "solver": self.solver,
+            "n_steps": int(self.n_steps),
+            "seconds": float(self.seconds),
+            "start_costs": [float(c) for c in self.start_costs],
+            "noise": {"sigma": self.noise, "estimated_from_residuals": self.noise_estimated},
+            "parameters": parameters,
+            "correlation": [[number(x) for x in row] for row in self.correlation],
+            "identifiability": self.identifiability.to_dict(),
+            "moments": self.moments,
+            "warnings": list(self.warnings),
+        }
+
+    def summary(self) -> str:
+        """A human-readable table of the fit."""
+        lines = [
+            f"fit with {self.solver}: {'converged' if self.converged else 'NOT converged'} "
+            f"after {self.n_steps} steps in {self.seconds:.2f} s; cost {self.cost:.6g} "
+            f"({self.n_data} data values)",
+            "noise sigma " + ("(estimated from residuals)" if self.noise_estimated else "(given)")
+            + ": " + ", ".join(f"{k}={v:.3g}" for k, v in self.noise.items()),
+            "",
+            f"{'parameter':28s} {'start':>12s} {'value':>12s} {'stderr':>11s} {'unit':>9s}  note",
+        ]
+        for i, name in enumerate(self.names):
+            if self.at_bound[i]:
+                note, error = "at bound", "-"
+            elif not self.identifiability.identifiable[i]:
+                note, error = "not identifiable alone", "-"
+            else:
+                note, error = "", f"{self.stderr[i]:.3g}"
+            lines.append(
+                f"{name:28s} {self.start[i]:12.6g} {self.values[i]:12.6g} {error:>11s} "
+                f"{self.units[i]:>9s}  {note}"
+            )
+        ident = self.identifiability
+        lines += ["", f"identifiability: rank {ident.rank} of {ident.n_parameters} free parameters"]
+        for k, combination in enumerate(ident.combinations):
+            terms = " ".join(
+                f"{c:+.3g}*{n}" for n, c in list(combination["coefficients"].items())[:6]
+            )
+            more = len(combination["coefficients"]) - 6
+            lines.append(
+                f"  combination {k + 1}: {terms}{f' ... (+{more} terms)' if more > 0 else ''}"
+                f" = {combination['value']:.6g} +- {combination['standard_error']:.2g}"
+            )
+        if self.moments:
+            lines.append("vector-spring measure (identifiable moments):")
+            for key, entry in self.moments.items():
+                value = entry["value"]
+                shown = (", ".join(f"{v:.6g}" for v in value) if isinstance(value, list)
+                         else f"{value:.6g}")
+                error = entry["stderr"]
+                shown_error = (", ".join("-" if e is None else f"{e:.2g}" for e in error)
+                               if isinstance(error, list)
+                               else ("-" if error is None else f"{error:.2g}"))
+                lines.append(f"  {key:22s} {shown} +- {shown_error} {entry['unit']}")
+        for warning in self.warnings:
+            lines.append(f"WARNING: {warning}")
+        return "\n".join(lines)
+
+
+def _vector_spring_moments(problem: FitProblem, values, identifiability) -> dict:
+    """Identifiable summaries of the vector-spring measure: total stiffness, the
+    stiffness-weighted centroid (the pin estimate) and the radius of gyration."""
+    model = problem.models[0]
+    springs = [e for e in model.elements if isinstance(e, VectorSprings)]
+    if not springs:
+        return {}
+    element = model.elements.index(springs[0])
+    free_rows = {
+        p.row: i for i, p in enumerate(problem.parameters)
+        if p.element == element and p.field == "stiffness"
+    }
+    if not free_rows:
+        return {}
+    from ._planar_kinematics import body_point_position
+
+    points = jnp.asarray(body_point_position(model.lower.reference_pose, springs[0].points_a))
+
+    def stiffness_vector(theta):
+        stiffness = springs[0].stiffness
+        for row, i in free_rows.items():
+            stiffness = stiffness.at[row].set(theta[i])
+        return stiffness
+
+    def total(theta):
+        return jnp.sum(stiffness_vector(theta))
+
+    def centroid(theta, axis):
+        k = stiffness_vector(theta)
+        return jnp.sum(k * points[:, axis]) / jnp.sum(k)
+
+    def gyration(theta):
+        k = stiffness_vector(theta)
+        c = jnp.sum(k[:, None] * points, axis=0) / jnp.sum(k)
+        return jnp.sqrt(jnp.sum(k * jnp.sum((points - c) ** 2, axis=1)) / jnp.sum(k))
+
+    theta = jnp.asarray(values)
+
+    def with_error(function):
+        value = float(function(theta))
+        error = identifiability.standard_error_of(np.asarray(jax.grad(function)(theta)))
+        return value, (None if not np.isfinite(error) else error)
+
+    t, t_err = with_error(total)
+    cx, cx_err = with_error(lambda th: centroid(th, 0))
+    cy, cy_err = with_error(lambda th: centroid(th, 1))
+    g, g_err = with_error(gyration)
+    return {
+        "total_stiffness": {"value": t, "stderr": t_err, "unit": "N/m"},
+        "centroid": {"value": [cx, cy], "stderr": [cx_err, cy_err], "unit": "m"},
+        "radius_of_gyration": {"value": g, "stderr": g_err, "unit": "m"},
+    }
+
+
+VECTOR_MEASURE_NOTE = (
+    "The motion depends on a measure of vector springs only through its total stiffness, its "
+    "first moment and its second moment (the springs' separation is affine in the attachment "
+    "point and the rotation part is isotropic), so at most 4 combinations of their "
+    "stiffnesses are identifiable, 3 when the springs lie on a straight line or a circle, "
+    "however many springs there are. The moments are reported with standard errors; "
+    "individual springs need a sparsity prior (measure recovery)."
+)
+
+
+def fit(
+    problem: FitProblem,
+    *,
+    solver: str = "lm",
+    starts: int = 1,
+    seed: int = 0,
+    start_spread: float = 1.0,
+    max_steps: int | None = None,
+    rtol: float = 1e-10,
+    atol: float = 1e-10,
+    learning_rate: float = 0.05,
+    simulation_max_steps: int = 20_000,
+    progress: bool = False,
+) -> FitResult:
+    """Fit the free parameters of `problem` by least squares through the ODE solve.
+
+    **Arguments:**
+    - `solver`: `"lm"` (Levenberg-Marquardt of optimistix, forward-mode Jacobians; default),
+      `"jaxopt-lm"` (jaxopt's Levenberg-Marquardt), `"adam"` or `"lbfgs"` (optax, reverse mode).
+    - `starts`: number of starts; start 0 is the model's values, the others are drawn with
+      `seed`, log-normally around it (`start_spread` in unconstrained units), solved together
+      with `vmap`. The lowest cost wins.
+    - `max_steps`: solver iterations (default 200 for LM, 2000 for adam/lbfgs).
+    - `rtol`, `atol`: LM termination tolerances on the unconstrained parameters and the cost.
+    - `learning_rate`: for adam.
+    - `simulation_max_steps`: ODE steps allowed per simulation; a trial point that needs more
+      counts as failed and the solver backs off.
+    - `progress`: print the solver's progress.
+
+    **Returns:** a `FitResult`: values, Cramer-Rao standard errors, correlations,
+    identifiability (SVD of the noise-weighted sensitivities), convergence and residuals.
+    """
+    if solver not in SOLVERS:
+        raise ValueError(f"solver {solver!r}: expected one of {list(SOLVERS)}")
+    if starts < 1:
+        raise ValueError(f"starts={starts}: expected at least 1")
+    first_order = solver in ("adam", "lbfgs")
+    max_steps = max_steps or (2000 if first_order else 200)
+    clock = time.perf_counter()
+    transform = Transform.around(problem.parameters, problem.start, problem.model_file.source)
+    adjoint = diffrax.RecursiveCheckpointAdjoint() if first_order else diffrax.ForwardMode()
+    noise_estimated = problem.noise is None
+    if noise_estimated:
+        # Provisional weights: comparable channels; the real noise level comes after the fit.
+        sigma = np.array([
+            max(np.ptp(np.concatenate([m.values[:, c] for m in problem.measurements])), 1e-12)
+            * 1e-3 for c in range(len(problem.channels))
+        ])
+    else:
+        sigma = np.array([problem.noise[c] for c in problem.channels])
+
+    def solve(objective, u0):
+        if solver == "lm":
+            return _solve_lm(objective, u0, rtol, atol, max_steps,
+                             _progress_printer(progress and u0.ndim == 1))
+        if solver == "jaxopt-lm":
+            return _solve_jaxopt_lm(objective, u0, rtol, atol, max_steps)
+        return _solve_optax(objective, u0, solver, learning_rate, max_steps)
+
+    objective = _objective(problem, sigma, transform, adjoint, simulation_max_steps)
+    n_free = len(problem.parameters)
+    key = jax.random.PRNGKey(seed)
+    starts_u = jnp.concatenate(
+        [jnp.zeros((1, n_free)),
+         start_spread * jax.random.normal(key, (starts - 1, n_free))]
+    )
+    start_costs = []
+    best = None
+    chunk = 8
+    for first in range(0, starts, chunk):
+        batch = starts_u[first:first + chunk]
+        if starts == 1:
+            u, converged, steps = solve(objective, batch[0])
+            results = [(u, converged, steps)]
+        else:
+            us, convergeds, stepss = eqx.filter_vmap(
+                lambda u0: solve(objective, u0)
+            )(batch)
+            results = list(zip(us, convergeds, stepss))
+        for u, converged, steps in results:
+            cost = float(0.5 * jnp.sum(objective(u) ** 2))
+            start_costs.append(cost)
+            if best is None or cost < best[3]:
+                best = (u, bool(converged), int(steps), cost)
+        if progress and starts > 1:
+            print(f"  starts {min(first + chunk, starts)}/{starts} done, best cost "
+                  f"{best[3]:.6e}", flush=True)
+    u, converged, n_steps, cost = best
+
+    theta = np.asarray(transform.to_physical(u))
+    if noise_estimated:
+        sigma = _estimate_noise(problem, theta, transform, adjoint, simulation_max_steps)
+        objective = _objective(problem, sigma, transform, adjoint, simulation_max_steps)
+        u, converged, steps = solve(objective, u)
+        n_steps += int(steps)
+        converged = bool(converged)
+        theta = np.asarray(transform.to_physical(u))
+    residuals = objective.physical_residuals(jnp.asarray(theta))
+    cost = float(0.5 * jnp.sum(residuals**2))
+    failed = bool(np.any(np.asarray(residuals) == FAILED_RESIDUAL))
+
+    jacobian = np.asarray(_sensitivity(objective, jnp.asarray(theta)))
+    at_bound = transform.at_bound(theta)
+    names = problem.names
+    covariance, identifiability = fisher_analysis(
+        jacobian, theta, _scales(theta, transform), names, ~at_bound
+    )
+    stderr = np.sqrt(np.where(np.isnan(np.diag(covariance)), np.nan, np.diag(covariance)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        correlation = covariance / np.outer(stderr, stderr)
+    warnings = list(identifiability.warnings)
+    if identifiability.rank < identifiability.n_parameters and any(
+        p.field == "stiffness" and isinstance(problem.models[0].elements[p.element], VectorSprings)
+        for p in problem.parameters
+    ):
+        warnings.append(VECTOR_MEASURE_NOTE)
+    for i in np.flatnonzero(at_bound):
+        warnings.append(
+            f"{names[i]} ended on its bound ({theta[i]:.3g} {problem.parameters[i].unit}); it is "
+            f"reported without a standard error."
+        )
+    if failed:
+        warnings.append("The simulation failed at the returned parameters; do not use them.")
+        converged = False
+    if not np.any(np.abs(jacobian) > 0):
+        warnings.append(
+            "The data are insensitive to every free parameter (zero sensitivity): nothing "
+            "excites the joint in a way these parameters affect."
+        )
+    message = "converged" if converged else (
+        "the solver stopped without meeting its tolerances (max_steps reached or failed); "
+        "try more steps, more starts or another solver"
+    )
+    predictions = []
+    for model, measurement in zip(problem.models, problem.measurements):
+        fitted = apply_values(model, problem.parameters, jnp.asarray(theta))
+        solution = simulate(fitted, jnp.asarray(measurement.ts), t0=0.0, throw=False,
+                            max_steps=simulation_max_steps)
+        predictions.append(np.asarray(jax.vmap(fitted.observe)(solution.q)))
+    result = FitResult(
+        names=names,
+        units=[p.unit for p in problem.parameters],
+        start=problem.start,
+        values=theta,
+        stderr=stderr,
+        at_bound=at_bound,
+        covariance=covariance,
+        correlation=correlation,
+        cost=cost,
+        n_data=problem.n_data,
+        converged=bool(converged),
+        message=message,
+        n_steps=n_steps,
+        solver=solver,
+        start_costs=start_costs,
+        noise={c: float(s) for c, s in zip(problem.channels, sigma)},
+        noise_estimated=noise_estimated,
+        identifiability=identifiability,
+        moments={},
+        predictions=predictions,
+        measurements=problem.measurements,
+        warnings=warnings,
+        seconds=time.perf_counter() - clock,
+    )
+    result.moments = _vector_spring_moments(problem, theta, identifiability)
+    return result
+
+
+@eqx.filter_jit
+def _sensitivity(objective: _Objective, theta):
+    # Noise-weighted sensitivity matrix dr/dtheta in physical units, by forward mode.
+    forward = dataclasses.replace(objective, adjoint=diffrax.ForwardMode())
+    return jax.jacfwd(forward.physical_residuals)(theta)
+
+
+def _scales(theta, transform: Transform) -> np.ndarray:
+    return np.where(np.abs(theta) > 0, np.abs(theta), np.asarray(transform.scale))
+
+
+def _noise_array(problem: FitProblem, noise: dict[str, float] | None) -> np.ndarray:
+    noise = problem.noise if noise is None else problem._check_noise(noise)
+    if noise is None:
+        raise ValueError("give the measurement noise per channel (noise=...) for this analysis")
+    return np.array([noise[c] for c in problem.channels])
+
+
+def analyse(
+    problem: FitProblem, values=None, noise: dict[str, float] | None = None
+) -> tuple[np.ndarray, Identifiability]:
+    """What the data of `problem` would determine at parameter `values` (default: the start).
+
+    Computes the noise-weighted sensitivity matrix by forward-mode autodiff through the ODE and
+    returns `(covariance, identifiability)` as `fisher_analysis` does: the Cramer-Rao bound and
+    the identifiable combinations. Useful to design experiments before fitting. `noise`
+    defaults to the problem's.
+    """
+    theta = problem.start if values is None else np.asarray(values, dtype=float)
+    transform = Transform.around(problem.parameters, problem.start, problem.model_file.source)
+    objective = _objective(
+        problem, _noise_array(problem, noise), transform, diffrax.ForwardMode(), 20_000
+    )
+    jacobian = np.asarray(_sensitivity(objective, jnp.asarray(theta)))
+    return fisher_analysis(jacobian, theta, _scales(theta, transform), problem.names)
+
+
+def fit_many(
+    problem: FitProblem,
+    data: Sequence[np.ndarray],
+    *,
+    rtol: float = 1e-10,
+    atol: float = 1e-10,
+    max_steps: int = 200,
+) -> dict[str, np.ndarray]:
+    """Fit the same problem to a batch of data sets at once (`vmap` over LM solves).
+
+    **Arguments:** `data`, one array per load case of shape `(batch, k, c)` (e.g. noise draws
+    for a Monte Carlo study); the problem's noise must be given.
+
+    **Returns:** `values` `(batch, p)`, Cramer-Rao `stderr` `(batch, p)` (full-rank problems;
+    NaN where the Fisher information is singular), `converged` `(batch,)`, `cost` `(batch,)`.
+    """
+    sigma = _noise_array(problem, None)
+    transform = Transform.around(problem.parameters, problem.start, problem.model_file.source)
+    objective = _objective(problem, sigma, transform, diffrax.ForwardMode(), 20_000)
+    batch = tuple(jnp.asarray(d) for d in data)
+    if len(batch) != len(problem.measurements):
+        raise ValueError(f"{len(batch)} data arrays for {len(problem.measurements)} load cases")
+
+    @eqx.filter_jit
+    def solve_all(objective, batch):
+        def one(case_data):
+            single = eqx.tree_at(lambda o: o.data, objective, case_data)
+            u, converged, _ = _solve_lm(single, jnp.zeros(len(problem.parameters)), rtol, atol,
+                                        max_steps, False)
+            theta = single.transform.to_physical(u)
+            jacobian = _sensitivity(single, theta)
+            cost = 0.5 * jnp.sum(single.physical_residuals(theta) ** 2)
+            return theta, jacobian, converged, cost
+
+        return jax.vmap(one)(batch)
+
+    theta, jacobian, converged, cost = solve_all(objective, batch)
+    fisher = np.einsum("bni,bnj->bij", np.asarray(jacobian), np.asarray(jacobian))
+    stderr = np.full(np.shape(theta), np.nan)
+    for b, information in enumerate(fisher):
+        if np.linalg.cond(information) < 1e12:
+            stderr[b] = np.sqrt(np.diag(np.linalg.inv(information)))
+    return {"values": np.asarray(theta), "stderr": stderr, "converged": np.asarray(converged),
+            "cost": np.asarray(cost)}
+
+
+def _estimate_noise(problem, theta, transform, adjoint, max_steps) -> np.ndarray:
+    """Per-channel noise from the residuals of a fit, corrected for the fitted degrees of
+    freedom: sigma_c^2 = sum r_c^2 / (n_c (1 - p / n))."""
+    unit = _objective(problem, np.ones(len(problem.channels)), transform, adjoint, max_steps)
+    n_channels = len(problem.channels)
+    raw = np.concatenate([
+        np.asarray(unit.case_residuals(jnp.asarray(theta), i)).reshape(-1, n_channels)
+        for i in range(len(problem.models))
+    ])
+    dof = max(1.0 - len(problem.parameters) / raw.size, 1e-3)
+    sigma = np.sqrt(np.mean(raw**2, axis=0) / dof)
+    scale = np.array([
+        max(np.ptp(np.concatenate([m.values[:, c] for m in problem.measurements])), 1e-300)
+        for c in range(n_channels)
+    ])
+    # Noise-free data would give sigma = 0; floor it at roundoff of the channel's range.
+    return np.maximum(sigma, 1e-13 * scale)

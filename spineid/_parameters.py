@@ -1,0 +1,169 @@
+"""Named model parameters with units and bounds, and their unconstrained coordinates.
+
+Solvers see an unconstrained vector `u`; a parameter with a finite lower bound `a` only maps as
+`value = a + scale exp(u)` (positive quantities: stiffness, damping), one with both bounds as
+`value = a + (b - a) sigmoid(u)`, an unbounded one as `value = start + scale u`. `scale` is the
+starting distance from the bound, so `u = 0` at the start and `u` is of order one.
+"""
+
+import dataclasses
+import math
+import re
+from collections.abc import Sequence
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+
+@dataclasses.dataclass(frozen=True)
+class Parameter:
+    """One scalar parameter of a model.
+
+    Fields: `name` (a path into the model file, e.g. `springs[3].stiffness`), `group` (the
+    `--free` group it belongs to), `unit` (SI), `element` and `field` (where it lives:
+    `model.elements[element].<field>`), `row` (its entry in that array, `None` for a scalar),
+    `lower` and `upper` bounds.
+    """
+
+    name: str
+    group: str
+    unit: str
+    element: int
+    field: str
+    row: int | None = None
+    lower: float = 0.0
+    upper: float = math.inf
+
+    def get(self, model) -> Float[Array, ""]:
+        """The parameter's value in `model`."""
+        leaf = getattr(model.elements[self.element], self.field)
+        return leaf if self.row is None else leaf[self.row]
+
+
+def apply_values(model, parameters: Sequence[Parameter], values: Float[Array, " p"]):
+    """A copy of `model` with `parameters` set to `values` (traceable; one `tree_at` per array)."""
+    by_leaf: dict[tuple[int, str], list[tuple[int | None, int]]] = {}
+    for position, parameter in enumerate(parameters):
+        by_leaf.setdefault((parameter.element, parameter.field), []).append(
+            (parameter.row, position)
+        )
+    for (element, field), entries in by_leaf.items():
+        leaf = getattr(model.elements[element], field)
+        if entries[0][0] is None:
+            new_leaf = jnp.asarray(values[entries[0][1]], dtype=leaf.dtype)
+        else:
+            rows = np.array([row for row, _ in entries])
+            positions = np.array([position for _, position in entries])
+            new_leaf = leaf.at[rows].set(values[positions])
+        model = eqx.tree_at(
+            lambda m, e=element, f=field: getattr(m.elements[e], f), model, new_leaf
+        )
+    return model
+
+
+def select_parameters(
+    parameters: Sequence[Parameter], free: Sequence[str], source: str = "model"
+) -> tuple[Parameter, ...]:
+    """The parameters named by `free`: group names (`stiffness`) or parameter names
+    (`springs[2].stiffness`). An unknown entry raises `ValueError` listing what exists."""
+    groups = sorted({p.group for p in parameters})
+    chosen: list[Parameter] = []
+    for entry in free:
+        matches = [p for p in parameters if p.group == entry or p.name == entry]
+        if not matches:
+            raise ValueError(
+                f"{source}: --free {entry!r}: no such parameter group in this model; the model "
+                f"has the groups {groups} (or name single parameters such as "
+                f"{parameters[0].name if parameters else 'springs[0].stiffness'!r})"
+            )
+        chosen.extend(p for p in matches if p not in chosen)
+    if not chosen:
+        raise ValueError(f"{source}: nothing to fit: give at least one --free group")
+    return tuple(chosen)
+
+
+class Transform(eqx.Module):
+    """Map between physical parameter values and the solver's unconstrained vector."""
+
+    lower: Float[Array, " p"]
+    upper: Float[Array, " p"]
+    scale: Float[Array, " p"]
+    start: Float[Array, " p"]
+
+    @classmethod
+    def around(cls, parameters: Sequence[Parameter], start, names_source: str = "model"):
+        """A transform with `u = 0` at the physical values `start` (shape `(p,)`)."""
+        start = np.asarray(start, dtype=float)
+        lower = np.array([p.lower for p in parameters], dtype=float)
+        upper = np.array([p.upper for p in parameters], dtype=float)
+        for p, value, a, b in zip(parameters, start, lower, upper):
+            if math.isfinite(b) and not math.isfinite(a):
+                raise ValueError(f"{names_source}: {p.name}: an upper bound needs a lower bound")
+            if not (a < value < b) and math.isfinite(a):
+                raise ValueError(
+                    f"{names_source}: {p.name} = {value:g} starts on or outside its bound "
+                    f"({a:g}, {b:g}); give a starting value inside it (a free {p.group} "
+                    f"parameter must start > {a:g})"
+                )
+        scale = np.where(np.isfinite(lower), start - lower, np.maximum(np.abs(start), 1.0))
+        return cls(jnp.asarray(lower), jnp.asarray(upper), jnp.asarray(scale), jnp.asarray(start))
+
+    def to_physical(self, u: Float[Array, " p"]) -> Float[Array, " p"]:
+        """Physical values from unconstrained coordinates."""
+        has_lower, has_upper = jnp.isfinite(self.lower), jnp.isfinite(self.upper)
+        safe_lower = jnp.where(has_lower, self.lower, 0.0)
+        width = jnp.where(has_upper, self.upper - safe_lower, 1.0)
+        # Keep the unused branch finite so that its (discarded) derivative is not NaN.
+        one_sided = safe_lower + self.scale * jnp.exp(jnp.where(has_upper, 0.0, u))
+        two_sided = safe_lower + width * _sigmoid(u + _logit((self.start - safe_lower) / width))
+        unbounded = self.start + self.scale * u
+        return jnp.where(has_lower, jnp.where(has_upper, two_sided, one_sided), unbounded)
+
+    def to_unconstrained(self, values: Float[Array, " p"]) -> Float[Array, " p"]:
+        """Unconstrained coordinates of physical values (inverse of `to_physical`)."""
+        has_lower, has_upper = jnp.isfinite(self.lower), jnp.isfinite(self.upper)
+        safe_lower = jnp.where(has_lower, self.lower, 0.0)
+        width = jnp.where(has_upper, self.upper - safe_lower, 1.0)
+        one_sided = jnp.log(jnp.maximum(values - safe_lower, 1e-300) / self.scale)
+        two_sided = _logit((values - safe_lower) / width) - _logit(
+            (self.start - safe_lower) / width
+        )
+        unbounded = (values - self.start) / self.scale
+        return jnp.where(has_lower, jnp.where(has_upper, two_sided, one_sided), unbounded)
+
+    def at_bound(self, values, relative: float = 1e-6) -> np.ndarray:
+        """Which values sit (within `relative` of the starting distance) on a bound."""
+        values = np.asarray(values)
+        near_lower = np.isfinite(self.lower) & (values - self.lower <= relative * self.scale)
+        near_upper = np.isfinite(self.upper) & (self.upper - values <= relative * self.scale)
+        return near_lower | near_upper
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + jnp.exp(-x))
+
+
+def _logit(p):
+    p = jnp.clip(p, 1e-300, 1 - 1e-16)
+    return jnp.log(p) - jnp.log1p(-p)
+
+
+_PATH_PART = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?$")
+
+
+def set_in_document(document: dict, name: str, value: float) -> None:
+    """Set the entry `name` (e.g. `springs[3].stiffness`) of a parsed model document."""
+    node = document
+    parts = name.split(".")
+    for depth, part in enumerate(parts):
+        match = _PATH_PART.match(part)
+        if match is None:
+            raise ValueError(f"not a parameter path: {name!r}")
+        key, index = match.group(1), match.group(2)
+        if depth == len(parts) - 1 and index is None:
+            node[key] = float(value)
+            return
+        node = node[key] if index is None else node[key][int(index)]
+    raise ValueError(f"not a parameter path: {name!r}")

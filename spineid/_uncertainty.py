@@ -1,0 +1,143 @@
+"""Standard errors and identifiability from the noise-weighted sensitivity matrix.
+
+With residuals `r_i = (model_i(theta) - data_i) / sigma_i`, the Gauss-Newton Fisher information at
+the optimum is `F = J^T J`, `J = dr/dtheta`, and its inverse is the Cramer-Rao lower bound on the
+covariance of any unbiased estimate. When `J` is rank deficient, only combinations of parameters in
+its row space are determined: the singular value decomposition `J D = U S V^T` (with `D` the
+parameter scales, so that the decomposition does not depend on units) lists them, each with the
+standard error `1 / s_k` in units of the parameter scales.
+"""
+
+import dataclasses
+
+import numpy as np
+
+RANK_RTOL = 1e-7  # singular values below this fraction of the largest are structural zeros
+POORLY_DETERMINED = 0.1  # relative standard error above which a warning is given
+
+
+@dataclasses.dataclass
+class Identifiability:
+    """What the data determine.
+
+    Fields: `n_parameters`; `rank` (numerical rank of the scaled sensitivity matrix);
+    `singular_values` (`s_k` of `J D`, dimensionless); `combinations` (one dict per identifiable
+    direction: `singular_value`, `coefficients` {name: c_j in SI per parameter}, `value` of
+    `sum_j c_j theta_j` and its `standard_error`); `identifiable` (per parameter: whether it is
+    individually determined); `warnings` (plain-language statements).
+    """
+
+    n_parameters: int
+    rank: int
+    singular_values: np.ndarray
+    combinations: list[dict]
+    identifiable: np.ndarray
+    warnings: list[str]
+    # Row space of the scaled sensitivity matrix, for errors of identifiable functions.
+    _basis: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 0)), repr=False)
+    _scales: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0), repr=False)
+    _index: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, int), repr=False)
+
+    def standard_error_of(self, gradient: np.ndarray) -> float:
+        """Standard error (delta method) of a scalar function of the parameters with gradient
+        `gradient` (`(p,)`, SI). NaN when the function is not determined by the data, i.e. its
+        gradient leaves the row space of the sensitivity matrix."""
+        gradient = np.asarray(gradient, dtype=float)
+        if np.any(np.delete(gradient, self._index) != 0) or self._basis.shape[0] == 0:
+            return float("nan")
+        scaled = gradient[self._index] * self._scales[self._index]
+        size = np.linalg.norm(scaled)
+        if size == 0:
+            return 0.0
+        coordinates = self._basis @ scaled
+        if np.linalg.norm(scaled - self._basis.T @ coordinates) > 1e-6 * size:
+            return float("nan")
+        return float(np.sqrt(np.sum((coordinates / self.singular_values[: len(coordinates)]) ** 2)))
+
+    def to_dict(self) -> dict:
+        """JSON-ready form (the `identifiability` entry of report.json)."""
+        return {
+            "n_parameters": self.n_parameters,
+            "rank": self.rank,
+            "singular_values": [float(s) for s in self.singular_values],
+            "identifiable_combinations": self.combinations,
+            "individually_identifiable": [bool(x) for x in self.identifiable],
+            "warnings": list(self.warnings),
+        }
+
+
+def fisher_analysis(
+    jacobian: np.ndarray, values: np.ndarray, scales: np.ndarray, names: list[str],
+    active: np.ndarray | None = None,
+) -> tuple[np.ndarray, Identifiability]:
+    """Covariance (Cramer-Rao bound) and identifiability from a noise-weighted Jacobian.
+
+    **Arguments:**
+    - `jacobian`: `dr/dtheta` at the optimum, shape `(n_data, p)`, residuals divided by noise.
+    - `values`: the parameter values, `(p,)`; `scales`: positive typical magnitudes, `(p,)`.
+    - `names`: parameter names; `active`: parameters to analyse (default all; parameters on a
+      bound are left out and get no standard error).
+
+    **Returns:** `(covariance, identifiability)`; `covariance` is `(p, p)` with NaN in the rows and
+    columns of parameters that are not individually identifiable or not active.
+    """
+    jacobian = np.asarray(jacobian, dtype=float)
+    p = jacobian.shape[1]
+    active = np.ones(p, dtype=bool) if active is None else np.asarray(active, dtype=bool)
+    index = np.flatnonzero(active)
+    scaled = jacobian[:, index] * scales[index]
+    covariance = np.full((p, p), np.nan)
+    identifiable = np.zeros(p, dtype=bool)
+    combinations: list[dict] = []
+    if index.size == 0:
+        return covariance, Identifiability(0, 0, np.zeros(0), [], identifiable, [], _scales=scales)
+    _, singular, vt = np.linalg.svd(scaled, full_matrices=False)
+    rank = int(np.sum(singular > singular[0] * RANK_RTOL)) if singular[0] > 0 else 0
+    basis = vt[:rank]
+    scaled_covariance = basis.T @ np.diag(singular[:rank] ** -2.0) @ basis
+    in_row_space = np.linalg.norm(np.eye(index.size) - basis.T @ basis, axis=0) < 1e-6
+    block = scaled_covariance * np.outer(scales[index], scales[index])
+    for a, i in enumerate(index):
+        identifiable[i] = in_row_space[a]
+        for b, j in enumerate(index):
+            if in_row_space[a] and in_row_space[b]:
+                covariance[i, j] = block[a, b]
+    for k in range(rank):
+        coefficients = np.zeros(p)
+        coefficients[index] = vt[k] / scales[index]
+        norm = np.max(np.abs(coefficients))
+        sign = np.sign(coefficients[np.argmax(np.abs(coefficients))])
+        coefficients *= sign / norm
+        combinations.append(
+            {
+                "singular_value": float(singular[k]),
+                "coefficients": {
+                    names[j]: float(coefficients[j]) for j in index if abs(coefficients[j]) > 1e-12
+                },
+                "value": float(coefficients @ values),
+                # The combination along v_k has standard error 1/s_k in scaled units; the
+                # normalisation above multiplies it by sign/norm.
+                "standard_error": float(1.0 / (singular[k] * norm)),
+            }
+        )
+    warnings = []
+    if rank < index.size:
+        warnings.append(
+            f"Only {rank} of the {index.size} free parameters are identifiable from these data: "
+            f"the data determine {rank} combination(s) of them (identifiable_combinations), "
+            f"not each parameter on its own. Parameters not individually identifiable get no "
+            f"standard error; their fitted values depend on the starting guess."
+        )
+    for i in index:
+        if identifiable[i]:
+            relative = np.sqrt(covariance[i, i]) / max(abs(values[i]), 1e-300)
+            if relative > POORLY_DETERMINED:
+                warnings.append(
+                    f"{names[i]} is identifiable but poorly determined: relative standard "
+                    f"error {relative:.0%}."
+                )
+    return covariance, Identifiability(
+        n_parameters=int(index.size), rank=rank, singular_values=singular,
+        combinations=combinations, identifiable=identifiable, warnings=warnings,
+        _basis=basis, _scales=np.asarray(scales, dtype=float), _index=index,
+    )

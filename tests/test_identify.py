@@ -1,0 +1,255 @@
+"""The identification engine: recovery of known parameters, honest standard errors,
+identifiability of spring measures, solvers, and refusal of meaningless problems."""
+
+import copy
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import spineid
+from helpers import AXIAL_SPRINGS, LOADS, TORSION, document
+from spineid._parameters import Transform
+
+TS = np.linspace(0.0, 0.2, 101)
+NOISE = {"x": 5e-6, "y": 5e-6, "theta": 1.7e-4}
+
+
+def simulate_data(doc, ts=TS):
+    model_file = spineid.ModelFile.from_document(doc)
+    sim = spineid.simulate(model_file.model, jnp.asarray(ts))
+    return np.asarray(jax.vmap(model_file.model.observe)(sim.q))
+
+
+def perturbed(doc, factors, field="stiffness", table="springs"):
+    start = copy.deepcopy(doc)
+    for entry, factor in zip(start[table], factors):
+        entry[field] *= factor
+    return spineid.ModelFile.from_document(start)
+
+
+def axial_problem(noise=NOISE, seed=None, factors=(1.3, 0.7, 1.2)):
+    truth = document(springs=AXIAL_SPRINGS, torsion=TORSION, loads=LOADS)
+    data = simulate_data(truth)
+    if seed is not None:
+        sigma = np.array([noise[c] for c in ("x", "y", "theta")])
+        data = data + np.random.default_rng(seed).normal(size=data.shape) * sigma
+    measurement = spineid.Measurement(TS, data, ("x", "y", "theta"))
+    problem = spineid.FitProblem(perturbed(truth, factors), measurement, ["stiffness"], noise)
+    return truth, problem
+
+
+def test_transform_round_trip_and_bounds():
+    parameters = [
+        spineid.Parameter("a", "g", "N/m", 0, "stiffness", 0, lower=0.0),
+        spineid.Parameter("b", "g", "1", 0, "stiffness", 1, lower=-1.0, upper=2.0),
+        spineid.Parameter("c", "g", "m", 0, "stiffness", 2, lower=-np.inf),
+    ]
+    transform = Transform.around(parameters, [3.0, 0.5, -4.0])
+    np.testing.assert_allclose(transform.to_physical(jnp.zeros(3)), [3.0, 0.5, -4.0])
+    values = jnp.array([0.01, 1.9, 7.0])
+    np.testing.assert_allclose(transform.to_physical(transform.to_unconstrained(values)), values)
+    extreme = transform.to_physical(jnp.array([-50.0, 50.0, 50.0]))
+    assert extreme[0] > 0 and extreme[1] <= 2.0
+    assert list(transform.at_bound(np.array([1e-9, 0.5, 0.0]))) == [True, False, False]
+    with pytest.raises(ValueError, match="starts on or outside its bound"):
+        Transform.around(parameters, [0.0, 0.5, 1.0])
+
+
+def test_recovers_axial_stiffnesses_from_noise_free_data():
+    truth, problem = axial_problem()
+    result = spineid.fit(problem)
+    expected = [s["stiffness"] for s in truth["springs"]]
+    assert result.converged
+    np.testing.assert_allclose(result.values, expected, rtol=1e-6)
+    assert result.identifiability.rank == 3
+    assert np.all(np.isfinite(result.stderr)) and not result.warnings
+
+
+def test_noisy_axial_fit_has_consistent_errors_and_noise_estimate():
+    truth, problem = axial_problem(seed=1)
+    result = spineid.fit(problem)
+    expected = np.array([s["stiffness"] for s in truth["springs"]])
+    assert result.converged
+    assert np.all(np.abs(result.values - expected) < 5 * result.stderr)
+    # Estimated noise (no noise given) is close to the truth and gives similar errors.
+    estimated = spineid.fit(spineid.FitProblem(problem.model_file, problem.measurements,
+                                               ["stiffness"], noise=None))
+    assert estimated.noise_estimated
+    # A standard deviation estimated from n samples has relative spread 1/sqrt(2n): allow 4.
+    spread = 1.0 / np.sqrt(2 * len(TS))
+    for channel, sigma in NOISE.items():
+        assert estimated.noise[channel] == pytest.approx(sigma, rel=4 * spread)
+    np.testing.assert_allclose(estimated.values, result.values, rtol=1e-3)
+    np.testing.assert_allclose(estimated.stderr, result.stderr, rtol=4 * spread)
+    # Twice the cost is chi-squared with n - p degrees of freedom: mean n - p, sd sqrt(2(n - p)).
+    dof = result.n_data - 3
+    assert abs(2 * result.cost - dof) < 4 * np.sqrt(2 * dof)
+
+
+def test_confidence_intervals_cover_the_truth_about_95_percent():
+    truth, problem = axial_problem()
+    expected = np.array([s["stiffness"] for s in truth["springs"]])
+    clean = simulate_data(truth)
+    sigma = np.array([NOISE[c] for c in ("x", "y", "theta")])
+    draws = clean + np.random.default_rng(7).normal(size=(80,) + clean.shape) * sigma
+    batch = spineid.fit_many(problem, [draws])
+    assert np.all(batch["converged"])
+    inside = np.abs(batch["values"] - expected) <= 1.96 * batch["stderr"]
+    coverage = inside.mean()
+    # 240 intervals: binomial standard deviation of the coverage is 1.4%.
+    assert 0.90 <= coverage <= 0.99, coverage
+    # The Cramer-Rao errors match the spread of the estimates.
+    spread = batch["values"].std(axis=0)
+    np.testing.assert_allclose(spread, batch["stderr"].mean(axis=0), rtol=0.3)
+
+
+def vector_problem(points, noise=NOISE):
+    springs = [{"kind": "vector", "point": list(p), "stiffness": 1000.0 + 150.0 * i,
+                "damping": 1.0} for i, p in enumerate(points)]
+    truth = document(springs=springs, loads=LOADS)
+    data = simulate_data(truth)
+    measurement = spineid.Measurement(TS, data, ("x", "y", "theta"))
+    return spineid.FitProblem(spineid.ModelFile.from_document(truth), measurement,
+                              ["stiffness"], noise)
+
+
+@pytest.mark.parametrize(
+    "curve, rank",
+    [
+        ("line", 3),
+        ("circle", 3),
+        ("parabola", 4),
+    ],
+)
+def test_vector_spring_measure_identifies_only_its_moments(curve, rank):
+    s = np.linspace(-1.0, 1.0, 7)
+    points = {
+        "line": np.stack([0.02 * s, 0.012 + 0.004 * s], axis=1),
+        "circle": np.stack([0.015 * np.cos(2 * s), 0.012 + 0.015 * np.sin(2 * s)], axis=1),
+        "parabola": np.stack([0.02 * s, 0.010 + 0.006 * s**2], axis=1),
+    }[curve]
+    _, identifiability = spineid.analyse(vector_problem(points))
+    assert identifiability.rank == rank
+    assert identifiability.n_parameters == 7
+    assert not any(identifiability.identifiable)
+    assert "Only" in identifiability.warnings[0]
+    # Total stiffness sum_l K_l is an identifiable combination, a single spring is not.
+    assert np.isfinite(identifiability.standard_error_of(np.ones(7)))
+    assert np.isnan(identifiability.standard_error_of(np.eye(7)[2]))
+
+
+def test_vector_spring_fit_reports_moments_and_warns():
+    points = np.stack([np.linspace(-0.02, 0.02, 6), np.full(6, 0.012)], axis=1)
+    problem = vector_problem(points)
+    truth_k = np.array([1000.0 + 150.0 * i for i in range(6)])
+    result = spineid.fit(problem)
+    assert result.converged and result.identifiability.rank == 3
+    total = result.moments["total_stiffness"]
+    assert total["value"] == pytest.approx(truth_k.sum(), rel=1e-6)
+    centroid = result.moments["centroid"]["value"][0]
+    assert centroid == pytest.approx(np.sum(truth_k * points[:, 0]) / truth_k.sum(), abs=1e-8)
+    assert any("at most 4 combinations" in w for w in result.warnings)
+    assert np.all(np.isnan(result.stderr))
+    report = result.report()
+    assert report["identifiability"]["rank"] == 3
+    assert len(report["identifiability"]["identifiable_combinations"]) == 3
+    json.dumps(report)  # JSON-ready, no NaN
+
+
+@pytest.mark.parametrize("solver", ["jaxopt-lm", "lbfgs"])
+def test_other_solvers_reach_the_same_optimum(solver):
+    truth, problem = axial_problem()
+    expected = [s["stiffness"] for s in truth["springs"]]
+    result = spineid.fit(problem, solver=solver, max_steps=300)
+    np.testing.assert_allclose(result.values, expected, rtol=1e-4)
+
+
+def test_adam_reduces_cost_and_reports_convergence_honestly():
+    _, problem = axial_problem(factors=(1.1, 0.9, 1.05))
+    short = spineid.fit(problem, solver="adam", max_steps=30, learning_rate=0.02)
+    one_step = spineid.fit(problem, solver="adam", max_steps=1, learning_rate=0.02)
+    assert short.cost < 0.5 * one_step.cost
+    assert not short.converged and "max_steps" in short.message
+
+
+def test_multistart_keeps_the_best_start():
+    _, problem = axial_problem()
+    result = spineid.fit(problem, starts=3, seed=2)
+    assert len(result.start_costs) == 3
+    assert result.cost == pytest.approx(min(result.start_costs))
+    assert result.converged
+
+
+def test_two_load_cases_fitted_jointly():
+    truth = document(springs=AXIAL_SPRINGS, torsion=TORSION, loads=LOADS)
+    other = copy.deepcopy(truth)
+    other["loads"] = [{"component": "Mz", "amplitude": 0.1, "frequency": 9.0}]
+    data = [simulate_data(truth), simulate_data(other)]
+    start = perturbed(truth, (1.2, 0.8, 1.1))
+    other_start = perturbed(other, (1.2, 0.8, 1.1))
+    measurements = [spineid.Measurement(TS, d, ("x", "y", "theta")) for d in data]
+    problem = spineid.FitProblem(start, measurements, ["stiffness", "torsion"], NOISE,
+                                 models=[start.model, other_start.model])
+    result = spineid.fit(problem)
+    assert result.n_data == 2 * data[0].size
+    np.testing.assert_allclose(
+        result.values[:3], [s["stiffness"] for s in truth["springs"]], rtol=1e-5
+    )
+
+
+def test_failed_simulation_at_a_trial_point_is_finite():
+    truth, problem = axial_problem()
+    from spineid._identify import FAILED_RESIDUAL, _objective
+
+    objective = _objective(problem, np.ones(3), Transform.around(problem.parameters, problem.start),
+                           __import__("diffrax").ForwardMode(), 50)
+    residuals = objective.physical_residuals(jnp.asarray(problem.start) * 1e6)
+    assert np.all(np.isfinite(residuals)) and np.all(residuals == FAILED_RESIDUAL)
+
+
+def test_fit_from_an_unusable_start_refuses_instead_of_crashing():
+    truth, problem = axial_problem(factors=(1e7, 1e7, 1e7))
+    result = spineid.fit(problem, max_steps=5, simulation_max_steps=200)
+    assert not result.converged
+    assert any("simulation failed" in w for w in result.warnings)
+
+
+BAD = {
+    "unknown group": (dict(free=["bushing.stiffness"]), "no such parameter group"),
+    "noise channel missing": (dict(noise={"x": 1e-5}), "missing"),
+    "negative noise": (dict(noise={"x": -1.0, "y": 1.0, "theta": 1.0}), "positive"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_fit_requests_fail_clearly(case):
+    changes, pattern = BAD[case]
+    truth = document(springs=AXIAL_SPRINGS, loads=LOADS)
+    arguments = dict(free=["stiffness"], noise=NOISE) | changes
+    measurement = spineid.Measurement(TS, simulate_data(truth), ("x", "y", "theta"))
+    with pytest.raises(ValueError, match=pattern):
+        spineid.FitProblem(spineid.ModelFile.from_document(truth), measurement, **arguments)
+
+
+def test_too_short_data_and_wrong_channels_fail_clearly():
+    truth = spineid.ModelFile.from_document(document(springs=AXIAL_SPRINGS, loads=LOADS))
+    short = spineid.Measurement(TS[:2], np.zeros((2, 3)), ("x", "y", "theta"))
+    with pytest.raises(ValueError, match="shorter than the model needs"):
+        spineid.FitProblem(truth, short, ["stiffness", "damping"], NOISE)
+    wrong = spineid.Measurement(TS, np.zeros((len(TS), 2)), ("x", "y"))
+    with pytest.raises(ValueError, match="channels"):
+        spineid.FitProblem(truth, wrong, ["stiffness"], NOISE)
+
+
+def test_unexcited_joint_is_refused():
+    still = spineid.ModelFile.from_document(document(springs=AXIAL_SPRINGS))
+    measurement = spineid.Measurement(TS, np.zeros((len(TS), 3)), ("x", "y", "theta"))
+    with pytest.raises(ValueError, match="nothing excites the joint"):
+        spineid.FitProblem(still, measurement, ["stiffness"], NOISE)
+    zero_loads = document(springs=AXIAL_SPRINGS, loads=[dict(LOADS[0], amplitude=0.0)])
+    with pytest.raises(ValueError, match="nothing excites the joint"):
+        spineid.FitProblem(spineid.ModelFile.from_document(zero_loads), measurement,
+                           ["stiffness"], NOISE)
