@@ -31,6 +31,9 @@ def test_demo_writes_trajectories_and_plots(tmp_path, capsys):
         assert (tmp_path / name).stat().st_size > 0
     printed = capsys.readouterr().out
     assert "liu_16_springs" in printed and "warm" in printed
+    # The demo also fits the bundled measurement and gives the identifiability verdict.
+    assert "rank 3 of 16" in printed and "total_stiffness" in printed
+    assert (tmp_path / "fit_liu_16_springs" / "report.json").stat().st_size > 0
 
 
 def test_console_entry_point_runs_outside_the_source_tree(tmp_path):
@@ -51,3 +54,44 @@ def test_console_entry_point_runs_outside_the_source_tree(tmp_path):
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )
     assert listed.returncode == 0 and listed.stdout.strip().endswith("liu_8_springs.toml")
+
+
+def test_fit_writes_model_report_and_plots(tmp_path, capsys):
+    import json
+
+    model = spineid.dataset_path("axial_4_springs.toml")
+    data = tmp_path / "data.csv"
+    assert main(["simulate", str(model), "--out", str(data)]) == 0
+    # Start 20% off the truth, from a copy of the model file.
+    text = model.read_text().replace("stiffness = 27000.0", "stiffness = 32000.0")
+    start = tmp_path / "start.toml"
+    start.write_text(text)
+    out = tmp_path / "fit"
+    code = main(["fit", str(start), str(data), "--free", "stiffness", "--noise",
+                 "x=5e-6,y=5e-6,theta=1.7e-4", "--out", str(out)])
+    assert code == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["converged"] and report["n_data"] == 3 * 501
+    assert {"cost", "parameters", "identifiability"} <= set(report)
+    first = report["parameters"][0]
+    assert first["name"] == "springs[0].stiffness"
+    assert first["value"] == pytest.approx(27000.0, rel=1e-6) and first["stderr"] > 0
+    assert report["identifiability"]["rank"] == 4
+    for name in ("fit.png", "residuals.png", "identifiability.png"):
+        assert (out / name).stat().st_size > 0
+    # fitted.toml has the same schema and the identified values: it simulates back to the data.
+    refit = spineid.load_model_file(out / "fitted.toml")
+    assert refit.parameters[0].get(refit.model) == pytest.approx(27000.0, rel=1e-6)
+    assert "LM step" in capsys.readouterr().out
+
+
+def test_fit_with_unknown_group_is_a_clear_error(tmp_path, capsys):
+    model = spineid.dataset_path("axial_4_springs.toml")
+    data = tmp_path / "data.csv"
+    main(["simulate", str(model), "--out", str(data)])
+    code = main(["fit", str(model), str(data), "--free", "bushing.stiffness", "--out",
+                 str(tmp_path / "fit")])
+    assert code == 2
+    assert "no such parameter group" in capsys.readouterr().err
+    assert main(["fit", str(model), str(data), "--free", "stiffness", "--noise", "x:1",
+                 "--out", str(tmp_path / "fit")]) == 2

@@ -159,7 +159,7 @@ def test_vector_spring_fit_reports_moments_and_warns():
     json.dumps(report)  # JSON-ready, no NaN
 
 
-@pytest.mark.parametrize("solver", ["jaxopt-lm", "lbfgs"])
+@pytest.mark.parametrize("solver", ["optimistix-lm", "lbfgs"])
 def test_other_solvers_reach_the_same_optimum(solver):
     truth, problem = axial_problem()
     expected = [s["stiffness"] for s in truth["springs"]]
