@@ -6,6 +6,8 @@ Peer: what a user would write instead, scipy `least_squares` (trust-region refle
 finite-difference Jacobians) around `solve_ivp(DOP853)` on a hand-written NumPy right-hand side.
 
 Reports, each measured here:
+- the ODE tolerance each peer needs: the loosest giving the reference estimate within 0.01
+  standard errors (matched accuracy); everything below is timed at those tolerances;
 - whole-process time (a fresh Python process: imports, compilation, fit) for both;
 - warm time per fit for both (spineid: a second fit from another start, compiled code reused);
 - agreement of the two estimates, in units of spineid's standard errors;
@@ -40,7 +42,7 @@ def truth_and_data(seed=0):
     return model_file, ts, clean, data
 
 
-def spineid_fit(start_factors=START):
+def spineid_fit(start_factors=START, rtol=1e-8):
     import spineid
 
     model_file, ts, _, data = truth_and_data()
@@ -51,10 +53,10 @@ def spineid_fit(start_factors=START):
     problem = spineid.FitProblem(spineid.ModelFile.from_document(document),
                                  spineid.Measurement(ts, data, ("x", "y", "theta")),
                                  ["stiffness"], NOISE)
-    return spineid.fit(problem)
+    return spineid.fit(problem, simulation_rtol=rtol, simulation_atol=rtol * 1e-2)
 
 
-def scipy_fit(data, start_factors=START):
+def scipy_fit(data, start_factors=START, rtol=1e-10):
     """The peer fit; imports neither jax nor spineid, so its process time is its own."""
     import pathlib
     import tomllib
@@ -93,7 +95,7 @@ def scipy_fit(data, start_factors=START):
 
     def residuals(log_stiffness):
         solution = solve_ivp(rhs, (0.0, 0.5), np.concatenate([upper, np.zeros(3)]),
-                             method="DOP853", t_eval=ts, rtol=1e-10, atol=1e-12,
+                             method="DOP853", t_eval=ts, rtol=rtol, atol=rtol * 1e-2,
                              args=(np.exp(log_stiffness),))
         return ((solution.y[:3].T - data) / SIGMA).ravel()
 
@@ -102,10 +104,22 @@ def scipy_fit(data, start_factors=START):
     return np.exp(result.x), result
 
 
-def whole_process(mode, data_file):
+def whole_process(mode, data_file, rtol):
     start = time.perf_counter()
-    subprocess.run([sys.executable, __file__, mode, data_file], check=True)
+    subprocess.run([sys.executable, __file__, mode, data_file, repr(rtol)], check=True)
     return time.perf_counter() - start
+
+
+def loosest_matching(fit_at, reference, stderr, tolerances):
+    """The loosest ODE tolerance whose estimate is within 0.01 standard errors of the
+    reference: both peers are then timed at the accuracy the estimate needs."""
+    chosen = tolerances[0]
+    for rtol in tolerances:
+        if np.max(np.abs(fit_at(rtol) - reference) / stderr) <= 0.01:
+            chosen = rtol
+        else:
+            break
+    return chosen
 
 
 def main():
@@ -119,15 +133,24 @@ def main():
     with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as handle:
         np.savetxt(handle, data, delimiter=",")
     print("fit benchmark: 4 axial springs, 0.5 s, 501 samples, noise 5 um / 0.01 deg (CPU)")
-    ours_process = whole_process("spineid", handle.name)
-    theirs_process = whole_process("scipy", handle.name)
+    reference = spineid_fit(rtol=1e-11)
+    other_start = np.array([0.75, 1.25, 0.85, 1.2])
+    ours_rtol = loosest_matching(lambda r: spineid_fit(other_start, r).values, reference.values,
+                                 reference.stderr, [1e-9, 1e-8, 1e-7, 1e-6, 1e-5])
+    theirs_rtol = loosest_matching(lambda r: scipy_fit(data, other_start, r)[0],
+                                   reference.values, reference.stderr,
+                                   [1e-10, 1e-9, 1e-8, 1e-7, 1e-6])
+    print(f"  ODE rtol giving the reference estimate within 0.01 stderr: spineid {ours_rtol:.0e}, "
+          f"scipy {theirs_rtol:.0e}")
+    ours_process = whole_process("spineid", handle.name, ours_rtol)
+    theirs_process = whole_process("scipy", handle.name, theirs_rtol)
 
-    spineid_fit()  # compiled
+    spineid_fit(rtol=ours_rtol)  # compiled
     start = time.perf_counter()
-    ours = spineid_fit(np.array([0.75, 1.25, 0.85, 1.2]))
+    ours = spineid_fit(other_start, ours_rtol)
     ours_warm = time.perf_counter() - start
     start = time.perf_counter()
-    theirs, scipy_result = scipy_fit(data, np.array([0.75, 1.25, 0.85, 1.2]))
+    theirs, scipy_result = scipy_fit(data, other_start, theirs_rtol)
     theirs_warm = time.perf_counter() - start
 
     truth = np.array([s["stiffness"] for s in model_file.document["springs"]])
@@ -165,8 +188,8 @@ def main():
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "spineid":
-        spineid_fit()
+        spineid_fit(rtol=float(sys.argv[3]))
     elif len(sys.argv) > 1 and sys.argv[1] == "scipy":
-        scipy_fit(np.loadtxt(sys.argv[2], delimiter=","))
+        scipy_fit(np.loadtxt(sys.argv[2], delimiter=","), rtol=float(sys.argv[3]))
     else:
         main()

@@ -24,7 +24,7 @@ from jaxtyping import Array, Float
 from ._io import ModelFile, load_model_file, read_trajectory
 from ._parameters import Parameter, Transform, apply_values, select_parameters
 from ._planar_elements import VectorSprings
-from ._simulate import SimulationResult, simulate
+from ._simulate import DEFAULT_ATOL, DEFAULT_RTOL, SimulationResult, simulate
 from ._uncertainty import Identifiability, fisher_analysis
 
 SOLVERS = ("jaxopt-lm", "optimistix-lm", "adam", "lbfgs")
@@ -34,6 +34,10 @@ SOLVERS = ("jaxopt-lm", "optimistix-lm", "adam", "lbfgs")
 # better success from poor starts. jaxopt is no longer maintained: if it breaks, switch the
 # default to "optimistix-lm", which is kept tested.
 DEFAULT_SOLVER = "jaxopt-lm"
+# Batches of fits (multi-start, fit_many) run as one vmap. There optimistix is used: vmapped,
+# jaxopt's LM ran 100 fits of the 4-axial-spring benchmark in 122 s with some not converged,
+# optimistix in 24 s, all converged (experiments/benchmark_fit.py, 2-core CPU).
+BATCH_SOLVER = "optimistix-lm"
 # Residual given to samples of a trial point whose integration failed: finite, so that the
 # solver sees a huge cost and backs off instead of receiving NaN.
 FAILED_RESIDUAL = 1e8
@@ -179,28 +183,43 @@ class _Objective(eqx.Module):
     parameters: tuple[Parameter, ...] = eqx.field(static=True)
     adjoint: diffrax.AbstractAdjoint = eqx.field(static=True)
     max_steps: int = eqx.field(static=True)
+    rtol: float = eqx.field(static=True, default=DEFAULT_RTOL)
+    atol: float = eqx.field(static=True, default=DEFAULT_ATOL)
 
-    def case_residuals(self, theta, case: int) -> Float[Array, " n"]:
+    def case_prediction(self, theta, case: int) -> Float[Array, "k c"]:
+        """Model output of load case `case` at physical parameters `theta` (inf if failed)."""
         model = apply_values(self.models[case], self.parameters, theta)
         solution = simulate(
             model, self.ts[case], adjoint=self.adjoint, throw=False, t0=0.0,
-            max_steps=self.max_steps,
+            max_steps=self.max_steps, rtol=self.rtol, atol=self.atol,
         )
         predicted = jax.vmap(model.observe)(solution.q)
-        residual = ((predicted - self.data[case]) / self.sigma).ravel()
-        ok = (solution.result == SimulationResult.successful) & jnp.isfinite(residual)
-        return jnp.where(ok, residual, FAILED_RESIDUAL)
+        return jnp.where(solution.result == SimulationResult.successful, predicted, jnp.inf)
+
+    def case_residuals(self, theta, case: int) -> Float[Array, " n"]:
+        residual = ((self.case_prediction(theta, case) - self.data[case]) / self.sigma).ravel()
+        return jnp.where(jnp.isfinite(residual), residual, FAILED_RESIDUAL)
 
     def physical_residuals(self, theta: Float[Array, " p"]) -> Float[Array, " n"]:
         """Residuals at physical parameter values `theta`, shape `(n_data,)`."""
         return jnp.concatenate([self.case_residuals(theta, i) for i in range(len(self.models))])
+
+    def residuals_and_predictions(self, theta):
+        """`(residuals, predictions per case)` at physical parameters, in one pass."""
+        predictions = tuple(self.case_prediction(theta, i) for i in range(len(self.models)))
+        residuals = jnp.concatenate([
+            jnp.where(jnp.isfinite(r := ((p - d) / self.sigma).ravel()), r, FAILED_RESIDUAL)
+            for p, d in zip(predictions, self.data)
+        ])
+        return residuals, predictions
 
     def __call__(self, u: Float[Array, " p"], args=None) -> Float[Array, " n"]:
         """Residuals at unconstrained coordinates `u` (the solver's `residuals(params, args)`)."""
         return self.physical_residuals(self.transform.to_physical(u))
 
 
-def _objective(problem: FitProblem, sigma: np.ndarray, transform: Transform, adjoint, max_steps):
+def _objective(problem: FitProblem, sigma: np.ndarray, transform: Transform, adjoint, max_steps,
+               rtol=DEFAULT_RTOL, atol=DEFAULT_ATOL):
     return _Objective(
         models=problem.models,
         ts=tuple(jnp.asarray(m.ts) for m in problem.measurements),
@@ -210,6 +229,8 @@ def _objective(problem: FitProblem, sigma: np.ndarray, transform: Transform, adj
         parameters=problem.parameters,
         adjoint=adjoint,
         max_steps=max_steps,
+        rtol=rtol,
+        atol=atol,
     )
 
 
@@ -510,6 +531,8 @@ def fit(
     atol: float = 1e-10,
     learning_rate: float = 0.05,
     simulation_max_steps: int = 20_000,
+    simulation_rtol: float = DEFAULT_RTOL,
+    simulation_atol: float = DEFAULT_ATOL,
     progress: bool = False,
 ) -> FitResult:
     """Fit the free parameters of `problem` by least squares through the ODE solve.
@@ -520,12 +543,15 @@ def fit(
       (optax, gradients by reverse mode) for many parameters.
     - `starts`: number of starts; start 0 is the model's values, the others are drawn with
       `seed`, log-normally around it (`start_spread` in unconstrained units), solved together
-      with `vmap`. The lowest cost wins.
+      with `vmap` (Levenberg-Marquardt starts by `BATCH_SOLVER`). The lowest cost wins.
     - `max_steps`: solver iterations (default 200 for LM, 2000 for adam/lbfgs).
     - `rtol`, `atol`: LM termination tolerances on the unconstrained parameters and the cost.
     - `learning_rate`: for adam.
     - `simulation_max_steps`: ODE steps allowed per simulation; a trial point that needs more
       counts as failed and the solver backs off.
+    - `simulation_rtol`, `simulation_atol`: ODE tolerances inside the fit. The defaults are
+      `simulate`'s; looser values are faster and harmless while the integration error stays far
+      below the measurement noise.
     - `progress`: print the solver's progress.
 
     **Returns:** a `FitResult`: values, Cramer-Rao standard errors, correlations,
@@ -551,6 +577,10 @@ def fit(
         sigma = np.array([problem.noise[c] for c in problem.channels])
 
     def solve(objective, u0):
+        if solver in ("jaxopt-lm", "optimistix-lm") and u0.ndim == 2:
+            return eqx.filter_vmap(
+                lambda start: _solve_lm(objective, start, rtol, atol, max_steps, False)
+            )(u0)
         if solver == "optimistix-lm":
             return _solve_lm(objective, u0, rtol, atol, max_steps,
                              _progress_printer(progress and u0.ndim == 1))
@@ -560,7 +590,8 @@ def fit(
             return _solve_jaxopt_lm(objective, u0, rtol, atol, max_steps)
         return _solve_optax(objective, u0, solver, learning_rate, max_steps)
 
-    objective = _objective(problem, sigma, transform, adjoint, simulation_max_steps)
+    tolerances = dict(rtol=simulation_rtol, atol=simulation_atol)
+    objective = _objective(problem, sigma, transform, adjoint, simulation_max_steps, **tolerances)
     n_free = len(problem.parameters)
     key = jax.random.PRNGKey(seed)
     starts_u = jnp.concatenate(
@@ -573,15 +604,13 @@ def fit(
     for first in range(0, starts, chunk):
         batch = starts_u[first:first + chunk]
         if starts == 1:
-            u, converged, steps = solve(objective, batch[0])
-            results = [(u, converged, steps)]
+            results = [solve(objective, batch[0])]
+        elif first_order:
+            results = list(zip(*eqx.filter_vmap(lambda u0: solve(objective, u0))(batch)))
         else:
-            us, convergeds, stepss = eqx.filter_vmap(
-                lambda u0: solve(objective, u0)
-            )(batch)
-            results = list(zip(us, convergeds, stepss))
+            results = list(zip(*solve(objective, batch)))
         for u, converged, steps in results:
-            cost = float(0.5 * jnp.sum(objective(u) ** 2))
+            cost = float(_cost(objective, u))
             start_costs.append(cost)
             if best is None or cost < best[3]:
                 best = (u, bool(converged), int(steps), cost)
@@ -592,21 +621,23 @@ def fit(
 
     theta = np.asarray(transform.to_physical(u))
     if noise_estimated:
-        sigma = _estimate_noise(problem, theta, transform, adjoint, simulation_max_steps)
+        sigma = _estimate_noise(problem, theta, objective)
         if progress:
             print("  noise estimated from the residuals: "
                   + ", ".join(f"{c}={v:.3g}" for c, v in zip(problem.channels, sigma))
                   + "; refining the fit with these weights", flush=True)
-        objective = _objective(problem, sigma, transform, adjoint, simulation_max_steps)
+        objective = _objective(problem, sigma, transform, adjoint, simulation_max_steps,
+                               **tolerances)
         u, converged, steps = solve(objective, u)
         n_steps += int(steps)
         converged = bool(converged)
         theta = np.asarray(transform.to_physical(u))
-    residuals = objective.physical_residuals(jnp.asarray(theta))
-    cost = float(0.5 * jnp.sum(residuals**2))
-    failed = bool(np.any(np.asarray(residuals) == FAILED_RESIDUAL))
+    jacobian, residuals, predictions = _evaluate(objective, jnp.asarray(theta))
+    jacobian, residuals = np.asarray(jacobian), np.asarray(residuals)
+    predictions = [np.asarray(p) for p in predictions]
+    cost = float(0.5 * np.sum(residuals**2))
+    failed = bool(np.any(residuals == FAILED_RESIDUAL))
 
-    jacobian = np.asarray(_sensitivity(objective, jnp.asarray(theta)))
     at_bound = transform.at_bound(theta)
     names = problem.names
     covariance, identifiability = fisher_analysis(
@@ -638,12 +669,6 @@ def fit(
         "the solver stopped without meeting its tolerances (max_steps reached or failed); "
         "try more steps, more starts or another solver"
     )
-    predictions = []
-    for model, measurement in zip(problem.models, problem.measurements):
-        fitted = apply_values(model, problem.parameters, jnp.asarray(theta))
-        solution = simulate(fitted, jnp.asarray(measurement.ts), t0=0.0, throw=False,
-                            max_steps=simulation_max_steps)
-        predictions.append(np.asarray(jax.vmap(fitted.observe)(solution.q)))
     result = FitResult(
         names=names,
         units=[p.unit for p in problem.parameters],
@@ -678,6 +703,25 @@ def _sensitivity(objective: _Objective, theta):
     # Noise-weighted sensitivity matrix dr/dtheta in physical units, by forward mode.
     forward = dataclasses.replace(objective, adjoint=diffrax.ForwardMode())
     return jax.jacfwd(forward.physical_residuals)(theta)
+
+
+@eqx.filter_jit
+def _evaluate(objective: _Objective, theta):
+    # Everything a result needs at the optimum in one compiled pass: the sensitivity matrix,
+    # the residuals and the predicted trajectories (the auxiliary output of the same jacfwd).
+    forward = dataclasses.replace(objective, adjoint=diffrax.ForwardMode())
+
+    def residuals_with_aux(th):
+        residuals, predictions = forward.residuals_and_predictions(th)
+        return residuals, (residuals, predictions)
+
+    jacobian, (residuals, predictions) = jax.jacfwd(residuals_with_aux, has_aux=True)(theta)
+    return jacobian, residuals, predictions
+
+
+@eqx.filter_jit
+def _cost(objective: _Objective, u):
+    return 0.5 * jnp.sum(objective(u) ** 2)
 
 
 def _scales(theta, transform: Transform) -> np.ndarray:
@@ -717,7 +761,7 @@ def fit_many(
     rtol: float = 1e-10,
     atol: float = 1e-10,
     max_steps: int = 200,
-    solver: str = DEFAULT_SOLVER,
+    solver: str = BATCH_SOLVER,
 ) -> dict[str, np.ndarray]:
     """Fit the same problem to a batch of data sets at once (`vmap` over LM solves).
 
@@ -763,10 +807,10 @@ def fit_many(
             "cost": np.asarray(cost)}
 
 
-def _estimate_noise(problem, theta, transform, adjoint, max_steps) -> np.ndarray:
+def _estimate_noise(problem, theta, objective: _Objective) -> np.ndarray:
     """Per-channel noise from the residuals of a fit, corrected for the fitted degrees of
     freedom: sigma_c^2 = sum r_c^2 / (n_c (1 - p / n))."""
-    unit = _objective(problem, np.ones(len(problem.channels)), transform, adjoint, max_steps)
+    unit = eqx.tree_at(lambda o: o.sigma, objective, jnp.ones(len(problem.channels)))
     n_channels = len(problem.channels)
     raw = np.concatenate([
         np.asarray(unit.case_residuals(jnp.asarray(theta), i)).reshape(-1, n_channels)

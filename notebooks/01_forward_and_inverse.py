@@ -1,0 +1,129 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 1. Forward and inverse: simulate a vertebral pair, add noise, fit, read the residuals
+#
+# A *forward* problem computes the motion from the model; an *inverse* problem recovers the
+# model from the motion. Here the model is a planar pair of vertebrae: a fixed lower body and an
+# upper body held by four ligament-like springs (`axial` springs), shaken by sinusoidal loads.
+# We simulate it, pretend the simulation is a measurement by adding optical-tracking noise,
+# forget the stiffnesses, and recover them by least squares through the ODE solve.
+#
+# Open this file in Jupyter with jupytext, or run it as a script.
+
+# %%
+import copy
+
+import jax
+import jax.numpy as jnp
+import matplotlib.pyplot as plt
+import numpy as np
+
+import spineid
+
+# %% [markdown]
+# ## The forward problem
+# `load_model_file` reads a model file (TOML) and validates it; `simulate` integrates
+# Lagrange's equations (derived by automatic differentiation of the energies) with diffrax.
+
+# %%
+truth = spineid.load_model_file(spineid.dataset_path("axial_4_springs.toml"))
+ts = truth.simulation_times()
+simulation = spineid.simulate(truth.model, jnp.asarray(ts))
+poses = np.asarray(jax.vmap(truth.model.observe)(simulation.q))  # x, y, theta of the upper body
+print("true stiffnesses [N/m]:", [s["stiffness"] for s in truth.document["springs"]])
+
+figure, axes = plt.subplots(3, 1, figsize=(8, 6), sharex=True)
+for axis, column, label, scale in zip(axes, poses.T, ["x [mm]", "y [mm]", "theta [deg]"],
+                                      [1e3, 1e3, np.degrees(1)]):
+    axis.plot(ts, (column - column[0]) * scale)
+    axis.set_ylabel(label)
+axes[-1].set_xlabel("t [s]")
+figure.suptitle("The forward problem: motion of the upper vertebra")
+plt.show()
+
+# %% [markdown]
+# ## A synthetic measurement
+# Optical tracking resolves about 5 micrometres and 0.01 degree. We add that noise.
+
+# %%
+noise = {"x": 5e-6, "y": 5e-6, "theta": np.radians(0.01)}
+sigma = np.array(list(noise.values()))
+rng = np.random.default_rng(0)
+measured = poses + rng.normal(size=poses.shape) * sigma
+measurement = spineid.Measurement(ts, measured, ("x", "y", "theta"))
+
+# %% [markdown]
+# ## The inverse problem
+# Start from a wrong guess (all springs 15000 N/m) and let Levenberg-Marquardt find the
+# stiffnesses that make the simulated motion match the measurement. The Jacobian of the
+# residuals comes from forward-mode differentiation through the ODE solver.
+
+# %%
+guess = copy.deepcopy(truth.document)
+for spring in guess["springs"]:
+    spring["stiffness"] = 15000.0
+problem = spineid.FitProblem(spineid.ModelFile.from_document(guess), measurement,
+                             free=["stiffness"], noise=noise)
+result = spineid.fit(problem)
+print(result.summary())
+
+# %% [markdown]
+# Each stiffness is recovered to within a few standard errors, and the standard errors
+# (Cramer-Rao bounds from the Fisher information) are a fraction of a per cent: four
+# ligaments with distinct lines of action are individually identifiable from this motion.
+
+# %%
+true_values = np.array([s["stiffness"] for s in truth.document["springs"]])
+print("error in standard errors:", np.round((result.values - true_values) / result.stderr, 2))
+
+# %% [markdown]
+# ## Reading the residuals
+# If the model is right and the noise level is right, the residuals divided by the noise look
+# like independent standard normal draws: no structure in time, a bell curve of width one.
+# Twice the cost is then close to the number of data minus the number of parameters.
+
+# %%
+residual = (measured - result.predictions[0]) / sigma
+figure, axes = plt.subplots(1, 2, figsize=(11, 3.5))
+for c, name in enumerate(("x", "y", "theta")):
+    axes[0].plot(ts, residual[:, c], ".", ms=2, label=name)
+axes[0].set_xlabel("t [s]")
+axes[0].set_ylabel("residual / sigma")
+axes[0].legend()
+grid = np.linspace(-4, 4, 100)
+axes[1].hist(residual.ravel(), bins=40, density=True, alpha=0.6)
+axes[1].plot(grid, np.exp(-grid**2 / 2) / np.sqrt(2 * np.pi), "k")
+axes[1].set_title("histogram against N(0, 1)")
+plt.show()
+print(f"2 x cost = {2 * result.cost:.0f}, n_data - n_parameters = {result.n_data - 4}")
+
+# %% [markdown]
+# ## What a wrong model does to the residuals
+# Fit again, but pretend the third ligament does not exist (its stiffness fixed at a tenth of
+# the truth). The fit still converges, but the residuals now carry structure: the model cannot
+# reproduce the motion, and no amount of fitting hides that.
+
+# %%
+wrong = copy.deepcopy(guess)
+wrong["springs"][2]["stiffness"] = true_values[2] / 10
+names = [f"springs[{i}].stiffness" for i in (0, 1, 3)]
+wrong_problem = spineid.FitProblem(spineid.ModelFile.from_document(wrong), measurement,
+                                   free=names, noise=noise)
+wrong_result = spineid.fit(wrong_problem)
+wrong_residual = (measured - wrong_result.predictions[0]) / sigma
+plt.figure(figsize=(8, 3))
+plt.plot(ts, wrong_residual[:, 2], ".", ms=2)
+plt.xlabel("t [s]")
+plt.ylabel("theta residual / sigma")
+plt.title(f"a model missing a ligament: 2 x cost = {2 * wrong_result.cost:.3g}")
+plt.show()
+assert wrong_result.cost > 10 * result.cost
