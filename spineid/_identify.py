@@ -291,9 +291,28 @@ def _solve_jaxopt_lm_showing_progress(objective, u0, rtol, atol, max_steps):
 
 
 @eqx.filter_jit
-def _solve_optax(objective, u0, optimizer_name: str, learning_rate, max_steps):
+def _solve_optax(objective, u0, optimizer_name: str, learning_rate, max_steps,
+                 batch_size=None, key=None):
     def loss(u):
         return 0.5 * jnp.sum(objective(u) ** 2)
+
+    n_cases = len(objective.models)
+
+    def minibatch_loss(u, step_key):
+        # A random subset of the load cases, scaled to estimate the full cost without bias;
+        # lax.cond simulates only the chosen cases.
+        chosen = jax.random.permutation(step_key, n_cases)[:batch_size]
+        mask = jnp.zeros(n_cases, dtype=bool).at[chosen].set(True)
+        theta = objective.transform.to_physical(u)
+        total = 0.0
+        for case in range(n_cases):
+            total = total + jax.lax.cond(
+                mask[case],
+                lambda th, c=case: 0.5 * jnp.sum(objective.case_residuals(th, c) ** 2),
+                lambda th: jnp.zeros((), dtype=u.dtype),
+                theta,
+            )
+        return total * n_cases / batch_size
 
     def stationary(value, grad):
         # First-order methods stop (or are judged converged) on a small gradient.
@@ -302,13 +321,17 @@ def _solve_optax(objective, u0, optimizer_name: str, learning_rate, max_steps):
     if optimizer_name == "adam":
         optimizer = optax.adam(learning_rate)
 
-        def step(carry, _):
+        def step(carry, step_key):
             u, state = carry
-            grad = jax.grad(loss)(u)
+            if batch_size is None:
+                grad = jax.grad(loss)(u)
+            else:
+                grad = jax.grad(minibatch_loss)(u, step_key)
             updates, state = optimizer.update(grad, state, u)
             return (optax.apply_updates(u, updates), state), None
 
-        (u, _), _ = jax.lax.scan(step, (u0, optimizer.init(u0)), None, length=max_steps)
+        keys = jax.random.split(jax.random.PRNGKey(0) if key is None else key, max_steps)
+        (u, _), _ = jax.lax.scan(step, (u0, optimizer.init(u0)), keys)
         value, grad = jax.value_and_grad(loss)(u)
         return u, stationary(value, grad), jnp.array(max_steps)
     optimizer = optax.lbfgs()
@@ -530,6 +553,7 @@ def fit(
     rtol: float = 1e-10,
     atol: float = 1e-10,
     learning_rate: float = 0.05,
+    batch_size: int | None = None,
     simulation_max_steps: int = 20_000,
     simulation_rtol: float = DEFAULT_RTOL,
     simulation_atol: float = DEFAULT_ATOL,
@@ -547,6 +571,8 @@ def fit(
     - `max_steps`: solver iterations (default 200 for LM, 2000 for adam/lbfgs).
     - `rtol`, `atol`: LM termination tolerances on the unconstrained parameters and the cost.
     - `learning_rate`: for adam.
+    - `batch_size`: with adam, fit stochastic mini-batches of this many load cases per step
+      (drawn with `seed`) instead of all of them.
     - `simulation_max_steps`: ODE steps allowed per simulation; a trial point that needs more
       counts as failed and the solver backs off.
     - `simulation_rtol`, `simulation_atol`: ODE tolerances inside the fit. The defaults are
@@ -561,6 +587,12 @@ def fit(
         raise ValueError(f"solver {solver!r}: expected one of {list(SOLVERS)}")
     if starts < 1:
         raise ValueError(f"starts={starts}: expected at least 1")
+    if batch_size is not None and (solver != "adam" or
+                                   not 1 <= batch_size <= len(problem.measurements)):
+        raise ValueError(
+            f"batch_size={batch_size}: mini-batches need solver='adam' and 1 <= batch_size <= "
+            f"{len(problem.measurements)} (the number of load cases)"
+        )
     first_order = solver in ("adam", "lbfgs")
     max_steps = max_steps or (2000 if first_order else 200)
     clock = time.perf_counter()
@@ -588,7 +620,8 @@ def fit(
             return _solve_jaxopt_lm_showing_progress(objective, u0, rtol, atol, max_steps)
         if solver == "jaxopt-lm":
             return _solve_jaxopt_lm(objective, u0, rtol, atol, max_steps)
-        return _solve_optax(objective, u0, solver, learning_rate, max_steps)
+        return _solve_optax(objective, u0, solver, learning_rate, max_steps, batch_size,
+                            jax.random.PRNGKey(seed))
 
     tolerances = dict(rtol=simulation_rtol, atol=simulation_atol)
     objective = _objective(problem, sigma, transform, adjoint, simulation_max_steps, **tolerances)

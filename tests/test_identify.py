@@ -253,3 +253,40 @@ def test_unexcited_joint_is_refused():
     with pytest.raises(ValueError, match="nothing excites the joint"):
         spineid.FitProblem(spineid.ModelFile.from_document(zero_loads), measurement,
                            ["stiffness"], NOISE)
+
+
+def test_adam_on_stochastic_minibatches_of_load_cases():
+    truth = document(springs=AXIAL_SPRINGS, torsion=TORSION, loads=LOADS)
+    cases = [truth]
+    for component, frequency in (("Mz", 9.0), ("Fy", 3.0)):
+        case = copy.deepcopy(truth)
+        case["loads"] = [{"component": component, "amplitude": 4.0 if component == "Fy" else 0.1,
+                          "frequency": frequency}]
+        cases.append(case)
+    starts = [perturbed(c, (1.3, 0.8, 1.2)) for c in cases]
+    measurements = [spineid.Measurement(TS, simulate_data(c), ("x", "y", "theta")) for c in cases]
+    problem = spineid.FitProblem(starts[0], measurements, ["stiffness"], NOISE,
+                                 models=[s.model for s in starts])
+    one_step = spineid.fit(problem, solver="adam", max_steps=1, batch_size=1)
+    result = spineid.fit(problem, solver="adam", max_steps=150, batch_size=1,
+                         learning_rate=0.02)
+    assert result.cost < 0.01 * one_step.cost
+    with pytest.raises(ValueError, match="mini-batches need solver='adam'"):
+        spineid.fit(problem, batch_size=2)
+
+
+def test_parameter_driven_to_its_bound_is_reported_as_such():
+    truth = document(springs=AXIAL_SPRINGS, torsion=TORSION, loads=LOADS)
+    truth["springs"][2]["stiffness"] = 0.0  # the data come from a pair without this ligament
+    start = copy.deepcopy(truth)
+    start["springs"][2]["stiffness"] = 9000.0
+    problem = spineid.FitProblem(spineid.ModelFile.from_document(start),
+                                 spineid.Measurement(TS, simulate_data(truth), ("x", "y", "theta")),
+                                 ["stiffness"], NOISE)
+    result = spineid.fit(problem)
+    assert list(result.at_bound) == [False, False, True]
+    assert np.isnan(result.stderr[2]) and np.all(np.isfinite(result.stderr[:2]))
+    assert any("ended on its bound" in w for w in result.warnings)
+    assert result.report()["parameters"][2]["stderr"] is None
+    assert "at bound" in result.summary()
+    np.testing.assert_allclose(result.values[:2], [27000.0, 15000.0], rtol=1e-6)
