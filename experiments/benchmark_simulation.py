@@ -20,15 +20,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 import spineid
-
-
-def best_time(function, repeats=7):
-    best = np.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        best = min(best, time.perf_counter() - start)
-    return best
+from timing import best_time
 
 
 def numpy_right_hand_side(model):

@@ -8,23 +8,13 @@ Prints one row per (solver, rtol) and, for each accuracy level, the fastest solv
 Run: python experiments/solver_choice.py
 """
 
-import time
 
 import diffrax
 import jax.numpy as jnp
 import numpy as np
 
 import spineid
-
-
-def warm_time(function, repeats=5):
-    function()
-    best = np.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        best = min(best, time.perf_counter() - start)
-    return best
+from timing import best_time
 
 
 def main():
@@ -50,7 +40,8 @@ def main():
                     model, ts, solver=solver, rtol=rtol, atol=rtol * 1e-2, max_steps=10**6
                 ).q.block_until_ready()
 
-            seconds = warm_time(run)
+            run()
+            seconds = best_time(run, repeats=5)
             solution = spineid.simulate(
                 model, ts, solver=solver, rtol=rtol, atol=rtol * 1e-2, max_steps=10**6
             )

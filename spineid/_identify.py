@@ -196,22 +196,23 @@ class _Objective(eqx.Module):
         predicted = jax.vmap(model.observe)(solution.q)
         return jnp.where(solution.result == SimulationResult.successful, predicted, jnp.inf)
 
-    def case_residuals(self, theta, case: int) -> Float[Array, " n"]:
-        residual = ((self.case_prediction(theta, case) - self.data[case]) / self.sigma).ravel()
+    def _weighted(self, predicted, case: int) -> Float[Array, " n"]:
+        residual = ((predicted - self.data[case]) / self.sigma).ravel()
         return jnp.where(jnp.isfinite(residual), residual, FAILED_RESIDUAL)
 
-    def physical_residuals(self, theta: Float[Array, " p"]) -> Float[Array, " n"]:
-        """Residuals at physical parameter values `theta`, shape `(n_data,)`."""
-        return jnp.concatenate([self.case_residuals(theta, i) for i in range(len(self.models))])
+    def case_residuals(self, theta, case: int) -> Float[Array, " n"]:
+        """Noise-weighted residuals of one load case, flattened."""
+        return self._weighted(self.case_prediction(theta, case), case)
 
     def residuals_and_predictions(self, theta):
         """`(residuals, predictions per case)` at physical parameters, in one pass."""
         predictions = tuple(self.case_prediction(theta, i) for i in range(len(self.models)))
-        residuals = jnp.concatenate([
-            jnp.where(jnp.isfinite(r := ((p - d) / self.sigma).ravel()), r, FAILED_RESIDUAL)
-            for p, d in zip(predictions, self.data)
-        ])
+        residuals = jnp.concatenate([self._weighted(p, i) for i, p in enumerate(predictions)])
         return residuals, predictions
+
+    def physical_residuals(self, theta: Float[Array, " p"]) -> Float[Array, " n"]:
+        """Residuals at physical parameter values `theta`, shape `(n_data,)`."""
+        return self.residuals_and_predictions(theta)[0]
 
     def __call__(self, u: Float[Array, " p"], args=None) -> Float[Array, " n"]:
         """Residuals at unconstrained coordinates `u` (the solver's `residuals(params, args)`)."""
@@ -676,7 +677,7 @@ def fit(
     covariance, identifiability = fisher_analysis(
         jacobian, theta, _scales(theta, transform), names, ~at_bound
     )
-    stderr = np.sqrt(np.where(np.isnan(np.diag(covariance)), np.nan, np.diag(covariance)))
+    stderr = np.sqrt(np.diag(covariance))  # NaN where not individually identifiable
     with np.errstate(invalid="ignore", divide="ignore"):
         correlation = covariance / np.outer(stderr, stderr)
     warnings = list(identifiability.warnings)

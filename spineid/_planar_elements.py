@@ -37,6 +37,18 @@ class AbstractPlanarJointElement(eqx.Module):
         gradient with respect to the velocities."""
 
 
+def _span(pose_a, pose_b, points_a, points_b) -> Float[Array, "n 2"]:
+    # Vectors from the attachment points on body a to those on body b (global frame, m).
+    return body_point_position(pose_b, points_b) - body_point_position(pose_a, points_a)
+
+
+def _span_rate(pose_a, pose_b, velocity_a, velocity_b, points_a, points_b) -> Float[Array, "n 2"]:
+    # Time derivative of `_span` (m/s).
+    return body_point_velocity(pose_b, velocity_b, points_b) - body_point_velocity(
+        pose_a, velocity_a, points_a
+    )
+
+
 class VectorSprings(AbstractPlanarJointElement):
     """Liu's relaxed pin: a discrete measure of zero-rest-length springs `sum_l K_l delta_{s_l}`.
 
@@ -74,18 +86,14 @@ class VectorSprings(AbstractPlanarJointElement):
 
     def separation(self, pose_a, pose_b) -> Float[Array, "n 2"]:
         """`Phi(s_l)`, the separation of the two copies of each point (m), shape `(n, 2)`."""
-        return body_point_position(pose_b, self.points_b) - body_point_position(
-            pose_a, self.points_a
-        )
+        return _span(pose_a, pose_b, self.points_a, self.points_b)
 
     def energy(self, pose_a, pose_b):
         phi = self.separation(pose_a, pose_b)
         return 0.5 * jnp.sum(self.stiffness * jnp.sum(phi**2, axis=-1))
 
     def dissipation(self, pose_a, pose_b, velocity_a, velocity_b):
-        rate = body_point_velocity(pose_b, velocity_b, self.points_b) - body_point_velocity(
-            pose_a, velocity_a, self.points_a
-        )
+        rate = _span_rate(pose_a, pose_b, velocity_a, velocity_b, self.points_a, self.points_b)
         return 0.5 * jnp.sum(self.damping * jnp.sum(rate**2, axis=-1))
 
 
@@ -129,21 +137,16 @@ class AxialSprings(AbstractPlanarJointElement):
 
     def length(self, pose_a, pose_b) -> Float[Array, " n"]:
         """Current lengths `L_l` (m), shape `(n,)`."""
-        span = body_point_position(pose_b, self.points_b) - body_point_position(
-            pose_a, self.points_a
-        )
-        return jnp.linalg.norm(span, axis=-1)
+        return jnp.linalg.norm(_span(pose_a, pose_b, self.points_a, self.points_b), axis=-1)
 
     def energy(self, pose_a, pose_b):
         stretch = self.length(pose_a, pose_b) - self.rest_length
         return 0.5 * jnp.sum(self.stiffness * stretch**2)
 
     def dissipation(self, pose_a, pose_b, velocity_a, velocity_b):
-        span = body_point_position(pose_b, self.points_b) - body_point_position(
-            pose_a, self.points_a
-        )
-        span_rate = body_point_velocity(pose_b, velocity_b, self.points_b) - body_point_velocity(
-            pose_a, velocity_a, self.points_a
+        span = _span(pose_a, pose_b, self.points_a, self.points_b)
+        span_rate = _span_rate(
+            pose_a, pose_b, velocity_a, velocity_b, self.points_a, self.points_b
         )
         length_rate = jnp.sum(span * span_rate, axis=-1) / jnp.linalg.norm(span, axis=-1)
         return 0.5 * jnp.sum(self.damping * length_rate**2)

@@ -13,6 +13,13 @@ from ._planar_kinematics import body_point_position  # noqa: E402
 from ._planar_pair import PlanarPair  # noqa: E402
 
 
+def _save(figure, path) -> pathlib.Path:
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return pathlib.Path(path)
+
+
 def plot_planar_trajectories(
     ts, poses: dict[str, np.ndarray], path: str | pathlib.Path, title: str = ""
 ) -> pathlib.Path:
@@ -34,10 +41,7 @@ def plot_planar_trajectories(
     for axis in axes:
         axis.grid(alpha=0.3)
     figure.suptitle(title or "Upper vertebra motion")
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return pathlib.Path(path)
+    return _save(figure, path)
 
 
 def plot_planar_pair(pair: PlanarPair, path: str | pathlib.Path, title: str = "") -> pathlib.Path:
@@ -81,10 +85,7 @@ def plot_planar_pair(pair: PlanarPair, path: str | pathlib.Path, title: str = ""
     measure.set_title("spring measure")
     measure.grid(alpha=0.3)
     figure.suptitle(title or "Planar vertebral pair")
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return pathlib.Path(path)
+    return _save(figure, path)
 
 
 _CHANNEL_DISPLAY = {"x": ("mm", 1e3), "y": ("mm", 1e3), "theta": ("deg", float(np.degrees(1.0)))}
@@ -110,10 +111,7 @@ def plot_fit(result, channels: tuple[str, ...], path: str | pathlib.Path) -> pat
     axes[0, 0].legend(loc="upper right", fontsize="small")
     axes[-1, 0].set_xlabel("t [s]")
     figure.suptitle(f"Data and fit (cost {result.cost:.4g}, {result.solver})")
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return pathlib.Path(path)
+    return _save(figure, path)
 
 
 def plot_residuals(result, channels: tuple[str, ...], path: str | pathlib.Path) -> pathlib.Path:
@@ -140,10 +138,7 @@ def plot_residuals(result, channels: tuple[str, ...], path: str | pathlib.Path) 
         axes[c, 1].set_xlim(-5, 5)
     axes[-1, 0].set_xlabel("t [s]")
     figure.suptitle("Residuals (data - fit) in units of the noise")
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return pathlib.Path(path)
+    return _save(figure, path)
 
 
 def plot_identifiability(result, path: str | pathlib.Path) -> pathlib.Path:
@@ -168,7 +163,4 @@ def plot_identifiability(result, path: str | pathlib.Path) -> pathlib.Path:
         right.set_xticks(range(len(result.names)), result.names, rotation=70, fontsize=7)
         figure.colorbar(image, ax=right, label="coefficient")
     right.set_title("identifiable combinations")
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return pathlib.Path(path)
+    return _save(figure, path)

@@ -49,11 +49,12 @@ DEFAULT_ATOL = 1e-10
 def default_solver() -> diffrax.AbstractSolver:
     """The integrator spineid uses unless told otherwise: `diffrax.Tsit5` (explicit 5(4)).
 
-    Chosen by measurement (`experiments/solver_choice.py`, bundled 16-spring pair, 0.5 s): with
-    the default `rtol=1e-8, atol=1e-10` it reaches a relative error of about 2e-9 in about
-    9 ms warm, and it was the fastest candidate for every accuracy from 1e-4 to 1e-10; Dopri8
-    only wins below about 1e-10, and the implicit Kvaerno3/Kvaerno5 were 10 to 50 times slower
-    because the spring pairs are not stiff. Stiff models (contact) may pass an implicit solver.
+    Chosen by measurement (`experiments/solver_choice.py`, bundled 16-spring pair, 0.5 s,
+    2-core CPU): at the default `rtol=1e-8, atol=1e-10` it reaches a relative error of 1.5e-9 in
+    6.5 ms warm, faster than any other candidate at that accuracy (Dopri8 needs 8.1 ms for
+    1.7e-9); at looser tolerances Dopri5 is within 8% of it, and only for errors near 1e-11 does
+    Dopri8 catch up. The implicit Kvaerno3/Kvaerno5 were 10 to 40 times slower because the spring
+    pairs are not stiff; stiff models (contact) may pass an implicit solver.
     """
     return diffrax.Tsit5()
 

@@ -1,7 +1,6 @@
 """Model and trajectory files: valid files load, bad ones fail naming the file and key."""
 
 import copy
-import pathlib
 
 import numpy as np
 import pytest

@@ -105,8 +105,6 @@ def test_tabulated_load_matches_sinusoid(tmp_path):
     spineid.write_trajectory(tmp_path / "loads.csv", times, values, ("Fx", "Fy", "Mz"))
     doc = document(springs=VECTOR_SPRINGS)
     doc["loads"] = [{"loads_file": "loads.csv"}]
-    import tomllib  # noqa: F401  (documents that files, not dicts, carry loads_file)
-
     tabulated = spineid.model_from_document(doc, folder=tmp_path)
     a, b = upper_poses(sinusoid), upper_poses(tabulated)
     scale = float(jnp.max(jnp.abs(a - sinusoid.upper.reference_pose)))
