@@ -41,6 +41,7 @@ from ._planar_kinematics import (
     rotation_matrix as rotation_matrix,
     to_body_coordinates as to_body_coordinates,
 )
+from ._pinned_pair import PinnedPair as PinnedPair
 from ._planar_pair import PlanarBody as PlanarBody, PlanarPair as PlanarPair
 from ._simulate import (
     default_solver as default_solver,

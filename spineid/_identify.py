@@ -162,7 +162,8 @@ def _check_excitation(model, source: str) -> None:
             load.amplitude if hasattr(load, "amplitude") else load.values
         )
     )
-    at_rest = np.allclose(np.asarray(model.initial_pose), np.asarray(model.upper.reference_pose))
+    start_pose = np.asarray(model.observe(model.initial_state()[0]))
+    at_rest = np.allclose(start_pose, np.asarray(model.upper.reference_pose))
     no_gravity = not np.any(np.asarray(model.gravity))
     if loads_zero and at_rest and no_gravity:
         raise ValueError(

@@ -18,6 +18,7 @@ import numpy as np
 from ._loads import AbstractLoad, SinusoidalLoad, TabulatedLoad
 from ._parameters import Parameter
 from ._planar_elements import AxialSprings, TorsionSpring, VectorSprings
+from ._pinned_pair import PinnedPair
 from ._planar_pair import PlanarBody, PlanarPair
 
 PLANAR_LOAD_COMPONENTS = ("Fx", "Fy", "Mz")
@@ -128,7 +129,7 @@ class ModelFile:
     `source` (file name for messages) and `folder` (where relative paths in it point).
     """
 
-    model: PlanarPair
+    model: PlanarPair | PinnedPair
     parameters: tuple[Parameter, ...]
     document: dict
     source: str
@@ -140,10 +141,12 @@ class ModelFile:
     ) -> "ModelFile":
         """Validate a parsed model document and build its model."""
         check = _Checker(source)
-        kind = check.choice(document, "kind", "kind", ("planar_pair",))
+        kind = check.choice(document, "kind", "kind", ("planar_pair", "pinned_pair"))
         folder = pathlib.Path(".") if folder is None else pathlib.Path(folder)
         if kind == "planar_pair":
             model, parameters = _planar_pair(document, check, folder)
+        else:
+            model, parameters = _pinned_pair(document, check, folder)
         return cls(model, parameters, copy.deepcopy(document), source, folder)
 
     def simulation_times(self) -> np.ndarray:
@@ -164,7 +167,8 @@ def load_model(path: str | pathlib.Path) -> PlanarPair:
     **Arguments:** `path` to a TOML model file; relative `loads_file` paths in it are resolved
     against the file's folder.
 
-    **Returns:** the model (`PlanarPair` for `kind = "planar_pair"`), in SI units.
+    **Returns:** the model (`PlanarPair` for `kind = "planar_pair"`, `PinnedPair` for
+    `kind = "pinned_pair"`), in SI units.
     """
     return load_model_file(path).model
 
@@ -263,6 +267,22 @@ def _planar_pair(document, check, folder) -> tuple[PlanarPair, tuple[Parameter, 
                 upper.reference_pose,
             )
         )
+    _append_torsion(document, check, lower, upper, elements, parameters)
+    loads = _common_tables(document, check, folder)
+    model = PlanarPair(
+        lower=lower,
+        upper=upper,
+        elements=tuple(elements),
+        loads=loads,
+        gravity=jnp.asarray(gravity),
+        initial_pose=jnp.asarray(initial_pose),
+    )
+    parameters.sort(key=lambda p: _parameter_order(p.name))
+    return model, tuple(parameters)
+
+
+def _append_torsion(document, check, lower, upper, elements, parameters) -> None:
+    # [[torsion]] tables: spring-dampers on the relative angle, at rest in the reference pose.
     rest_angle = upper.reference_pose[2] - lower.reference_pose[2]
     for index, torsion in enumerate(check.tables(document, "torsion")):
         key = f"torsion[{index}]"
@@ -283,20 +303,49 @@ def _planar_pair(document, check, folder) -> tuple[PlanarPair, tuple[Parameter, 
             )
         )
 
+
+def _common_tables(document, check, folder) -> tuple[AbstractLoad, ...]:
+    # Tables every planar kind shares: [measure], [[loads]] and [simulation].
     if "measure" in document:
         _check_measure(document["measure"], check)
-    loads = _planar_loads(document, check, folder)
     if "simulation" in document:
         simulation_settings(document, check.source)
-    model = PlanarPair(
+    return _planar_loads(document, check, folder)
+
+
+def _pinned_pair(document, check, folder) -> tuple[PinnedPair, tuple[Parameter, ...]]:
+    check.keys(
+        document,
+        "",
+        {"kind", "gravity", "lower", "upper", "pin", "torsion", "measure", "loads", "simulation"},
+        {"lower", "upper", "pin"},
+    )
+    gravity = check.vector(document, "gravity", "gravity", 2, default=[0.0, 0.0])
+    lower, _ = _planar_body(document["lower"], "lower", check, allow_fixed=True)
+    if not lower.fixed:
+        check.fail("lower.fixed", "true (the pin is fixed in the lower body)", False)
+    upper, initial_pose = _planar_body(document["upper"], "upper", check, allow_fixed=False)
+    check.keys(document["pin"], "pin", {"point"}, {"point"})
+    pin = check.vector(document["pin"], "point", "pin.point", 2)
+    elements: list[TorsionSpring] = []
+    parameters: list[Parameter] = []
+    _append_torsion(document, check, lower, upper, elements, parameters)
+    model = PinnedPair(
         lower=lower,
         upper=upper,
+        pin=jnp.asarray(pin),
         elements=tuple(elements),
-        loads=loads,
+        loads=_common_tables(document, check, folder),
         gravity=jnp.asarray(gravity),
-        initial_pose=jnp.asarray(initial_pose),
+        initial_angle=jnp.asarray(initial_pose[2]),
     )
-    parameters.sort(key=lambda p: _parameter_order(p.name))
+    on_circle = np.asarray(model.centre_of_mass(initial_pose[2]))
+    if np.linalg.norm(on_circle - initial_pose[:2]) > 1e-9:
+        check.fail(
+            "upper.initial_pose",
+            f"a pose the pin allows: x, y = {on_circle.tolist()} for that angle",
+            initial_pose.tolist(),
+        )
     return model, tuple(parameters)
 
 
