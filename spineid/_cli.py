@@ -11,7 +11,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._datasets import dataset_path
-from ._io import load_model, load_model_file, read_toml, simulation_settings, write_trajectory
+from ._io import (
+    load_model,
+    load_model_file,
+    ModelFile,
+    read_toml,
+    simulation_settings,
+    write_model_file,
+    write_trajectory,
+)
 from ._simulate import simulate
 
 DEMO_MODELS = ("liu_8_springs.toml", "liu_16_springs.toml")
@@ -85,7 +93,6 @@ def _demo_fit(out: pathlib.Path) -> None:
     import copy
 
     from ._identify import FitProblem, Measurement, fit
-    from ._io import ModelFile
 
     model_name, data_name = DEMO_FIT
     truth = load_model_file(dataset_path(model_name))
@@ -124,7 +131,6 @@ def _parse_noise(text: str | None) -> dict[str, float] | None:
 
 def write_fit_outputs(result, problem, out: pathlib.Path) -> list[pathlib.Path]:
     """Write fitted.toml, report.json and the fit plots into `out`; returns the paths."""
-    from ._io import write_model_file
     from ._plots import plot_fit, plot_identifiability, plot_residuals
 
     out.mkdir(parents=True, exist_ok=True)

@@ -161,7 +161,7 @@ def load_model_file(path: str | pathlib.Path) -> ModelFile:
     return ModelFile.from_document(read_toml(path), source=str(path), folder=path.parent)
 
 
-def load_model(path: str | pathlib.Path) -> PlanarPair:
+def load_model(path: str | pathlib.Path) -> PlanarPair | PinnedPair:
     """Read and validate a model file (formats.md) and build the model.
 
     **Arguments:** `path` to a TOML model file; relative `loads_file` paths in it are resolved
@@ -175,7 +175,7 @@ def load_model(path: str | pathlib.Path) -> PlanarPair:
 
 def model_from_document(
     document: dict, source: str = "<model>", folder: pathlib.Path | None = None
-) -> PlanarPair:
+) -> PlanarPair | PinnedPair:
     """Build a model from an already parsed model document (same rules as `load_model`)."""
     return ModelFile.from_document(document, source, folder).model
 
