@@ -115,6 +115,17 @@ class FitProblem:
         """Names of the free parameters, in solver order."""
         return [p.name for p in self.parameters]
 
+    def transform(self) -> Transform:
+        """The map between the free parameters and the solver's coordinates, 0 at the start."""
+        return Transform.around(self.parameters, self.start, self.model_file.source)
+
+    def channel_ranges(self) -> np.ndarray:
+        """Peak-to-peak range of each measured channel over all load cases (SI), `(c,)`."""
+        return np.array([
+            np.ptp(np.concatenate([m.values[:, c] for m in self.measurements]))
+            for c in range(len(self.channels))
+        ])
+
     @property
     def n_data(self) -> int:
         """Number of scalar residuals (samples x channels x load cases)."""
@@ -598,15 +609,12 @@ def fit(
     first_order = solver in ("adam", "lbfgs")
     max_steps = max_steps or (2000 if first_order else 200)
     clock = time.perf_counter()
-    transform = Transform.around(problem.parameters, problem.start, problem.model_file.source)
+    transform = problem.transform()
     adjoint = diffrax.RecursiveCheckpointAdjoint() if first_order else diffrax.ForwardMode()
     noise_estimated = problem.noise is None
     if noise_estimated:
         # Provisional weights: comparable channels; the real noise level comes after the fit.
-        sigma = np.array([
-            max(np.ptp(np.concatenate([m.values[:, c] for m in problem.measurements])), 1e-12)
-            * 1e-3 for c in range(len(problem.channels))
-        ])
+        sigma = np.maximum(problem.channel_ranges(), 1e-12) * 1e-3
     else:
         sigma = np.array([problem.noise[c] for c in problem.channels])
 
@@ -734,16 +742,10 @@ def fit(
 
 
 @eqx.filter_jit
-def _sensitivity(objective: _Objective, theta):
-    # Noise-weighted sensitivity matrix dr/dtheta in physical units, by forward mode.
-    forward = dataclasses.replace(objective, adjoint=diffrax.ForwardMode())
-    return jax.jacfwd(forward.physical_residuals)(theta)
-
-
-@eqx.filter_jit
 def _evaluate(objective: _Objective, theta):
-    # Everything a result needs at the optimum in one compiled pass: the sensitivity matrix,
-    # the residuals and the predicted trajectories (the auxiliary output of the same jacfwd).
+    # Everything a result needs in one compiled pass: the noise-weighted sensitivity matrix
+    # dr/dtheta (forward mode, physical units), the residuals and the predicted trajectories
+    # (the auxiliary output of the same jacfwd).
     forward = dataclasses.replace(objective, adjoint=diffrax.ForwardMode())
 
     def residuals_with_aux(th):
@@ -781,11 +783,11 @@ def analyse(
     defaults to the problem's.
     """
     theta = problem.start if values is None else np.asarray(values, dtype=float)
-    transform = Transform.around(problem.parameters, problem.start, problem.model_file.source)
+    transform = problem.transform()
     objective = _objective(
         problem, _noise_array(problem, noise), transform, diffrax.ForwardMode(), 20_000
     )
-    jacobian = np.asarray(_sensitivity(objective, jnp.asarray(theta)))
+    jacobian = np.asarray(_evaluate(objective, jnp.asarray(theta))[0])
     return fisher_analysis(jacobian, theta, _scales(theta, transform), problem.names)
 
 
@@ -810,8 +812,7 @@ def fit_many(
     if solver not in ("jaxopt-lm", "optimistix-lm"):
         raise ValueError(f"fit_many solver {solver!r}: expected 'jaxopt-lm' or 'optimistix-lm'")
     sigma = _noise_array(problem, None)
-    transform = Transform.around(problem.parameters, problem.start, problem.model_file.source)
-    objective = _objective(problem, sigma, transform, diffrax.ForwardMode(), 20_000)
+    objective = _objective(problem, sigma, problem.transform(), diffrax.ForwardMode(), 20_000)
     batch = tuple(jnp.asarray(d) for d in data)
     if len(batch) != len(problem.measurements):
         raise ValueError(f"{len(batch)} data arrays for {len(problem.measurements)} load cases")
@@ -826,9 +827,8 @@ def fit_many(
             else:
                 u, converged, _ = _solve_jaxopt_lm(single, u0, rtol, atol, max_steps)
             theta = single.transform.to_physical(u)
-            jacobian = _sensitivity(single, theta)
-            cost = 0.5 * jnp.sum(single.physical_residuals(theta) ** 2)
-            return theta, jacobian, converged, cost
+            jacobian, residuals, _ = _evaluate(single, theta)
+            return theta, jacobian, converged, 0.5 * jnp.sum(residuals**2)
 
         return jax.vmap(one)(batch)
 
@@ -853,9 +853,5 @@ def _estimate_noise(problem, theta, objective: _Objective) -> np.ndarray:
     ])
     dof = max(1.0 - len(problem.parameters) / raw.size, 1e-3)
     sigma = np.sqrt(np.mean(raw**2, axis=0) / dof)
-    scale = np.array([
-        max(np.ptp(np.concatenate([m.values[:, c] for m in problem.measurements])), 1e-300)
-        for c in range(n_channels)
-    ])
     # Noise-free data would give sigma = 0; floor it at roundoff of the channel's range.
-    return np.maximum(sigma, 1e-13 * scale)
+    return np.maximum(sigma, 1e-13 * np.maximum(problem.channel_ranges(), 1e-300))

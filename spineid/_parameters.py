@@ -110,11 +110,16 @@ class Transform(eqx.Module):
         scale = np.where(np.isfinite(lower), start - lower, np.maximum(np.abs(start), 1.0))
         return cls(jnp.asarray(lower), jnp.asarray(upper), jnp.asarray(scale), jnp.asarray(start))
 
-    def to_physical(self, u: Float[Array, " p"]) -> Float[Array, " p"]:
-        """Physical values from unconstrained coordinates."""
+    def _bounds(self):
+        # Which bounds exist, and finite stand-ins for the missing ones.
         has_lower, has_upper = jnp.isfinite(self.lower), jnp.isfinite(self.upper)
         safe_lower = jnp.where(has_lower, self.lower, 0.0)
         width = jnp.where(has_upper, self.upper - safe_lower, 1.0)
+        return has_lower, has_upper, safe_lower, width
+
+    def to_physical(self, u: Float[Array, " p"]) -> Float[Array, " p"]:
+        """Physical values from unconstrained coordinates."""
+        has_lower, has_upper, safe_lower, width = self._bounds()
         # Keep the unused branch finite so that its (discarded) derivative is not NaN.
         one_sided = safe_lower + self.scale * jnp.exp(jnp.where(has_upper, 0.0, u))
         two_sided = safe_lower + width * _sigmoid(u + _logit((self.start - safe_lower) / width))
@@ -123,9 +128,7 @@ class Transform(eqx.Module):
 
     def to_unconstrained(self, values: Float[Array, " p"]) -> Float[Array, " p"]:
         """Unconstrained coordinates of physical values (inverse of `to_physical`)."""
-        has_lower, has_upper = jnp.isfinite(self.lower), jnp.isfinite(self.upper)
-        safe_lower = jnp.where(has_lower, self.lower, 0.0)
-        width = jnp.where(has_upper, self.upper - safe_lower, 1.0)
+        has_lower, has_upper, safe_lower, width = self._bounds()
         one_sided = jnp.log(jnp.maximum(values - safe_lower, 1e-300) / self.scale)
         two_sided = _logit((values - safe_lower) / width) - _logit(
             (self.start - safe_lower) / width
