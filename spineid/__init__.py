@@ -32,6 +32,8 @@ from ._mechanics import (
 from ._planar_elements import (
     AbstractPlanarJointElement as AbstractPlanarJointElement,
     AxialSprings as AxialSprings,
+    spring_moments as spring_moments,
+    SpringMeasure as SpringMeasure,
     TorsionSpring as TorsionSpring,
     VectorSprings as VectorSprings,
 )
@@ -60,5 +62,13 @@ from ._identify import (
     Measurement as Measurement,
 )
 from ._io import load_model_file as load_model_file, ModelFile as ModelFile
+from ._measure import (
+    first_variation as first_variation,
+    MeasureCurve as MeasureCurve,
+    MeasureResult as MeasureResult,
+    recover as recover,
+    recover_grid as recover_grid,
+    RecoveryProblem as RecoveryProblem,
+)
 from ._parameters import Parameter as Parameter
 from ._uncertainty import Identifiability as Identifiability

@@ -166,6 +166,46 @@ def _command_fit(arguments) -> int:
     return 0 if result.converged else 1
 
 
+def write_recovery_outputs(result, problem, out: pathlib.Path) -> list[pathlib.Path]:
+    """Write fitted.toml (the atoms as [[springs]]), report.json and the plots of a measure
+    recovery into `out`; returns the paths."""
+    from ._plots import plot_fit, plot_measure, plot_residuals
+
+    out.mkdir(parents=True, exist_ok=True)
+    channels = problem.channels
+    document = result.fitted_document(problem.model_file)
+    paths = [
+        write_model_file(out / "fitted.toml", problem.model_file, {}, document),
+        out / "report.json",
+        *plot_measure(result, out / "density.png", out / "cumulative.png"),
+        plot_fit(result, channels, out / "fit.png"),
+        plot_residuals(result, channels, out / "residuals.png"),
+    ]
+    (out / "report.json").write_text(json.dumps(result.report(), indent=2))
+    return paths
+
+
+def _command_recover(arguments) -> int:
+    from ._measure import recover, recover_grid, RecoveryProblem
+
+    problem = RecoveryProblem.from_files(
+        arguments.model, arguments.data, _parse_noise(arguments.noise), arguments.max_stiffness
+    )
+    method = "off the grid" if arguments.grid is None else f"on a grid of {arguments.grid}"
+    print(f"recovering the stiffness measure of {arguments.model} on its [measure] curve "
+          f"({problem.curve.length * 1e3:.4g} mm) {method} from {arguments.data} "
+          f"({problem.n_data} data values; total stiffness at most "
+          f"{problem.max_stiffness:.4g} N/m)", flush=True)
+    if arguments.grid is None:
+        result = recover(problem, max_atoms=arguments.max_atoms, progress=True)
+    else:
+        result = recover_grid(problem, arguments.grid, progress=True)
+    paths = write_recovery_outputs(result, problem, pathlib.Path(arguments.out))
+    print(result.summary())
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0 if result.converged else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `spineid` command."""
     parser = argparse.ArgumentParser(
@@ -194,6 +234,22 @@ def build_parser() -> argparse.ArgumentParser:
     fit_parser.add_argument("--seed", type=int, default=0, help="seed of the random starts")
     fit_parser.add_argument("--max-steps", type=int, default=None, help="solver iterations")
     fit_parser.set_defaults(run=_command_fit)
+    recover_parser = commands.add_parser(
+        "recover", help="recover a stiffness measure (and a pin) on the model's [measure] curve"
+    )
+    recover_parser.add_argument("model", help="model file (TOML) with a [measure] table")
+    recover_parser.add_argument("data", help="trajectory CSV of the upper body")
+    recover_parser.add_argument("--out", required=True, help="output folder")
+    recover_parser.add_argument("--noise", metavar="CH=SIGMA,...",
+                                help="measurement noise per channel (SI); default: estimated")
+    recover_parser.add_argument("--grid", type=int, metavar="N",
+                                help="fit N equally spaced springs instead of off-grid atoms")
+    recover_parser.add_argument("--max-atoms", type=int, default=4,
+                                help="most atoms off the grid (default 4)")
+    recover_parser.add_argument("--max-stiffness", type=float, metavar="N_PER_M",
+                                help="ceiling on the total stiffness (default: translational "
+                                     "frequency at the data's Nyquist frequency)")
+    recover_parser.set_defaults(run=_command_recover)
     demo_parser = commands.add_parser("demo", help="the main job on bundled data")
     demo_parser.add_argument("--out", default="spineid-demo", help="output folder")
     demo_parser.set_defaults(run=_command_demo)

@@ -97,7 +97,7 @@ class FitProblem:
         self.channels = tuple(model_file.model.observable_names)
         self.start = np.array([float(p.get(self.models[0])) for p in self.parameters])
         self._check_data()
-        self.noise = None if noise is None else self._check_noise(noise)
+        self.noise = None if noise is None else check_noise(self.channels, noise)
         for model in self.models:
             _check_excitation(model, model_file.source)
 
@@ -151,18 +151,19 @@ class FitProblem:
                 f"per trajectory and more values than free parameters)"
             )
 
-    def _check_noise(self, noise: dict[str, float]) -> dict[str, float]:
-        missing = [c for c in self.channels if c not in noise]
-        unknown = [c for c in noise if c not in self.channels]
-        if missing or unknown:
-            raise ValueError(
-                f"noise: give one standard deviation per channel {list(self.channels)}; "
-                f"missing {missing}, unknown {unknown}"
-            )
-        for channel, sigma in noise.items():
-            if not (math.isfinite(sigma) and sigma > 0):
-                raise ValueError(f"noise: {channel}={sigma!r}: expected a positive number")
-        return {c: float(noise[c]) for c in self.channels}
+def check_noise(channels: Sequence[str], noise: dict[str, float]) -> dict[str, float]:
+    """Validate per-channel noise standard deviations (SI): one positive number per channel."""
+    missing = [c for c in channels if c not in noise]
+    unknown = [c for c in noise if c not in channels]
+    if missing or unknown:
+        raise ValueError(
+            f"noise: give one standard deviation per channel {list(channels)}; "
+            f"missing {missing}, unknown {unknown}"
+        )
+    for channel, sigma in noise.items():
+        if not (math.isfinite(sigma) and sigma > 0):
+            raise ValueError(f"noise: {channel}={sigma!r}: expected a positive number")
+    return {c: float(noise[c]) for c in channels}
 
 
 def _check_excitation(model, source: str) -> None:
@@ -766,7 +767,7 @@ def _scales(theta, transform: Transform) -> np.ndarray:
 
 
 def _noise_array(problem: FitProblem, noise: dict[str, float] | None) -> np.ndarray:
-    noise = problem.noise if noise is None else problem._check_noise(noise)
+    noise = problem.noise if noise is None else check_noise(problem.channels, noise)
     if noise is None:
         raise ValueError("give the measurement noise per channel (noise=...) for this analysis")
     return np.array([noise[c] for c in problem.channels])

@@ -552,9 +552,11 @@ def dumps_toml(document: dict) -> str:
 
 
 def write_model_file(
-    path: str | pathlib.Path, model_file: ModelFile, values: dict[str, float]
+    path: str | pathlib.Path, model_file: ModelFile, values: dict[str, float],
+    document: dict | None = None,
 ) -> pathlib.Path:
-    """Write `model_file` with the parameters in `values` (name -> SI value) replaced.
+    """Write `model_file` (or `document`, a changed copy of its document) with the parameters
+    in `values` (name -> SI value) replaced.
 
     The schema stays that of the input, so the result can be simulated or fitted again;
     relative `loads_file` paths are rewritten to stay valid from the new file's folder.
@@ -562,7 +564,7 @@ def write_model_file(
     from ._parameters import set_in_document
 
     path = pathlib.Path(path)
-    document = copy.deepcopy(model_file.document)
+    document = copy.deepcopy(model_file.document if document is None else document)
     for name, value in values.items():
         set_in_document(document, name, value)
     for load in document.get("loads", []):
