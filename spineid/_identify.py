@@ -121,10 +121,7 @@ class FitProblem:
 
     def channel_ranges(self) -> np.ndarray:
         """Peak-to-peak range of each measured channel over all load cases (SI), `(c,)`."""
-        return np.array([
-            np.ptp(np.concatenate([m.values[:, c] for m in self.measurements]))
-            for c in range(len(self.channels))
-        ])
+        return channel_ranges(self.measurements)
 
     @property
     def n_data(self) -> int:
@@ -852,7 +849,18 @@ def _estimate_noise(problem, theta, objective: _Objective) -> np.ndarray:
         np.asarray(unit.case_residuals(jnp.asarray(theta), i)).reshape(-1, n_channels)
         for i in range(len(problem.models))
     ])
-    dof = max(1.0 - len(problem.parameters) / raw.size, 1e-3)
+    return noise_from_residuals(raw, len(problem.parameters), problem.channel_ranges())
+
+
+def noise_from_residuals(raw: np.ndarray, n_free: int, ranges: np.ndarray) -> np.ndarray:
+    """Per-channel noise from raw residuals `(k, c)` (SI) of a fit with `n_free` parameters:
+    sigma_c^2 = sum r_c^2 / (n_c (1 - p / n)), floored at roundoff of each channel's `ranges`
+    (noise-free data would give 0)."""
+    dof = max(1.0 - n_free / raw.size, 1e-3)
     sigma = np.sqrt(np.mean(raw**2, axis=0) / dof)
-    # Noise-free data would give sigma = 0; floor it at roundoff of the channel's range.
-    return np.maximum(sigma, 1e-13 * np.maximum(problem.channel_ranges(), 1e-300))
+    return np.maximum(sigma, 1e-13 * np.maximum(ranges, 1e-300))
+
+
+def channel_ranges(measurements: Sequence[Measurement]) -> np.ndarray:
+    """Peak-to-peak range of each channel over all `measurements` (SI), `(c,)`."""
+    return np.ptp(np.concatenate([m.values for m in measurements]), axis=0)

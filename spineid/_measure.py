@@ -36,7 +36,13 @@ import jaxopt
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._identify import FAILED_RESIDUAL, check_noise, Measurement
+from ._identify import (
+    channel_ranges,
+    check_noise,
+    FAILED_RESIDUAL,
+    Measurement,
+    noise_from_residuals,
+)
 from ._io import load_model_file, ModelFile
 from ._pinned_pair import PinnedPair
 from ._planar_elements import spring_moments, SpringMeasure, VectorSprings
@@ -180,10 +186,7 @@ class RecoveryProblem:
 
     def channel_ranges(self) -> np.ndarray:
         """Peak-to-peak range of each channel over all measurements (SI), `(c,)`."""
-        return np.array([
-            np.ptp(np.concatenate([m.values[:, c] for m in self.measurements]))
-            for c in range(len(self.channels))
-        ])
+        return channel_ranges(self.measurements)
 
     def _check_data(self) -> None:
         for measurement in self.measurements:
@@ -690,10 +693,8 @@ def _sigma(problem: RecoveryProblem) -> np.ndarray:
 
 
 def _estimate_noise(problem, residuals, sigma, n_free) -> np.ndarray:
-    raw = (np.asarray(residuals).reshape(-1, len(problem.channels))) * sigma
-    dof = max(1.0 - n_free / raw.size, 1e-3)
-    estimate = np.sqrt(np.mean(raw**2, axis=0) / dof)
-    return np.maximum(estimate, 1e-13 * np.maximum(problem.channel_ranges(), 1e-300))
+    raw = np.asarray(residuals).reshape(-1, len(problem.channels)) * sigma
+    return noise_from_residuals(raw, n_free, problem.channel_ranges())
 
 
 def _analyse(problem, solver: _Solver, atoms: _Atoms, positions_free: bool):
