@@ -466,33 +466,60 @@ class _Solver:
         self.n_evaluations += 1
         return float(_moment_cost(self.objective, self.moments_of(z, origin), origin))
 
+    def _cheapest(self, candidates, origin) -> int:
+        # Index of the cheapest of the candidate moments (k, 4), all costs in one vmapped solve.
+        costs = np.asarray(_moment_costs(self.objective, candidates, origin))
+        self.n_evaluations += len(candidates)
+        return int(np.nanargmin(costs))
+
     def line_search(self, atoms: _Atoms, vertex: int) -> _Atoms:
         """The Frank-Wolfe step: the best measure `(1 - gamma) mu + gamma W delta_s` of the
-        segment towards the atom `vertex` at full weight, `gamma` on a log grid (all costs in one
-        vmapped solve). The grid jumps over resonances that trap a local step when a soft
-        measure stiffens past the loads' frequencies."""
+        segment towards the atom `vertex` at full weight, `gamma` on a log grid. The grid jumps
+        over resonances that trap a local step when a soft measure stiffens past the loads'
+        frequencies."""
         origin = self.origin(atoms)
         gammas = np.concatenate([[0.0], np.logspace(-6, 0, LINE_SEARCH_POINTS)])
         current = self.moments_of(jnp.concatenate([jnp.asarray(atoms.t), jnp.asarray(atoms.p)]),
                                   origin)
         target = self.tau * _features(self.curve.at(jnp.asarray(atoms.t[vertex]))[None],
                                       origin)[0]
-        candidates = (1.0 - gammas)[:, None] * current + gammas[:, None] * target
-        costs = np.asarray(_moment_costs(self.objective, candidates, origin))
-        self.n_evaluations += gammas.size
-        gamma = gammas[int(np.nanargmin(costs))]
+        gamma = gammas[self._cheapest(
+            (1.0 - gammas)[:, None] * current + gammas[:, None] * target, origin)]
         atoms = atoms.copy()
         atoms.p *= 1.0 - gamma
         atoms.p[vertex] = gamma
         return atoms
 
+    def scale_search(self, atoms: _Atoms) -> _Atoms:
+        """The best measure `f mu` for `f` on a log grid from 1e-3 up to the ceiling: the
+        segment towards the zero measure and the ray beyond `mu`. A Gauss-Newton step along
+        this ray can be tiny where the residuals oscillate with the measure's translational
+        frequency (their derivative is large while the cost falls slowly), so it is searched
+        directly."""
+        total = atoms.p.sum()
+        if total <= 0:
+            return atoms
+        origin = self.origin(atoms)
+        factors = np.concatenate([np.logspace(-3, 0, LINE_SEARCH_POINTS),
+                                  np.logspace(0, -np.log10(total), LINE_SEARCH_POINTS)[1:]])
+        current = self.moments_of(jnp.concatenate([jnp.asarray(atoms.t), jnp.asarray(atoms.p)]),
+                                  origin)
+        factor = factors[self._cheapest(factors[:, None] * current[None], origin)]
+        atoms = atoms.copy()
+        atoms.p = np.minimum(atoms.p * factor, 1.0)
+        return atoms
+
     def run(self, atoms: _Atoms, move_positions: bool, max_iterations: int = 60,
-            ftol: float = 1e-10) -> tuple[_Atoms, bool, int]:
+            ftol: float = 1e-10, eligible: np.ndarray | None = None
+            ) -> tuple[_Atoms, bool, int]:
         """Minimise over the weights (and the positions of active atoms if `move_positions`)
-        subject to `p >= 0`, `sum p <= 1` and `0 <= t <= 1`. Returns the atoms, whether the
-        relative cost change fell below `ftol`, and the number of iterations."""
+        subject to `p >= 0`, `sum p <= 1` and `0 <= t <= 1`. A weights-only run may give weight
+        to the `eligible` slots (default: the active ones), which become active. Returns the
+        atoms, whether the relative cost change fell below `ftol`, and the number of
+        iterations."""
         origin = self.origin(atoms)
         a = atoms.t.size
+        columns = np.flatnonzero(atoms.active if eligible is None else eligible)
         z = jnp.concatenate([jnp.asarray(atoms.t), jnp.asarray(atoms.p)])
         movable = atoms.active & move_positions
         lower = jnp.concatenate([jnp.where(movable, 0.0, atoms.t), jnp.zeros(a)])
@@ -508,9 +535,10 @@ class _Solver:
                                                   upper, in_budget)
             else:
                 moment_jacobian, chain = jacobian
-                weights, predicted = _weights_subproblem(
-                    np.asarray(z[a:]), residuals, moment_jacobian, np.asarray(chain)[:, a:],
-                    damping)
+                weights = np.zeros(a)
+                weights[columns], predicted = _weights_subproblem(
+                    np.asarray(z[a:])[columns], residuals, moment_jacobian,
+                    np.asarray(chain)[:, a:][:, columns], damping)
                 trial = jnp.concatenate([z[:a], jnp.asarray(weights)])
             predicted = float(predicted)
             if predicted <= ftol * cost + 1e-300:
@@ -535,8 +563,8 @@ class _Solver:
                     converged = True  # no descent left at any step length: stationary
                     break
         z = np.asarray(z)
-        return _Atoms(z[:a].copy(), np.clip(z[a:], 0.0, 1.0), atoms.active.copy()), converged, \
-            iteration
+        p = np.clip(z[a:], 0.0, 1.0)
+        return _Atoms(z[:a].copy(), p, atoms.active | (p > 0)), converged, iteration
 
 
 @dataclasses.dataclass
@@ -863,21 +891,30 @@ def recover_grid(
     problem: RecoveryProblem,
     n_springs: int,
     *,
-    max_iterations: int = 200,
-    ftol: float = 1e-10,
+    gap_tolerance: float = 1e-3,
+    max_rounds: int = 30,
+    max_iterations: int = 60,
     simulation_max_steps: int = 50_000,
     progress: bool = False,
 ) -> MeasureResult:
     """Fixed-grid recovery (Liu 2001, section 3.3): `n_springs` vector springs equally spaced on
     the `[measure]` curve (end points included), nonnegative stiffnesses with total at most
-    `problem.max_stiffness`, all fitted together by projected Levenberg-Marquardt from a uniform
-    start (half the ceiling spread evenly). The subproblem of each step has 4 dual variables
-    however many springs there are (`_lm_subproblem`), and each step costs one forward-mode
-    solve with 4 tangents, so the cost hardly grows with `n_springs`.
+    `problem.max_stiffness`.
+
+    The loss is not convex in the stiffnesses (the motion depends nonlinearly on them, with
+    resonances in between), and a fit of all weights from a uniform start stalls at one of its
+    other stationary points. So the fit starts from the best vertex of the feasible set: every
+    grid spring alone at 1e-3, 1e-2, 0.1 and 1 times the ceiling, all costs in one vmapped
+    solve. From there it runs fully corrective Frank-Wolfe over the grid (`recover` with the
+    positions held on the grid): add the spring whose first variation is most negative (line
+    search on the Frank-Wolfe segment), refit all weights by projected Levenberg-Marquardt
+    whose steps are exact nonnegative least-squares problems (`_weights_subproblem`), and stop
+    when the Frank-Wolfe gap over the grid is at most `gap_tolerance * max(cost, n_data)`
+    (`certified`) or after `max_rounds` rounds.
 
     **Returns:** a `MeasureResult` with all `n_springs` springs (zeros included), the pin
-    estimate (stiffness centroid) with its standard error and the identifiability of the
-    moments; `certified` and `gap` give the Frank-Wolfe gap over the grid.
+    estimate (stiffness centroid) with its standard error, the identifiability of the moments
+    and the certificate.
     """
     if n_springs < 1:
         raise ValueError(f"n_springs={n_springs}: expected at least 1")
@@ -885,30 +922,49 @@ def recover_grid(
     sigma = _sigma(problem)
     noise_estimated = problem.noise is None
     grid = np.linspace(0.0, 1.0, n_springs) if n_springs > 1 else np.array([0.5])
-    atoms = _Atoms(grid.copy(), np.full(n_springs, 0.5 / n_springs), np.ones(n_springs, bool))
     solver = _Solver(problem, _objective(problem, sigma, simulation_max_steps), progress)
-    atoms, converged, steps = solver.run(atoms, move_positions=False,
-                                         max_iterations=max_iterations, ftol=ftol)
-    _say(progress, f"  grid N={n_springs}: {steps} projected LM steps")
+    atoms = _best_vertex(problem, solver, grid)
+    _say(progress, f"  grid N={n_springs}: start from spring {np.flatnonzero(atoms.active)[0]} "
+                   f"at {atoms.p.sum():.0e} of the ceiling")
+    search = _conditional_gradient(problem, solver, atoms, grid, slide=False,
+                                   gap_tolerance=gap_tolerance, max_rounds=max_rounds,
+                                   max_iterations=max_iterations)
     if noise_estimated:
-        residuals = solver.jacobian(
-            jnp.concatenate([jnp.asarray(atoms.t), jnp.asarray(atoms.p)]), solver.origin(atoms)
-        )[1]
-        sigma = _estimate_noise(problem, residuals, sigma, 3)
+        sigma = _estimate_noise(problem, search.residuals, sigma, 3)
         solver = _Solver(problem, _objective(problem, sigma, simulation_max_steps), progress)
-        atoms, converged, more = solver.run(atoms, move_positions=False,
-                                            max_iterations=max_iterations, ftol=ftol)
-        steps += more
-    gap, cost = _frank_wolfe_gap(problem, solver, atoms, jnp.asarray(grid))[:2]
-    history = [{"iteration": steps, "cost": cost, "gap": gap}]
-    result = _finish(problem, solver, atoms, "grid", False, converged,
-                     bool(gap <= 1e-4 * max(cost, problem.n_data)), gap, history, sigma,
-                     noise_estimated, clock, 1001)
+        search = _conditional_gradient(problem, solver, search.atoms, grid, slide=False,
+                                       gap_tolerance=gap_tolerance, max_rounds=max_rounds,
+                                       max_iterations=max_iterations, history=search.history)
+    result = _finish(problem, solver, search.atoms, "grid", False, search.converged,
+                     search.certified, search.gap, search.history, sigma, noise_estimated,
+                     clock, 1001)
     # The grid keeps its zero weights: the figures show the whole grid.
     result.positions = grid * problem.curve.length
     result.points = np.asarray(problem.curve.at(jnp.asarray(grid))).reshape(-1, 2)
-    result.stiffness = atoms.p * problem.max_stiffness
+    result.stiffness = search.atoms.p * problem.max_stiffness
     return result
+
+
+VERTEX_FRACTIONS = (1e-3, 1e-2, 1e-1, 1.0)
+"""Fractions of the ceiling at which `recover_grid` tries each grid spring alone."""
+
+
+def _best_vertex(problem: RecoveryProblem, solver: _Solver, grid: np.ndarray) -> _Atoms:
+    # The cheapest measure among single grid springs at the VERTEX_FRACTIONS of the ceiling.
+    origin = jnp.asarray(problem.curve.at(jnp.asarray(0.5)))
+    unit = np.asarray(_features(problem.curve.at(jnp.asarray(grid)), origin))
+    fractions = np.asarray(VERTEX_FRACTIONS)
+    candidates = (fractions[:, None, None] * problem.max_stiffness * unit[None]).reshape(-1, 4)
+    costs = np.concatenate([
+        np.asarray(_moment_costs(solver.objective, jnp.asarray(chunk), origin))
+        for chunk in np.array_split(candidates, max(1, math.ceil(len(candidates) / 256)))
+    ])
+    solver.n_evaluations += len(candidates)
+    best = int(np.nanargmin(costs))
+    atoms = _Atoms(grid.copy(), np.zeros(grid.size), np.zeros(grid.size, bool))
+    atoms.p[best % grid.size] = fractions[best // grid.size]
+    atoms.active[best % grid.size] = True
+    return atoms
 
 
 def _frank_wolfe_gap(problem, solver, atoms, candidates):
@@ -925,12 +981,78 @@ def _frank_wolfe_gap(problem, solver, atoms, candidates):
     return gap, 0.5 * float(np.sum(np.asarray(residuals) ** 2)), residuals, per_weight
 
 
+@dataclasses.dataclass
+class _Search:
+    atoms: _Atoms
+    converged: bool
+    certified: bool
+    gap: float
+    history: list
+    residuals: np.ndarray
+
+
+def _conditional_gradient(problem, solver, atoms, candidates, *, slide, gap_tolerance,
+                          max_rounds, max_iterations, history=None) -> _Search:
+    """Fully corrective Frank-Wolfe from `atoms`; with `slide` the atoms are free slots whose
+    positions move after each weight refit (sliding Frank-Wolfe), without it the slots are the
+    `candidates` themselves (a fixed grid)."""
+    history = [] if history is None else history
+    t_candidates = jnp.asarray(candidates)
+    converged, certified, gap, previous = True, False, math.inf, math.inf
+    residuals = None
+    for _ in range(max_rounds + 1):
+        gap, cost, residuals, per_weight = _frank_wolfe_gap(problem, solver, atoms, t_candidates)
+        tolerance = gap_tolerance * max(cost, problem.n_data)
+        history.append({"iteration": len(history), "atoms": int(atoms.active.sum()),
+                        "cost": cost, "gap": gap})
+        _say(solver.progress, f"  Frank-Wolfe {len(history) - 1}: {int(atoms.active.sum())} "
+                              f"atom(s), cost {cost:.6e}, gap {gap:.3e} (tolerance "
+                              f"{tolerance:.1e})")
+        if gap <= tolerance:
+            certified = True
+            break
+        if len(history) > max_rounds:
+            _say(solver.progress, f"  {max_rounds} rounds done; stopping uncertified")
+            break
+        best = int(np.argmin(per_weight))
+        shrink = per_weight[best] >= 0.0  # the Frank-Wolfe vertex is the zero measure
+        if shrink:
+            slot, known = None, False
+        elif slide:
+            new = float(candidates[best])
+            near = atoms.active & (np.abs(atoms.t - new) <= MERGE_FRACTION)
+            known = bool(near.any())
+            slot = None if known else next(iter(np.flatnonzero(~atoms.active)), None)
+        else:
+            slot, known = best, bool(atoms.active[best])
+        if (shrink or known) and previous - cost <= 1e-9 * cost:
+            _say(solver.progress, "  the Frank-Wolfe step and the refit no longer lower the "
+                                  "cost; stopping uncertified")
+            break
+        if not (shrink or known) and slot is None:
+            _say(solver.progress, f"  all {atoms.t.size} atom slots used; stopping uncertified")
+            break
+        previous = cost
+        if not (shrink or known):
+            if slide:
+                atoms.t[slot] = new
+            atoms.p[slot], atoms.active[slot] = 0.0, True
+            atoms = solver.line_search(atoms, slot)
+        # Refit: on the grid, all weights by exact NNLS steps; off the grid, positions and
+        # weights together (a weights-only refit of a lone atom crawls: the centroid is off).
+        atoms, converged, _ = solver.run(atoms, move_positions=slide,
+                                         max_iterations=max_iterations,
+                                         eligible=np.ones(atoms.t.size, bool))
+        atoms = _prune(solver.scale_search(atoms))
+    return _Search(atoms, converged, certified, float(gap), history, np.asarray(residuals))
+
+
 def recover(
     problem: RecoveryProblem,
     *,
     max_atoms: int = 4,
     fine_grid: int = 2001,
-    gap_tolerance: float = 1e-4,
+    gap_tolerance: float = 1e-3,
     max_iterations: int = 60,
     simulation_max_steps: int = 50_000,
     progress: bool = False,
@@ -941,11 +1063,12 @@ def recover(
     points, computes the Frank-Wolfe gap `sum_i w_i g(s_i) - W min(0, min_s g(s))` (`W` the
     ceiling `problem.max_stiffness`: the most any measure on the curve lowers the linearised
     loss) and stops when it is below `gap_tolerance` times `max(cost, n_data)` (cost in units of
-    half a chi-square: 1e-4 n_data is far below what noise can resolve). Otherwise it adds an
-    atom at the minimiser of `g` (a line search along the Frank-Wolfe segment sets its first
-    weight), refits the weights with positions fixed, then moves positions and weights together
-    (projected Levenberg-Marquardt), prunes atoms whose weight falls below `PRUNE_FRACTION` of
-    the total and merges coinciding ones. The loss is not convex in the measure (the motion
+    half a chi-square, whose noise scatter is sqrt(n_data / 2): 1e-3 n_data is 0.05 of it for
+    1500 data). Otherwise it adds an atom at the minimiser of `g` (a line search along the
+    Frank-Wolfe segment sets its first weight), moves positions and weights together (projected
+    Levenberg-Marquardt), searches the scale of the whole measure (`_Solver.scale_search`),
+    prunes atoms whose weight falls below `PRUNE_FRACTION` of the total and merges coinciding
+    ones. The loss is not convex in the measure (the motion
     depends nonlinearly on the stiffness), so the certificate is one of stationarity, not of
     global optimality.
 
@@ -958,56 +1081,20 @@ def recover(
     sigma = _sigma(problem)
     noise_estimated = problem.noise is None
     candidates = np.linspace(0.0, 1.0, fine_grid)
-    t_candidates = jnp.asarray(candidates)
     atoms = _Atoms(np.full(max_atoms, 0.5), np.zeros(max_atoms), np.zeros(max_atoms, bool))
     solver = _Solver(problem, _objective(problem, sigma, simulation_max_steps), progress)
-    history: list[dict] = []
-    converged, certified, gap = True, False, math.inf
-
-    def gap_of(atoms):
-        return _frank_wolfe_gap(problem, solver, atoms, t_candidates)
-
-    def polish(atoms):
-        atoms, converged, _ = solver.run(atoms, move_positions=False,
-                                         max_iterations=max_iterations)
-        atoms, converged, _ = solver.run(atoms, move_positions=True,
-                                         max_iterations=max_iterations)
-        return _prune(atoms), converged
-
-    previous = math.inf
-    for iteration in range(2 * max_atoms + 2):
-        gap, cost, residuals, per_weight = gap_of(atoms)
-        tolerance = gap_tolerance * max(cost, problem.n_data)
-        history.append({"iteration": iteration, "atoms": int(atoms.active.sum()), "cost": cost,
-                        "gap": gap})
-        _say(progress, f"  Frank-Wolfe {iteration}: {int(atoms.active.sum())} atom(s), cost "
-                       f"{cost:.6e}, gap {gap:.3e} (tolerance {tolerance:.1e})")
-        if gap <= tolerance:
-            certified = True
-            break
-        new = float(candidates[int(np.argmin(per_weight))])
-        near = atoms.active & (np.abs(atoms.t - new) <= MERGE_FRACTION)
-        if near.any() and previous - cost <= 1e-9 * cost:
-            _say(progress, "  the best new atom coincides with an atom and refitting no longer "
-                           "lowers the cost; stopping uncertified")
-            break
-        previous = cost
-        if not near.any():
-            free = np.flatnonzero(~atoms.active)
-            if free.size == 0:
-                _say(progress, f"  all {max_atoms} atom slots used; stopping uncertified")
-                break
-            atoms.t[free[0]], atoms.p[free[0]], atoms.active[free[0]] = new, 0.0, True
-            atoms = solver.line_search(atoms, free[0])
-        atoms, converged = polish(atoms)
+    settings = dict(slide=True, gap_tolerance=gap_tolerance, max_rounds=2 * max_atoms + 1,
+                    max_iterations=max_iterations)
+    search = _conditional_gradient(problem, solver, atoms, candidates, **settings)
     if noise_estimated:
-        sigma = _estimate_noise(problem, residuals, sigma, 2 * int(atoms.active.sum()))
+        sigma = _estimate_noise(problem, search.residuals, sigma,
+                                2 * int(search.atoms.active.sum()))
         solver = _Solver(problem, _objective(problem, sigma, simulation_max_steps), progress)
-        atoms, converged = polish(atoms)
-        gap, cost, _, _ = gap_of(atoms)
-        certified = gap <= gap_tolerance * max(cost, problem.n_data)
-    return _finish(problem, solver, atoms, "off-grid", True, converged, bool(certified),
-                   float(gap), history, sigma, noise_estimated, clock, fine_grid)
+        search = _conditional_gradient(problem, solver, search.atoms, candidates,
+                                       history=search.history, **settings)
+    return _finish(problem, solver, search.atoms, "off-grid", True, search.converged,
+                   search.certified, search.gap, search.history, sigma, noise_estimated, clock,
+                   fine_grid)
 
 
 def _prune(atoms: _Atoms) -> _Atoms:
