@@ -10,6 +10,7 @@ import math
 import os
 import pathlib
 import tomllib
+import warnings
 from typing import Any
 
 import jax.numpy as jnp
@@ -20,6 +21,7 @@ from ._parameters import Parameter
 from ._planar_elements import AxialSprings, TorsionSpring, VectorSprings
 from ._pinned_pair import PinnedPair
 from ._planar_pair import PlanarBody, PlanarPair
+from ._spatial_pair import Bushing, SPATIAL_LOAD_COMPONENTS, SpatialBody, SpatialPair, UPPER
 
 PLANAR_LOAD_COMPONENTS = ("Fx", "Fy", "Mz")
 PLANAR_TRAJECTORY_COLUMNS = ("t", "x", "y", "theta")
@@ -129,7 +131,7 @@ class ModelFile:
     `source` (file name for messages) and `folder` (where relative paths in it point).
     """
 
-    model: PlanarPair | PinnedPair
+    model: PlanarPair | PinnedPair | SpatialPair
     parameters: tuple[Parameter, ...]
     document: dict
     source: str
@@ -141,12 +143,12 @@ class ModelFile:
     ) -> "ModelFile":
         """Validate a parsed model document and build its model."""
         check = _Checker(source)
-        kind = check.choice(document, "kind", "kind", ("planar_pair", "pinned_pair"))
+        kind = check.choice(document, "kind", "kind", ("planar_pair", "pinned_pair",
+                                                      "spatial_pair"))
         folder = pathlib.Path(".") if folder is None else pathlib.Path(folder)
-        if kind == "planar_pair":
-            model, parameters = _planar_pair(document, check, folder)
-        else:
-            model, parameters = _pinned_pair(document, check, folder)
+        build = {"planar_pair": _planar_pair, "pinned_pair": _pinned_pair,
+                 "spatial_pair": _spatial_pair}[kind]
+        model, parameters = build(document, check, folder)
         return cls(model, parameters, copy.deepcopy(document), source, folder)
 
     def simulation_times(self) -> np.ndarray:
@@ -310,7 +312,7 @@ def _common_tables(document, check, folder) -> tuple[AbstractLoad, ...]:
         _check_measure(document["measure"], check)
     if "simulation" in document:
         simulation_settings(document, check.source)
-    return _planar_loads(document, check, folder)
+    return _loads(document, check, folder, PLANAR_LOAD_COMPONENTS)
 
 
 def _pinned_pair(document, check, folder) -> tuple[PinnedPair, tuple[Parameter, ...]]:
@@ -349,6 +351,142 @@ def _pinned_pair(document, check, folder) -> tuple[PinnedPair, tuple[Parameter, 
     return model, tuple(parameters)
 
 
+BUSHING_AXES = ("tx", "ty", "tz", "rx", "ry", "rz")
+
+
+def _spatial_body(table, key, check) -> tuple[SpatialBody, np.ndarray]:
+    allowed = {"fixed", "pose", "mass", "inertia"} | ({"initial_pose"} if key == "upper" else set())
+    check.keys(table, key, allowed, {"pose"})
+    fixed = check.boolean(table, "fixed", f"{key}.fixed", default=False)
+    if key == "lower" and not fixed:
+        check.fail("lower.fixed", "true (spatial pairs with a moving lower body are not "
+                                  "supported yet)", False)
+    if key == "upper" and fixed:
+        check.fail("upper.fixed", "false (the upper body must be free)", True)
+    pose = check.vector(table, "pose", f"{key}.pose", 6)
+    mass, inertia = 1.0, np.eye(3)
+    if not fixed:
+        mass = check.number(table, "mass", f"{key}.mass", positive=True)
+        values = table.get("inertia")
+        length = len(values) if isinstance(values, list) and len(values) in (3, 6) else 3
+        values = check.vector(table, "inertia", f"{key}.inertia", length)
+        inertia = np.diag(values[:3])
+        if length == 6:
+            (ixy, ixz, iyz) = values[3:]
+            inertia[0, 1] = inertia[1, 0] = ixy
+            inertia[0, 2] = inertia[2, 0] = ixz
+            inertia[1, 2] = inertia[2, 1] = iyz
+        moments = np.linalg.eigvalsh(inertia)
+        if moments.min() <= 0:
+            check.fail(f"{key}.inertia", "a positive definite inertia tensor (principal "
+                                         f"moments {moments.tolist()} kg m^2)", values.tolist())
+        if 2 * moments.max() > moments.sum() * (1 + 1e-12):
+            check.fail(f"{key}.inertia", "principal moments that satisfy the triangle "
+                                         "inequality (no moment larger than the other two "
+                                         f"together; got {moments.tolist()} kg m^2)",
+                       values.tolist())
+    initial = check.vector(table, "initial_pose", f"{key}.initial_pose", 6, default=pose)
+    if abs(np.cos(pose[4])) < 1e-3 or abs(np.cos(initial[4])) < 1e-3:
+        check.fail(f"{key}.pose", "a pose away from a2 = +-90 degrees (the singularity of the "
+                                  "1-2-3 Euler angles)", pose.tolist())
+    body = SpatialBody(mass=jnp.asarray(mass), inertia=jnp.asarray(inertia),
+                       reference_pose=jnp.asarray(pose), fixed=fixed)
+    return body, initial
+
+
+def _bushing_matrix(check, table, name, key) -> tuple[np.ndarray, list[tuple[str, int]]]:
+    # A 6-vector (the diagonal) or a symmetric 6x6 array; returns the matrix and, for each
+    # entry the file holds, its parameter-name suffix and packed row.
+    value = table.get(name)
+    rows = np.flatnonzero(UPPER[0] == UPPER[1])
+    if isinstance(value, list) and value and isinstance(value[0], list):
+        if len(value) != 6 or any(not isinstance(row, list) or len(row) != 6 for row in value):
+            check.fail(f"{key}.{name}", "6 numbers (the diagonal) or a 6x6 array", value)
+        matrix = np.array([check.vector({"row": row}, "row", f"{key}.{name}[{i}]", 6)
+                           for i, row in enumerate(value)])
+        asymmetry = np.abs(matrix - matrix.T)
+        if asymmetry.max() > 1e-9 * max(np.abs(matrix).max(), 1e-300):
+            i, j = np.unravel_index(np.argmax(asymmetry), asymmetry.shape)
+            check.fail(f"{key}.{name}[{i}][{j}]",
+                       f"a symmetric matrix ({name}[{j}][{i}] = {matrix[j, i]:g})",
+                       matrix[i, j])
+        entries = [(f"[{i}][{j}]", row) for row, (i, j) in enumerate(zip(*UPPER))]
+    else:
+        diagonal = check.vector(table, name, f"{key}.{name}", 6,
+                                default=np.zeros(6) if name == "damping" else _MISSING)
+        matrix = np.diag(diagonal)
+        entries = [(f"[{i}]", int(row)) for i, row in enumerate(rows)]
+    if np.any(np.diag(matrix) < 0):
+        i = int(np.argmin(np.diag(matrix)))
+        check.fail(f"{key}.{name}", f"a nonnegative diagonal ({BUSHING_AXES[i]} entry)",
+                   float(matrix[i, i]))
+    return matrix, entries
+
+
+def _bushing_unit(field: str, i: int, j: int) -> str:
+    # Entry (i, j) maps the deflection component j (m or rad) to the load component i (N or N m).
+    load = "N" if i < 3 else "N m"
+    per = "m" if j < 3 else "rad"
+    unit = f"{load}/{per}" if field == "stiffness" else f"{load} s/{per}"
+    return unit.replace("N m/m", "N").replace("N m s/m", "N s")
+
+
+def _bushing_frame(check, bushing, name, key, bodies):
+    frame = bushing.get(name)
+    if not isinstance(frame, dict):
+        check.fail(f"{key}.{name}", "a table { body, position, orientation }", frame)
+    check.keys(frame, f"{key}.{name}", {"body", "position", "orientation"}, {"body"})
+    body = check.choice(frame, "body", f"{key}.{name}.body", tuple(bodies))
+    return body, (check.vector(frame, "position", f"{key}.{name}.position", 3,
+                               default=np.zeros(3)),
+                  check.vector(frame, "orientation", f"{key}.{name}.orientation", 3,
+                               default=np.zeros(3)))
+
+
+def _spatial_pair(document, check, folder) -> tuple[SpatialPair, tuple[Parameter, ...]]:
+    check.keys(document, "", {"kind", "gravity", "lower", "upper", "bushings", "loads",
+                              "simulation"}, {"lower", "upper"})
+    gravity = check.vector(document, "gravity", "gravity", 3, default=np.zeros(3))
+    lower, _ = _spatial_body(document["lower"], "lower", check)
+    upper, initial_pose = _spatial_body(document["upper"], "upper", check)
+    bodies = {"lower": lower, "upper": upper}
+    elements, parameters = [], []
+    for index, bushing in enumerate(check.tables(document, "bushings")):
+        key = f"bushings[{index}]"
+        check.keys(bushing, key, {"kind", "frame1", "frame2", "stiffness", "damping"},
+                   {"kind", "frame1", "frame2", "stiffness"})
+        kind = check.choice(bushing, "kind", f"{key}.kind", ("classic", "spine"))
+        body1, frame1 = _bushing_frame(check, bushing, "frame1", key, bodies)
+        body2, frame2 = _bushing_frame(check, bushing, "frame2", key, bodies)
+        if body1 == body2:
+            check.fail(f"{key}.frame2.body", f"the other body than frame1 ({body1})", body2)
+        if body1 == "upper":  # the element always measures the upper frame in the lower one
+            frame1, frame2 = frame2, frame1
+        stiffness, stiffness_entries = _bushing_matrix(check, bushing, "stiffness", key)
+        damping, damping_entries = _bushing_matrix(check, bushing, "damping", key)
+        smallest = np.linalg.eigvalsh(stiffness).min()
+        if smallest < 0:
+            warnings.warn(f"{check.source}: {key}.stiffness is not positive semi-definite "
+                          f"(smallest eigenvalue {smallest:.4g}): the joint is unstable in "
+                          "some direction", stacklevel=2)
+        for field, entries in (("stiffness", stiffness_entries), ("damping", damping_entries)):
+            for suffix, row in entries:
+                i, j = UPPER[0][row], UPPER[1][row]
+                parameters.append(Parameter(
+                    f"{key}.{field}{suffix}", f"bushing.{field}", _bushing_unit(field, i, j),
+                    len(elements), field, row, lower=0.0 if i == j else -math.inf))
+        elements.append(Bushing.create(kind, frame1, frame2, stiffness, damping,
+                                       lower.reference_pose, upper.reference_pose))
+    if "simulation" in document:
+        simulation_settings(document, check.source)
+    model = SpatialPair(
+        lower=lower, upper=upper, elements=tuple(elements),
+        loads=_loads(document, check, folder, SPATIAL_LOAD_COMPONENTS),
+        gravity=jnp.asarray(gravity), initial_pose=jnp.asarray(initial_pose),
+    )
+    return model, tuple(parameters)
+
+
 def _parameter_order(name: str):
     # File order: springs by index, then torsion; stiffness before damping within each.
     table, rest = name.split("[", 1)
@@ -369,7 +507,7 @@ def _check_measure(measure, check) -> None:
         check.fail("measure.curve", "a polyline of nonzero length", curve)
 
 
-def _planar_loads(document, check, folder) -> tuple[AbstractLoad, ...]:
+def _loads(document, check, folder, components) -> tuple[AbstractLoad, ...]:
     terms = []
     tables = []
     for index, load in enumerate(check.tables(document, "loads")):
@@ -379,20 +517,20 @@ def _planar_loads(document, check, folder) -> tuple[AbstractLoad, ...]:
             name = load["loads_file"]
             if not isinstance(name, str):
                 check.fail(f"{key}.loads_file", "a file name", name)
-            times, values = read_loads_csv(folder / name, PLANAR_LOAD_COMPONENTS)
+            times, values = read_loads_csv(folder / name, components)
             tables.append(TabulatedLoad(times=jnp.asarray(times), values=jnp.asarray(values)))
             continue
         check.keys(
             load, key, {"component", "amplitude", "frequency", "phase"},
             {"component", "amplitude", "frequency"},
         )
-        component = check.choice(load, "component", f"{key}.component", PLANAR_LOAD_COMPONENTS)
+        component = check.choice(load, "component", f"{key}.component", components)
         terms.append(
             (
                 check.number(load, "amplitude", f"{key}.amplitude"),
                 check.number(load, "frequency", f"{key}.frequency", minimum=0.0),
                 check.number(load, "phase", f"{key}.phase", default=0.0),
-                np.eye(len(PLANAR_LOAD_COMPONENTS))[PLANAR_LOAD_COMPONENTS.index(component)],
+                np.eye(len(components))[components.index(component)],
             )
         )
     loads: list[AbstractLoad] = []

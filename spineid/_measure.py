@@ -56,6 +56,8 @@ PRUNE_FRACTION = 1e-12
 MERGE_FRACTION = 1e-6
 # Points of the Frank-Wolfe line search (log-spaced step fractions from 1e-6 to 1).
 LINE_SEARCH_POINTS = 25
+# Points of the scale search on each side of the current measure (`_Solver.scale_search`).
+SCALE_SEARCH_POINTS = 9
 # Ridge of the projected Levenberg-Marquardt subproblem, in scaled step units.
 RIDGE = 1e-6
 
@@ -491,7 +493,7 @@ class _Solver:
         return atoms
 
     def scale_search(self, atoms: _Atoms) -> _Atoms:
-        """The best measure `f mu` for `f` on a log grid from 1e-3 up to the ceiling: the
+        """The best measure `f mu` for `f` on a log grid from 0.1 up to the ceiling: the
         segment towards the zero measure and the ray beyond `mu`. A Gauss-Newton step along
         this ray can be tiny where the residuals oscillate with the measure's translational
         frequency (their derivative is large while the cost falls slowly), so it is searched
@@ -500,8 +502,8 @@ class _Solver:
         if total <= 0:
             return atoms
         origin = self.origin(atoms)
-        factors = np.concatenate([np.logspace(-3, 0, LINE_SEARCH_POINTS),
-                                  np.logspace(0, -np.log10(total), LINE_SEARCH_POINTS)[1:]])
+        factors = np.concatenate([np.logspace(-1, 0, SCALE_SEARCH_POINTS),
+                                  np.logspace(0, -np.log10(total), SCALE_SEARCH_POINTS)[1:]])
         current = self.moments_of(jnp.concatenate([jnp.asarray(atoms.t), jnp.asarray(atoms.p)]),
                                   origin)
         factor = factors[self._cheapest(factors[:, None] * current[None], origin)]

@@ -153,20 +153,32 @@ def _logit(p):
     return jnp.log(p) - jnp.log1p(-p)
 
 
-_PATH_PART = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?$")
+_PATH_PART = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)$")
 
 
 def set_in_document(document: dict, name: str, value: float) -> None:
-    """Set the entry `name` (e.g. `springs[3].stiffness`) of a parsed model document."""
+    """Set the entry `name` of a parsed model document: `springs[3].stiffness`,
+    `bushings[0].stiffness[2]` (an entry of a list) or `bushings[0].stiffness[1][4]` (an entry
+    of a matrix, which model files hold symmetric: its mirror entry `[4][1]` is set too)."""
     node = document
     parts = name.split(".")
     for depth, part in enumerate(parts):
         match = _PATH_PART.match(part)
         if match is None:
             raise ValueError(f"not a parameter path: {name!r}")
-        key, index = match.group(1), match.group(2)
-        if depth == len(parts) - 1 and index is None:
+        key = match.group(1)
+        indices = [int(i) for i in re.findall(r"\d+", match.group(2))]
+        if depth < len(parts) - 1:
+            node = node[key]
+            for i in indices:
+                node = node[i]
+            continue
+        if not indices:
             node[key] = float(value)
-            return
-        node = node[key] if index is None else node[key][int(index)]
-    raise ValueError(f"not a parameter path: {name!r}")
+        elif len(indices) == 1:
+            node[key][indices[0]] = float(value)
+        elif len(indices) == 2:
+            i, j = indices
+            node[key][i][j] = node[key][j][i] = float(value)
+        else:
+            raise ValueError(f"not a parameter path: {name!r}")

@@ -1,0 +1,184 @@
+"""Two vertebrae in 3-D joined by bushings (Christophy et al. 2013; supplement sections 2-4)."""
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from ._bushing import bushing_deflection, bushing_deflection_rate
+from ._loads import AbstractLoad
+from ._mechanics import AbstractLagrangianSystem
+from ._rotations import E_W, e_W, euler123_rotation
+
+SPATIAL_LOAD_COMPONENTS = ("Fx", "Fy", "Fz", "Mx", "My", "Mz")
+UPPER = np.triu_indices(6)
+"""Row-major upper-triangle indices of a 6x6 matrix: how bushings pack symmetric matrices."""
+
+
+def pack_symmetric(matrix) -> Float[Array, "21"]:
+    """The 21 upper-triangle entries (row-major) of a symmetric 6x6 matrix."""
+    return jnp.asarray(matrix, dtype=float)[UPPER]
+
+
+def unpack_symmetric(packed: Float[Array, "21"]) -> Float[Array, "6 6"]:
+    """The symmetric 6x6 matrix of 21 packed upper-triangle entries (`pack_symmetric`)."""
+    upper = jnp.zeros((6, 6), dtype=packed.dtype).at[UPPER].set(packed)
+    return upper + upper.T - jnp.diag(jnp.diag(upper))
+
+
+class SpatialBody(eqx.Module):
+    """A rigid body in 3-D whose frame origin is its centre of mass.
+
+    Fields: `mass` (kg), `inertia` (kg m^2, `(3, 3)`, about the centre of mass in body axes),
+    `reference_pose` (`[x, y, z, a1, a2, a3]`: m and 1-2-3 Euler angles in rad) and `fixed`
+    (static: a fixed body never moves, its mass and inertia are ignored).
+    """
+
+    mass: Float[Array, ""]
+    inertia: Float[Array, "3 3"]
+    reference_pose: Float[Array, "6"]
+    fixed: bool = eqx.field(static=True, default=False)
+
+
+def frame_in_ground(pose, position, orientation):
+    """Orientation `(3, 3)` and origin `(3,)` in ground of a frame fixed in a body at `pose`
+    (`[x, y, z, a1, a2, a3]`), given its `position` (m) and 1-2-3 Euler `orientation` (rad) in
+    body coordinates."""
+    body = euler123_rotation(pose[3:])
+    return body @ euler123_rotation(orientation), pose[:3] + body @ position
+
+
+class Bushing(eqx.Module):
+    """A bushing between a frame on the lower body (frame 1) and one on the upper (frame 2).
+
+    The load is `f = -K (y - y_0) - D y'` on the relative motion `y = [p, beta]` of the frames
+    (`spineid._bushing`; Christophy et al. 2013 eqs 17-18 for `kind = "classic"` with `y_0 = 0`,
+    eqs 22-23 for `kind = "spine"` with `y_0` the relative motion in the reference pose). As an
+    element of the mechanics core it contributes the energy `1/2 (y - y_0)^T K (y - y_0)` and the
+    dissipation function `1/2 y'^T D y'`.
+
+    Fields: `kind` (static), `frame1` and `frame2` (each `(position (3,), orientation (3,))` in
+    its body's coordinates, m and rad), `stiffness` and `damping` (the 21 packed upper-triangle
+    entries of symmetric 6x6 matrices ordered `[tx, ty, tz, rx, ry, rz]`: N/m, N/rad = N m/m,
+    N m/rad; N s/m, N m s/rad), `reference` (`y_0`, `(6,)`).
+    """
+
+    kind: str = eqx.field(static=True)
+    frame1: tuple[Float[Array, "3"], Float[Array, "3"]]
+    frame2: tuple[Float[Array, "3"], Float[Array, "3"]]
+    stiffness: Float[Array, "21"]
+    damping: Float[Array, "21"]
+    reference: Float[Array, "6"]
+
+    @classmethod
+    def create(cls, kind, frame1, frame2, stiffness, damping, lower_pose, upper_pose):
+        """A bushing of `kind` `"classic"` or `"spine"` with full 6x6 `stiffness` and `damping`
+        (symmetric); for `"spine"` the reference deflection is taken at the bodies' reference
+        poses `lower_pose`, `upper_pose`."""
+        if kind not in ("classic", "spine"):
+            raise ValueError(f"bushing kind {kind!r}: expected 'classic' or 'spine'")
+        frame1 = tuple(jnp.asarray(a, dtype=float) for a in frame1)
+        frame2 = tuple(jnp.asarray(a, dtype=float) for a in frame2)
+        bushing = cls(kind, frame1, frame2, pack_symmetric(stiffness), pack_symmetric(damping),
+                      jnp.zeros(6))
+        if kind == "spine":
+            bushing = eqx.tree_at(lambda b: b.reference, bushing,
+                                  bushing.deflection(jnp.asarray(lower_pose, dtype=float),
+                                                     jnp.asarray(upper_pose, dtype=float)))
+        return bushing
+
+    @property
+    def stiffness_matrix(self) -> Float[Array, "6 6"]:
+        """`K` (6x6)."""
+        return unpack_symmetric(self.stiffness)
+
+    @property
+    def damping_matrix(self) -> Float[Array, "6 6"]:
+        """`D` (6x6)."""
+        return unpack_symmetric(self.damping)
+
+    def frames(self, lower_pose, upper_pose):
+        """`(R_1, x_F, R_2, x_M)`: both frames in ground at the given body poses."""
+        r1, x1 = frame_in_ground(lower_pose, *self.frame1)
+        r2, x2 = frame_in_ground(upper_pose, *self.frame2)
+        return r1, x1, r2, x2
+
+    def deflection(self, lower_pose, upper_pose) -> Float[Array, "6"]:
+        """The relative motion `y` (m, rad) of frame 2 in frame 1 (eq 17)."""
+        return bushing_deflection(*self.frames(lower_pose, upper_pose))
+
+    def energy(self, lower_pose, upper_pose) -> Float[Array, ""]:
+        """Stored energy `1/2 (y - y_0)^T K (y - y_0)` (J)."""
+        change = self.deflection(lower_pose, upper_pose) - self.reference
+        return 0.5 * change @ self.stiffness_matrix @ change
+
+    def dissipation(self, lower_pose, upper_pose, lower_velocity, upper_velocity):
+        """Rayleigh function `1/2 y'^T D y'` (W); velocities are pose rates `(6,)`."""
+        r1, x1, r2, x2 = self.frames(lower_pose, upper_pose)
+        spin1 = E_W(lower_pose[3:]) @ lower_velocity[3:]
+        spin2 = E_W(upper_pose[3:]) @ upper_velocity[3:]
+        v1 = lower_velocity[:3] + jnp.cross(spin1, x1 - lower_pose[:3])
+        v2 = upper_velocity[:3] + jnp.cross(spin2, x2 - upper_pose[:3])
+        rate = bushing_deflection_rate(r1, x1, r2, x2, spin1, v1, spin2, v2)
+        return 0.5 * rate @ self.damping_matrix @ rate
+
+
+class SpatialPair(AbstractLagrangianSystem):
+    """A fixed lower and a free upper vertebra in 3-D joined by bushings.
+
+    Generalized coordinates: the upper pose `q = [x, y, z, a1, a2, a3]`, centre of mass (m) and
+    1-2-3 Euler angles (rad) of the body frame (formats.md). Kinetic energy
+    `1/2 m |x'|^2 + 1/2 w^T I w` with the body-axis angular velocity `w = eW(a) a'`
+    (supplement S.16); potential energy of the bushings and gravity; loads `[Fx, Fy, Fz]` at the
+    centre of mass and `[Mx, My, Mz]` (global axes), whose generalized forces are `F` and
+    `EW(a)^T M` (S.18). The motion starts at rest.
+
+    Fields: `lower`, `upper` (`SpatialBody`), `elements` (tuple of `Bushing`), `loads` (tuple of
+    `AbstractLoad` with the 6 components above), `gravity` (m/s^2, `(3,)`), `initial_pose`.
+    """
+
+    lower: SpatialBody
+    upper: SpatialBody
+    elements: tuple[Bushing, ...]
+    loads: tuple[AbstractLoad, ...]
+    gravity: Float[Array, "3"]
+    initial_pose: Float[Array, "6"]
+
+    @property
+    def n_dof(self) -> int:
+        """Number of generalized coordinates (6)."""
+        return 6
+
+    def kinetic_energy(self, t, q, qdot):
+        spin = e_W(q[3:]) @ qdot[3:]
+        return 0.5 * self.upper.mass * qdot[:3] @ qdot[:3] + 0.5 * spin @ self.upper.inertia @ spin
+
+    def potential_energy(self, t, q):
+        lower = self.lower.reference_pose
+        elastic = sum(element.energy(lower, q) for element in self.elements)
+        return elastic - self.upper.mass * self.gravity @ q[:3]
+
+    def dissipation_function(self, t, q, qdot):
+        lower, still = self.lower.reference_pose, jnp.zeros(6, dtype=q.dtype)
+        return sum(element.dissipation(lower, q, still, qdot) for element in self.elements) \
+            + jnp.zeros((), dtype=q.dtype)
+
+    def applied_load(self, t) -> Float[Array, "6"]:
+        """`[Fx, Fy, Fz, Mx, My, Mz]` on the upper body at time `t` (N, N m; global axes)."""
+        return sum((load.value(t) for load in self.loads), jnp.zeros(6))
+
+    def generalized_forces(self, t, q, qdot):
+        load = self.applied_load(t)
+        return jnp.concatenate([load[:3], E_W(q[3:]).T @ load[3:]])
+
+    def initial_state(self):
+        return self.initial_pose, jnp.zeros_like(self.initial_pose)
+
+    def observe(self, q: Float[Array, " n"]) -> Float[Array, "6"]:
+        """The measured channels `x, y, z, a1, a2, a3` (the upper body's pose)."""
+        return q
+
+    @property
+    def observable_names(self) -> tuple[str, ...]:
+        """Names of the measured channels, as in the trajectory CSV header."""
+        return ("x", "y", "z", "a1", "a2", "a3")

@@ -1,0 +1,169 @@
+"""The spatial pair: Lagrange's equations by autodiff against hand-written Newton-Euler with
+the explicit bushing wrenches, energy conservation, the neutral-posture load of the classic
+bushing, and model-file errors."""
+
+import copy
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import spineid
+from spineid._bushing import bushing_deflection_rate, bushing_force, bushing_wrenches
+from spineid._io import ModelFile, read_toml
+from spineid._mechanics import generalized_accelerations, mechanical_energy
+from spineid._parameters import apply_values
+from spineid._rotations import E_W, e_W, euler123_rotation
+
+K_F_E = [  # Christophy et al. 2013 eq 24
+    [500000, 0, 0, 0, 0, 11000],
+    [0, 2500000, 0, 0, 0, -5000],
+    [0, 0, 500000, -12000, 13500, 0],
+    [0, 0, -12000, 400, -300, 0],
+    [0, 0, 13500, -300, 850, 0],
+    [11000, -5000, 0, 0, 0, 600],
+]
+
+
+def document():
+    return read_toml(spineid.dataset_path("spatial_pair.toml"))
+
+
+def with_changes(**tables):
+    doc = document()
+    doc.update(copy.deepcopy(tables))
+    return doc
+
+
+def coupled_document(kind):
+    doc = document()
+    bushing = doc["bushings"][0]
+    bushing["kind"] = kind
+    bushing["stiffness"] = [[v / 10 for v in row] for row in K_F_E]
+    bushing["damping"] = np.diag([60.0, 120.0, 50.0, 0.05, 0.04, 0.06]).tolist()
+    bushing["frame2"]["orientation"] = [0.1, -0.05, 0.2]
+    doc["gravity"] = [0.0, -9.81, 0.0]
+    return doc
+
+
+def newton_euler_accelerations(model, q, qdot, t):
+    # m x'' = F, I w' + w x I w = M (body axes), with the bushing loads from the explicit
+    # wrenches; then a'' from w = eW(a) a'.
+    rotation = euler123_rotation(q[3:])
+    spin_body = e_W(q[3:]) @ qdot[3:]
+    load = model.applied_load(t)
+    force = load[:3] + model.upper.mass * model.gravity
+    moment = load[3:]
+    lower = model.lower.reference_pose
+    for bushing in model.elements:
+        r1, x1, r2, x2 = bushing.frames(lower, q)
+        spin = E_W(q[3:]) @ qdot[3:]
+        rate = bushing_deflection_rate(r1, x1, r2, x2, jnp.zeros(3), jnp.zeros(3), spin,
+                                       qdot[:3] + jnp.cross(spin, x2 - q[:3]))
+        f = bushing_force(bushing.stiffness_matrix, bushing.damping_matrix,
+                          bushing.deflection(lower, q), rate, bushing.reference)
+        _, (m2, f2) = bushing_wrenches(r1, x1, r2, x2, f)
+        force = force + f2
+        moment = moment + m2 + jnp.cross(x2 - q[:3], f2)
+    inertia = model.upper.inertia
+    spin_rate = jnp.linalg.solve(
+        inertia, rotation.T @ moment - jnp.cross(spin_body, inertia @ spin_body))
+    # w' = eW a'' + (d eW/dt) a'
+    _, ew_rate = jax.jvp(lambda a: e_W(a) @ qdot[3:], (q[3:],), (qdot[3:],))
+    angles = jnp.linalg.solve(e_W(q[3:]), spin_rate - ew_rate)
+    return jnp.concatenate([force / model.upper.mass, angles])
+
+
+@pytest.mark.parametrize("kind", ["classic", "spine"])
+def test_lagrange_by_autodiff_equals_newton_euler(kind):
+    model = ModelFile.from_document(coupled_document(kind)).model
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        q = model.upper.reference_pose + jnp.asarray(
+            np.concatenate([rng.uniform(-2e-3, 2e-3, 3), rng.uniform(-0.3, 0.3, 3)]))
+        qdot = jnp.asarray(rng.uniform(-0.5, 0.5, 6))
+        t = jnp.asarray(rng.uniform(0, 0.5))
+        ours = generalized_accelerations(model, t, q, qdot)
+        theirs = newton_euler_accelerations(model, q, qdot, t)
+        np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-8,
+                                   atol=1e-8 * float(jnp.abs(theirs).max()))
+
+
+def test_undamped_unloaded_motion_conserves_energy():
+    doc = coupled_document("spine")
+    doc["bushings"][0]["damping"] = np.zeros((6, 6)).tolist()
+    doc.pop("loads")
+    doc["upper"]["initial_pose"] = [0.0005, 0.0352, -0.0003, 0.05, -0.08, 0.1]
+    model = ModelFile.from_document(doc).model
+    ts = jnp.linspace(0.0, 0.3, 301)
+    solution = spineid.simulate(model, ts, rtol=1e-10, atol=1e-12)
+    energy = jax.vmap(lambda q, v: mechanical_energy(model, 0.0, q, v))(solution.q,
+                                                                         solution.qdot)
+    assert float(jnp.ptp(energy)) < 1e-7 * float(energy[0])
+    assert float(jnp.ptp(solution.q[:, 3])) > 0.05  # it did move
+
+
+def test_classic_bushing_between_vertebral_centres_loads_the_neutral_posture():
+    # Frames at the two centres of mass (35 mm apart): the classic bushing pushes at rest
+    # (eq 19), the SpineBushing does not (eqs 22-23).
+    loads = {}
+    for kind in ("classic", "spine"):
+        doc = coupled_document(kind)
+        doc["gravity"] = [0.0, 0.0, 0.0]
+        doc.pop("loads")
+        bushing = doc["bushings"][0]
+        bushing["frame1"] = {"body": "lower", "position": [0.0, 0.0, 0.0]}
+        bushing["frame2"] = {"body": "upper", "position": [0.0, 0.0, 0.0]}
+        bushing["stiffness"] = K_F_E
+        model = ModelFile.from_document(doc).model
+        q0, v0 = model.initial_state()
+        loads[kind] = model.upper.mass * np.asarray(
+            generalized_accelerations(model, 0.0, q0, v0))[:3]
+    assert np.linalg.norm(loads["classic"]) > 1e3  # N: the "exceeds 1 kN" of section 5
+    np.testing.assert_allclose(loads["spine"], 0.0, atol=1e-9)
+
+
+def test_models_jit_and_vmap_over_stiffness():
+    model_file = spineid.load_model_file(spineid.dataset_path("spatial_pair.toml"))
+    ts = jnp.asarray(model_file.simulation_times()[:101])
+    scales = jnp.array([0.8, 1.0, 1.25])
+
+    def run(scale):
+        stiffness = model_file.parameters[:6]
+        start = jnp.array([p.get(model_file.model) for p in stiffness])
+        model = apply_values(model_file.model, stiffness, scale * start)
+        return spineid.simulate(model, ts).q
+
+    batched = jax.jit(jax.vmap(run))(scales)
+    assert batched.shape == (3, 101, 6)
+    np.testing.assert_allclose(np.asarray(batched[1]), np.asarray(run(1.0)), atol=1e-12)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"bushings": [{"kind": "classic", "frame1": {"body": "sacrum"}, "frame2": {"body": "upper"},
+                    "stiffness": [1.0] * 6}]}, "frame1.body"),
+    ({"bushings": [{"kind": "spine", "frame1": {"body": "lower"}, "frame2": {"body": "upper"},
+                    "stiffness": [[1.0 if i == j else (0.5 if (i, j) == (0, 4) else 0.0)
+                                   for j in range(6)] for i in range(6)]}]}, "symmetric"),
+    ({"upper": {"mass": 1.0, "inertia": [1e-3, 1e-3, 5e-3], "pose": [0, 0.03, 0, 0, 0, 0]}},
+     "triangle inequality"),
+    ({"upper": {"mass": 1.0, "inertia": [1e-3, -1e-3, 1e-3], "pose": [0, 0.03, 0, 0, 0, 0]}},
+     "positive definite"),
+    ({"upper": {"mass": 1.0, "inertia": [1e-3, 1e-3, 1e-3],
+                "pose": [0, 0.03, 0, 0, np.pi / 2, 0]}}, "singularity"),
+    ({"upper": {"mass": -1.0, "inertia": [1e-3, 1e-3, 1e-3], "pose": [0, 0.03, 0, 0, 0, 0]}},
+     "upper.mass"),
+])
+def test_bad_model_files_name_the_entry(change, message):
+    with pytest.raises(ValueError, match=message):
+        ModelFile.from_document(with_changes(**change), source="bad.toml")
+
+
+def test_non_positive_definite_stiffness_warns():
+    doc = document()
+    stiffness = np.eye(6)
+    stiffness[0, 5] = stiffness[5, 0] = 2.0  # eigenvalue -1 in the tx-rz plane
+    doc["bushings"][0]["stiffness"] = stiffness.tolist()
+    with pytest.warns(UserWarning, match="unstable"):
+        ModelFile.from_document(doc)
