@@ -12,6 +12,7 @@ import numpy as np
 
 from ._datasets import dataset_path
 from ._io import (
+    dumps_toml,
     load_model,
     load_model_file,
     ModelFile,
@@ -206,6 +207,35 @@ def _command_recover(arguments) -> int:
     return 0 if result.converged else 1
 
 
+def _command_stiffness(arguments) -> int:
+    from ._plots import plot_stiffness_fit
+    from ._stiffness_fit import fit_stiffness_matrix, LOAD_COLUMNS, read_quasi_static
+
+    test = read_quasi_static(arguments.data)
+    noise = _parse_noise(arguments.noise)
+    if noise is not None:
+        unknown = sorted(set(noise) - set(LOAD_COLUMNS))
+        missing = [c for c in LOAD_COLUMNS if c not in noise]
+        if unknown or missing:
+            raise ValueError(f"--noise: give all of {list(LOAD_COLUMNS)}"
+                             + (f"; unknown {unknown}" if unknown else "")
+                             + (f"; missing {missing}" if missing else ""))
+        noise = np.array([noise[c] for c in LOAD_COLUMNS])
+    fit = fit_stiffness_matrix(test, arguments.structure, noise, exact=not arguments.linearised)
+    out = pathlib.Path(arguments.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(fit.report(), indent=2))
+    fragment = {"bushings": [{"kind": "spine", "stiffness": fit.matrix.tolist()}]}
+    (out / "stiffness.toml").write_text(
+        "# Fitted by `spineid stiffness` from " + pathlib.Path(arguments.data).name + ": paste "
+        "into a spatial_pair model and add frame1, frame2 (and damping).\n"
+        + dumps_toml(fragment))
+    plot = plot_stiffness_fit(fit, test, out / "loads.png")
+    print(fit.summary())
+    print(f"wrote {out / 'report.json'}, {out / 'stiffness.toml'}, {plot}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `spineid` command."""
     parser = argparse.ArgumentParser(
@@ -250,6 +280,21 @@ def build_parser() -> argparse.ArgumentParser:
                                 help="ceiling on the total stiffness (default: translational "
                                      "frequency at the data's Nyquist frequency)")
     recover_parser.set_defaults(run=_command_recover)
+    stiffness_parser = commands.add_parser(
+        "stiffness", help="fit a 6x6 stiffness matrix to a quasi-static load-displacement test"
+    )
+    stiffness_parser.add_argument("data", help="CSV with Fx,Fy,Fz,Mx,My,Mz,dx,dy,dz,b1,b2,b3")
+    stiffness_parser.add_argument("--out", required=True, help="output folder")
+    stiffness_parser.add_argument("--structure", default="full",
+                                  choices=("full", "sagittal", "diagonal"),
+                                  help="symmetric 21 entries, sagittal-symmetric 12 (eq 24 "
+                                       "pattern) or diagonal 6 (default full)")
+    stiffness_parser.add_argument("--noise", metavar="Fx=SIGMA,...",
+                                  help="load noise per channel (N, N m); default: estimated")
+    stiffness_parser.add_argument("--linearised", action="store_true",
+                                  help="use moments as measured instead of mapping them onto "
+                                       "the Euler basis")
+    stiffness_parser.set_defaults(run=_command_stiffness)
     demo_parser = commands.add_parser("demo", help="the main job on bundled data")
     demo_parser.add_argument("--out", default="spineid-demo", help="output folder")
     demo_parser.set_defaults(run=_command_demo)

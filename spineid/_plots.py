@@ -255,3 +255,34 @@ def plot_grid_study(results, prefix, truth=None) -> list[pathlib.Path]:
     figure.suptitle("Grid recovery of a pin against the number of springs (cf. Liu Fig 3-37)")
     paths.append(_save(figure, prefix + "_error.png"))
     return paths
+
+
+def plot_stiffness_fit(fit, test, path: str | pathlib.Path) -> pathlib.Path:
+    """Quasi-static test: measured against fitted generalized load per component (points on
+    the diagonal fit), and the fitted matrix as an image."""
+    from ._stiffness_fit import AXES, LOAD_COLUMNS, generalized_loads
+
+    figure, axes = plt.subplots(2, 4, figsize=(15, 6.5))
+    measured = generalized_loads(test, fit.exact)
+    for k, axis in enumerate(axes.ravel()[:6]):
+        unit = "N" if k < 3 else "N m"
+        low, high = measured[:, k].min(), measured[:, k].max()
+        axis.plot([low, high], [low, high], color="gray", lw=1)
+        axis.plot(fit.predicted[:, k], measured[:, k], ".", ms=4)
+        rms = np.sqrt(np.mean(fit.residuals[:, k] ** 2))
+        axis.set_title(f"{LOAD_COLUMNS[k]}: rms misfit {rms:.3g} {unit}", fontsize=9)
+        axis.set_xlabel(f"fitted K y [{unit}]")
+        axis.set_ylabel(f"measured [{unit}]")
+    image = axes[1, 2]
+    magnitude = np.log10(np.abs(fit.matrix) + 1e-300)
+    shown = image.imshow(np.where(fit.matrix != 0, magnitude, np.nan), cmap="viridis")
+    image.set_xticks(range(6), AXES)
+    image.set_yticks(range(6), AXES)
+    image.set_title("log10 |K| (blank: zero)")
+    figure.colorbar(shown, ax=image, fraction=0.046)
+    axes[1, 3].axis("off")
+    axes[1, 3].text(0.0, 0.5, fit.summary().splitlines()[0], fontsize=8, wrap=True,
+                    va="center")
+    figure.suptitle(f"stiffness matrix fit ({fit.structure}): measured vs fitted loads")
+    figure.tight_layout()
+    return _save(figure, path)
