@@ -147,11 +147,16 @@ def test_off_grid_recovery_finds_the_pin_and_certifies_it(pin_problem):
     assert result.moments["total_stiffness"]["at_ceiling"]
     assert np.all(result.stiffness > 0) and result.stiffness.sum() <= pin_problem.max_stiffness * (1 + 1e-9)
     # The certificate: moving the whole ceiling from the pin to the best point of the curve
-    # lowers the linearised loss by less than the tolerance (1e-3 n_data, in half chi-square).
+    # lowers the linearised loss by less than the tolerance (1e-3 n_data, in half chi-square),
+    # or, where the loss is too curved for that bound, the best such step (line search) does.
     positions, variation = result.certificate
     heaviest = np.argmax(result.stiffness)
     at_atom = np.interp(result.positions[heaviest], positions, variation)
-    assert result.max_stiffness * (at_atom - variation.min()) <= 1e-3 * result.n_data
+    if result.line_search_gain is None:
+        assert result.max_stiffness * (at_atom - variation.min()) <= 1e-3 * result.n_data
+    else:
+        assert result.line_search_gain <= 1e-3 * result.n_data
+        assert "line search" in result.summary()
     report = result.report()
     assert report["atoms"] and report["pin"]["stderr"][0] is not None
     assert "ceiling" in " ".join(result.warnings)
