@@ -107,7 +107,9 @@ plt.show()
 # *first variation* of the loss, `g(s)`: how fast the loss changes when stiffness is added at
 # `s`. Because the residuals depend on a measure only through four moments
 # (`[sum K, sum K (s - o), sum K |s - o|^2]`), `g` on 2001 points costs one forward-mode solve.
-# The atom goes where `g` is most negative, then positions and weights are refitted together.
+# The first atom is the best single atom on a coarse grid (the first variation of an empty
+# measure describes a free body, a poor guide); each further atom goes where `g` is most
+# negative, then positions and weights are refitted together.
 # The method stops when the Frank-Wolfe gap (how much any measure could still lower the
 # linearised loss) is negligible: a certificate.
 

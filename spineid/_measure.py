@@ -58,6 +58,10 @@ MERGE_FRACTION = 1e-6
 LINE_SEARCH_POINTS = 25
 # Points of the scale search on each side of the current measure (`_Solver.scale_search`).
 SCALE_SEARCH_POINTS = 9
+# A refit stops when a step changes the cost by less than this fraction of it: 1e-7 of a
+# half chi-square near n_data / 2 is far below what noise resolves, and the Frank-Wolfe
+# certificate, not this, decides when the recovery is done.
+REFIT_FTOL = 1e-7
 # Ridge of the projected Levenberg-Marquardt subproblem, in scaled step units.
 RIDGE = 1e-6
 
@@ -512,7 +516,7 @@ class _Solver:
         return atoms
 
     def run(self, atoms: _Atoms, move_positions: bool, max_iterations: int = 60,
-            ftol: float = 1e-10, eligible: np.ndarray | None = None
+            ftol: float = REFIT_FTOL, eligible: np.ndarray | None = None
             ) -> tuple[_Atoms, bool, int]:
         """Minimise over the weights (and the positions of active atoms if `move_positions`)
         subject to `p >= 0`, `sum p <= 1` and `0 <= t <= 1`. A weights-only run may give weight
@@ -958,7 +962,7 @@ def recover_grid(
     return result
 
 
-FIRST_ATOM_CANDIDATES = 65
+FIRST_ATOM_CANDIDATES = 33
 """Positions on the curve at which `recover` tries its first atom alone."""
 VERTEX_FRACTIONS = (1e-3, 1e-2, 1e-1, 1.0)
 """Fractions of the ceiling at which `recover_grid` tries each grid spring alone."""
