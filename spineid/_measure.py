@@ -926,8 +926,9 @@ def recover_grid(
     positions held on the grid): add the spring whose first variation is most negative (line
     search on the Frank-Wolfe segment), refit all weights by projected Levenberg-Marquardt
     whose steps are exact nonnegative least-squares problems (`_weights_subproblem`), and stop
-    when the Frank-Wolfe gap over the grid is at most `gap_tolerance * max(cost, n_data)`
-    (`certified`) or after `max_rounds` rounds.
+    when the Frank-Wolfe gap over the grid is at most `gap_tolerance * max(cost, n_data)`, or
+    when the refit stalls and the best Frank-Wolfe step (line search) gains less than that
+    (`certified` either way), or after `max_rounds` rounds.
 
     **Returns:** a `MeasureResult` with all `n_springs` springs (zeros included), the pin
     estimate (stiffness centroid) with its standard error, the identifiability of the moments
@@ -965,7 +966,7 @@ def recover_grid(
 FIRST_ATOM_CANDIDATES = 33
 """Positions on the curve at which `recover` tries its first atom alone."""
 VERTEX_FRACTIONS = (1e-3, 1e-2, 1e-1, 1.0)
-"""Fractions of the ceiling at which `recover_grid` tries each grid spring alone."""
+"""Fractions of the ceiling at which a single atom is tried (`_best_vertex`)."""
 
 
 def _best_vertex(problem: RecoveryProblem, solver: _Solver, grid: np.ndarray) -> _Atoms:
