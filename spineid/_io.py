@@ -431,12 +431,12 @@ def _bushing_unit(field: str, i: int, j: int) -> str:
     return unit.replace("N m/m", "N").replace("N m s/m", "N s")
 
 
-def _bushing_frame(check, bushing, name, key, bodies):
+def _bushing_frame(check, bushing, name, key, bodies: tuple[str, ...]):
     frame = bushing.get(name)
     if not isinstance(frame, dict):
         check.fail(f"{key}.{name}", "a table { body, position, orientation }", frame)
     check.keys(frame, f"{key}.{name}", {"body", "position", "orientation"}, {"body"})
-    body = check.choice(frame, "body", f"{key}.{name}.body", tuple(bodies))
+    body = check.choice(frame, "body", f"{key}.{name}.body", bodies)
     return body, (check.vector(frame, "position", f"{key}.{name}.position", 3,
                                default=np.zeros(3)),
                   check.vector(frame, "orientation", f"{key}.{name}.orientation", 3,
@@ -449,19 +449,16 @@ def _spatial_pair(document, check, folder) -> tuple[SpatialPair, tuple[Parameter
     gravity = check.vector(document, "gravity", "gravity", 3, default=np.zeros(3))
     lower, _ = _spatial_body(document["lower"], "lower", check)
     upper, initial_pose = _spatial_body(document["upper"], "upper", check)
-    bodies = {"lower": lower, "upper": upper}
     elements, parameters = [], []
     for index, bushing in enumerate(check.tables(document, "bushings")):
         key = f"bushings[{index}]"
         check.keys(bushing, key, {"kind", "frame1", "frame2", "stiffness", "damping"},
                    {"kind", "frame1", "frame2", "stiffness"})
         kind = check.choice(bushing, "kind", f"{key}.kind", ("classic", "spine"))
-        body1, frame1 = _bushing_frame(check, bushing, "frame1", key, bodies)
-        body2, frame2 = _bushing_frame(check, bushing, "frame2", key, bodies)
-        if body1 == body2:
-            check.fail(f"{key}.frame2.body", f"the other body than frame1 ({body1})", body2)
-        if body1 == "upper":  # the element always measures the upper frame in the lower one
-            frame1, frame2 = frame2, frame1
+        # The deflection is that of frame 2 in frame 1: frame 1 on the lower body (as in the
+        # papers and OpenSim models), so that the stiffness matrix means what it says.
+        _, frame1 = _bushing_frame(check, bushing, "frame1", key, ("lower",))
+        _, frame2 = _bushing_frame(check, bushing, "frame2", key, ("upper",))
         stiffness, stiffness_entries = _bushing_matrix(check, bushing, "stiffness", key)
         damping, damping_entries = _bushing_matrix(check, bushing, "damping", key)
         smallest = np.linalg.eigvalsh(stiffness).min()

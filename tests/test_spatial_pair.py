@@ -143,6 +143,8 @@ def test_models_jit_and_vmap_over_stiffness():
 @pytest.mark.parametrize("change, message", [
     ({"bushings": [{"kind": "classic", "frame1": {"body": "sacrum"}, "frame2": {"body": "upper"},
                     "stiffness": [1.0] * 6}]}, "frame1.body"),
+    ({"bushings": [{"kind": "classic", "frame1": {"body": "upper"}, "frame2": {"body": "lower"},
+                    "stiffness": [1.0] * 6}]}, "frame1.body"),
     ({"bushings": [{"kind": "spine", "frame1": {"body": "lower"}, "frame2": {"body": "upper"},
                     "stiffness": [[1.0 if i == j else (0.5 if (i, j) == (0, 4) else 0.0)
                                    for j in range(6)] for i in range(6)]}]}, "symmetric"),
