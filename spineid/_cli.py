@@ -21,7 +21,9 @@ from ._io import (
     write_model_file,
     write_trajectory,
 )
+from ._opensim_export import write_opensim_model
 from ._simulate import simulate
+from ._spatial_pair import SpatialPair
 
 DEMO_MODELS = ("liu_8_springs.toml", "liu_16_springs.toml")
 DEMO_FIT = ("liu_16_springs.toml", "liu_16_springs_measured.csv")
@@ -144,6 +146,10 @@ def write_fit_outputs(result, problem, out: pathlib.Path) -> list[pathlib.Path]:
         plot_identifiability(result, out / "identifiability.png"),
     ]
     (out / "report.json").write_text(json.dumps(result.report(), indent=2))
+    if isinstance(problem.model_file.model, SpatialPair):
+        # The identified bushings as an OpenSim model, loadable by OpenSim 4.x.
+        fitted = load_model_file(out / "fitted.toml").model
+        paths.append(write_opensim_model(fitted, out / "fitted.osim"))
     return paths
 
 

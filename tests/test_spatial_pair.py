@@ -169,3 +169,30 @@ def test_non_positive_definite_stiffness_warns():
     doc["bushings"][0]["stiffness"] = stiffness.tolist()
     with pytest.warns(UserWarning, match="unstable"):
         ModelFile.from_document(doc)
+
+
+def test_fit_command_recovers_bushing_stiffness_and_exports_to_opensim(tmp_path):
+    import json
+
+    from spineid._cli import main
+    from spineid._io import dumps_toml
+
+    truth = document()
+    truth["simulation"] = {"t_end": 0.1, "n_samples": 101}
+    model = ModelFile.from_document(truth).model
+    ts = np.linspace(0.0, 0.1, 101)
+    poses = np.asarray(spineid.simulate(model, jnp.asarray(ts)).q)
+    noise = np.array([5e-6] * 3 + [np.radians(0.01)] * 3)
+    poses = poses + np.random.default_rng(8).normal(size=poses.shape) * noise
+    spineid.write_trajectory(tmp_path / "data.csv", ts, poses, model.observable_names)
+    start = copy.deepcopy(truth)
+    start["bushings"][0]["stiffness"] = [1.2 * k for k in truth["bushings"][0]["stiffness"]]
+    (tmp_path / "start.toml").write_text(dumps_toml(start))
+    noise_flag = ",".join(f"{c}={s}" for c, s in zip(model.observable_names, noise))
+    out = tmp_path / "out"
+    assert main(["fit", str(tmp_path / "start.toml"), str(tmp_path / "data.csv"),
+                 "--free", "bushing.stiffness", "--noise", noise_flag, "--out", str(out)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    for entry, true_value in zip(report["parameters"], truth["bushings"][0]["stiffness"]):
+        assert abs(entry["value"] - true_value) < 5 * entry["stderr"], entry
+    assert "<BushingForce" in (out / "fitted.osim").read_text()
