@@ -11,15 +11,9 @@ from spineid._bushing import (
     bushing_deflection, bushing_deflection_rate, bushing_force, bushing_wrenches,
 )
 from spineid._rotations import axis_rotation, euler123_rotation
+from helpers import K_F_E as EQ_24  # Christophy et al. 2013 eq 24
 
-K_F_E = np.array([  # Christophy et al. 2013 eq 24 (N/m, N/rad, N m/rad), [translations, rotations]
-    [500000, 0, 0, 0, 0, 11000],
-    [0, 2500000, 0, 0, 0, -5000],
-    [0, 0, 500000, -12000, 13500, 0],
-    [0, 0, -12000, 400, -300, 0],
-    [0, 0, 13500, -300, 850, 0],
-    [11000, -5000, 0, 0, 0, 600],
-], dtype=float)
+K_F_E = np.array(EQ_24)
 
 
 def random_frames(rng):

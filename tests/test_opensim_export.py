@@ -12,15 +12,9 @@ from spineid._bushing import bushing_deflection_rate, bushing_force, bushing_wre
 from spineid._io import ModelFile, read_toml
 from spineid._opensim_export import opensim_model_xml, write_opensim_model
 from spineid._spatial_pair import pack_symmetric
+from helpers import K_F_E as EQ_24  # Christophy et al. 2013 eq 24
 
-K_F_E = np.array([
-    [500000, 0, 0, 0, 0, 11000],
-    [0, 2500000, 0, 0, 0, -5000],
-    [0, 0, 500000, -12000, 13500, 0],
-    [0, 0, -12000, 400, -300, 0],
-    [0, 0, 13500, -300, 850, 0],
-    [11000, -5000, 0, 0, 0, 600],
-]) / 10
+K_F_E = np.array(EQ_24) / 10
 
 
 def models():

@@ -15,15 +15,7 @@ from spineid._io import ModelFile, read_toml
 from spineid._mechanics import generalized_accelerations, mechanical_energy
 from spineid._parameters import apply_values
 from spineid._rotations import E_W, e_W, euler123_rotation
-
-K_F_E = [  # Christophy et al. 2013 eq 24
-    [500000, 0, 0, 0, 0, 11000],
-    [0, 2500000, 0, 0, 0, -5000],
-    [0, 0, 500000, -12000, 13500, 0],
-    [0, 0, -12000, 400, -300, 0],
-    [0, 0, 13500, -300, 850, 0],
-    [11000, -5000, 0, 0, 0, 600],
-]
+from helpers import K_F_E  # Christophy et al. 2013 eq 24
 
 
 def document():

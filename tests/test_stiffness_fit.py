@@ -8,15 +8,9 @@ from spineid._rotations import dual_euler_basis
 from spineid._stiffness_fit import (
     fit_stiffness_matrix, QuasiStaticTest, read_quasi_static, STRUCTURES,
 )
+from helpers import K_F_E as EQ_24  # Christophy et al. 2013 eq 24
 
-K_F_E = np.array([  # Christophy et al. 2013 eq 24
-    [500000, 0, 0, 0, 0, 11000],
-    [0, 2500000, 0, 0, 0, -5000],
-    [0, 0, 500000, -12000, 13500, 0],
-    [0, 0, -12000, 400, -300, 0],
-    [0, 0, 13500, -300, 850, 0],
-    [11000, -5000, 0, 0, 0, 600],
-], dtype=float)
+K_F_E = np.array(EQ_24)
 LOAD_NOISE = np.array([2.0, 2.0, 2.0, 0.05, 0.05, 0.05])  # N, N m
 
 

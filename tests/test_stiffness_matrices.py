@@ -10,15 +10,9 @@ from spineid._rotations import euler_basis
 from spineid._stiffness_matrices import (
     cartesian_stiffness, dual_basis_stiffness, joint_loads, perturbed, potential_hessian,
 )
+from helpers import K_F_E as EQ_24  # Christophy et al. 2013 eq 24
 
-K_F_E = jnp.array([  # Christophy et al. 2013 eq 24
-    [500000, 0, 0, 0, 0, 11000],
-    [0, 2500000, 0, 0, 0, -5000],
-    [0, 0, 500000, -12000, 13500, 0],
-    [0, 0, -12000, 400, -300, 0],
-    [0, 0, 13500, -300, 850, 0],
-    [11000, -5000, 0, 0, 0, 600],
-], dtype=float)
+K_F_E = jnp.array(EQ_24)
 
 
 def quadratic(rest):
