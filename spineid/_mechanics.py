@@ -121,3 +121,25 @@ def mechanical_energy(system: AbstractLagrangianSystem, t, q, qdot) -> Float[Arr
     """Total mechanical energy `T + U` (J) at one state."""
     t = jnp.asarray(t, dtype=q.dtype)
     return system.kinetic_energy(t, q, qdot) + system.potential_energy(t, q)
+
+
+def inverse_dynamics(system: AbstractLagrangianSystem, t, q: Float[Array, " n"],
+                     qdot: Float[Array, " n"], qddot: Float[Array, " n"]) -> Float[Array, " n"]:
+    """Generalized forces that must act, besides the system's own elements and loads, for the
+    motion to have accelerations `qddot` at `(t, q, qdot)` (inverse dynamics):
+
+        Q_needed = d/dt dT/dqdot - dT/dq + dU/dq + dR/dqdot - Q,
+
+    the left side of the module's Lagrange equations minus the system's forces; zero along a
+    motion the system performs by itself. Shapes `(n_dof,)`, units those of `q` (N, N m).
+    """
+    t = jnp.asarray(t, dtype=q.dtype)
+    momentum = jax.grad(system.kinetic_energy, argnums=2)
+    _, momentum_rate = jax.jvp(momentum, (t, q, qdot), (jnp.ones_like(t), qdot, qddot))
+    return (
+        momentum_rate
+        - jax.grad(system.kinetic_energy, argnums=1)(t, q, qdot)
+        + jax.grad(system.potential_energy, argnums=1)(t, q)
+        + jax.grad(system.dissipation_function, argnums=2)(t, q, qdot)
+        - system.generalized_forces(t, q, qdot)
+    )
