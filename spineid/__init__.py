@@ -72,3 +72,50 @@ from ._measure import (
 )
 from ._parameters import Parameter as Parameter
 from ._uncertainty import Identifiability as Identifiability
+from ._mechanics import inverse_dynamics as inverse_dynamics
+from ._rotations import (
+    angular_velocity as angular_velocity,
+    dual_euler_basis as dual_euler_basis,
+    E_T as E_T,
+    E_W as E_W,
+    e_T as e_T,
+    e_W as e_W,
+    euler123_angles as euler123_angles,
+    euler123_rotation as euler123_rotation,
+    euler_basis as euler_basis,
+    relative_motion as relative_motion,
+    RelativeMotion as RelativeMotion,
+)
+from ._bushing import (
+    bushing_deflection as bushing_deflection,
+    bushing_deflection_rate as bushing_deflection_rate,
+    bushing_force as bushing_force,
+    bushing_wrenches as bushing_wrenches,
+)
+from ._spatial_pair import (
+    Bushing as Bushing,
+    SpatialBody as SpatialBody,
+    SpatialPair as SpatialPair,
+)
+from ._spatial_chain import (
+    K_F_E as K_F_E,
+    lumbar_models as lumbar_models,
+    lumbar_spine_models as lumbar_spine_models,
+    prescribed_motion as prescribed_motion,
+    SpatialChain as SpatialChain,
+)
+from ._stiffness_fit import (
+    fit_stiffness_matrix as fit_stiffness_matrix,
+    QuasiStaticTest as QuasiStaticTest,
+    read_quasi_static as read_quasi_static,
+    StiffnessFit as StiffnessFit,
+)
+from ._stiffness_matrices import (
+    cartesian_stiffness as cartesian_stiffness,
+    dual_basis_stiffness as dual_basis_stiffness,
+    potential_hessian as potential_hessian,
+)
+from ._opensim_export import (
+    opensim_model_xml as opensim_model_xml,
+    write_opensim_model as write_opensim_model,
+)
