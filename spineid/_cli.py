@@ -22,6 +22,7 @@ from ._io import (
     write_trajectory,
 )
 from ._opensim_export import write_opensim_model
+from ._parameters import apply_values
 from ._simulate import simulate
 from ._spatial_pair import SpatialPair
 
@@ -148,7 +149,8 @@ def write_fit_outputs(result, problem, out: pathlib.Path) -> list[pathlib.Path]:
     (out / "report.json").write_text(json.dumps(result.report(), indent=2))
     if isinstance(problem.model_file.model, SpatialPair):
         # The identified bushings as an OpenSim model, loadable by OpenSim 4.x.
-        fitted = load_model_file(out / "fitted.toml").model
+        fitted = apply_values(problem.model_file.model, problem.parameters,
+                              jnp.asarray(result.values))
         paths.append(write_opensim_model(fitted, out / "fitted.osim"))
     return paths
 

@@ -129,24 +129,33 @@ class FitProblem:
         return sum(m.values.size for m in self.measurements)
 
     def _check_data(self) -> None:
-        for measurement in self.measurements:
-            if tuple(measurement.channels) != self.channels:
-                raise ValueError(
-                    f"{measurement.source}: channels {list(measurement.channels)}; this model "
-                    f"is observed through {list(self.channels)}"
-                )
-            if measurement.ts[0] < 0:
-                raise ValueError(
-                    f"{measurement.source}: first time {measurement.ts[0]:g} s is before the "
-                    f"motion starts (t = 0)"
-                )
-        n_free = len(self.parameters)
-        if self.n_data <= n_free or min(len(m.ts) for m in self.measurements) < 3:
+        check_measurements(self.measurements, self.channels, len(self.parameters))
+
+
+def check_measurements(measurements: Sequence[Measurement], channels: Sequence[str],
+                       n_free: int) -> None:
+    """Validate trajectories for a fit of `n_free` numbers: the model's `channels`, no sample
+    before the motion starts (t = 0), at least 3 samples each and more values than `n_free`."""
+    channels = tuple(channels)
+    for measurement in measurements:
+        if tuple(measurement.channels) != channels:
             raise ValueError(
-                f"{self.measurements[0].source}: {self.n_data} data values for {n_free} free "
-                f"parameters: the data are shorter than the model needs (at least 3 samples "
-                f"per trajectory and more values than free parameters)"
+                f"{measurement.source}: channels {list(measurement.channels)}; this model "
+                f"is observed through {list(channels)}"
             )
+        if measurement.ts[0] < 0:
+            raise ValueError(
+                f"{measurement.source}: first time {measurement.ts[0]:g} s is before the "
+                f"motion starts (t = 0)"
+            )
+    n_data = sum(m.values.size for m in measurements)
+    if n_data <= n_free or min(len(m.ts) for m in measurements) < 3:
+        raise ValueError(
+            f"{measurements[0].source}: {n_data} data values for {n_free} free "
+            f"parameters: the data are shorter than the model needs (at least 3 samples "
+            f"per trajectory and more values than free parameters)"
+        )
+
 
 def check_noise(channels: Sequence[str], noise: dict[str, float]) -> dict[str, float]:
     """Validate per-channel noise standard deviations (SI): one positive number per channel."""

@@ -436,11 +436,10 @@ def _bushing_frame(check, bushing, name, key, bodies: tuple[str, ...]):
     if not isinstance(frame, dict):
         check.fail(f"{key}.{name}", "a table { body, position, orientation }", frame)
     check.keys(frame, f"{key}.{name}", {"body", "position", "orientation"}, {"body"})
-    body = check.choice(frame, "body", f"{key}.{name}.body", bodies)
-    return body, (check.vector(frame, "position", f"{key}.{name}.position", 3,
-                               default=np.zeros(3)),
-                  check.vector(frame, "orientation", f"{key}.{name}.orientation", 3,
-                               default=np.zeros(3)))
+    check.choice(frame, "body", f"{key}.{name}.body", bodies)
+    return (check.vector(frame, "position", f"{key}.{name}.position", 3, default=np.zeros(3)),
+            check.vector(frame, "orientation", f"{key}.{name}.orientation", 3,
+                         default=np.zeros(3)))
 
 
 def _spatial_pair(document, check, folder) -> tuple[SpatialPair, tuple[Parameter, ...]]:
@@ -457,8 +456,8 @@ def _spatial_pair(document, check, folder) -> tuple[SpatialPair, tuple[Parameter
         kind = check.choice(bushing, "kind", f"{key}.kind", ("classic", "spine"))
         # The deflection is that of frame 2 in frame 1: frame 1 on the lower body (as in the
         # papers and OpenSim models), so that the stiffness matrix means what it says.
-        _, frame1 = _bushing_frame(check, bushing, "frame1", key, ("lower",))
-        _, frame2 = _bushing_frame(check, bushing, "frame2", key, ("upper",))
+        frame1 = _bushing_frame(check, bushing, "frame1", key, ("lower",))
+        frame2 = _bushing_frame(check, bushing, "frame2", key, ("upper",))
         stiffness, stiffness_entries = _bushing_matrix(check, bushing, "stiffness", key)
         damping, damping_entries = _bushing_matrix(check, bushing, "damping", key)
         smallest = np.linalg.eigvalsh(stiffness).min()

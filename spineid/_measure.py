@@ -38,6 +38,7 @@ from jaxtyping import Array, Float
 
 from ._identify import (
     channel_ranges,
+    check_measurements,
     check_noise,
     FAILED_RESIDUAL,
     Measurement,
@@ -165,7 +166,8 @@ class RecoveryProblem:
         self.curve = MeasureCurve(np.asarray(measure["curve"], dtype=float))
         self.model = recovery_base_model(model_file.model)
         self.channels = tuple(self.model.observable_names)
-        self._check_data()
+        # The data fix at most the 4 moments of a measure.
+        check_measurements(self.measurements, self.channels, 4)
         self.noise = None if noise is None else check_noise(self.channels, noise)
         self._check_rotation()
         if max_stiffness is None:
@@ -193,18 +195,6 @@ class RecoveryProblem:
     def channel_ranges(self) -> np.ndarray:
         """Peak-to-peak range of each channel over all measurements (SI), `(c,)`."""
         return channel_ranges(self.measurements)
-
-    def _check_data(self) -> None:
-        for measurement in self.measurements:
-            if tuple(measurement.channels) != self.channels:
-                raise ValueError(
-                    f"{measurement.source}: channels {list(measurement.channels)}; measure "
-                    f"recovery needs {list(self.channels)}"
-                )
-            if len(measurement.ts) < 3 or measurement.ts[0] < 0:
-                raise ValueError(
-                    f"{measurement.source}: expected at least 3 samples from t >= 0"
-                )
 
     def _check_rotation(self) -> None:
         # A joint that never turns shows only its total stiffness: where the springs sit (the

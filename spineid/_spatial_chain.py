@@ -7,10 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._bushing import bushing_deflection_rate, bushing_force, bushing_wrenches
 from ._loads import AbstractLoad
 from ._mechanics import AbstractLagrangianSystem
-from ._rotations import E_W, e_W, euler123_angles, skew
+from ._rotations import e_W, euler123_angles, skew
 from ._spatial_pair import Bushing, SpatialBody
 
 
@@ -58,10 +57,13 @@ class SpatialChain(AbstractLagrangianSystem):
                       for k, body in enumerate(self.bodies))
         return elastic + gravity
 
+    def _rates(self, qdot) -> list:
+        # Pose rates `[base (zero), body_0, ...]`, matching `poses`.
+        return [jnp.zeros(6, dtype=qdot.dtype)] + [qdot[6 * k:6 * k + 6]
+                                                   for k in range(len(self.bodies))]
+
     def dissipation_function(self, t, q, qdot):
-        poses = self.poses(q)
-        rates = [jnp.zeros(6, dtype=q.dtype)] + [qdot[6 * k:6 * k + 6]
-                                                 for k in range(len(self.bodies))]
+        poses, rates = self.poses(q), self._rates(qdot)
         return sum(element.dissipation(poses[k], poses[k + 1], rates[k], rates[k + 1])
                    for k, element in enumerate(self.elements)) + jnp.zeros((), dtype=q.dtype)
 
@@ -76,22 +78,12 @@ class SpatialChain(AbstractLagrangianSystem):
         """Force and moment (ground axes, N and N m) that bushing `k` exerts on body `k`, the
         moment about that body's centre of mass: the "joint forces and moments at the centre of
         mass of the upper vertebra" of Christophy et al. 2013, Figs 9 and 11."""
-        poses = self.poses(q)
-        rates = [jnp.zeros(6, dtype=q.dtype)] + [qdot[6 * k:6 * k + 6]
-                                                 for k in range(len(self.bodies))]
+        poses, rates = self.poses(q), self._rates(qdot)
         rows = []
         for k, element in enumerate(self.elements):
-            lower, upper = poses[k], poses[k + 1]
-            r1, x1, r2, x2 = element.frames(lower, upper)
-            spin1 = E_W(lower[3:]) @ rates[k][3:]
-            spin2 = E_W(upper[3:]) @ rates[k + 1][3:]
-            rate = bushing_deflection_rate(
-                r1, x1, r2, x2, spin1, rates[k][:3] + jnp.cross(spin1, x1 - lower[:3]),
-                spin2, rates[k + 1][:3] + jnp.cross(spin2, x2 - upper[:3]))
-            f = bushing_force(element.stiffness_matrix, element.damping_matrix,
-                              element.deflection(lower, upper), rate, element.reference)
-            _, (moment, force) = bushing_wrenches(r1, x1, r2, x2, f)
-            rows.append(jnp.concatenate([force, moment + jnp.cross(x2 - upper[:3], force)]))
+            _, (moment, force) = element.wrenches(poses[k], poses[k + 1], rates[k], rates[k + 1])
+            arm = element.frames(poses[k], poses[k + 1])[3] - poses[k + 1][:3]
+            rows.append(jnp.concatenate([force, moment + jnp.cross(arm, force)]))
         return jnp.stack(rows)
 
 

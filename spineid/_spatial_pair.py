@@ -5,7 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._bushing import bushing_deflection, bushing_deflection_rate
+from ._bushing import (
+    bushing_deflection, bushing_deflection_rate, bushing_force, bushing_wrenches,
+)
 from ._loads import AbstractLoad
 from ._mechanics import AbstractLagrangianSystem
 from ._rotations import E_W, e_W, euler123_rotation
@@ -112,15 +114,30 @@ class Bushing(eqx.Module):
         change = self.deflection(lower_pose, upper_pose) - self.reference
         return 0.5 * change @ self.stiffness_matrix @ change
 
-    def dissipation(self, lower_pose, upper_pose, lower_velocity, upper_velocity):
-        """Rayleigh function `1/2 y'^T D y'` (W); velocities are pose rates `(6,)`."""
+    def deflection_rate(self, lower_pose, upper_pose, lower_velocity, upper_velocity
+                        ) -> Float[Array, "6"]:
+        """The rate `y'` (m/s, rad/s) of the relative motion; velocities are pose rates
+        `(6,)` of the two bodies (`bushing_deflection_rate`)."""
         r1, x1, r2, x2 = self.frames(lower_pose, upper_pose)
         spin1 = E_W(lower_pose[3:]) @ lower_velocity[3:]
         spin2 = E_W(upper_pose[3:]) @ upper_velocity[3:]
         v1 = lower_velocity[:3] + jnp.cross(spin1, x1 - lower_pose[:3])
         v2 = upper_velocity[:3] + jnp.cross(spin2, x2 - upper_pose[:3])
-        rate = bushing_deflection_rate(r1, x1, r2, x2, spin1, v1, spin2, v2)
+        return bushing_deflection_rate(r1, x1, r2, x2, spin1, v1, spin2, v2)
+
+    def dissipation(self, lower_pose, upper_pose, lower_velocity, upper_velocity):
+        """Rayleigh function `1/2 y'^T D y'` (W); velocities are pose rates `(6,)`."""
+        rate = self.deflection_rate(lower_pose, upper_pose, lower_velocity, upper_velocity)
         return 0.5 * rate @ self.damping_matrix @ rate
+
+    def wrenches(self, lower_pose, upper_pose, lower_velocity, upper_velocity):
+        """`(wrench1, wrench2)`: the loads `[moment, force]` (ground axes, N m and N) on the
+        lower body at frame 1's origin and on the upper body at frame 2's origin, of
+        `f = -K (y - y_0) - D y'` (eqs 18, 22-23; `bushing_wrenches`)."""
+        rate = self.deflection_rate(lower_pose, upper_pose, lower_velocity, upper_velocity)
+        f = bushing_force(self.stiffness_matrix, self.damping_matrix,
+                          self.deflection(lower_pose, upper_pose), rate, self.reference)
+        return bushing_wrenches(*self.frames(lower_pose, upper_pose), f)
 
 
 class SpatialPair(AbstractLagrangianSystem):

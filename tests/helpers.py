@@ -67,13 +67,5 @@ ELEMENT_SETS = {
     "mixed": dict(springs=VECTOR_SPRINGS[:2] + AXIAL_SPRINGS, torsion=TORSION),
 }
 
-# Christophy et al. 2013 eq 24, the lumbar stiffness matrix K_F^E (N/m, N/rad, N m/rad), ordered
-# [tx, ty, tz, rx, ry, rz] (axes: e1 anterior, e2 superior, e3 right).
-K_F_E = [
-    [500000.0, 0.0, 0.0, 0.0, 0.0, 11000.0],
-    [0.0, 2500000.0, 0.0, 0.0, 0.0, -5000.0],
-    [0.0, 0.0, 500000.0, -12000.0, 13500.0, 0.0],
-    [0.0, 0.0, -12000.0, 400.0, -300.0, 0.0],
-    [0.0, 0.0, 13500.0, -300.0, 850.0, 0.0],
-    [11000.0, -5000.0, 0.0, 0.0, 0.0, 600.0],
-]
+# Christophy et al. 2013 eq 24 (the package's transcription, `spineid.K_F_E`), nested lists.
+K_F_E = spineid.K_F_E.tolist()
