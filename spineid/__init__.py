@@ -93,7 +93,9 @@ from ._bushing import (
     bushing_wrenches as bushing_wrenches,
 )
 from ._spatial_pair import (
+    AbstractBushing as AbstractBushing,
     Bushing as Bushing,
+    TableBushing as TableBushing,
     SpatialBody as SpatialBody,
     SpatialPair as SpatialPair,
 )
@@ -118,4 +120,30 @@ from ._stiffness_matrices import (
 from ._opensim_export import (
     opensim_model_xml as opensim_model_xml,
     write_opensim_model as write_opensim_model,
+)
+from ._load_laws import (
+    AbstractLoadLaw as AbstractLoadLaw,
+    MonotoneCubicLaw as MonotoneCubicLaw,
+    pchip_slopes as pchip_slopes,
+    PiecewiseLinearLaw as PiecewiseLinearLaw,
+    PolynomialLaw as PolynomialLaw,
+    TanCosLaw as TanCosLaw,
+)
+from ._planar_elements import NonlinearTorsion as NonlinearTorsion
+from ._table_fit import (
+    fit_load_law as fit_load_law,
+    LawFit as LawFit,
+    LoadDisplacementData as LoadDisplacementData,
+    read_load_displacement as read_load_displacement,
+)
+from ._datasets import (
+    christophy_stiffness as christophy_stiffness,
+    DataTable as DataTable,
+    fritzkowski_parameters as fritzkowski_parameters,
+    l5_s1_law as l5_s1_law,
+    liu_implant_nodes as liu_implant_nodes,
+    liu_l5_s1_phases as liu_l5_s1_phases,
+    liu_origin_nodes as liu_origin_nodes,
+    liu_scoliosis_curve as liu_scoliosis_curve,
+    liu_vertebra_nodes as liu_vertebra_nodes,
 )

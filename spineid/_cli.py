@@ -24,7 +24,7 @@ from ._io import (
 from ._opensim_export import write_opensim_model
 from ._parameters import apply_values
 from ._simulate import simulate
-from ._spatial_pair import SpatialPair
+from ._spatial_pair import Bushing, SpatialPair
 
 DEMO_MODELS = ("liu_8_springs.toml", "liu_16_springs.toml")
 DEMO_FIT = ("liu_16_springs.toml", "liu_16_springs_measured.csv")
@@ -147,8 +147,10 @@ def write_fit_outputs(result, problem, out: pathlib.Path) -> list[pathlib.Path]:
         plot_identifiability(result, out / "identifiability.png"),
     ]
     (out / "report.json").write_text(json.dumps(result.report(), indent=2))
-    if isinstance(problem.model_file.model, SpatialPair):
-        # The identified bushings as an OpenSim model, loadable by OpenSim 4.x.
+    model = problem.model_file.model
+    if isinstance(model, SpatialPair) and all(isinstance(b, Bushing) for b in model.elements):
+        # The identified bushings as an OpenSim model, loadable by OpenSim 4.x (linear
+        # bushings only: OpenSim has no element for a table per degree of freedom).
         fitted = apply_values(problem.model_file.model, problem.parameters,
                               jnp.asarray(result.values))
         paths.append(write_opensim_model(fitted, out / "fitted.osim"))
@@ -244,6 +246,59 @@ def _command_stiffness(arguments) -> int:
     return 0
 
 
+def _numbers_argument(text: str | None, what: str) -> np.ndarray | None:
+    if text is None:
+        return None
+    try:
+        return np.array([float(v) for v in text.split(",")])
+    except ValueError:
+        raise ValueError(f"{what} {text!r}: expected comma-separated numbers") from None
+
+
+def _command_table(arguments) -> int:
+    from ._plots import plot_law_fit
+    from ._table_fit import fit_load_law, read_load_displacement
+
+    data = read_load_displacement(arguments.data)
+    print(f"fitting a {arguments.law} law to {len(data.load)} points of {arguments.data}",
+          flush=True)
+    fit = fit_load_law(
+        data, arguments.law, _numbers_argument(arguments.nodes, "--nodes"),
+        n_nodes=arguments.n_nodes, free_breakpoints=arguments.free_breakpoints,
+        smoothing=arguments.smoothing, monotone=not arguments.not_monotone,
+        degree=arguments.degree, damping=arguments.damping, inertia=arguments.inertia,
+        noise=arguments.noise)
+    out = pathlib.Path(arguments.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(fit.report(), indent=2))
+    (out / "law.toml").write_text(
+        "# Fitted by `spineid table` from " + pathlib.Path(arguments.data).name + ": use as the "
+        "`law` of a [[torsion]] (rad, N m) or of a table bushing's degree of freedom.\n"
+        + dumps_toml({"law": fit.law_table()}))
+    plot = plot_law_fit(fit, data, out / "law_fit.png", unit=arguments.unit)
+    print(fit.summary())
+    print(f"wrote {out / 'report.json'}, {out / 'law.toml'}, {plot}")
+    return 0 if fit.converged else 1
+
+
+def _command_database(arguments) -> int:
+    from ._datasets import l5_s1_law, liu_l5_s1_phases, liu_vertebra_nodes
+    from ._plots import plot_load_laws, plot_spine_geometry
+
+    out = pathlib.Path(arguments.out)
+    out.mkdir(parents=True, exist_ok=True)
+    nodes = liu_vertebra_nodes()
+    paths = [plot_spine_geometry(nodes, out / "geometry.png",
+                                 "T1-L5 primary nodes (Liu 2001, Tables A1-A17)")]
+    phases = liu_l5_s1_phases()
+    span = (phases["lower"][0] - 0.01, phases["upper"][-1] + 0.01)
+    paths.append(plot_load_laws({"L5-S1 flexion-extension phases": l5_s1_law()},
+                                out / "l5_s1_law.png", span))
+    print(f"{nodes.source}: {len(nodes)} nodes; {phases.source}: {len(phases)} phases")
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `spineid` command."""
     parser = argparse.ArgumentParser(
@@ -303,6 +358,36 @@ def build_parser() -> argparse.ArgumentParser:
                                   help="use moments as measured instead of mapping them onto "
                                        "the Euler basis")
     stiffness_parser.set_defaults(run=_command_stiffness)
+    table_parser = commands.add_parser(
+        "table", help="fit a nonlinear load law to load-displacement data (a test or a loop)")
+    table_parser.add_argument("data", help="CSV with displacement,load[,t] (m or rad; N or N m)")
+    table_parser.add_argument("--out", required=True, help="output folder")
+    table_parser.add_argument("--law", default="piecewise_linear",
+                              choices=("piecewise_linear", "monotone_cubic", "polynomial",
+                                       "tan_cos"))
+    table_parser.add_argument("--nodes", metavar="X0,X1,...",
+                              help="node displacements of a table law (default: --n-nodes "
+                                   "evenly over the data)")
+    table_parser.add_argument("--n-nodes", type=int, default=6)
+    table_parser.add_argument("--free-breakpoints", action="store_true",
+                              help="also fit the interior node displacements (phase bounds)")
+    table_parser.add_argument("--smoothing", type=float, default=0.0,
+                              help="smoothing width of piecewise_linear (SI; default 0)")
+    table_parser.add_argument("--not-monotone", action="store_true",
+                              help="allow a table load to decrease (negative stiffness)")
+    table_parser.add_argument("--degree", type=int, default=3, help="polynomial degree")
+    table_parser.add_argument("--damping", action="store_true",
+                              help="fit a damper on the displacement rate (needs column t)")
+    table_parser.add_argument("--inertia", type=float, default=0.0,
+                              help="known inertia of a dynamic test (kg m^2 or kg)")
+    table_parser.add_argument("--noise", type=float, help="load noise; default: estimated")
+    table_parser.add_argument("--unit", default="deg", choices=("deg", "mm"),
+                              help="displacement unit of the plot (default deg)")
+    table_parser.set_defaults(run=_command_table)
+    database_parser = commands.add_parser(
+        "database", help="plot the bundled spine database (geometry, L5-S1 load law)")
+    database_parser.add_argument("--out", default="spineid-database", help="output folder")
+    database_parser.set_defaults(run=_command_database)
     demo_parser = commands.add_parser("demo", help="the main job on bundled data")
     demo_parser.add_argument("--out", default="spineid-demo", help="output folder")
     demo_parser.set_defaults(run=_command_demo)

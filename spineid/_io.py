@@ -18,10 +18,13 @@ import numpy as np
 
 from ._loads import AbstractLoad, SinusoidalLoad, TabulatedLoad
 from ._parameters import Parameter
-from ._planar_elements import AxialSprings, TorsionSpring, VectorSprings
+from ._load_laws import MonotoneCubicLaw, PiecewiseLinearLaw, PolynomialLaw, TanCosLaw
+from ._planar_elements import AxialSprings, NonlinearTorsion, TorsionSpring, VectorSprings
 from ._pinned_pair import PinnedPair
 from ._planar_pair import PlanarBody, PlanarPair
-from ._spatial_pair import Bushing, SPATIAL_LOAD_COMPONENTS, SpatialBody, SpatialPair, UPPER
+from ._spatial_pair import (
+    Bushing, SPATIAL_LOAD_COMPONENTS, SpatialBody, SpatialPair, TableBushing, UPPER,
+)
 
 PLANAR_LOAD_COMPONENTS = ("Fx", "Fy", "Mz")
 PLANAR_TRAJECTORY_COLUMNS = ("t", "x", "y", "theta")
@@ -76,17 +79,19 @@ class _Checker:
         return value
 
     def vector(self, table, name, key, length, *, default=_MISSING):
+        # length None: any non-empty list.
+        expected = "a non-empty list of numbers" if length is None else f"a list of {length} numbers"
         if name not in table:
             if default is _MISSING:
-                self.fail(key, f"a list of {length} numbers")
+                self.fail(key, expected)
             return np.asarray(default, dtype=float)
         value = table[name]
         if (
             not isinstance(value, list)
-            or len(value) != length
+            or (len(value) == 0 if length is None else len(value) != length)
             or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in value)
         ):
-            self.fail(key, f"a list of {length} numbers", value)
+            self.fail(key, expected, value)
         if not all(math.isfinite(v) for v in value):
             self.fail(key, "finite numbers", value)
         return np.asarray(value, dtype=float)
@@ -284,26 +289,72 @@ def _planar_pair(document, check, folder) -> tuple[PlanarPair, tuple[Parameter, 
 
 
 def _append_torsion(document, check, lower, upper, elements, parameters) -> None:
-    # [[torsion]] tables: spring-dampers on the relative angle, at rest in the reference pose.
+    # [[torsion]] tables: spring-dampers on the relative angle, at rest in the reference pose;
+    # linear (`stiffness`) or nonlinear (`law`).
     rest_angle = upper.reference_pose[2] - lower.reference_pose[2]
     for index, torsion in enumerate(check.tables(document, "torsion")):
         key = f"torsion[{index}]"
-        check.keys(torsion, key, {"stiffness", "damping"}, {"stiffness"})
-        parameters.append(Parameter(f"{key}.stiffness", "torsion", "N m/rad", len(elements),
-                                    "stiffness"))
+        check.keys(torsion, key, {"stiffness", "damping", "law"})
+        if ("stiffness" in torsion) == ("law" in torsion):
+            check.fail(key, "either `stiffness` (linear, N m/rad) or a `law` table (nonlinear)",
+                       sorted(torsion))
+        damping = jnp.asarray(
+            check.number(torsion, "damping", f"{key}.damping", minimum=0.0, default=0.0))
+        if "law" in torsion:
+            law, law_parameters = load_law(torsion["law"], f"{key}.law", check, "rad", "N m")
+            for name, field, row, unit, lower_bound in law_parameters:
+                parameters.append(Parameter(f"{key}.law.{name}", "torsion", unit, len(elements),
+                                            f"law.{field}", row, lower_bound))
+            element = NonlinearTorsion(law=law, damping=damping, rest_angle=rest_angle)
+        else:
+            parameters.append(Parameter(f"{key}.stiffness", "torsion", "N m/rad", len(elements),
+                                        "stiffness"))
+            element = TorsionSpring(
+                stiffness=jnp.asarray(
+                    check.number(torsion, "stiffness", f"{key}.stiffness", minimum=0.0)),
+                damping=damping, rest_angle=rest_angle)
         parameters.append(Parameter(f"{key}.damping", "torsion", "N m s/rad", len(elements),
                                     "damping"))
-        elements.append(
-            TorsionSpring(
-                stiffness=jnp.asarray(
-                    check.number(torsion, "stiffness", f"{key}.stiffness", minimum=0.0)
-                ),
-                damping=jnp.asarray(
-                    check.number(torsion, "damping", f"{key}.damping", minimum=0.0, default=0.0)
-                ),
-                rest_angle=rest_angle,
-            )
-        )
+        elements.append(element)
+
+
+LAW_KINDS = ("piecewise_linear", "monotone_cubic", "tan_cos", "polynomial")
+
+
+def load_law(table, key: str, check: "_Checker", displacement_unit: str, load_unit: str):
+    """A load law from its model-file table (`kind` one of `LAW_KINDS`; formats.md), and its
+    parameters as `(name, field, row, unit, lower_bound)`: the node loads of tables, the
+    coefficient(s) of analytic laws."""
+    check.keys(table, key, {"kind", "displacement", "load", "smoothing", "coefficient",
+                            "coefficients"}, {"kind"})
+    kind = check.choice(table, "kind", f"{key}.kind", LAW_KINDS)
+    if kind in ("piecewise_linear", "monotone_cubic"):
+        allowed = {"kind", "displacement", "load"} | ({"smoothing"} if kind == "piecewise_linear"
+                                                     else set())
+        check.keys(table, key, allowed, {"displacement", "load"})
+        x = check.vector(table, "displacement", f"{key}.displacement", None)
+        y = check.vector(table, "load", f"{key}.load", len(x))
+        try:
+            if kind == "piecewise_linear":
+                smoothing = check.number(table, "smoothing", f"{key}.smoothing", minimum=0.0,
+                                         default=0.0)
+                law = PiecewiseLinearLaw(x, y, smoothing)
+            else:
+                law = MonotoneCubicLaw(x, y)
+        except ValueError as error:
+            raise ValueError(f"{check.source}: {key}: {error}") from None
+        return law, [(f"load[{k}]", "load_values", k, load_unit, -math.inf)
+                     for k in range(len(x))]
+    if kind == "tan_cos":
+        check.keys(table, key, {"kind", "coefficient"}, {"coefficient"})
+        law = TanCosLaw(check.number(table, "coefficient", f"{key}.coefficient", positive=True))
+        return law, [("coefficient", "coefficient", None, f"{load_unit}/{displacement_unit}",
+                      0.0)]
+    check.keys(table, key, {"kind", "coefficients"}, {"coefficients"})
+    coefficients = check.vector(table, "coefficients", f"{key}.coefficients", None)
+    return PolynomialLaw(coefficients), [
+        (f"coefficients[{k}]", "coefficients", k, f"{load_unit}/{displacement_unit}^{k + 1}",
+         -math.inf) for k in range(len(coefficients))]
 
 
 def _common_tables(document, check, folder) -> tuple[AbstractLoad, ...]:
@@ -329,7 +380,7 @@ def _pinned_pair(document, check, folder) -> tuple[PinnedPair, tuple[Parameter, 
     upper, initial_pose = _planar_body(document["upper"], "upper", check, allow_fixed=False)
     check.keys(document["pin"], "pin", {"point"}, {"point"})
     pin = check.vector(document["pin"], "point", "pin.point", 2)
-    elements: list[TorsionSpring] = []
+    elements: list = []
     parameters: list[Parameter] = []
     _append_torsion(document, check, lower, upper, elements, parameters)
     model = PinnedPair(
@@ -451,13 +502,21 @@ def _spatial_pair(document, check, folder) -> tuple[SpatialPair, tuple[Parameter
     elements, parameters = [], []
     for index, bushing in enumerate(check.tables(document, "bushings")):
         key = f"bushings[{index}]"
-        check.keys(bushing, key, {"kind", "frame1", "frame2", "stiffness", "damping"},
-                   {"kind", "frame1", "frame2", "stiffness"})
-        kind = check.choice(bushing, "kind", f"{key}.kind", ("classic", "spine"))
+        kind = check.choice(bushing, "kind", f"{key}.kind", ("classic", "spine", "table"))
+        if kind == "table":
+            check.keys(bushing, key, {"kind", "frame1", "frame2", "laws", "damping"},
+                       {"kind", "frame1", "frame2", "laws"})
+        else:
+            check.keys(bushing, key, {"kind", "frame1", "frame2", "stiffness", "damping"},
+                       {"kind", "frame1", "frame2", "stiffness"})
         # The deflection is that of frame 2 in frame 1: frame 1 on the lower body (as in the
         # papers and OpenSim models), so that the stiffness matrix means what it says.
         frame1 = _bushing_frame(check, bushing, "frame1", key, ("lower",))
         frame2 = _bushing_frame(check, bushing, "frame2", key, ("upper",))
+        if kind == "table":
+            elements.append(_table_bushing(check, bushing, key, frame1, frame2, lower, upper,
+                                           len(elements), parameters))
+            continue
         stiffness, stiffness_entries = _bushing_matrix(check, bushing, "stiffness", key)
         damping, damping_entries = _bushing_matrix(check, bushing, "damping", key)
         smallest = np.linalg.eigvalsh(stiffness).min()
@@ -481,6 +540,31 @@ def _spatial_pair(document, check, folder) -> tuple[SpatialPair, tuple[Parameter
         gravity=jnp.asarray(gravity), initial_pose=jnp.asarray(initial_pose),
     )
     return model, tuple(parameters)
+
+
+def _table_bushing(check, bushing, key, frame1, frame2, lower, upper, element, parameters):
+    # kind = "table": one load law per degree of freedom [tx, ty, tz, rx, ry, rz].
+    laws_table = bushing["laws"]
+    if not isinstance(laws_table, list) or len(laws_table) != 6:
+        check.fail(f"{key}.laws", "a list of 6 law tables (tx, ty, tz, rx, ry, rz)", laws_table)
+    laws = []
+    for k, table in enumerate(laws_table):
+        rotation = k >= 3
+        law, law_parameters = load_law(table, f"{key}.laws[{k}]", check,
+                                       "rad" if rotation else "m", "N m" if rotation else "N")
+        laws.append(law)
+        for name, field, row, unit, lower_bound in law_parameters:
+            parameters.append(Parameter(f"{key}.laws[{k}].{name}", "bushing.laws", unit, element,
+                                        f"laws.{k}.{field}", row, lower_bound))
+    damping = check.vector(bushing, "damping", f"{key}.damping", 6, default=np.zeros(6))
+    if np.any(damping < 0):
+        check.fail(f"{key}.damping", "6 numbers >= 0 (diagonal damping of a table bushing)",
+                   damping.tolist())
+    for k in range(6):
+        parameters.append(Parameter(f"{key}.damping[{k}]", "bushing.damping",
+                                    _bushing_unit("damping", k, k), element, "damping", k, 0.0))
+    return TableBushing.create(frame1, frame2, laws, damping, lower.reference_pose,
+                               upper.reference_pose)
 
 
 def _parameter_order(name: str):

@@ -18,7 +18,7 @@ from xml.sax.saxutils import escape
 import numpy as np
 
 from ._rotations import euler123_angles, euler123_rotation
-from ._spatial_pair import SpatialPair
+from ._spatial_pair import Bushing, SpatialPair
 
 _OPENSIM_VARIABLES = ("delta_x", "delta_y", "delta_z", "theta_x", "theta_y", "theta_z")
 
@@ -49,6 +49,10 @@ def opensim_model_xml(model: SpatialPair, name: str = "spineid_export") -> str:
     inertia = np.asarray(model.upper.inertia)
     ground_frames, body_frames, forces = [], [], []
     for index, bushing in enumerate(model.elements):
+        if not isinstance(bushing, Bushing):
+            raise ValueError(f"bushings[{index}] is a {type(bushing).__name__}: the OpenSim "
+                             "export covers linear bushings (BushingForce and "
+                             "ExpressionBasedBushingForce) only")
         position1, orientation1 = (np.asarray(a) for a in bushing.frame1)
         rotation1 = lower_rotation @ np.asarray(euler123_rotation(orientation1))
         ground_frames.append(_frame_xml(

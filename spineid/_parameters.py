@@ -7,6 +7,7 @@ starting distance from the bound, so `u = 0` at the start and `u` is of order on
 """
 
 import dataclasses
+import functools
 import math
 import re
 from collections.abc import Sequence
@@ -31,15 +32,23 @@ class Parameter:
     group: str
     unit: str
     element: int
-    field: str
+    field: str  # attribute path, dotted for nested modules: "law.load_values"
     row: int | None = None
     lower: float = 0.0
     upper: float = math.inf
 
     def get(self, model) -> Float[Array, ""]:
         """The parameter's value in `model`."""
-        leaf = getattr(model.elements[self.element], self.field)
+        leaf = _leaf(model.elements[self.element], self.field)
         return leaf if self.row is None else leaf[self.row]
+
+
+def _leaf(element, field: str):
+    # The array at a dotted path of an element: attributes, or tuple positions ("laws.3.x").
+    def step(node, part):
+        return node[int(part)] if part.isdigit() else getattr(node, part)
+
+    return functools.reduce(step, field.split("."), element)
 
 
 def apply_values(model, parameters: Sequence[Parameter], values: Float[Array, " p"]):
@@ -50,7 +59,7 @@ def apply_values(model, parameters: Sequence[Parameter], values: Float[Array, " 
             (parameter.row, position)
         )
     for (element, field), entries in by_leaf.items():
-        leaf = getattr(model.elements[element], field)
+        leaf = _leaf(model.elements[element], field)
         if entries[0][0] is None:
             new_leaf = jnp.asarray(values[entries[0][1]], dtype=leaf.dtype)
         else:
@@ -58,7 +67,7 @@ def apply_values(model, parameters: Sequence[Parameter], values: Float[Array, " 
             positions = np.array([position for _, position in entries])
             new_leaf = leaf.at[rows].set(values[positions])
         model = eqx.tree_at(
-            lambda m, e=element, f=field: getattr(m.elements[e], f), model, new_leaf
+            lambda m, e=element, f=field: _leaf(m.elements[e], f), model, new_leaf
         )
     return model
 

@@ -6,7 +6,7 @@ from jaxtyping import Array, Float
 
 from ._loads import AbstractLoad
 from ._mechanics import AbstractLagrangianSystem
-from ._planar_elements import TorsionSpring
+from ._planar_elements import AbstractPlanarJointElement
 from ._planar_kinematics import rotation_matrix
 from ._planar_pair import PlanarBody
 
@@ -21,14 +21,14 @@ class PinnedPair(AbstractLagrangianSystem):
     generalized force `F . dX/dtheta + Mz` (Liu 2001, section 3.3: the pin-joint reference case).
 
     Fields: `lower` (fixed `PlanarBody`), `upper` (`PlanarBody`), `pin` (m, global coordinates of
-    the pin in the reference pose), `elements` (tuple of `TorsionSpring`: the torsion springs), `loads`, `gravity`
+    the pin in the reference pose), `elements` (torsion springs on the relative angle: `TorsionSpring`, `NonlinearTorsion`), `loads`, `gravity`
     (m/s^2), `initial_angle` (rad, start angle; the motion starts at rest).
     """
 
     lower: PlanarBody
     upper: PlanarBody
     pin: Float[Array, "2"]
-    elements: tuple[TorsionSpring, ...]
+    elements: tuple[AbstractPlanarJointElement, ...]
     loads: tuple[AbstractLoad, ...]
     gravity: Float[Array, "2"]
     initial_angle: Float[Array, ""]

@@ -11,6 +11,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
+from ._load_laws import AbstractLoadLaw
 from ._planar_kinematics import body_point_position, body_point_velocity, to_body_coordinates
 
 
@@ -166,6 +167,27 @@ class TorsionSpring(AbstractPlanarJointElement):
 
     def energy(self, pose_a, pose_b):
         return 0.5 * self.stiffness * (pose_b[2] - pose_a[2] - self.rest_angle) ** 2
+
+    def dissipation(self, pose_a, pose_b, velocity_a, velocity_b):
+        return 0.5 * self.damping * (velocity_b[2] - velocity_a[2]) ** 2
+
+
+class NonlinearTorsion(AbstractPlanarJointElement):
+    """Rotational spring-damper with a nonlinear law on the relative angle
+    `x = theta_b - theta_a - rest_angle`: moment `-M(x) - c x'` on `b`.
+
+    Energy `E(x)` of the law (`spineid._load_laws`: stiffness phases as in Liu 2001 section 4.3,
+    tabulated curves, the tan/cos law of Fritzkowski and Walczak eq 35, polynomials),
+    dissipation `1/2 c (omega_b - omega_a)^2`. Fields: `law` (`AbstractLoadLaw`, rad to N m),
+    `damping` (`c`, N m s/rad), `rest_angle` (rad).
+    """
+
+    law: AbstractLoadLaw
+    damping: Float[Array, ""]
+    rest_angle: Float[Array, ""]
+
+    def energy(self, pose_a, pose_b):
+        return self.law.energy(pose_b[2] - pose_a[2] - self.rest_angle)
 
     def dissipation(self, pose_a, pose_b, velocity_a, velocity_b):
         return 0.5 * self.damping * (velocity_b[2] - velocity_a[2]) ** 2

@@ -10,7 +10,7 @@ from jaxtyping import Array, Float
 from ._loads import AbstractLoad
 from ._mechanics import AbstractLagrangianSystem
 from ._rotations import e_W, euler123_angles, skew
-from ._spatial_pair import Bushing, SpatialBody
+from ._spatial_pair import AbstractBushing, Bushing, SpatialBody
 
 
 class SpatialChain(AbstractLagrangianSystem):
@@ -28,7 +28,7 @@ class SpatialChain(AbstractLagrangianSystem):
 
     base_pose: Float[Array, "6"]
     bodies: tuple[SpatialBody, ...]
-    elements: tuple[Bushing, ...]
+    elements: tuple[AbstractBushing, ...]
     loads: tuple[AbstractLoad, ...]
     gravity: Float[Array, "3"]
 

@@ -1,5 +1,7 @@
 """Two vertebrae in 3-D joined by bushings (Christophy et al. 2013; supplement sections 2-4)."""
 
+import abc
+
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
@@ -8,6 +10,7 @@ from jaxtyping import Array, Float
 from ._bushing import (
     bushing_deflection, bushing_deflection_rate, bushing_force, bushing_wrenches,
 )
+from ._load_laws import AbstractLoadLaw
 from ._loads import AbstractLoad
 from ._mechanics import AbstractLagrangianSystem
 from ._rotations import E_W, e_W, euler123_rotation
@@ -50,14 +53,71 @@ def frame_in_ground(pose, position, orientation):
     return body @ euler123_rotation(orientation), pose[:3] + body @ position
 
 
-class Bushing(eqx.Module):
+class AbstractBushing(eqx.Module):
     """A bushing between a frame on the lower body (frame 1) and one on the upper (frame 2).
 
-    The load is `f = -K (y - y_0) - D y'` on the relative motion `y = [p, beta]` of the frames
-    (`spineid._bushing`; Christophy et al. 2013 eqs 17-18 for `kind = "classic"` with `y_0 = 0`,
-    eqs 22-23 for `kind = "spine"` with `y_0` the relative motion in the reference pose). As an
-    element of the mechanics core it contributes the energy `1/2 (y - y_0)^T K (y - y_0)` and the
-    dissipation function `1/2 y'^T D y'`.
+    Its load depends on the relative motion `y = [p, beta]` of frame 2 in frame 1 (m, rad;
+    `spineid._bushing`, Christophy et al. 2013 eq 17) through the change `y - y_0` from a
+    reference, and on its rate `y'`. Subclasses give the energy, the dissipation function and
+    the generalized force `f(y, y')` (`(6,)`, N and N m along the dual Euler basis).
+    """
+
+    frame1: eqx.AbstractVar[tuple[Float[Array, "3"], Float[Array, "3"]]]
+    frame2: eqx.AbstractVar[tuple[Float[Array, "3"], Float[Array, "3"]]]
+    reference: eqx.AbstractVar[Float[Array, "6"]]
+
+    @abc.abstractmethod
+    def energy(self, lower_pose, upper_pose) -> Float[Array, ""]:
+        """Stored energy (J) at the body poses `(6,)`."""
+
+    @abc.abstractmethod
+    def dissipation(self, lower_pose, upper_pose, lower_velocity, upper_velocity
+                    ) -> Float[Array, ""]:
+        """Rayleigh dissipation function (W); velocities are pose rates `(6,)`."""
+
+    @abc.abstractmethod
+    def generalized_force(self, deflection, rate) -> Float[Array, "6"]:
+        """`f` (`(6,)`, N and N m) at the relative motion `y` and its rate `y'`."""
+
+    def frames(self, lower_pose, upper_pose):
+        """`(R_1, x_F, R_2, x_M)`: both frames in ground at the given body poses."""
+        r1, x1 = frame_in_ground(lower_pose, *self.frame1)
+        r2, x2 = frame_in_ground(upper_pose, *self.frame2)
+        return r1, x1, r2, x2
+
+    def deflection(self, lower_pose, upper_pose) -> Float[Array, "6"]:
+        """The relative motion `y` (m, rad) of frame 2 in frame 1 (eq 17)."""
+        return bushing_deflection(*self.frames(lower_pose, upper_pose))
+
+    def deflection_rate(self, lower_pose, upper_pose, lower_velocity, upper_velocity
+                        ) -> Float[Array, "6"]:
+        """The rate `y'` (m/s, rad/s) of the relative motion; velocities are pose rates
+        `(6,)` of the two bodies (`bushing_deflection_rate`)."""
+        r1, x1, r2, x2 = self.frames(lower_pose, upper_pose)
+        spin1 = E_W(lower_pose[3:]) @ lower_velocity[3:]
+        spin2 = E_W(upper_pose[3:]) @ upper_velocity[3:]
+        v1 = lower_velocity[:3] + jnp.cross(spin1, x1 - lower_pose[:3])
+        v2 = upper_velocity[:3] + jnp.cross(spin2, x2 - upper_pose[:3])
+        return bushing_deflection_rate(r1, x1, r2, x2, spin1, v1, spin2, v2)
+
+    def wrenches(self, lower_pose, upper_pose, lower_velocity, upper_velocity):
+        """`(wrench1, wrench2)`: the loads `[moment, force]` (ground axes, N m and N) on the
+        lower body at frame 1's origin and on the upper body at frame 2's origin, of the
+        generalized force `f` (eqs 18, 22-23; `bushing_wrenches`)."""
+        rate = self.deflection_rate(lower_pose, upper_pose, lower_velocity, upper_velocity)
+        f = self.generalized_force(self.deflection(lower_pose, upper_pose), rate)
+        return bushing_wrenches(*self.frames(lower_pose, upper_pose), f)
+
+
+def _frame_arrays(frame):
+    return tuple(jnp.asarray(a, dtype=float) for a in frame)
+
+
+class Bushing(AbstractBushing):
+    """A linear bushing: `f = -K (y - y_0) - D y'` (Christophy et al. 2013 eqs 17-18 for
+    `kind = "classic"` with `y_0 = 0`, eqs 22-23 for `kind = "spine"` with `y_0` the relative
+    motion in the reference pose). As an element of the mechanics core it contributes the energy
+    `1/2 (y - y_0)^T K (y - y_0)` and the dissipation function `1/2 y'^T D y'`.
 
     Fields: `kind` (static), `frame1` and `frame2` (each `(position (3,), orientation (3,))` in
     its body's coordinates, m and rad), `stiffness` and `damping` (the 21 packed upper-triangle
@@ -79,10 +139,8 @@ class Bushing(eqx.Module):
         poses `lower_pose`, `upper_pose`."""
         if kind not in ("classic", "spine"):
             raise ValueError(f"bushing kind {kind!r}: expected 'classic' or 'spine'")
-        frame1 = tuple(jnp.asarray(a, dtype=float) for a in frame1)
-        frame2 = tuple(jnp.asarray(a, dtype=float) for a in frame2)
-        bushing = cls(kind, frame1, frame2, pack_symmetric(stiffness), pack_symmetric(damping),
-                      jnp.zeros(6))
+        bushing = cls(kind, _frame_arrays(frame1), _frame_arrays(frame2),
+                      pack_symmetric(stiffness), pack_symmetric(damping), jnp.zeros(6))
         if kind == "spine":
             bushing = eqx.tree_at(lambda b: b.reference, bushing,
                                   bushing.deflection(jnp.asarray(lower_pose, dtype=float),
@@ -99,45 +157,72 @@ class Bushing(eqx.Module):
         """`D` (6x6)."""
         return unpack_symmetric(self.damping)
 
-    def frames(self, lower_pose, upper_pose):
-        """`(R_1, x_F, R_2, x_M)`: both frames in ground at the given body poses."""
-        r1, x1 = frame_in_ground(lower_pose, *self.frame1)
-        r2, x2 = frame_in_ground(upper_pose, *self.frame2)
-        return r1, x1, r2, x2
-
-    def deflection(self, lower_pose, upper_pose) -> Float[Array, "6"]:
-        """The relative motion `y` (m, rad) of frame 2 in frame 1 (eq 17)."""
-        return bushing_deflection(*self.frames(lower_pose, upper_pose))
-
     def energy(self, lower_pose, upper_pose) -> Float[Array, ""]:
         """Stored energy `1/2 (y - y_0)^T K (y - y_0)` (J)."""
         change = self.deflection(lower_pose, upper_pose) - self.reference
         return 0.5 * change @ self.stiffness_matrix @ change
-
-    def deflection_rate(self, lower_pose, upper_pose, lower_velocity, upper_velocity
-                        ) -> Float[Array, "6"]:
-        """The rate `y'` (m/s, rad/s) of the relative motion; velocities are pose rates
-        `(6,)` of the two bodies (`bushing_deflection_rate`)."""
-        r1, x1, r2, x2 = self.frames(lower_pose, upper_pose)
-        spin1 = E_W(lower_pose[3:]) @ lower_velocity[3:]
-        spin2 = E_W(upper_pose[3:]) @ upper_velocity[3:]
-        v1 = lower_velocity[:3] + jnp.cross(spin1, x1 - lower_pose[:3])
-        v2 = upper_velocity[:3] + jnp.cross(spin2, x2 - upper_pose[:3])
-        return bushing_deflection_rate(r1, x1, r2, x2, spin1, v1, spin2, v2)
 
     def dissipation(self, lower_pose, upper_pose, lower_velocity, upper_velocity):
         """Rayleigh function `1/2 y'^T D y'` (W); velocities are pose rates `(6,)`."""
         rate = self.deflection_rate(lower_pose, upper_pose, lower_velocity, upper_velocity)
         return 0.5 * rate @ self.damping_matrix @ rate
 
-    def wrenches(self, lower_pose, upper_pose, lower_velocity, upper_velocity):
-        """`(wrench1, wrench2)`: the loads `[moment, force]` (ground axes, N m and N) on the
-        lower body at frame 1's origin and on the upper body at frame 2's origin, of
-        `f = -K (y - y_0) - D y'` (eqs 18, 22-23; `bushing_wrenches`)."""
+    def generalized_force(self, deflection, rate):
+        """`f = -K (y - y_0) - D y'` (N, N m)."""
+        return bushing_force(self.stiffness_matrix, self.damping_matrix, deflection, rate,
+                             self.reference)
+
+
+class TableBushing(AbstractBushing):
+    """A bushing with a nonlinear law per degree of freedom: `f_k = -M_k(y_k - y_0k) - d_k y'_k`.
+
+    Each component `k` of the change `y - y_0` of the relative motion (`[tx, ty, tz, rx, ry, rz]`,
+    m and rad, the same deflection as the SpineBushing, Christophy et al. 2013 eqs 22-23) has its
+    own load law `M_k` (`spineid._load_laws`: stiffness phases, tabulated curves, tan/cos or
+    polynomial laws), uncoupled; energy `sum_k E_k(y_k - y_0k)`, dissipation
+    `1/2 sum_k d_k y'_k^2`.
+
+    Fields: `frame1`, `frame2` (as in `Bushing`), `laws` (6 `AbstractLoadLaw`, N or N m),
+    `damping` (`(6,)`, N s/m and N m s/rad), `reference` (`y_0`, `(6,)`).
+    """
+
+    frame1: tuple[Float[Array, "3"], Float[Array, "3"]]
+    frame2: tuple[Float[Array, "3"], Float[Array, "3"]]
+    laws: tuple[AbstractLoadLaw, ...]
+    damping: Float[Array, "6"]
+    reference: Float[Array, "6"]
+
+    @classmethod
+    def create(cls, frame1, frame2, laws, damping, lower_pose, upper_pose):
+        """A table bushing whose reference `y_0` is the relative motion at the reference
+        poses `lower_pose`, `upper_pose` (`(6,)` each); `laws`: 6 load laws."""
+        laws = tuple(laws)
+        if len(laws) != 6 or not all(isinstance(law, AbstractLoadLaw) for law in laws):
+            raise ValueError(f"table bushing: expected 6 load laws (tx, ty, tz, rx, ry, rz), "
+                             f"got {len(laws)}")
+        damping = jnp.asarray(damping, dtype=float)
+        if damping.shape != (6,):
+            raise ValueError(f"table bushing: damping must have 6 entries, got {damping.shape}")
+        bushing = cls(_frame_arrays(frame1), _frame_arrays(frame2), laws, damping, jnp.zeros(6))
+        reference = bushing.deflection(jnp.asarray(lower_pose, dtype=float),
+                                       jnp.asarray(upper_pose, dtype=float))
+        return eqx.tree_at(lambda b: b.reference, bushing, reference)
+
+    def energy(self, lower_pose, upper_pose) -> Float[Array, ""]:
+        """Stored energy `sum_k E_k(y_k - y_0k)` (J)."""
+        change = self.deflection(lower_pose, upper_pose) - self.reference
+        return sum(law.energy(change[k]) for k, law in enumerate(self.laws))
+
+    def dissipation(self, lower_pose, upper_pose, lower_velocity, upper_velocity):
+        """Rayleigh function `1/2 sum_k d_k y'_k^2` (W)."""
         rate = self.deflection_rate(lower_pose, upper_pose, lower_velocity, upper_velocity)
-        f = bushing_force(self.stiffness_matrix, self.damping_matrix,
-                          self.deflection(lower_pose, upper_pose), rate, self.reference)
-        return bushing_wrenches(*self.frames(lower_pose, upper_pose), f)
+        return 0.5 * jnp.sum(self.damping * rate**2)
+
+    def generalized_force(self, deflection, rate):
+        """`f_k = -M_k(y_k - y_0k) - d_k y'_k` (N, N m)."""
+        change = deflection - self.reference
+        elastic = jnp.stack([law.load(change[k]) for k, law in enumerate(self.laws)])
+        return -elastic - self.damping * rate
 
 
 class SpatialPair(AbstractLagrangianSystem):
@@ -150,13 +235,13 @@ class SpatialPair(AbstractLagrangianSystem):
     centre of mass and `[Mx, My, Mz]` (global axes), whose generalized forces are `F` and
     `EW(a)^T M` (S.18). The motion starts at rest.
 
-    Fields: `lower`, `upper` (`SpatialBody`), `elements` (tuple of `Bushing`), `loads` (tuple of
+    Fields: `lower`, `upper` (`SpatialBody`), `elements` (tuple of `AbstractBushing`: `Bushing`, `TableBushing`), `loads` (tuple of
     `AbstractLoad` with the 6 components above), `gravity` (m/s^2, `(3,)`), `initial_pose`.
     """
 
     lower: SpatialBody
     upper: SpatialBody
-    elements: tuple[Bushing, ...]
+    elements: tuple[AbstractBushing, ...]
     loads: tuple[AbstractLoad, ...]
     gravity: Float[Array, "3"]
     initial_pose: Float[Array, "6"]

@@ -23,6 +23,7 @@ def random_frames(rng):
             rng.uniform(-0.05, 0.05, 3))
 
 
+@pytest.mark.xdist_group("opensim")  # one process at a time runs OpenSim
 def test_classic_bushing_against_opensim():
     osim = pytest.importorskip(
         "opensim", reason="the opensim package (PyPI `opensim`) is not installed here; the "

@@ -40,6 +40,7 @@ def test_element_choice_and_coupled_damping_refused():
         opensim_model_xml(bad)
 
 
+@pytest.mark.xdist_group("opensim")  # one process at a time runs OpenSim
 @pytest.mark.parametrize("kind", ["classic", "spine"])
 def test_exported_model_loads_in_opensim_and_applies_the_same_loads(kind, tmp_path):
     osim = pytest.importorskip(

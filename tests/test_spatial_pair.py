@@ -163,6 +163,7 @@ def test_non_positive_definite_stiffness_warns():
         ModelFile.from_document(doc)
 
 
+@pytest.mark.xdist_group("opensim")  # one process at a time runs OpenSim
 def test_fit_command_recovers_bushing_stiffness_and_exports_to_opensim(tmp_path):
     import json
 

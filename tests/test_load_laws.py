@@ -1,0 +1,358 @@
+"""Nonlinear load laws: against scipy and closed forms, energy consistency, the elements that use
+them in planar and spatial models, fitting them to load-displacement data, and bad input."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import spineid
+from spineid._cli import main
+from spineid._io import ModelFile, read_toml
+from spineid._parameters import apply_values
+from spineid._mechanics import generalized_accelerations, mechanical_energy
+from spineid._rotations import e_W, euler123_rotation
+
+scipy_interpolate = pytest.importorskip("scipy.interpolate")
+scipy_integrate = pytest.importorskip("scipy.integrate")
+
+DEG = np.pi / 180
+L5_S1_NODES_DEG = [-5.8, -5.0, -1.7, 1.7, 6.8, 8.5]
+L5_S1_LOADS = [-10.0, -5.0, 0.0, 0.0, 2.5, 10.0]
+
+
+def laws():
+    x = np.radians(L5_S1_NODES_DEG)
+    return [
+        spineid.PiecewiseLinearLaw(x, L5_S1_LOADS, smoothing=0.002),
+        spineid.MonotoneCubicLaw(x, L5_S1_LOADS),
+        spineid.TanCosLaw(600.0),
+        spineid.PolynomialLaw([300.0, 0.0, 4e4]),
+    ]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_monotone_cubic_equals_scipy_pchip(seed):
+    rng = np.random.default_rng(seed)
+    x = np.cumsum(rng.uniform(0.1, 1.0, 7))
+    y = np.cumsum(rng.uniform(0.0, 2.0, 7) * (rng.uniform(size=7) > 0.3))  # flat stretches
+    law = spineid.MonotoneCubicLaw(x, y)
+    grid = np.linspace(x[0], x[-1], 400)
+    reference = scipy_interpolate.PchipInterpolator(x, y)
+    np.testing.assert_allclose(np.asarray(law.load(grid)), reference(grid), atol=1e-12)
+    assert np.all(np.diff(np.asarray(law.load(grid))) >= -1e-12)  # monotone
+    # Beyond the nodes: linear continuation with the end slopes.
+    slope = reference.derivative()(x[-1])
+    np.testing.assert_allclose(float(law.load(x[-1] + 0.5)), y[-1] + 0.5 * slope, rtol=1e-12)
+
+
+@pytest.mark.parametrize("law", laws(), ids=lambda law: type(law).__name__)
+def test_load_is_the_derivative_of_the_energy(law):
+    # The energy is written in closed form; quadrature of the load must give it back, and the
+    # energy vanishes at zero displacement.
+    load = jax.jit(lambda s: law.load(s))
+    for upper in np.radians([-7.0, -3.0, 0.5, 4.0, 9.5]):
+        quadrature = scipy_integrate.quad(lambda s: float(load(s)), 0.0, upper,
+                                          points=[u for u in np.radians(L5_S1_NODES_DEG)
+                                                  if min(0, upper) < u < max(0, upper)],
+                                          epsabs=1e-13, epsrel=1e-12)[0]
+        assert abs(float(law.energy(upper)) - quadrature) < 1e-9 * max(1.0, abs(quadrature))
+    assert float(law.energy(0.0)) == 0.0
+    x = jnp.linspace(-0.1, 0.14, 13)
+    step = 1e-6
+    numeric = (np.asarray(law.load(x + step)) - np.asarray(law.load(x - step))) / (2 * step)
+    np.testing.assert_allclose(np.asarray(law.stiffness(x)), numeric, rtol=1e-5, atol=1e-4)
+
+
+def test_stiffness_phases_of_the_thesis():
+    law = spineid.l5_s1_law(smoothing=0.0)
+    np.testing.assert_allclose(np.asarray(law.load_values), L5_S1_LOADS, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(law.slopes) * DEG, [5 / 0.8, 5 / 3.3, 0, 2.5 / 5.1,
+                                                              7.5 / 1.7], rtol=1e-12)
+    smooth = spineid.l5_s1_law(smoothing=0.002)
+    x = np.radians(np.linspace(-7.0, 10.0, 2001))
+    sharp = np.interp(x, law.displacement, law.load_values)
+    inside = (x > law.displacement[0]) & (x < law.displacement[-1])
+    far = np.min(np.abs(x[:, None] - np.asarray(law.displacement)[None, 1:-1]), axis=1) > 0.001
+    # Exactly the table away from the breakpoints, and its stiffness continuous across them.
+    np.testing.assert_allclose(np.asarray(smooth.load(x))[inside & far], sharp[inside & far],
+                               atol=1e-12)
+    stiffness = np.asarray(smooth.stiffness(x))
+    # 0.002 rad of smoothing spans 13 samples of 1.5e-4 rad: no jump, a ramp.
+    assert np.max(np.abs(np.diff(stiffness))) < 0.1 * np.ptp(stiffness)
+    # The tan/cos law of seed 001 eq 35 and its small-angle stiffness k/2.
+    tan_cos = spineid.TanCosLaw(600.0)
+    assert abs(float(tan_cos.load(0.3)) - 600 * np.tan(0.15) / np.cos(0.15)) < 1e-10
+    assert abs(float(tan_cos.stiffness(0.0)) - 300.0) < 1e-10
+
+
+def test_laws_jit_and_vmap_over_their_parameters():
+    x = jnp.asarray(np.radians(L5_S1_NODES_DEG))
+    loads = jnp.asarray(L5_S1_LOADS) * jnp.array([[1.0], [1.5], [2.0]])
+
+    @jax.jit
+    def moment(node_loads):
+        return spineid.PiecewiseLinearLaw(x, node_loads, 0.002).load(0.1)
+
+    np.testing.assert_allclose(np.asarray(jax.vmap(moment)(loads)),
+                               float(moment(loads[0])) * np.array([1.0, 1.5, 2.0]), rtol=1e-12)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: spineid.PiecewiseLinearLaw([0.0, 0.1, 0.1], [0, 1, 2]), "increase strictly"),
+    (lambda: spineid.MonotoneCubicLaw([0.0, 0.2, 0.1], [0, 1, 2]), "increase strictly"),
+    (lambda: spineid.MonotoneCubicLaw([0.0, 0.1, 0.2], [0, 2, 1], monotone=True),
+     "negative stiffness"),
+    (lambda: spineid.PiecewiseLinearLaw([0.0, 0.1, 0.2], [0, 1, 2], smoothing=0.5),
+     "shortest phase"),
+    (lambda: spineid.PiecewiseLinearLaw.from_phases([0.0, 0.1, 0.2], [1.0]), "2 stiffness"),
+    (lambda: spineid.PiecewiseLinearLaw([0.0, np.nan], [0, 1]), "finite"),
+])
+def test_bad_tables_fail_clearly(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def l5_s1_document():
+    return read_toml(spineid.dataset_path("l5_s1_pair.toml"))
+
+
+def test_nonlinear_torsion_conserves_energy_in_the_pinned_pair():
+    doc = l5_s1_document()
+    doc["torsion"][0]["damping"] = 0.0
+    doc.pop("loads")
+    model = ModelFile.from_document(doc).model
+    model = spineid.PinnedPair(model.lower, model.upper, model.pin, model.elements, (),
+                               model.gravity, jnp.asarray(7.5 * DEG))
+    ts = jnp.linspace(0.0, 0.3, 301)
+    solution = spineid.simulate(model, ts, rtol=1e-10, atol=1e-12)
+    energy = jax.vmap(lambda q, v: mechanical_energy(model, 0.0, q, v))(solution.q,
+                                                                         solution.qdot)
+    assert float(jnp.ptp(energy)) < 1e-7 * float(energy[0])
+    # It swings through the neutral zone into extension, where the table holds it.
+    assert float(solution.q[:, 0].min()) < -5.0 * DEG
+
+
+def table_bushing_document(laws_tables):
+    doc = read_toml(spineid.dataset_path("spatial_pair.toml"))
+    bushing = doc["bushings"][0]
+    bushing["kind"] = "table"
+    bushing.pop("stiffness")
+    bushing["damping"] = [60.0, 120.0, 50.0, 0.05, 0.04, 0.06]
+    bushing["laws"] = laws_tables
+    return doc
+
+
+LINEAR = [9.0e4, 2.2e5, 7.5e4, 55.0, 38.0, 70.0]
+
+
+def test_table_bushing_with_linear_laws_is_the_diagonal_spine_bushing():
+    table_doc = table_bushing_document(
+        [{"kind": "polynomial", "coefficients": [k]} for k in LINEAR])
+    spine_doc = read_toml(spineid.dataset_path("spatial_pair.toml"))
+    spine_doc["bushings"][0].update(kind="spine", stiffness=LINEAR,
+                                    damping=table_doc["bushings"][0]["damping"])
+    table = ModelFile.from_document(table_doc).model
+    spine = ModelFile.from_document(spine_doc).model
+    rng = np.random.default_rng(3)
+    for _ in range(4):
+        q = table.upper.reference_pose + jnp.asarray(
+            np.concatenate([rng.uniform(-2e-3, 2e-3, 3), rng.uniform(-0.2, 0.2, 3)]))
+        qdot = jnp.asarray(rng.uniform(-0.5, 0.5, 6))
+        np.testing.assert_allclose(
+            np.asarray(generalized_accelerations(table, 0.1, q, qdot)),
+            np.asarray(generalized_accelerations(spine, 0.1, q, qdot)), rtol=1e-10, atol=1e-8)
+
+
+def test_table_bushing_forces_from_autodiff_equal_newton_euler():
+    # Nonlinear laws on every degree of freedom: the Lagrangian path (energy by autodiff) and
+    # the explicit wrenches of the laws' loads through Newton-Euler must agree.
+    x = [-2e-3, -1e-3, 0.0, 1e-3, 2e-3]
+    tables = [{"kind": "monotone_cubic", "displacement": x,
+               "load": [k * v * (1 + 300 * abs(v)) for v in x]} for k in LINEAR[:3]]
+    tables += [{"kind": "tan_cos", "coefficient": 2 * LINEAR[3]},
+               {"kind": "polynomial", "coefficients": [LINEAR[4], 0.0, 300.0]},
+               {"kind": "piecewise_linear", "displacement": [-0.3, -0.05, 0.05, 0.3],
+                "load": [-20.0, -1.0, 1.0, 25.0], "smoothing": 0.02}]
+    model = ModelFile.from_document(table_bushing_document(tables)).model
+    bushing = model.elements[0]
+    lower = model.lower.reference_pose
+    rng = np.random.default_rng(4)
+    for _ in range(4):
+        q = model.upper.reference_pose + jnp.asarray(
+            np.concatenate([rng.uniform(-2e-3, 2e-3, 3), rng.uniform(-0.25, 0.25, 3)]))
+        qdot = jnp.asarray(rng.uniform(-0.5, 0.5, 6))
+        _, (moment2, force2) = bushing.wrenches(lower, q, jnp.zeros(6), qdot)
+        load = model.applied_load(0.2)
+        arm = bushing.frames(lower, q)[3] - q[:3]
+        force = load[:3] + force2 + model.upper.mass * model.gravity
+        moment = load[3:] + moment2 + jnp.cross(arm, force2)
+        rotation = euler123_rotation(q[3:])
+        spin = e_W(q[3:]) @ qdot[3:]
+        inertia = model.upper.inertia
+        spin_rate = jnp.linalg.solve(inertia, rotation.T @ moment
+                                     - jnp.cross(spin, inertia @ spin))
+        _, ew_rate = jax.jvp(lambda a: e_W(a) @ qdot[3:], (q[3:],), (qdot[3:],))
+        angles = jnp.linalg.solve(e_W(q[3:]), spin_rate - ew_rate)
+        theirs = jnp.concatenate([force / model.upper.mass, angles])
+        ours = generalized_accelerations(model, 0.2, q, qdot)
+        np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-8,
+                                   atol=1e-8 * float(jnp.abs(theirs).max()))
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda t: t.update(law={"kind": "spline"}), "law.kind"),
+    (lambda t: t.update(stiffness=1.0), "either `stiffness`"),
+    (lambda t: t["law"].update(displacement=[0.1, 0.0, 0.2, 0.3, 0.4, 0.5]), "increase"),
+    (lambda t: t["law"].update(load=[0.0, 1.0]), "law.load"),
+    (lambda t: t["law"].update(smoothing=-1.0), "smoothing"),
+])
+def test_bad_law_tables_in_model_files_name_the_entry(change, message):
+    doc = l5_s1_document()
+    change(doc["torsion"][0])
+    with pytest.raises(ValueError, match=message):
+        ModelFile.from_document(doc, source="l5_s1.toml")
+
+
+def test_law_parameters_are_named_and_settable():
+    model_file = ModelFile.from_document(l5_s1_document())
+    names = [p.name for p in model_file.parameters]
+    assert names[:2] == ["torsion[0].law.load[0]", "torsion[0].law.load[1]"]
+    assert "torsion[0].damping" in names
+    chosen = [p for p in model_file.parameters if p.name == "torsion[0].law.load[5]"]
+    changed = apply_values(model_file.model, chosen, jnp.array([12.0]))
+    assert float(changed.elements[0].law.load_values[5]) == 12.0
+
+
+def quasi_static(noise, seed=0):
+    law = spineid.l5_s1_law()
+    x = np.radians(np.linspace(-5.8, 8.5, 400))
+    rng = np.random.default_rng(seed)
+    return spineid.LoadDisplacementData(x, np.asarray(law.load(x)) + noise *
+                                        rng.standard_normal(x.size)), law
+
+
+def test_phases_recovered_from_a_quasi_static_test_with_calibrated_errors():
+    data, law = quasi_static(0.05)
+    start = np.radians([-5.8, -4.5, -2.0, 2.2, 6.4, 8.5])
+    fit = spineid.fit_load_law(data, "piecewise_linear", start, free_breakpoints=True,
+                               smoothing=0.002)
+    assert fit.converged
+    nodes = np.asarray(fit.law.displacement)
+    breakpoints = nodes[1:-1] / DEG
+    errors = np.array([e for _, e in fit.derived["node_displacement"]])[1:-1] / DEG
+    np.testing.assert_allclose(breakpoints, L5_S1_NODES_DEG[1:-1], atol=0.05)
+    assert np.all(np.abs(breakpoints - L5_S1_NODES_DEG[1:-1]) < 5 * errors)
+    slopes = np.asarray(fit.law.slopes) * DEG
+    np.testing.assert_allclose(slopes[[0, 1, 3, 4]], [6.25, 5 / 3.3, 2.5 / 5.1, 7.5 / 1.7],
+                               rtol=0.02)
+    assert abs(slopes[2]) < 0.02  # the neutral zone
+    assert 0.04 < fit.noise < 0.06
+    report = fit.report()
+    # The neutral zone's rise sits on its bound (zero stiffness): reported, not analysed.
+    assert report["identifiability"]["n_parameters"] == len(fit.names) - 1
+    assert any("rise[3]" in w for w in fit.warnings)
+    assert report["law"]["kind"] == "piecewise_linear"
+
+
+def test_dynamic_loop_of_fig_4_24_gives_back_the_phases_and_the_damper():
+    # Liu 2001 section 4.3 / Fig 4-24 at a smaller size: simulate L5-S1 driven through its
+    # database with the damper, then recover the phases from the loop (experiments/l5_s1_loop.py
+    # runs the full one).
+    import diffrax
+
+    model = ModelFile.from_document(l5_s1_document()).model
+    ts = np.linspace(0.0, 20.0, 801)
+    solution = spineid.simulate(model, ts, solver=diffrax.Kvaerno5())
+    angle = np.asarray(solution.q)[:, 0]
+    moment = np.asarray(jax.vmap(model.applied_load)(jnp.asarray(ts)))[:, 2]
+    law = model.elements[0].law
+    # A loop: the damper separates loading from unloading around the table.
+    table = np.asarray(law.load(angle))
+    assert np.max(np.abs(moment - table)) > 0.5
+    np.testing.assert_allclose([angle.min(), angle.max()], np.radians([-5.8, 8.5]), atol=2e-4)
+    arm = np.asarray(model.upper.reference_pose[:2] - model.pin)
+    inertia = float(model.upper.inertia + model.upper.mass * arm @ arm)
+    data = spineid.LoadDisplacementData(angle, moment, ts)
+    start = np.radians([-5.8, -4.6, -2.0, 2.2, 6.4, 8.5])
+    fit = spineid.fit_load_law(data, "piecewise_linear", start, free_breakpoints=True,
+                               smoothing=0.002, damping=True, inertia=inertia)
+    np.testing.assert_allclose(np.asarray(fit.law.displacement)[1:-1] / DEG,
+                               L5_S1_NODES_DEG[1:-1], atol=0.03)
+    assert abs(fit.damping - 10.0) < 0.05
+
+
+def test_table_command_writes_report_law_and_plot(tmp_path):
+    data, _ = quasi_static(0.02, seed=2)
+    csv = tmp_path / "test.csv"
+    np.savetxt(csv, np.column_stack([data.displacement, data.load]), delimiter=",",
+               header="displacement,load", comments="")
+    nodes = ",".join(str(v) for v in np.radians(L5_S1_NODES_DEG))
+    status = main(["table", str(csv), f"--nodes={nodes}", "--out", str(tmp_path / "out")])
+    assert status == 0
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["converged"] and len(report["parameters"]) == 6
+    assert (tmp_path / "out" / "law_fit.png").stat().st_size > 10_000
+    # The fitted law drops into a model file.
+    law = read_toml(tmp_path / "out" / "law.toml")["law"]
+    doc = l5_s1_document()
+    doc["torsion"][0]["law"] = law
+    fitted = ModelFile.from_document(doc).model.elements[0].law
+    np.testing.assert_allclose(np.asarray(fitted.load_values), L5_S1_LOADS, atol=0.05)
+
+
+def test_table_command_rejects_bad_data(tmp_path, capsys):
+    csv = tmp_path / "bad.csv"
+    csv.write_text("displacement,load\n0.0,1.0\n0.1,x\n0.2,3.0\n")
+    assert main(["table", str(csv), "--out", str(tmp_path / "out")]) == 2
+    assert "row 3, column load" in capsys.readouterr().err
+    csv.write_text("displacement,moment\n0.0,1.0\n")
+    assert main(["table", str(csv), "--out", str(tmp_path / "out")]) == 2
+    assert "missing column" in capsys.readouterr().err
+    csv.write_text("t,displacement,load\n0,0.0,1.0\n0,0.1,2.0\n1,0.2,3.0\n")
+    assert main(["table", str(csv), "--damping", "--out", str(tmp_path / "out")]) == 2
+    assert "strictly increasing" in capsys.readouterr().err
+
+
+def test_database_tables_hold_known_cells():
+    curve = spineid.liu_scoliosis_curve()
+    assert list(curve["vertebra"][[0, 5, 16]]) == ["L5", "T12", "T1"]
+    assert curve["sagittal_orientation"][0] == pytest.approx(np.radians(-8))
+    assert curve["inferior_disc_height"][0] == pytest.approx(0.0157)
+    assert curve["vertebra_height"][16] == pytest.approx(0.016)
+    origins = spineid.liu_origin_nodes()
+    np.testing.assert_allclose(origins["position"][4], [0.0, -0.0515, 0.1455])
+    np.testing.assert_allclose(origins["position"][16], [0.0, -0.06604, 0.4279])
+    nodes = spineid.liu_vertebra_nodes()
+    assert len(nodes) == 17 * 17
+    l5 = nodes["vertebra"] == "L5"
+    np.testing.assert_allclose(nodes["local"][l5][4], [0.046, 0.043, 0.003])   # A1 node 5
+    np.testing.assert_allclose(nodes["global"][l5][15], [0.0, 0.0734, -0.0048])  # A1 node 16
+    t1 = nodes["vertebra"] == "T1"
+    np.testing.assert_allclose(nodes["global"][t1][16], [0.0, 0.1, 0.4337])  # A17 node 17
+    # Kept as printed: T10 node 12 has global x = +13 mm where the mirror pair needs -13.
+    t10 = nodes["vertebra"] == "T10"
+    assert nodes["global"][t10][11][0] == pytest.approx(0.013)
+    implants = spineid.liu_implant_nodes()
+    assert len(implants) == 170
+    np.testing.assert_allclose(implants["local"][0], [0.0189, 0.043, 0.0072])   # B1 node 1
+    np.testing.assert_allclose(implants["local"][9], [-0.003, 0.052, 0.011])    # B1 node 10, sic
+    np.testing.assert_allclose(implants["local"][169], [-0.003, 0.034, -0.002])  # B17 node 10
+    phases = spineid.liu_l5_s1_phases()
+    np.testing.assert_allclose(phases["stiffness"] * DEG, [6.25, 5 / 3.3, 0, 2.5 / 5.1, 7.5 / 1.7])
+    table1 = dict(zip(spineid.fritzkowski_parameters()["symbol"],
+                      spineid.fritzkowski_parameters()["value"]))
+    assert table1["k_A"] == 1e4 and table1["k_B"] == 3e4 and table1["k_O"] == 600.0
+    christophy = spineid.christophy_stiffness()
+    np.testing.assert_allclose(christophy["K_F_E"], np.asarray(spineid.K_F_E))
+    assert christophy["K_D_E"][0, 1] == 0.0
+    with pytest.raises(KeyError, match="columns are"):
+        curve["height"]
+
+
+def test_database_command_plots_geometry_and_laws(tmp_path):
+    assert main(["database", "--out", str(tmp_path)]) == 0
+    for name in ("geometry.png", "l5_s1_law.png"):
+        assert (tmp_path / name).stat().st_size > 20_000
