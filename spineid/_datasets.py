@@ -142,8 +142,8 @@ def l5_s1_law(smoothing: float = 0.002) -> PiecewiseLinearLaw:
     """The L5-S1 phases of `liu_l5_s1_phases` as a `PiecewiseLinearLaw` (rad to N m), zero
     load in the neutral zone, with a `smoothing` width (rad, default 0.002 = 0.11 deg)."""
     phases = liu_l5_s1_phases()
-    bounds = np.concatenate([phases["lower"], phases["upper"][-1:]])
-    return PiecewiseLinearLaw.from_phases(bounds, phases["stiffness"], 0.0, smoothing)
+    return PiecewiseLinearLaw.from_phase_table(phases["lower"], phases["upper"],
+                                               phases["stiffness"], 0.0, smoothing)
 
 
 def fritzkowski_parameters() -> DataTable:

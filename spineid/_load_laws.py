@@ -132,6 +132,25 @@ class PiecewiseLinearLaw(AbstractLoadLaw):
         # Shift so that the load vanishes at zero_load_at (within or beyond the table).
         return cls(x, y - _linear_table(x, y, float(zero_load_at)), smoothing)
 
+    @classmethod
+    def from_phase_table(cls, lower, upper, stiffness, zero_load_at=0.0, smoothing=0.0):
+        """Phases given as rows `[lower[j], upper[j]]` with `stiffness[j]` (each `(m,)`), as a
+        database lists them; consecutive phases must meet: an overlap or a gap raises
+        `ValueError` naming the phases. Then as `from_phases`."""
+        lower = np.asarray(lower, dtype=float)
+        upper = np.asarray(upper, dtype=float)
+        for j in range(lower.size):
+            if not upper[j] > lower[j]:
+                raise ValueError(f"phase {j + 1}: upper bound {upper[j]:g} does not exceed its "
+                                 f"lower bound {lower[j]:g}")
+        for j in range(lower.size - 1):
+            if upper[j] != lower[j + 1]:
+                kind = "overlap" if upper[j] > lower[j + 1] else "leave a gap"
+                raise ValueError(f"phases {j + 1} and {j + 2} {kind}: phase {j + 1} ends at "
+                                 f"{upper[j]:g}, phase {j + 2} starts at {lower[j + 1]:g}")
+        bounds = np.concatenate([lower, upper[-1:]])
+        return cls.from_phases(bounds, stiffness, zero_load_at, smoothing)
+
     @property
     def slopes(self) -> Float[Array, " n-1"]:
         """Stiffness of each phase (N/m or N m/rad), `(n - 1,)`."""

@@ -109,6 +109,10 @@ def test_laws_jit_and_vmap_over_their_parameters():
      "shortest phase"),
     (lambda: spineid.PiecewiseLinearLaw.from_phases([0.0, 0.1, 0.2], [1.0]), "2 stiffness"),
     (lambda: spineid.PiecewiseLinearLaw([0.0, np.nan], [0, 1]), "finite"),
+    (lambda: spineid.PiecewiseLinearLaw.from_phase_table([0.0, 0.1], [0.2, 0.3], [1.0, 2.0]),
+     "phases 1 and 2 overlap"),
+    (lambda: spineid.PiecewiseLinearLaw.from_phase_table([0.0, 0.2], [0.1, 0.3], [1.0, 2.0]),
+     "phases 1 and 2 leave a gap"),
 ])
 def test_bad_tables_fail_clearly(make, message):
     with pytest.raises(ValueError, match=message):
