@@ -21,6 +21,7 @@ from ._io import (
     write_model_file,
     write_trajectory,
 )
+from ._load_laws import LAW_KINDS
 from ._opensim_export import write_opensim_model
 from ._parameters import apply_values
 from ._simulate import simulate
@@ -362,9 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
         "table", help="fit a nonlinear load law to load-displacement data (a test or a loop)")
     table_parser.add_argument("data", help="CSV with displacement,load[,t] (m or rad; N or N m)")
     table_parser.add_argument("--out", required=True, help="output folder")
-    table_parser.add_argument("--law", default="piecewise_linear",
-                              choices=("piecewise_linear", "monotone_cubic", "polynomial",
-                                       "tan_cos"))
+    table_parser.add_argument("--law", default="piecewise_linear", choices=LAW_KINDS)
     table_parser.add_argument("--nodes", metavar="X0,X1,...",
                               help="node displacements of a table law (default: --n-nodes "
                                    "evenly over the data)")

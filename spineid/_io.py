@@ -18,7 +18,9 @@ import numpy as np
 
 from ._loads import AbstractLoad, SinusoidalLoad, TabulatedLoad
 from ._parameters import Parameter
-from ._load_laws import MonotoneCubicLaw, PiecewiseLinearLaw, PolynomialLaw, TanCosLaw
+from ._load_laws import (
+    LAW_KINDS, MonotoneCubicLaw, PiecewiseLinearLaw, PolynomialLaw, TanCosLaw,
+)
 from ._planar_elements import AxialSprings, NonlinearTorsion, TorsionSpring, VectorSprings
 from ._pinned_pair import PinnedPair
 from ._planar_pair import PlanarBody, PlanarPair
@@ -80,7 +82,8 @@ class _Checker:
 
     def vector(self, table, name, key, length, *, default=_MISSING):
         # length None: any non-empty list.
-        expected = "a non-empty list of numbers" if length is None else f"a list of {length} numbers"
+        expected = ("a non-empty list of numbers" if length is None
+                    else f"a list of {length} numbers")
         if name not in table:
             if default is _MISSING:
                 self.fail(key, expected)
@@ -316,9 +319,6 @@ def _append_torsion(document, check, lower, upper, elements, parameters) -> None
         parameters.append(Parameter(f"{key}.damping", "torsion", "N m s/rad", len(elements),
                                     "damping"))
         elements.append(element)
-
-
-LAW_KINDS = ("piecewise_linear", "monotone_cubic", "tan_cos", "polynomial")
 
 
 def load_law(table, key: str, check: "_Checker", displacement_unit: str, load_unit: str):

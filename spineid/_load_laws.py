@@ -24,6 +24,10 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 
+LAW_KINDS = ("piecewise_linear", "monotone_cubic", "tan_cos", "polynomial")
+"""The `kind` names of the laws in model files, `spineid table` and `fit_load_law`."""
+
+
 class AbstractLoadLaw(eqx.Module):
     """A load-displacement law `M(x)` of one degree of freedom with stored energy `E(x)`."""
 

@@ -21,8 +21,9 @@ class PinnedPair(AbstractLagrangianSystem):
     generalized force `F . dX/dtheta + Mz` (Liu 2001, section 3.3: the pin-joint reference case).
 
     Fields: `lower` (fixed `PlanarBody`), `upper` (`PlanarBody`), `pin` (m, global coordinates of
-    the pin in the reference pose), `elements` (torsion springs on the relative angle: `TorsionSpring`, `NonlinearTorsion`), `loads`, `gravity`
-    (m/s^2), `initial_angle` (rad, start angle; the motion starts at rest).
+    the pin in the reference pose), `elements` (torsion springs on the relative angle:
+    `TorsionSpring`, `NonlinearTorsion`), `loads`, `gravity` (m/s^2), `initial_angle` (rad,
+    start angle; the motion starts at rest).
     """
 
     lower: PlanarBody

@@ -235,8 +235,9 @@ class SpatialPair(AbstractLagrangianSystem):
     centre of mass and `[Mx, My, Mz]` (global axes), whose generalized forces are `F` and
     `EW(a)^T M` (S.18). The motion starts at rest.
 
-    Fields: `lower`, `upper` (`SpatialBody`), `elements` (tuple of `AbstractBushing`: `Bushing`, `TableBushing`), `loads` (tuple of
-    `AbstractLoad` with the 6 components above), `gravity` (m/s^2, `(3,)`), `initial_pose`.
+    Fields: `lower`, `upper` (`SpatialBody`), `elements` (tuple of `AbstractBushing`: `Bushing`,
+    `TableBushing`), `loads` (tuple of `AbstractLoad` with the 6 components above), `gravity`
+    (m/s^2, `(3,)`), `initial_pose`.
     """
 
     lower: SpatialBody

@@ -15,8 +15,9 @@ Parameters and what keeps the law monotone (`monotone=True`, the default for tab
 - `damping=True`: `c >= 0`.
 Solved by Levenberg-Marquardt (optimistix) in the unconstrained coordinates of
 `spineid._parameters.Transform` (converged: its step criterion, or, when a parameter drifts
-into its bound, a cost that no longer falls by 1e-8 relative over 20 further steps); standard errors and identifiability from the Fisher matrix
-(`fisher_analysis`), as for every fit of the identification engine.
+into its bound, a cost that no longer falls by 1e-8 relative over 20 further steps); standard
+errors and identifiability from the Fisher matrix (`fisher_analysis`), as for every fit of the
+identification engine.
 """
 
 import csv
@@ -30,13 +31,10 @@ import numpy as np
 import optimistix as optx
 
 from ._load_laws import (
-    MonotoneCubicLaw, PiecewiseLinearLaw, PolynomialLaw, TanCosLaw, check_monotone,
+    LAW_KINDS, MonotoneCubicLaw, PiecewiseLinearLaw, PolynomialLaw, TanCosLaw, check_monotone,
 )
 from ._parameters import Parameter, Transform
 from ._uncertainty import Identifiability, fisher_analysis
-
-LAW_KINDS = ("piecewise_linear", "monotone_cubic", "polynomial", "tan_cos")
-
 
 @dataclasses.dataclass(frozen=True)
 class LoadDisplacementData:
@@ -257,12 +255,12 @@ def fit_load_law(
     x, observed = jnp.asarray(data.displacement), jnp.asarray(data.load)
     load_unit = "load"
     parameters: list[Parameter] = []
+    starts: list[float] = []
 
     def add(name, unit, start, lower=-math.inf):
         parameters.append(Parameter(name, "law", unit, 0, "", None, lower))
         starts.append(start)
 
-    starts: list[float] = []
     table = kind in ("piecewise_linear", "monotone_cubic")
     if table:
         node_x = np.asarray(_default_nodes(data, n_nodes) if nodes is None else nodes, float)

@@ -1,8 +1,13 @@
-"""Shared model builders for the tests: small documents in the file-contract schema."""
+"""Shared model builders for the tests: small documents in the file-contract schema, and the
+Newton-Euler equations of a free body as an oracle."""
 
 import copy
 
+import jax
+import jax.numpy as jnp
+
 import spineid
+from spineid._rotations import e_W, euler123_rotation
 
 BASE = {
     "kind": "planar_pair",
@@ -69,3 +74,27 @@ ELEMENT_SETS = {
 
 # Christophy et al. 2013 eq 24 (the package's transcription, `spineid.K_F_E`), nested lists.
 K_F_E = spineid.K_F_E.tolist()
+
+
+def newton_euler_accelerations(model, q, qdot, t, bushing_load):
+    """Pose accelerations of a spatial pair's upper body by Newton-Euler: `m x'' = F`,
+    `I w' + w x I w = M` (body axes), then `a''` from `w = eW(a) a'`. `bushing_load(bushing,
+    lower_pose, q, qdot)` gives each bushing's `(moment, force)` on the upper body at frame 2's
+    origin (ground axes), by whatever explicit path the test checks."""
+    load = model.applied_load(t)
+    force = load[:3] + model.upper.mass * model.gravity
+    moment = load[3:]
+    lower = model.lower.reference_pose
+    for bushing in model.elements:
+        m2, f2 = bushing_load(bushing, lower, q, qdot)
+        arm = bushing.frames(lower, q)[3] - q[:3]
+        force = force + f2
+        moment = moment + m2 + jnp.cross(arm, f2)
+    rotation = euler123_rotation(q[3:])
+    spin = e_W(q[3:]) @ qdot[3:]
+    inertia = model.upper.inertia
+    spin_rate = jnp.linalg.solve(inertia, rotation.T @ moment - jnp.cross(spin, inertia @ spin))
+    # w' = eW a'' + (d eW/dt) a'
+    _, ew_rate = jax.jvp(lambda a: e_W(a) @ qdot[3:], (q[3:],), (qdot[3:],))
+    angles = jnp.linalg.solve(e_W(q[3:]), spin_rate - ew_rate)
+    return jnp.concatenate([force / model.upper.mass, angles])

@@ -13,7 +13,7 @@ from spineid._cli import main
 from spineid._io import ModelFile, read_toml
 from spineid._parameters import apply_values
 from spineid._mechanics import generalized_accelerations, mechanical_energy
-from spineid._rotations import e_W, euler123_rotation
+from helpers import newton_euler_accelerations
 
 scipy_interpolate = pytest.importorskip("scipy.interpolate")
 scipy_integrate = pytest.importorskip("scipy.integrate")
@@ -181,26 +181,14 @@ def test_table_bushing_forces_from_autodiff_equal_newton_euler():
                {"kind": "piecewise_linear", "displacement": [-0.3, -0.05, 0.05, 0.3],
                 "load": [-20.0, -1.0, 1.0, 25.0], "smoothing": 0.02}]
     model = ModelFile.from_document(table_bushing_document(tables)).model
-    bushing = model.elements[0]
-    lower = model.lower.reference_pose
     rng = np.random.default_rng(4)
     for _ in range(4):
         q = model.upper.reference_pose + jnp.asarray(
             np.concatenate([rng.uniform(-2e-3, 2e-3, 3), rng.uniform(-0.25, 0.25, 3)]))
         qdot = jnp.asarray(rng.uniform(-0.5, 0.5, 6))
-        _, (moment2, force2) = bushing.wrenches(lower, q, jnp.zeros(6), qdot)
-        load = model.applied_load(0.2)
-        arm = bushing.frames(lower, q)[3] - q[:3]
-        force = load[:3] + force2 + model.upper.mass * model.gravity
-        moment = load[3:] + moment2 + jnp.cross(arm, force2)
-        rotation = euler123_rotation(q[3:])
-        spin = e_W(q[3:]) @ qdot[3:]
-        inertia = model.upper.inertia
-        spin_rate = jnp.linalg.solve(inertia, rotation.T @ moment
-                                     - jnp.cross(spin, inertia @ spin))
-        _, ew_rate = jax.jvp(lambda a: e_W(a) @ qdot[3:], (q[3:],), (qdot[3:],))
-        angles = jnp.linalg.solve(e_W(q[3:]), spin_rate - ew_rate)
-        theirs = jnp.concatenate([force / model.upper.mass, angles])
+        theirs = newton_euler_accelerations(
+            model, q, qdot, 0.2,
+            lambda b, lower_pose, q, qdot: b.wrenches(lower_pose, q, jnp.zeros(6), qdot)[1])
         ours = generalized_accelerations(model, 0.2, q, qdot)
         np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-8,
                                    atol=1e-8 * float(jnp.abs(theirs).max()))
