@@ -13,11 +13,18 @@ within 1% at this noise).
 
 Run: python experiments/benchmark_spatial.py
 
-Measured (two runs, 2-core CPU, noise seed 0): simulation 21-22 ms warm against 490-500 ms
-(23x), the trajectories equal to 3e-6 noise units; fit 3.7 s warm against 27 s (7-8x), estimates
-equal to 1e-5 standard errors; relative errors 0.57, -0.08, -0.50, 0.05, -0.001, 0.09 %. The 50x target
-is not met; the 1% target held for this noise draw (tx's standard error is 0.47%, so about one
-draw in twenty misses it: seed 5 gave -1.4%).
+Measured (2-core CPU, noise seed 0; loads of the bundled file raised to 20, 50 and 12 N on
+Fx, Fy, Fz so that every stiffness is determined to 0.13% or better): simulation 25.6 ms warm
+against 541 ms (21x), the trajectories equal to 3e-6 noise units; fit 3.7 s warm against 30.8 s (8x), estimates equal to 1e-4 standard
+errors; relative errors 0.16, -0.03, -0.20, 0.03, -0.001, 0.01 % (target 1%: met, with
+standard errors of 0.12, 0.11, 0.13, 0.02, 0.004, 0.02 %).
+
+The 50x target is not met. Where the fit's time goes (same problem): 11 Levenberg-Marquardt
+steps, each dominated by one forward-mode Jacobian through the ODE (194 ms, 9 times a 21 ms
+residual evaluation: the solve carries 6 tangents); looser ODE tolerances inside the fit
+(`simulation_rtol=1e-6`) give 1.9 s for the same estimate (14x). scipy pays 7 solves per
+finite-difference Jacobian at about 25 times the cost per solve, so the fit ratio stays near
+the simulation ratio divided by the tangent overhead.
 """
 
 import pathlib

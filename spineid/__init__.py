@@ -113,8 +113,11 @@ from ._stiffness_fit import (
     StiffnessFit as StiffnessFit,
 )
 from ._stiffness_matrices import (
+    block_scale as block_scale,
     cartesian_stiffness as cartesian_stiffness,
+    compare_stiffnesses as compare_stiffnesses,
     dual_basis_stiffness as dual_basis_stiffness,
+    experimental_stiffness as experimental_stiffness,
     potential_hessian as potential_hessian,
 )
 from ._opensim_export import (

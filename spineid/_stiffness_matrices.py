@@ -8,6 +8,8 @@ energy (J), e.g. `lambda y: 0.5 * (y - y0) @ K @ (y - y0)` for a SpineBushing. T
 `(6, 6)`, ordered `[translations, rotations]`. They coincide (`K^c = K^D = H`) only where
 `E~T = I` (no rotation) and `D = 0` (no pre-stress: `dU/dbeta = 0`); the experimental `K^E`
 measured at small uniaxial motions about the neutral posture approximates `H` (S.36).
+`experimental_stiffness` emulates that measurement with finite steps, and `compare_stiffnesses`
+tabulates how far each matrix is from `H` at a posture (`experiments/stiffness_matrices.py`).
 
 Note: S.31 prints the Hessian as `[[H^1, H^3], [H^3^T, H^2]]` with `H^3_ij = d2U/dbeta_i dY_j`;
 the upper-right block of the Hessian in `[Y, beta]` order is `d2U/dY_i dbeta_j`, the transpose
@@ -79,3 +81,55 @@ def perturbed(y: Float[Array, "6"], displacement: Float[Array, "6"]) -> Float[Ar
     rotation `displacement[3:]` (rotation vector, fixed basis) applied to its orientation."""
     turned = jax.scipy.linalg.expm(skew(displacement[3:])) @ euler123_rotation(y[3:])
     return jnp.concatenate([y[:3] + displacement[:3], euler123_angles(turned)])
+
+
+def experimental_stiffness(potential, y: Float[Array, "6"], steps) -> Float[Array, "6 6"]:
+    """`K^E` (S.34-S.35) as a displacement-controlled rig measures it on a pair whose lower body
+    is fixed: from the posture `y`, six uniaxial steps, each moving one coordinate by
+    `steps[j]` (a translation along `E_j` in m, or one Euler-angle increment in rad); the load
+    cell reports the change of the Cartesian force and moment on body 2 in the fixed basis
+    (`joint_loads`); column `j` is `-(change of the loads) / steps[j]` (a secant).
+
+    `steps`: scalar or `(6,)`. As the steps shrink `K^E` tends to `K^c diag(I, G)`, with `G` the
+    map from Euler-angle increments to the rotation vector, which is `I` at the neutral posture;
+    `K^E ~ H` therefore needs a small rotation and no pre-stress (S.36), and, for a nonlinear
+    potential, steps small against the scale on which `H` changes.
+    """
+    y = jnp.asarray(y, dtype=float)
+    steps = jnp.broadcast_to(jnp.asarray(steps, dtype=float), (6,))
+    before = joint_loads(potential, y)
+
+    def column(j):
+        after = joint_loads(potential, y.at[j].add(steps[j]))
+        return -(after - before) / steps[j]
+
+    return jax.vmap(column, out_axes=1)(jnp.arange(6))
+
+
+def block_scale(hessian: Float[Array, "6 6"]) -> Float[Array, "6 6"]:
+    """Per entry, the largest magnitude of `hessian` in its block (translation-translation,
+    translation-rotation with its transpose, rotation-rotation); 1 where a block is zero. Dividing
+    a difference of stiffness matrices by it compares N/m, N/rad and N m/rad entries fairly."""
+    blocks = (slice(0, 3), slice(3, 6))
+    scale = jnp.ones((6, 6))
+    for rows in blocks:
+        for columns in blocks:
+            largest = jnp.maximum(jnp.abs(hessian[rows, columns]).max(),
+                                  jnp.abs(hessian[columns, rows]).max())
+            scale = scale.at[rows, columns].set(jnp.where(largest > 0, largest, 1.0))
+    return scale
+
+
+def compare_stiffnesses(potential, y: Float[Array, "6"], steps) -> dict[str, float]:
+    """How far `K^c` (S.31), `K^D` (S.39) and `K^E` (`experimental_stiffness` with `steps`) are
+    from the Hessian `H` at `y`: for each, the largest absolute difference of an entry divided
+    by the largest entry of `H` in the same block (`block_scale`).
+    Also `"asymmetry of K^c"` on the same scale. Returns plain floats keyed by matrix name."""
+    hessian = potential_hessian(potential, y)
+    scale = block_scale(hessian)
+    kc = cartesian_stiffness(potential, y)
+    matrices = {"K^c": kc, "K^D": dual_basis_stiffness(potential, y),
+                "K^E": experimental_stiffness(potential, y, steps)}
+    table = {name: float(jnp.abs((m - hessian) / scale).max()) for name, m in matrices.items()}
+    table["asymmetry of K^c"] = float(jnp.abs((kc - kc.T) / scale).max())
+    return table

@@ -148,22 +148,27 @@ def test_non_positive_definite_stiffness_warns():
 
 
 @pytest.mark.xdist_group("opensim")  # one process at a time runs OpenSim
-def test_fit_command_recovers_bushing_stiffness_and_exports_to_opensim(tmp_path):
+def test_fit_command_recovers_bushing_stiffness_within_one_percent_and_exports(tmp_path):
+    # The target: diagonal bushing stiffness from a 6-DOF trajectory with 5 um /
+    # 0.01 deg noise, every entry within 1%. Half the bundled record (0.3 s) keeps the test
+    # short; its standard errors are 0.03-0.2%, so 1% is more than four of them.
     import json
 
     from spineid._cli import main
     from spineid._io import dumps_toml
 
     truth = document()
-    truth["simulation"] = {"t_end": 0.1, "n_samples": 101}
+    truth["simulation"] = {"t_end": 0.3, "n_samples": 301}
     model = ModelFile.from_document(truth).model
-    ts = np.linspace(0.0, 0.1, 101)
-    poses = np.asarray(spineid.simulate(model, jnp.asarray(ts)).q)
+    ts = np.linspace(0.0, 0.3, 301)
+    poses = np.asarray(spineid.simulate(model, jnp.asarray(ts), rtol=1e-12, atol=1e-14).q)
     noise = np.array([5e-6] * 3 + [np.radians(0.01)] * 3)
     poses = poses + np.random.default_rng(8).normal(size=poses.shape) * noise
     spineid.write_trajectory(tmp_path / "data.csv", ts, poses, model.observable_names)
     start = copy.deepcopy(truth)
-    start["bushings"][0]["stiffness"] = [1.2 * k for k in truth["bushings"][0]["stiffness"]]
+    start["bushings"][0]["stiffness"] = [
+        factor * k for factor, k in zip([1.3, 0.75, 1.2, 0.8, 1.25, 0.7],
+                                        truth["bushings"][0]["stiffness"])]
     (tmp_path / "start.toml").write_text(dumps_toml(start))
     noise_flag = ",".join(f"{c}={s}" for c, s in zip(model.observable_names, noise))
     out = tmp_path / "out"
@@ -172,4 +177,6 @@ def test_fit_command_recovers_bushing_stiffness_and_exports_to_opensim(tmp_path)
     report = json.loads((out / "report.json").read_text())
     for entry, true_value in zip(report["parameters"], truth["bushings"][0]["stiffness"]):
         assert abs(entry["value"] - true_value) < 5 * entry["stderr"], entry
+        assert abs(entry["value"] / true_value - 1) < 0.01, entry
+        assert entry["stderr"] / true_value < 0.0025, entry
     assert "<BushingForce" in (out / "fitted.osim").read_text()

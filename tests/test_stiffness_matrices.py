@@ -8,7 +8,8 @@ import pytest
 
 from spineid._rotations import euler_basis
 from spineid._stiffness_matrices import (
-    cartesian_stiffness, dual_basis_stiffness, joint_loads, perturbed, potential_hessian,
+    cartesian_stiffness, compare_stiffnesses, dual_basis_stiffness, experimental_stiffness,
+    joint_loads, perturbed, potential_hessian,
 )
 from helpers import K_F_E as EQ_24  # Christophy et al. 2013 eq 24
 
@@ -86,3 +87,23 @@ def test_printed_S39_misses_a_factor_at_large_rotations():
     np.testing.assert_allclose(np.asarray(dual_basis_stiffness(potential, small)),
                                np.asarray(dual_basis_stiffness(potential, small,
                                                                as_printed=True)), atol=0.05)
+
+
+def test_experimental_stiffness_tends_to_the_cartesian_one_and_to_H_only_when_unloaded():
+    lab = np.array([1e-4] * 3 + [np.radians(1.0)] * 3)  # 0.1 mm and 1 degree steps
+    unloaded = quadratic(jnp.zeros(6))
+    table = compare_stiffnesses(unloaded, jnp.zeros(6), lab)
+    assert table["K^c"] < 1e-12 and table["K^D"] < 1e-12
+    assert 1e-3 < table["K^E"] < 0.01  # finite rotation steps: first order in the step
+    assert compare_stiffnesses(unloaded, jnp.zeros(6), lab / 10)["K^E"] < table["K^E"] / 5
+    # Pre-stressed at the neutral posture: the rig measures K^c, which is not H (S.36).
+    preloaded = quadratic(jnp.array([0.0, 0.0, 0.0, 0.0, 0.0, np.radians(-5.0)]))
+    tiny = np.array([1e-8] * 3 + [1e-7] * 3)
+    np.testing.assert_allclose(
+        np.asarray(experimental_stiffness(preloaded, jnp.zeros(6), tiny)),
+        np.asarray(cartesian_stiffness(preloaded, jnp.zeros(6))), rtol=1e-5, atol=1e-2)
+    assert compare_stiffnesses(preloaded, jnp.zeros(6), lab)["K^E"] > 0.05
+    # Rotated 20 degrees about two axes without load: K^D = H, but K^c and K^E are not.
+    rotated = jnp.array([0.0, 0.0, 0.0, 0.35, 0.0, 0.35])
+    table = compare_stiffnesses(quadratic(rotated), rotated, lab)
+    assert table["K^D"] < 1e-12 and table["K^c"] > 0.3 and table["K^E"] > 0.3
