@@ -104,9 +104,9 @@ class HeadNeckChain(AbstractLagrangianSystem):
     - `links` `(n, 2)`: `O_(i+1) - O_i` (the head's row is unused);
     - `centres` `(n, 2)`: mass centres `S_i`;
     - `anterior_lower`, `anterior_upper`, `posterior_lower`, `posterior_upper` `(n, 2)`: the
-      attachment points `A'_i`, `A''_i`, `B'_i`, `B''_i` (the upper points of the head are
-      unused);
-    - `base_anterior`, `base_posterior` `(2,)`: `A''_0`, `B''_0` on the base, offsets from `O_1`;
+      lower and upper attachment points of the anterior and the posterior ligaments (the
+      paper's `B'_i`, `B''_i` and `A'_i`, `A''_i`; the head's upper points are unused);
+    - `base_anterior`, `base_posterior` `(2,)`: `B''_0`, `A''_0` on the base, offsets from `O_1`;
     - `masses` `(n,)` (kg), `inertias` `(n,)` (kg m^2, about the mass centre);
     - `k_anterior`, `k_posterior` `(n,)` (N/m), `c_anterior`, `c_posterior` `(n,)` (N s/m): the
       ligaments below each body; `k_joint` `(n,)` (N m/rad, eq 35), `c_joint` `(n,)`
@@ -176,7 +176,7 @@ class HeadNeckChain(AbstractLagrangianSystem):
             gravity=jnp.asarray(float(gravity)),
             pulse=TriangularPulse() if pulse is None else pulse,
             rest_anterior=jnp.zeros(n), rest_posterior=jnp.zeros(n))
-        lengths = chain.ligament_lengths(0.0, jnp.zeros(n), at_rest=True)
+        lengths = chain.ligament_lengths(0.0, jnp.zeros(n))
         for name, value in zip(("anterior", "posterior"), lengths):
             value = np.asarray(value)
             if np.any(value < 1e-6):
@@ -203,9 +203,9 @@ class HeadNeckChain(AbstractLagrangianSystem):
         """Global positions of one body-local point per body (eq 24), `offsets` `(n, 2)`."""
         return self.pivots(t, q) + _turn(q, offsets)
 
-    def ligament_lengths(self, t, q, at_rest: bool = False):
-        """Lengths `xi_A`, `xi_B` `(n,)` (m) of the anterior and posterior ligaments below each
-        body (eqs 31, 33)."""
+    def ligament_lengths(self, t, q):
+        """Lengths `(anterior, posterior)`, each `(n,)` (m), of the ligaments below each body
+        (eqs 31, 33; the paper's `xi_B` and `xi_A`, see `head_neck_chain`)."""
         pivots = self.pivots(t, q)
         lengths = []
         for lower, upper, base in ((self.anterior_lower, self.anterior_upper,
@@ -246,7 +246,7 @@ class HeadNeckChain(AbstractLagrangianSystem):
                 + jnp.sum(2 * self.k_joint * (1 / jnp.cos(theta / 2) - 1)))
 
     def ligament_rates(self, t, q, qdot):
-        """Rates `xi_A'`, `xi_B'` `(n,)` (m/s) of the ligament lengths."""
+        """Rates `(anterior, posterior)` `(n,)` (m/s) of the ligament lengths."""
         return jax.jvp(lambda time, angles: self.ligament_lengths(time, angles), (t, q),
                        (jnp.ones_like(t), qdot))[1]
 
@@ -418,7 +418,8 @@ def head_neck_chain(table: dict | None = None, pulse: TriangularPulse | None = N
     from ._io import read_toml
 
     table = read_toml(dataset_path("head_neck.toml")) if table is None else table
-    values = dict(zip(fritzkowski_parameters()["symbol"], fritzkowski_parameters()["value"]))
+    table_1 = fritzkowski_parameters()
+    values = dict(zip(table_1["symbol"], table_1["value"]))
     arguments = dict(head_neck_geometry(table), k_posterior=values["k_A"],
                      k_anterior=values["k_B"], c_posterior=values["c_A"],
                      c_anterior=values["c_B"], k_joint=values["k_O"], c_joint=values["c_O"],
