@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._mechanics import AbstractLagrangianSystem, lagrangian_vector_field, mass_matrix
+from ._mechanics import AbstractLagrangianSystem, lagrangian_vector_field
 
 STANDARD_GRAVITY = 9.81  # m/s^2, the value of seed 001
 
@@ -222,19 +222,24 @@ class HeadNeckChain(AbstractLagrangianSystem):
         """Relative angles `theta_i` (eq 36)."""
         return q - jnp.concatenate([jnp.zeros(1, dtype=q.dtype), q[:-1]])
 
-    def kinetic_energy(self, t, q, qdot):
-        def centres(time, angles):
-            return self.points(time, angles, self.centres)
+    def _centre_velocities(self, t, q, qdot, base_moving: bool) -> Float[Array, "n 2"]:
+        # Velocities of the mass centres: absolute, or relative to the translating base.
+        rate = jnp.ones_like(t) if base_moving else jnp.zeros_like(t)
+        return jax.jvp(lambda time, angles: self.points(time, angles, self.centres), (t, q),
+                       (rate, qdot))[1]
 
-        _, velocity = jax.jvp(centres, (t, q), (jnp.ones_like(t), qdot))
+    def _kinetic(self, velocity, qdot) -> Float[Array, ""]:
         return 0.5 * jnp.sum(self.masses * jnp.sum(velocity**2, axis=-1)) \
             + 0.5 * jnp.sum(self.inertias * qdot**2)
+
+    def kinetic_energy(self, t, q, qdot):
+        t = jnp.asarray(t, dtype=q.dtype)
+        return self._kinetic(self._centre_velocities(t, q, qdot, True), qdot)
 
     def relative_kinetic_energy(self, t, q, qdot) -> Float[Array, ""]:
         """`T_2` (eq 49): the kinetic energy relative to the translating base frame (J)."""
-        _, velocity = jax.jvp(lambda angles: self.points(t, angles, self.centres), (q,), (qdot,))
-        return 0.5 * jnp.sum(self.masses * jnp.sum(velocity**2, axis=-1)) \
-            + 0.5 * jnp.sum(self.inertias * qdot**2)
+        t = jnp.asarray(t, dtype=q.dtype)
+        return self._kinetic(self._centre_velocities(t, q, qdot, False), qdot)
 
     def potential_energy(self, t, q):
         heights = self.points(t, q, self.centres)[:, 1]
@@ -246,12 +251,14 @@ class HeadNeckChain(AbstractLagrangianSystem):
                 + jnp.sum(2 * self.k_joint * (1 / jnp.cos(theta / 2) - 1)))
 
     def ligament_rates(self, t, q, qdot):
-        """Rates `(anterior, posterior)` `(n,)` (m/s) of the ligament lengths."""
+        """Lengths and rates of the ligaments in one pass: `((anterior, posterior),
+        (anterior rate, posterior rate))`, each `(n,)` (m, m/s)."""
+        t = jnp.asarray(t, dtype=q.dtype)
         return jax.jvp(lambda time, angles: self.ligament_lengths(time, angles), (t, q),
-                       (jnp.ones_like(t), qdot))[1]
+                       (jnp.ones_like(t), qdot))
 
     def dissipation_function(self, t, q, qdot):
-        rate_a, rate_b = self.ligament_rates(t, q, qdot)
+        _, (rate_a, rate_b) = self.ligament_rates(t, q, qdot)
         theta_rate = self.joint_angles(qdot)
         return 0.5 * (jnp.sum(self.c_anterior * rate_a**2) + jnp.sum(self.c_posterior * rate_b**2)
                       + jnp.sum(self.c_joint * theta_rate**2))
@@ -265,8 +272,7 @@ class HeadNeckChain(AbstractLagrangianSystem):
     def ligament_forces(self, t, q, qdot):
         """Tensions `k (xi - xi_0) + c xi'` (N) of the anterior and posterior ligaments below
         each body, `(2, n)`: seed 001's ligament forces (Fig 9), positive in tension."""
-        xi_a, xi_b = self.ligament_lengths(t, q)
-        rate_a, rate_b = self.ligament_rates(t, q, qdot)
+        (xi_a, xi_b), (rate_a, rate_b) = self.ligament_rates(t, q, qdot)
         return jnp.stack([self.k_anterior * (xi_a - self.rest_anterior) + self.c_anterior * rate_a,
                           self.k_posterior * (xi_b - self.rest_posterior)
                           + self.c_posterior * rate_b])
@@ -283,8 +289,12 @@ class HeadNeckChain(AbstractLagrangianSystem):
         of eq 54; with `T_2` it gives the 'kinetic energy - work' check (eq 53)."""
         potential = -jax.grad(self.potential_energy, argnums=1)(t, q)
         dissipative = -jax.grad(self.dissipation_function, argnums=2)(t, q, qdot)
-        return qdot @ (potential + dissipative + self.transport_force(t, q)
-                       + self.generalized_forces(t, q, qdot))
+        # Q* . qdot = -a_b . sum_i m_i (dS_i/dq qdot): one jvp instead of transport_force's
+        # Jacobian, since this runs at every step of the integration.
+        base_acceleration = self.pulse.acceleration(t) * jnp.asarray(self.pulse.direction)
+        relative = self._centre_velocities(t, q, qdot, False)
+        transport = -base_acceleration @ jnp.sum(self.masses[:, None] * relative, axis=0)
+        return qdot @ (potential + dissipative + self.generalized_forces(t, q, qdot)) + transport
 
     def observe(self, q) -> Float[Array, "2"]:
         """The head's mass centre relative to the base point `(x, y)` (m)."""
@@ -340,11 +350,6 @@ def energy_work_check(chain: HeadNeckChain, ts, solver=None, rtol: float = 1e-8,
     error = jnp.abs(relative - work) / jnp.max(relative)
     return EnergyWorkCheck(ts=ts, q=q, qdot=qdot, relative_kinetic_energy=relative, work=work,
                            relative_error=error, n_steps=solution.stats["num_accepted_steps"])
-
-
-def chain_mass_matrix(chain: HeadNeckChain, q) -> Float[Array, "n n"]:
-    """The mass matrix `a_ij` of eq 43 at `q`, by automatic differentiation of `T` (kg m^2)."""
-    return mass_matrix(chain, 0.0, q, jnp.zeros_like(q))
 
 
 def head_neck_geometry(table: dict) -> dict:

@@ -5,6 +5,7 @@ import copy
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 import spineid
 from spineid._rotations import e_W, euler123_rotation
@@ -98,3 +99,12 @@ def newton_euler_accelerations(model, q, qdot, t, bushing_load):
     _, ew_rate = jax.jvp(lambda a: e_W(a) @ qdot[3:], (q[3:],), (qdot[3:],))
     angles = jnp.linalg.solve(e_W(q[3:]), spin_rate - ew_rate)
     return jnp.concatenate([force / model.upper.mass, angles])
+
+
+def random_spatial_states(reference_pose, rng, n, angle):
+    """`n` states `(q, qdot)` of a spatial pair's upper body drawn from `rng`: translations
+    within 2 mm and rotations within `angle` (rad) of `reference_pose`, rates within 0.5."""
+    for _ in range(n):
+        q = reference_pose + jnp.asarray(
+            np.concatenate([rng.uniform(-2e-3, 2e-3, 3), rng.uniform(-angle, angle, 3)]))
+        yield q, jnp.asarray(rng.uniform(-0.5, 0.5, 6))

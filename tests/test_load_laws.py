@@ -13,7 +13,7 @@ from spineid._cli import main
 from spineid._io import ModelFile, read_toml
 from spineid._parameters import apply_values
 from spineid._mechanics import generalized_accelerations, mechanical_energy
-from helpers import newton_euler_accelerations
+from helpers import newton_euler_accelerations, random_spatial_states
 
 scipy_interpolate = pytest.importorskip("scipy.interpolate")
 scipy_integrate = pytest.importorskip("scipy.integrate")
@@ -160,11 +160,8 @@ def test_table_bushing_with_linear_laws_is_the_diagonal_spine_bushing():
                                     damping=table_doc["bushings"][0]["damping"])
     table = ModelFile.from_document(table_doc).model
     spine = ModelFile.from_document(spine_doc).model
-    rng = np.random.default_rng(3)
-    for _ in range(4):
-        q = table.upper.reference_pose + jnp.asarray(
-            np.concatenate([rng.uniform(-2e-3, 2e-3, 3), rng.uniform(-0.2, 0.2, 3)]))
-        qdot = jnp.asarray(rng.uniform(-0.5, 0.5, 6))
+    states = random_spatial_states(table.upper.reference_pose, np.random.default_rng(3), 4, 0.2)
+    for q, qdot in states:
         np.testing.assert_allclose(
             np.asarray(generalized_accelerations(table, 0.1, q, qdot)),
             np.asarray(generalized_accelerations(spine, 0.1, q, qdot)), rtol=1e-10, atol=1e-8)
@@ -181,11 +178,8 @@ def test_table_bushing_forces_from_autodiff_equal_newton_euler():
                {"kind": "piecewise_linear", "displacement": [-0.3, -0.05, 0.05, 0.3],
                 "load": [-20.0, -1.0, 1.0, 25.0], "smoothing": 0.02}]
     model = ModelFile.from_document(table_bushing_document(tables)).model
-    rng = np.random.default_rng(4)
-    for _ in range(4):
-        q = model.upper.reference_pose + jnp.asarray(
-            np.concatenate([rng.uniform(-2e-3, 2e-3, 3), rng.uniform(-0.25, 0.25, 3)]))
-        qdot = jnp.asarray(rng.uniform(-0.5, 0.5, 6))
+    states = random_spatial_states(model.upper.reference_pose, np.random.default_rng(4), 4, 0.25)
+    for q, qdot in states:
         theirs = newton_euler_accelerations(
             model, q, qdot, 0.2,
             lambda b, lower_pose, q, qdot: b.wrenches(lower_pose, q, jnp.zeros(6), qdot)[1])

@@ -15,7 +15,9 @@ from spineid._io import ModelFile, read_toml
 from spineid._mechanics import generalized_accelerations, mechanical_energy
 from spineid._parameters import apply_values
 from spineid._rotations import E_W
-from helpers import K_F_E, newton_euler_accelerations  # K_F_E: Christophy et al. eq 24
+from helpers import (  # K_F_E: Christophy et al. eq 24
+    K_F_E, newton_euler_accelerations, random_spatial_states,
+)
 
 
 def document():
@@ -55,10 +57,7 @@ def explicit_bushing_load(bushing, lower, q, qdot):
 def test_lagrange_by_autodiff_equals_newton_euler(kind):
     model = ModelFile.from_document(coupled_document(kind)).model
     rng = np.random.default_rng(1)
-    for _ in range(5):
-        q = model.upper.reference_pose + jnp.asarray(
-            np.concatenate([rng.uniform(-2e-3, 2e-3, 3), rng.uniform(-0.3, 0.3, 3)]))
-        qdot = jnp.asarray(rng.uniform(-0.5, 0.5, 6))
+    for q, qdot in random_spatial_states(model.upper.reference_pose, rng, 5, 0.3):
         t = jnp.asarray(rng.uniform(0, 0.5))
         ours = generalized_accelerations(model, t, q, qdot)
         theirs = newton_euler_accelerations(model, q, qdot, t, explicit_bushing_load)
