@@ -70,7 +70,7 @@ from ._measure import (
     recover_grid as recover_grid,
     RecoveryProblem as RecoveryProblem,
 )
-from ._parameters import Parameter as Parameter
+from ._parameters import apply_values as apply_values, Parameter as Parameter
 from ._uncertainty import Identifiability as Identifiability
 from ._mechanics import inverse_dynamics as inverse_dynamics
 from ._rotations import (
@@ -149,4 +149,20 @@ from ._datasets import (
     liu_origin_nodes as liu_origin_nodes,
     liu_scoliosis_curve as liu_scoliosis_curve,
     liu_vertebra_nodes as liu_vertebra_nodes,
+)
+from ._planar_chain import (
+    EnergyWorkCheck as EnergyWorkCheck,
+    energy_work_check as energy_work_check,
+    head_neck_chain as head_neck_chain,
+    HeadNeckChain as HeadNeckChain,
+    TriangularPulse as TriangularPulse,
+)
+from ._whiplash import (
+    peak_force_sensitivity as peak_force_sensitivity,
+    whiplash_study as whiplash_study,
+    WhiplashStudy as WhiplashStudy,
+)
+from ._plots import (
+    plot_chain_snapshots as plot_chain_snapshots,
+    plot_whiplash as plot_whiplash,
 )

@@ -8,6 +8,7 @@ import time
 
 import jax
 import jax.numpy as jnp
+import matplotlib
 import numpy as np
 
 from ._datasets import dataset_path
@@ -27,6 +28,7 @@ from ._parameters import apply_values
 from ._simulate import simulate
 from ._spatial_pair import Bushing, SpatialPair
 
+matplotlib.use("Agg")  # files only: no display needed
 DEMO_MODELS = ("liu_8_springs.toml", "liu_16_springs.toml")
 DEMO_FIT = ("liu_16_springs.toml", "liu_16_springs_measured.csv")
 # Optical tracking noise of the bundled measurement: 5 um on x and y, 0.01 deg on theta.
@@ -300,6 +302,53 @@ def _command_database(arguments) -> int:
     return 0
 
 
+def _command_whiplash(arguments) -> int:
+    from ._plots import plot_chain_snapshots, plot_whiplash
+    from ._planar_chain import HeadNeckChain
+    from ._whiplash import peak_force_sensitivity, whiplash_study
+
+    path = pathlib.Path(arguments.model or dataset_path("head_neck.toml"))
+    model_file = load_model_file(path)
+    chain = model_file.model
+    if not isinstance(chain, HeadNeckChain):
+        raise ValueError(f"{path}: whiplash needs a kind = \"head_neck\" model file")
+    out = pathlib.Path(arguments.out)
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"spineid whiplash: {path}, 0-{arguments.t_end:g} s (Kvaerno4, rtol "
+          f"{arguments.rtol:g}) -> {out}/", flush=True)
+    study = whiplash_study(chain, arguments.t_end, rtol=arguments.rtol)
+    summary = study.summary()
+    if arguments.sensitivity:
+        print("sensitivity of the peak ligament force (forward mode through 0-0.3 s) ...",
+              flush=True)
+        force, elasticity = peak_force_sensitivity(chain, model_file.parameters, t_end=0.3)
+        summary["peak_force_sensitivity"] = {
+            "window_s": 0.3, "peak_force_N": float(force),
+            "elasticity": {p.name: float(e) for p, e in zip(model_file.parameters, elasticity)}}
+    write_trajectory(out / "head.csv", study.ts, study.head, chain.observable_names)
+    paths = [out / "head.csv",
+             plot_whiplash(study, out / "whiplash.png"),
+             plot_chain_snapshots(study, (0.0, 0.06, 0.1, 0.14, 0.2, 0.3), out / "snapshots.png")]
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    paths.append(out / "summary.json")
+    strongest = max(summary["peak_ligament_force"].items(), key=lambda kv: kv[1]["force_N"])
+    print(f"  {summary['n_steps']} steps, {study.seconds:.2f} s warm; peak e_R "
+          f"{summary['peak_relative_error_e_R']:.2e} (paper 0.0103)")
+    print(f"  head: retraction {summary['head_retraction_mm']['value']:.1f} mm at "
+          f"{summary['head_retraction_mm']['t_s'] * 1e3:.0f} ms, extension "
+          f"{summary['head_extension_deg']['value']:.1f} deg at "
+          f"{summary['head_extension_deg']['t_s'] * 1e3:.0f} ms")
+    print(f"  S-shape {summary['s_shape_s']} s, C-shape {summary['c_shape_s']} s")
+    print(f"  strongest ligament: {strongest[0]} {strongest[1]['force_N']:.1f} N at "
+          f"{strongest[1]['t_s'] * 1e3:.0f} ms")
+    if arguments.sensitivity:
+        print("  peak force elasticities: " + ", ".join(
+            f"{name} {value:+.2f}" for name, value in
+            summary["peak_force_sensitivity"]["elasticity"].items()))
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `spineid` command."""
     parser = argparse.ArgumentParser(
@@ -387,6 +436,20 @@ def build_parser() -> argparse.ArgumentParser:
         "database", help="plot the bundled spine database (geometry, L5-S1 load law)")
     database_parser.add_argument("--out", default="spineid-database", help="output folder")
     database_parser.set_defaults(run=_command_database)
+    whiplash_parser = commands.add_parser(
+        "whiplash", help="the head-neck chain in a rear-end pulse: plots, energy check, summary")
+    whiplash_parser.add_argument("model", nargs="?",
+                                 help="kind = \"head_neck\" model file (default: the bundled "
+                                      "datasets/head_neck.toml)")
+    whiplash_parser.add_argument("--out", default="spineid-whiplash", help="output folder")
+    whiplash_parser.add_argument("--t-end", type=float, default=5.0,
+                                 help="simulated time (s, default 5)")
+    whiplash_parser.add_argument("--rtol", type=float, default=1e-5,
+                                 help="relative tolerance of the integrator (default 1e-5)")
+    whiplash_parser.add_argument("--sensitivity", action="store_true",
+                                 help="also the elasticities of the peak ligament force with "
+                                      "respect to the stiffness and damping parameters")
+    whiplash_parser.set_defaults(run=_command_whiplash)
     demo_parser = commands.add_parser("demo", help="the main job on bundled data")
     demo_parser.add_argument("--out", default="spineid-demo", help="output folder")
     demo_parser.set_defaults(run=_command_demo)

@@ -46,6 +46,22 @@ class AbstractLagrangianSystem(eqx.Module):
     def initial_state(self) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
         """Start state `(q0, qdot0)` of a simulation."""
 
+    def preferred_solver(self):
+        """The diffrax solver `simulate` uses for this model unless told otherwise; `None`
+        (the default) means spineid's `default_solver()`. Stiff models return an implicit one."""
+        return None
+
+    def jump_times(self):
+        """Times (s) at which the equations of motion are not smooth (kinks of a prescribed
+        input), given to the step-size controller so steps end there; `None` for none."""
+        return None
+
+    def accelerations(self, t, q, qdot) -> Float[Array, " n"]:
+        """Generalized accelerations `qddot` `(n_dof,)` at `(t, q, qdot)`: Lagrange's equations
+        by automatic differentiation (`generalized_accelerations`). A model may override this
+        with an equivalent, cheaper form of the same equations; simulations call this."""
+        return generalized_accelerations(self, t, q, qdot)
+
 
 def mass_matrix(system: AbstractLagrangianSystem, t, q, qdot) -> Float[Array, "n n"]:
     """Generalized mass matrix `M = d2T/dqdot2` at `(t, q, qdot)`, shape `(n_dof, n_dof)`."""
@@ -114,7 +130,7 @@ def lagrangian_vector_field(t, y: PyTree, system: AbstractLagrangianSystem) -> P
     `y` is the tuple `(q, qdot)`; `args` is the system.
     """
     q, qdot = y
-    return qdot, generalized_accelerations(system, t, q, qdot)
+    return qdot, system.accelerations(t, q, qdot)
 
 
 def mechanical_energy(system: AbstractLagrangianSystem, t, q, qdot) -> Float[Array, ""]:

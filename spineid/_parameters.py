@@ -24,23 +24,33 @@ class Parameter:
 
     Fields: `name` (a path into the model file, e.g. `springs[3].stiffness`), `group` (the
     `--free` group it belongs to), `unit` (SI), `element` and `field` (where it lives:
-    `model.elements[element].<field>`), `row` (its entry in that array, `None` for a scalar),
-    `lower` and `upper` bounds.
+    `model.elements[element].<field>`, or `model.<field>` for `element=None`), `row` (its entry
+    in that array, `None` for a scalar), `tied` (the field is an array whose entries all take
+    this one value, e.g. the same ligament stiffness at every level of a chain), `lower` and
+    `upper` bounds.
     """
 
     name: str
     group: str
     unit: str
-    element: int
+    element: int | None
     field: str  # attribute path, dotted for nested modules: "law.load_values"
     row: int | None = None
     lower: float = 0.0
     upper: float = math.inf
+    tied: bool = False
 
     def get(self, model) -> Float[Array, ""]:
         """The parameter's value in `model`."""
-        leaf = _leaf(model.elements[self.element], self.field)
+        leaf = _leaf(_owner(model, self.element), self.field)
+        if self.tied:
+            return leaf.ravel()[0]
         return leaf if self.row is None else leaf[self.row]
+
+
+def _owner(model, element: int | None):
+    # The module a parameter's field belongs to: an element, or the model itself.
+    return model if element is None else model.elements[element]
 
 
 def _leaf(element, field: str):
@@ -53,21 +63,24 @@ def _leaf(element, field: str):
 
 def apply_values(model, parameters: Sequence[Parameter], values: Float[Array, " p"]):
     """A copy of `model` with `parameters` set to `values` (traceable; one `tree_at` per array)."""
-    by_leaf: dict[tuple[int, str], list[tuple[int | None, int]]] = {}
+    by_leaf: dict[tuple[int | None, str], list[tuple[Parameter, int]]] = {}
     for position, parameter in enumerate(parameters):
         by_leaf.setdefault((parameter.element, parameter.field), []).append(
-            (parameter.row, position)
+            (parameter, position)
         )
     for (element, field), entries in by_leaf.items():
-        leaf = _leaf(model.elements[element], field)
-        if entries[0][0] is None:
-            new_leaf = jnp.asarray(values[entries[0][1]], dtype=leaf.dtype)
+        leaf = _leaf(_owner(model, element), field)
+        first, position = entries[0]
+        if first.tied:
+            new_leaf = jnp.full(leaf.shape, values[position], dtype=leaf.dtype)
+        elif first.row is None:
+            new_leaf = jnp.asarray(values[position], dtype=leaf.dtype)
         else:
-            rows = np.array([row for row, _ in entries])
+            rows = np.array([parameter.row for parameter, _ in entries])
             positions = np.array([position for _, position in entries])
             new_leaf = leaf.at[rows].set(values[positions])
         model = eqx.tree_at(
-            lambda m, e=element, f=field: _leaf(m.elements[e], f), model, new_leaf
+            lambda m, e=element, f=field: _leaf(_owner(m, e), f), model, new_leaf
         )
     return model
 

@@ -111,7 +111,8 @@ class HeadNeckChain(AbstractLagrangianSystem):
     - `k_anterior`, `k_posterior` `(n,)` (N/m), `c_anterior`, `c_posterior` `(n,)` (N s/m): the
       ligaments below each body; `k_joint` `(n,)` (N m/rad, eq 35), `c_joint` `(n,)`
       (N m s/rad): the joints at each pivot;
-    - `gravity` (m/s^2, acting along -y), `pulse` (`TriangularPulse`, the base motion);
+    - `gravity` `(2,)` (m/s^2, global axes; seed 001: 9.81 along -y), `pulse`
+      (`TriangularPulse`, the base motion);
     - `rest_anterior`, `rest_posterior` `(n,)`: reference ligament lengths (set by `create`).
     """
 
@@ -131,7 +132,7 @@ class HeadNeckChain(AbstractLagrangianSystem):
     c_posterior: Float[Array, " n"]
     k_joint: Float[Array, " n"]
     c_joint: Float[Array, " n"]
-    gravity: Float[Array, ""]
+    gravity: Float[Array, "2"]
     pulse: TriangularPulse
     rest_anterior: Float[Array, " n"]
     rest_posterior: Float[Array, " n"]
@@ -140,7 +141,7 @@ class HeadNeckChain(AbstractLagrangianSystem):
     def create(cls, *, links, centres, anterior_lower, anterior_upper, posterior_lower,
                posterior_upper, base_anterior, base_posterior, masses, inertias, k_anterior,
                k_posterior, c_anterior, c_posterior, k_joint, c_joint,
-               gravity=STANDARD_GRAVITY, pulse=None) -> "HeadNeckChain":
+               gravity=(0.0, -STANDARD_GRAVITY), pulse=None) -> "HeadNeckChain":
         """Check the inputs and build the chain; the ligaments' rest lengths are their lengths
         in the reference configuration. Per-level parameters may be scalars (the same at every
         level, as in Table 1). Raises `ValueError` naming the entry on bad input."""
@@ -173,7 +174,7 @@ class HeadNeckChain(AbstractLagrangianSystem):
                 raise ValueError(f"{name}: expected 2 coordinates, got shape {value.shape}")
         chain = cls(
             **{k: jnp.asarray(v) for k, v in {**geometry, **per_level, **base}.items()},
-            gravity=jnp.asarray(float(gravity)),
+            gravity=jnp.asarray(gravity, dtype=float).reshape(2),
             pulse=TriangularPulse() if pulse is None else pulse,
             rest_anterior=jnp.zeros(n), rest_posterior=jnp.zeros(n))
         lengths = chain.ligament_lengths(0.0, jnp.zeros(n))
@@ -242,10 +243,10 @@ class HeadNeckChain(AbstractLagrangianSystem):
         return self._kinetic(self._centre_velocities(t, q, qdot, False), qdot)
 
     def potential_energy(self, t, q):
-        heights = self.points(t, q, self.centres)[:, 1]
+        along_gravity = self.points(t, q, self.centres) @ self.gravity
         xi_a, xi_b = self.ligament_lengths(t, q)
         theta = self.joint_angles(q)
-        return (jnp.sum(self.masses * self.gravity * heights)
+        return (-jnp.sum(self.masses * along_gravity)
                 + 0.5 * jnp.sum(self.k_anterior * (xi_a - self.rest_anterior) ** 2)
                 + 0.5 * jnp.sum(self.k_posterior * (xi_b - self.rest_posterior) ** 2)
                 + jnp.sum(2 * self.k_joint * (1 / jnp.cos(theta / 2) - 1)))
@@ -265,6 +266,44 @@ class HeadNeckChain(AbstractLagrangianSystem):
 
     def generalized_forces(self, t, q, qdot):
         return jnp.zeros_like(q)
+
+    def preferred_solver(self):
+        """`diffrax.Kvaerno4()`: the chain is stiff (C1's small inertia between damped joints:
+        decay rates near 7e4 1/s), so explicit solvers are bound by stability; over the 5 s
+        whiplash Kvaerno4 needs 60 times fewer steps than Tsit5 (experiments/whiplash.py)."""
+        return diffrax.Kvaerno4()
+
+    def jump_times(self):
+        """The pulse's kinks `(t_peak, t_end)` (s), where the base acceleration is not smooth."""
+        return jnp.array([self.pulse.t_peak, self.pulse.t_end])
+
+    def accelerations(self, t, q, qdot) -> Float[Array, " n"]:
+        """Generalized accelerations `(n,)` (rad/s^2) from the same energies as
+        `generalized_accelerations`, projected like Kane's equations: with the mass-centre
+        Jacobians `J_i = dS_i/dq` `(2, n)` and the centre accelerations at `qddot = 0`,
+        `a0_i = d2/ds2 S_i(t + s, q + s qdot)` (base acceleration and centripetal terms),
+        `(sum_i m_i J_i^T J_i + diag(I)) qddot = -dU/dq - dR/dqdot - sum_i m_i J_i^T a0_i`
+        (eqs 37-46; the mass matrix is eq 43-44's `a_ij`). The same equations as the Hessian
+        of `T` gives (tested against it), cheaper to differentiate: implicit solvers take its
+        Jacobian (Kvaerno4 over the 5 s whiplash: 0.80 s instead of 1.23 s)."""
+        t = jnp.asarray(t, dtype=q.dtype)
+
+        def centres(time, angles):
+            return self.points(time, angles, self.centres)
+
+        jacobian = jax.jacfwd(centres, argnums=1)(t, q)  # (n, 2, n)
+
+        def velocity(time, angles):
+            return jax.jvp(centres, (time, angles), (jnp.ones_like(time), qdot))[1]
+
+        bias = jax.jvp(velocity, (t, q), (jnp.ones_like(t), qdot))[1]  # (n, 2)
+        mass = jnp.einsum("i,iak,ial->kl", self.masses, jacobian, jacobian) \
+            + jnp.diag(self.inertias)
+        rhs = (self.generalized_forces(t, q, qdot)
+               - jax.grad(self.potential_energy, argnums=1)(t, q)
+               - jax.grad(self.dissipation_function, argnums=2)(t, q, qdot)
+               - jnp.einsum("i,iak,ia->k", self.masses, jacobian, bias))
+        return jnp.linalg.solve(mass, rhs)
 
     def initial_state(self):
         return jnp.zeros(self.n_dof), jnp.zeros(self.n_dof)
@@ -320,18 +359,38 @@ class EnergyWorkCheck(eqx.Module):
     n_steps: Float[Array, ""]
 
 
-@eqx.filter_jit
+def check_covers_pulse(chain: HeadNeckChain, t_end: float) -> None:
+    """Raise `ValueError` if a simulation ending at `t_end` (s) stops before the pulse does."""
+    if t_end < chain.pulse.t_end:
+        raise ValueError(
+            f"the simulation ends at {t_end:g} s, before the pulse does ({chain.pulse.t_end:g} "
+            "s): the base would stop being driven mid-impact; simulate at least to the "
+            "pulse's end")
+
+
 def energy_work_check(chain: HeadNeckChain, ts, solver=None, rtol: float = 1e-8,
-                      atol: float = 1e-10, max_steps: int = 200_000) -> EnergyWorkCheck:
+                      atol: float = 1e-10, max_steps: int = 200_000,
+                      adjoint=None) -> EnergyWorkCheck:
     """Simulate `chain` from rest and integrate the work `W` of all generalized forces,
     transport inertia forces included, alongside the motion (one ODE: `W' = relative_power`),
     so that `T_2(t) - W(t) = 0` (eq 53) checks the integration; `e_R` is eq 55.
 
-    `ts` `(k,)` (s) starting at 0; `solver` a diffrax solver (default `Tsit5`); the step-size
-    controller is told the kinks of the pulse (`t_peak`, `t_end`) so steps do not straddle them.
+    `ts` `(k,)` (s) starting at 0; `solver` a diffrax solver (default `Tsit5`, the reference:
+    explicit, but slow because the chain is stiff; `chain.preferred_solver()` is faster); the
+    step-size controller is told the kinks of the pulse (`t_peak`, `t_end`) so steps do not
+    straddle them; `adjoint` a diffrax adjoint (`ForwardMode()` for `jax.jacfwd` through the
+    run). Raises `ValueError` if `ts` (when concrete) ends before the pulse does.
     """
     ts = jnp.asarray(ts, dtype=float)
+    if not isinstance(ts, jax.core.Tracer):
+        check_covers_pulse(chain, float(ts[-1]))
+    return _energy_work_check(chain, ts, solver, rtol, atol, max_steps,
+                              diffrax.RecursiveCheckpointAdjoint() if adjoint is None
+                              else adjoint)
 
+
+@eqx.filter_jit
+def _energy_work_check(chain, ts, solver, rtol, atol, max_steps, adjoint) -> EnergyWorkCheck:
     def field(t, state, args):
         q, qdot, _ = state
         dq, dqdot = lagrangian_vector_field(t, (q, qdot), chain)
@@ -342,9 +401,9 @@ def energy_work_check(chain: HeadNeckChain, ts, solver=None, rtol: float = 1e-8,
         diffrax.ODETerm(field), diffrax.Tsit5() if solver is None else solver,
         t0=ts[0], t1=ts[-1], dt0=None, y0=(q0, qdot0, jnp.zeros(())),
         saveat=diffrax.SaveAt(ts=ts),
-        stepsize_controller=diffrax.PIDController(
-            rtol=rtol, atol=atol, jump_ts=jnp.array([chain.pulse.t_peak, chain.pulse.t_end])),
-        max_steps=max_steps)
+        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol,
+                                                  jump_ts=chain.jump_times()),
+        max_steps=max_steps, adjoint=adjoint)
     q, qdot, work = solution.ys
     relative = jax.vmap(chain.relative_kinetic_energy)(ts, q, qdot)
     error = jnp.abs(relative - work) / jnp.max(relative)
@@ -413,21 +472,16 @@ def head_neck_geometry(table: dict) -> dict:
                 masses=masses, inertias=inertias)
 
 
-def head_neck_chain(table: dict | None = None, pulse: TriangularPulse | None = None,
-                    **parameters) -> HeadNeckChain:
-    """The whiplash model of seed 001: the bundled geometry (`datasets/head_neck.toml`, or
-    `table`), Table 1's stiffness and damping (`fritzkowski_parameters`; ligament A posterior
-    and B anterior, as the paper's text orders them), gravity 9.81 m/s^2 and the 8.5 g pulse.
-    `parameters` override any `HeadNeckChain.create` argument, e.g. `k_joint=500.0`."""
-    from ._datasets import dataset_path, fritzkowski_parameters
-    from ._io import read_toml
+def head_neck_chain(document: dict | None = None, **parameters) -> HeadNeckChain:
+    """The whiplash model of seed 001 from a `kind = "head_neck"` model document (default the
+    bundled `datasets/head_neck.toml`: stand-in geometry, Table 1's stiffness and damping with
+    ligament A posterior and B anterior as the paper's text orders them, gravity 9.81 m/s^2
+    along -y, the 8.5 g pulse). `parameters` override any `HeadNeckChain.create` argument,
+    e.g. `k_joint=500.0` or `pulse=TriangularPulse(peak=50.0)`."""
+    from ._datasets import dataset_path
+    from ._io import head_neck_arguments, read_toml
 
-    table = read_toml(dataset_path("head_neck.toml")) if table is None else table
-    table_1 = fritzkowski_parameters()
-    values = dict(zip(table_1["symbol"], table_1["value"]))
-    arguments = dict(head_neck_geometry(table), k_posterior=values["k_A"],
-                     k_anterior=values["k_B"], c_posterior=values["c_A"],
-                     c_anterior=values["c_B"], k_joint=values["k_O"], c_joint=values["c_O"],
-                     pulse=pulse)
-    arguments.update(parameters)
-    return HeadNeckChain.create(**arguments)
+    path = dataset_path("head_neck.toml")
+    source = str(path) if document is None else "<head_neck document>"
+    document = read_toml(path) if document is None else document
+    return HeadNeckChain.create(**{**head_neck_arguments(document, source), **parameters})

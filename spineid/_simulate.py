@@ -59,6 +59,11 @@ def default_solver() -> diffrax.AbstractSolver:
     return diffrax.Tsit5()
 
 
+def _solver_for(system: AbstractLagrangianSystem) -> diffrax.AbstractSolver:
+    preferred = system.preferred_solver()
+    return default_solver() if preferred is None else preferred
+
+
 @eqx.filter_jit
 def simulate(
     system: AbstractLagrangianSystem,
@@ -78,7 +83,8 @@ def simulate(
     - `system`: any `AbstractLagrangianSystem` (e.g. `PlanarPair`); its equations of motion are
       Lagrange's equations (see `spineid._mechanics`, Liu 2001 eq 2-9).
     - `ts`: increasing save times (s), shape `(k,)`.
-    - `solver`: a diffrax solver; default `default_solver()`.
+    - `solver`: a diffrax solver; default the system's `preferred_solver()`, else
+      `default_solver()`.
     - `rtol`, `atol`: tolerances of the adaptive step-size controller (PID).
     - `adjoint`: how to differentiate: `diffrax.RecursiveCheckpointAdjoint()` (default; reverse
       mode, `jax.grad`/`jax.jacrev`) or `diffrax.ForwardMode()` (`jax.jvp`/`jax.jacfwd`, the
@@ -94,14 +100,15 @@ def simulate(
     y0 = system.initial_state()
     solution = diffrax.diffeqsolve(
         diffrax.ODETerm(lagrangian_vector_field),
-        default_solver() if solver is None else solver,
+        _solver_for(system) if solver is None else solver,
         t0=ts[0] if t0 is None else t0,
         t1=ts[-1],
         dt0=None,
         y0=y0,
         args=system,
         saveat=diffrax.SaveAt(ts=ts),
-        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol,
+                                                  jump_ts=system.jump_times()),
         adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
         max_steps=max_steps,
         throw=False,

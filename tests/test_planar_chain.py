@@ -1,18 +1,22 @@
 """The head-neck chain of Fritzkowski and Walczak: the autodiff mass matrix against eqs 43-44
-as printed, the pulse against eq 48 and its own integral, the 'kinetic energy - work' check
-(eqs 49-55) with the transport inertia forces, and bad input."""
+as printed (and the chain's projected equations against the generic Lagrangian path), the
+pulse against eq 48 and its own integral, the 'kinetic energy - work' check (eqs 49-55) with
+the transport inertia forces, the model file and its tied parameters, the whiplash command,
+and bad input."""
+
+import json
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from spineid._mechanics import mass_matrix
-from spineid._planar_chain import (
-    energy_work_check, head_neck_chain, head_neck_geometry, TriangularPulse,
-)
-from spineid._datasets import dataset_path
-from spineid._io import read_toml
+from spineid._mechanics import generalized_accelerations, mass_matrix
+from spineid._parameters import apply_values
+from spineid._planar_chain import energy_work_check, head_neck_chain, TriangularPulse
+from spineid._datasets import dataset_path, fritzkowski_parameters
+from spineid._cli import main
+from spineid._io import head_neck_arguments, ModelFile, read_toml, read_trajectory
 
 
 def eq_44_mass_matrix(chain, q):
@@ -45,6 +49,11 @@ def test_mass_matrix_by_autodiff_equals_eqs_43_44():
         ours = np.asarray(mass_matrix(chain, 0.0, jnp.asarray(q), jnp.zeros(chain.n_dof)))
         np.testing.assert_allclose(ours, eq_44_mass_matrix(chain, q), rtol=1e-12,
                                    atol=1e-12 * np.abs(ours).max())
+        # The chain's projected (Kane-form) accelerations against the generic Lagrangian path.
+        t, qdot = rng.uniform(0.0, 0.12), jnp.asarray(rng.normal(0.0, 5.0, chain.n_dof))
+        np.testing.assert_allclose(
+            chain.accelerations(t, jnp.asarray(q), qdot),
+            generalized_accelerations(chain, t, jnp.asarray(q), qdot), rtol=1e-10, atol=1e-8)
 
 
 def test_pulse_is_the_double_integral_of_the_triangle_and_eq_48_is_not():
@@ -78,29 +87,60 @@ def test_kinetic_energy_equals_work_along_the_whiplash():
     assert float(jnp.max(jnp.abs(jnp.sum(power * check.qdot, axis=1)))) > 10.0
 
 
-def test_whiplash_bends_the_neck_and_loads_the_ligaments():
-    chain = head_neck_chain()
-    check = energy_work_check(chain, jnp.linspace(0.0, 0.2, 201))
-    head = np.degrees(np.asarray(check.q)[:, -1])
-    assert head.min() < -20.0  # the head extends (negative phi) behind the accelerated torso
-    forces = np.asarray(jax.vmap(chain.ligament_forces)(check.ts, check.q, check.qdot))
-    assert 10.0 < np.abs(forces).max() < 500.0  # N; the paper's peak is about 45 N
+def test_whiplash_command_bends_the_neck_and_writes_the_study(tmp_path, capsys):
+    out = tmp_path / "whiplash"
+    assert main(["whiplash", "--t-end", "0.2", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["peak_relative_error_e_R"] < 1e-5  # Kvaerno4 at rtol 1e-5; paper 0.0103
+    assert summary["head_extension_deg"]["value"] < -20.0  # the head extends behind the torso
+    assert summary["head_retraction_mm"]["value"] < -20.0
+    s_shape, c_shape = summary["s_shape_s"], summary["c_shape_s"]
+    assert s_shape[0] < 0.01 and s_shape[1] < c_shape[0] < 0.1  # S-shape first, then C-shape
+    forces = [entry["force_N"] for entry in summary["peak_ligament_force"].values()]
+    assert 10.0 < max(forces) < 500.0  # N; the paper's peak is about 45 N
+    ts, head = read_trajectory(out / "head.csv", ("head_x", "head_y"))
+    assert ts[-1] == pytest.approx(0.2) and head.shape == (201, 2)
+    for name in ("whiplash.png", "snapshots.png"):
+        assert (out / name).stat().st_size > 10_000
+    capsys.readouterr()
+    assert main(["whiplash", "--t-end", "0.08", "--out", str(out)]) == 2
+    assert "before the pulse does" in capsys.readouterr().err
+
+
+def test_model_file_parameters_set_every_level():
+    document = read_toml(dataset_path("head_neck.toml"))
+    model_file = ModelFile.from_document(document, "head_neck.toml")
+    chain = model_file.model
+    # The bundled values are Table 1 (fritzkowski_table1.csv): B anterior, A posterior.
+    paper = dict(zip(fritzkowski_parameters()["symbol"], fritzkowski_parameters()["value"]))
+    table_1 = {"ligaments.anterior_stiffness": paper["k_B"],
+               "ligaments.posterior_stiffness": paper["k_A"],
+               "ligaments.anterior_damping": paper["c_B"],
+               "ligaments.posterior_damping": paper["c_A"],
+               "joints.stiffness": paper["k_O"], "joints.damping": paper["c_O"]}
+    assert {p.name: float(p.get(chain)) for p in model_file.parameters} == table_1
+    changed = apply_values(chain, model_file.parameters, jnp.arange(1.0, 7.0))
+    np.testing.assert_array_equal(changed.k_anterior, np.full(8, 1.0))
+    np.testing.assert_array_equal(changed.c_joint, np.full(8, 6.0))
+    assert changed.pulse.t_end == 0.105 and float(changed.pulse.peak) == pytest.approx(83.385)
 
 
 def test_bad_input_is_named():
-    table = read_toml(dataset_path("head_neck.toml"))
-    arguments = head_neck_geometry(table)
-    stiffness = dict(k_anterior=3e4, k_posterior=1e4, c_anterior=10.0, c_posterior=10.0,
-                     k_joint=600.0, c_joint=1.0)
-    bad_mass = dict(arguments, masses=np.r_[arguments["masses"][:-1], -1.0])
+    document = read_toml(dataset_path("head_neck.toml"))
+    arguments = head_neck_arguments(document)
+    bad_mass = dict(masses=np.r_[arguments["masses"][:-1], -1.0])
     with pytest.raises(ValueError, match=r"masses\[7\]"):
-        head_neck_chain(table, **bad_mass)
-    coincident = dict(arguments)
-    coincident["anterior_lower"] = arguments["anterior_lower"].copy()
+        head_neck_chain(document, **bad_mass)
     # Put B'_3 on B''_2: a ligament of zero length.
-    links = arguments["links"]
-    coincident["anterior_lower"][3] = arguments["anterior_upper"][2] - links[2]
+    coincident = arguments["anterior_lower"].copy()
+    coincident[3] = arguments["anterior_upper"][2] - arguments["links"][2]
     with pytest.raises(ValueError, match="anterior ligament 3.*coincide"):
-        head_neck_chain(table, **coincident)
+        head_neck_chain(document, anterior_lower=coincident)
     with pytest.raises(ValueError, match="k_joint"):
-        head_neck_chain(table, **dict(stiffness, k_joint=-1.0))
+        head_neck_chain(document, k_joint=-1.0)
+    short = dict(document, simulation={"t_end": 0.05, "n_samples": 51})
+    with pytest.raises(ValueError, match="simulation.t_end.*pulse"):
+        ModelFile.from_document(short, "short.toml")
+    negative = dict(document, geometry=dict(document["geometry"], body_height=[-0.01] * 7))
+    with pytest.raises(ValueError, match="geometry.body_height"):
+        ModelFile.from_document(negative, "negative.toml")
