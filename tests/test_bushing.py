@@ -56,6 +56,7 @@ def test_classic_bushing_against_opensim():
     def vec(v):
         return np.array([v.get(i) for i in range(3)])
 
+    compared = 0
     for _ in range(20):
         state.setQ(osim.Vector(rng.uniform(-0.6, 0.6, 12).tolist()))
         state.setU(osim.Vector(rng.uniform(-2.0, 2.0, 12).tolist()))
@@ -74,7 +75,12 @@ def test_classic_bushing_against_opensim():
         values = bushing.getRecordValues(state)
         theirs = np.array([values.get(i) for i in range(values.size())]).reshape(4, 3)
         # OpenSim records frame1 force, frame1 torque, frame2 force, frame2 torque in ground,
-        # the torques about the origins of the bodies that carry the frames.
+        # the torques about the origins of the bodies that carry the frames. A non-finite
+        # record (seen once in a full parallel run, not reproducible alone) cannot serve as a
+        # reference: that state is skipped, and most states must be compared.
+        if not np.all(np.isfinite(theirs)):
+            continue
+        compared += 1
         scale = np.abs(theirs).max()
         for (moment, force), origin, body, theirs_force, theirs_torque in (
                 (wrench1, x1, body_origins[0], theirs[0], theirs[1]),
@@ -82,6 +88,7 @@ def test_classic_bushing_against_opensim():
             about_body = np.asarray(moment) + np.cross(origin - body, np.asarray(force))
             np.testing.assert_allclose(np.asarray(force), theirs_force, atol=1e-9 * scale)
             np.testing.assert_allclose(about_body, theirs_torque, atol=1e-9 * scale)
+    assert compared >= 18
 
 
 @pytest.mark.parametrize("seed", range(4))
