@@ -108,8 +108,8 @@ plt.show()
 # T1 is pushed forward; the head, by its inertia, stays behind. First the lower neck extends
 # while the upper joints flex: the **S-shape**, with the head retracted relative to T1. Then
 # the whole neck extends: the **C-shape**. The panels below show the head relative to T1, the
-# ligament tensions per level (anterior ligaments carry the extension), the energies and
-# `e_R(t)`.
+# ligament tensions per level (the anterior ligaments carry the extension, the posterior ones
+# the rebound into flexion), the energies and `e_R(t)`.
 
 # %%
 spineid.plot_whiplash(study)

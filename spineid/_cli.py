@@ -334,8 +334,8 @@ def _command_whiplash(arguments) -> int:
     strongest = max(summary["peak_ligament_force"].items(), key=lambda kv: kv[1]["force_N"])
     print(f"  {summary['n_steps']} steps, {study.seconds:.2f} s warm; peak e_R "
           f"{summary['peak_relative_error_e_R']:.2e} (paper 0.0103)")
-    print(f"  head: retraction {summary['head_retraction_mm']['value']:.1f} mm at "
-          f"{summary['head_retraction_mm']['t_s'] * 1e3:.0f} ms, extension "
+    print(f"  head: rearmost {summary['head_rearward_mm']['value']:.1f} mm (x, relative to "
+          f"T1) at {summary['head_rearward_mm']['t_s'] * 1e3:.0f} ms, extension "
           f"{summary['head_extension_deg']['value']:.1f} deg at "
           f"{summary['head_extension_deg']['t_s'] * 1e3:.0f} ms")
     print(f"  S-shape {summary['s_shape_s']} s, C-shape {summary['c_shape_s']} s")

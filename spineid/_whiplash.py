@@ -49,14 +49,15 @@ class WhiplashStudy:
     def summary(self) -> dict:
         """The numbers a reader wants first, JSON-ready: peak e_R, head motion extremes (mm,
         deg, m/s) with their times (s), peak tension per ligament level (N) and its time, and
-        when the neck first takes the S-shape (the two upper joints flexed while the three
-        lower extend) and the C-shape (every joint extended), as `[start, end]` (s)."""
+        when the neck first takes the S-shape (one of the two upper joints flexed while one of
+        the three lower extends) and the C-shape (every joint extended), as `[start, end]`
+        (s)."""
         ts = self.ts
         head_mm = (self.head - self.head[0]) * 1e3
         forces = self.ligament_forces
         theta = self.joint_angles
-        # S-shape: the head retracts (moves posteriorly relative to T1) while the upper joints
-        # flex and the lower extend; C-shape: every joint extended.
+        # S-shape: upper cervical flexion with lower extension (the head lags behind T1
+        # without turning much); C-shape: every joint extended.
         s_shape = (theta[:, -2:].max(axis=1) > 0) & (theta[:, :3].min(axis=1) < 0)
         c_shape = np.all(theta < 0, axis=1)
 
@@ -66,7 +67,7 @@ class WhiplashStudy:
                 index = int(np.argmax(forces[:, row, level]))
                 peak_force[f"{side} {name}"] = {"force_N": float(forces[index, row, level]),
                                                 "t_s": float(ts[index])}
-        retraction = int(np.argmin(head_mm[:, 0]))
+        rearmost = int(np.argmin(head_mm[:, 0]))
         extension = int(np.argmin(self.head_angle))
         return {
             "t_end_s": float(ts[-1]),
@@ -75,8 +76,8 @@ class WhiplashStudy:
             "peak_relative_error_e_R": float(np.max(np.asarray(self.check.relative_error))),
             "peak_relative_kinetic_energy_J": float(np.max(
                 np.asarray(self.check.relative_kinetic_energy))),
-            "head_retraction_mm": {"value": float(head_mm[retraction, 0]),
-                                   "t_s": float(ts[retraction])},
+            "head_rearward_mm": {"value": float(head_mm[rearmost, 0]),
+                                   "t_s": float(ts[rearmost])},
             "head_extension_deg": {"value": float(np.degrees(self.head_angle[extension])),
                                    "t_s": float(ts[extension])},
             "peak_head_speed_m_per_s": float(np.linalg.norm(self.head_velocity, axis=1).max()),

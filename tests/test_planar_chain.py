@@ -93,7 +93,7 @@ def test_whiplash_command_bends_the_neck_and_writes_the_study(tmp_path, capsys):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["peak_relative_error_e_R"] < 1e-5  # Kvaerno4 at rtol 1e-5; paper 0.0103
     assert summary["head_extension_deg"]["value"] < -20.0  # the head extends behind the torso
-    assert summary["head_retraction_mm"]["value"] < -20.0
+    assert summary["head_rearward_mm"]["value"] < -20.0
     s_shape, c_shape = summary["s_shape_s"], summary["c_shape_s"]
     assert s_shape[0] < 0.01 and s_shape[1] < c_shape[0] < 0.1  # S-shape first, then C-shape
     forces = [entry["force_N"] for entry in summary["peak_ligament_force"].values()]
