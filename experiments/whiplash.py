@@ -46,8 +46,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from spineid._mechanics import lagrangian_vector_field
-from spineid._planar_chain import energy_work_check, head_neck_chain
+from spineid._planar_chain import (
+    energy_work_check, energy_work_vector_field, head_neck_chain,
+)
 from spineid._plots import plot_chain_snapshots, plot_whiplash
 from spineid._whiplash import whiplash_study
 
@@ -59,9 +60,9 @@ def scipy_run(chain, ts, method, rtol, atol):
     n = chain.n_dof
 
     def field(t, y):
-        q, qdot = y[:n], y[n:2 * n]
-        dq, dqdot = lagrangian_vector_field(t, (q, qdot), chain)
-        return jnp.concatenate([dq, dqdot, chain.relative_power(t, q, qdot)[None]])
+        state = (y[:n], y[n:2 * n], y[-1])
+        return jnp.concatenate(jax.tree_util.tree_map(
+            jnp.atleast_1d, energy_work_vector_field(t, state, chain)))
 
     rhs = jax.jit(field)
     jacobian = jax.jit(jax.jacfwd(field, argnums=1))

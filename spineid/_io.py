@@ -564,13 +564,15 @@ def head_neck_arguments(document: dict, source: str = "<model>") -> dict:
     check = _Checker(source)
     check.keys(document, "", {"kind", "gravity", "ligaments", "joints", "pulse", "simulation",
                               "geometry"}, {"ligaments", "joints", "pulse", "geometry"})
-    values = {}
-    for name, field, _, _ in _HEAD_NECK_PARAMETERS:
+    keys_of = {}  # table name -> its keys, from the parameter names "table.key"
+    for name, *_ in _HEAD_NECK_PARAMETERS:
         table_name, key = name.split(".")
-        table = document[table_name]
-        check.keys(table, table_name, {k.split(".")[1] for k, *_ in _HEAD_NECK_PARAMETERS
-                                       if k.startswith(table_name + ".")})
-        values[field] = check.number(table, key, name, minimum=0.0)
+        keys_of.setdefault(table_name, set()).add(key)
+    for table_name, keys in keys_of.items():
+        check.keys(document[table_name], table_name, keys)
+    values = {field: check.number(document[name.split(".")[0]], name.split(".")[1], name,
+                                  minimum=0.0)
+              for name, field, _, _ in _HEAD_NECK_PARAMETERS}
     pulse_table = document["pulse"]
     check.keys(pulse_table, "pulse", {"peak", "t_peak", "t_end", "direction"},
                {"peak", "t_peak", "t_end"})

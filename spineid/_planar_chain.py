@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ._load_laws import TanCosLaw
 from ._mechanics import AbstractLagrangianSystem, lagrangian_vector_field
 
 STANDARD_GRAVITY = 9.81  # m/s^2, the value of seed 001
@@ -249,7 +250,7 @@ class HeadNeckChain(AbstractLagrangianSystem):
         return (-jnp.sum(self.masses * along_gravity)
                 + 0.5 * jnp.sum(self.k_anterior * (xi_a - self.rest_anterior) ** 2)
                 + 0.5 * jnp.sum(self.k_posterior * (xi_b - self.rest_posterior) ** 2)
-                + jnp.sum(2 * self.k_joint * (1 / jnp.cos(theta / 2) - 1)))
+                + jnp.sum(TanCosLaw(self.k_joint).energy(theta)))
 
     def ligament_rates(self, t, q, qdot):
         """Lengths and rates of the ligaments in one pass: `((anterior, posterior),
@@ -292,11 +293,8 @@ class HeadNeckChain(AbstractLagrangianSystem):
             return self.points(time, angles, self.centres)
 
         jacobian = jax.jacfwd(centres, argnums=1)(t, q)  # (n, 2, n)
-
-        def velocity(time, angles):
-            return jax.jvp(centres, (time, angles), (jnp.ones_like(time), qdot))[1]
-
-        bias = jax.jvp(velocity, (t, q), (jnp.ones_like(t), qdot))[1]  # (n, 2)
+        bias = jax.jvp(lambda time, angles: self._centre_velocities(time, angles, qdot, True),
+                       (t, q), (jnp.ones_like(t), qdot))[1]  # (n, 2)
         mass = jnp.einsum("i,iak,ial->kl", self.masses, jacobian, jacobian) \
             + jnp.diag(self.inertias)
         rhs = (self.generalized_forces(t, q, qdot)
@@ -359,6 +357,14 @@ class EnergyWorkCheck(eqx.Module):
     n_steps: Float[Array, ""]
 
 
+def energy_work_vector_field(t, state, chain: HeadNeckChain):
+    """The motion with its work, diffrax signature `(t, y, args)`: `state = (q, qdot, W)` and
+    `args` the chain; returns `(qdot, qddot, relative_power)` (eqs 53-54: `W' = P`)."""
+    q, qdot, _ = state
+    dq, dqdot = lagrangian_vector_field(t, (q, qdot), chain)
+    return dq, dqdot, chain.relative_power(t, q, qdot)
+
+
 def check_covers_pulse(chain: HeadNeckChain, t_end: float) -> None:
     """Raise `ValueError` if a simulation ending at `t_end` (s) stops before the pulse does."""
     if t_end < chain.pulse.t_end:
@@ -391,15 +397,10 @@ def energy_work_check(chain: HeadNeckChain, ts, solver=None, rtol: float = 1e-8,
 
 @eqx.filter_jit
 def _energy_work_check(chain, ts, solver, rtol, atol, max_steps, adjoint) -> EnergyWorkCheck:
-    def field(t, state, args):
-        q, qdot, _ = state
-        dq, dqdot = lagrangian_vector_field(t, (q, qdot), chain)
-        return dq, dqdot, chain.relative_power(t, q, qdot)
-
     q0, qdot0 = chain.initial_state()
     solution = diffrax.diffeqsolve(
-        diffrax.ODETerm(field), diffrax.Tsit5() if solver is None else solver,
-        t0=ts[0], t1=ts[-1], dt0=None, y0=(q0, qdot0, jnp.zeros(())),
+        diffrax.ODETerm(energy_work_vector_field), diffrax.Tsit5() if solver is None else solver,
+        t0=ts[0], t1=ts[-1], dt0=None, y0=(q0, qdot0, jnp.zeros(())), args=chain,
         saveat=diffrax.SaveAt(ts=ts),
         stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol,
                                                   jump_ts=chain.jump_times()),
