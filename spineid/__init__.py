@@ -166,3 +166,34 @@ from ._plots import (
     plot_chain_snapshots as plot_chain_snapshots,
     plot_whiplash as plot_whiplash,
 )
+from ._contact_geometry import (
+    blended_contact as blended_contact,
+    blending_factor as blending_factor,
+    CONTACT_CASES as CONTACT_CASES,
+    ContactGeometry as ContactGeometry,
+    flat_contact as flat_contact,
+    FlatContact as FlatContact,
+    skew_contact as skew_contact,
+)
+from ._spatial_pair import AbstractSpatialElement as AbstractSpatialElement
+from ._spatial_elements import (
+    FacetContacts as FacetContacts,
+    SpatialLigaments as SpatialLigaments,
+    unilateral_dissipation as unilateral_dissipation,
+)
+from ._segment import (
+    equilibrium as equilibrium,
+    Equilibrium as Equilibrium,
+    LOAD_CASES as LOAD_CASES,
+    load_cases as load_cases,
+    MORONEY_STIFFNESS as MORONEY_STIFFNESS,
+    pose_change as pose_change,
+    segment_study as segment_study,
+    SegmentStudy as SegmentStudy,
+    solve_load_cases as solve_load_cases,
+)
+from ._segment_fit import fit_segment as fit_segment, SegmentFit as SegmentFit
+from ._plots import (
+    plot_flat_transition as plot_flat_transition,
+    plot_segment_study as plot_segment_study,
+)

@@ -349,6 +349,81 @@ def _command_whiplash(arguments) -> int:
     return 0
 
 
+def _command_segment(arguments) -> int:
+    from ._plots import plot_segment_study
+    from ._segment import segment_study, solve_load_cases
+    from ._stiffness_fit import DEFLECTION_COLUMNS, LOAD_COLUMNS
+
+    path = pathlib.Path(arguments.model or dataset_path("c5_c6.toml"))
+    model_file = load_model_file(path)
+    pair = model_file.model
+    if not isinstance(pair, SpatialPair):
+        raise ValueError(f"{path}: segment needs a kind = \"spatial_pair\" model file")
+    document = model_file.document
+    facet_names = [t.get("name", f"facets[{i}]") for i, t in enumerate(document.get("facets", []))]
+    ligament_names = [t.get("name", f"ligaments[{i}]")
+                      for i, t in enumerate(document.get("ligaments", []))]
+    out = pathlib.Path(arguments.out)
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"spineid segment: {path}, nine load cases ({arguments.force:g} N, "
+          f"{arguments.moment:g} N m) -> {out}/", flush=True)
+    start = time.perf_counter()
+    study = segment_study(pair, arguments.force, arguments.moment, facet_names, ligament_names)
+    first = time.perf_counter() - start
+    loads = jnp.asarray(study.loads)
+    warm = []
+    for _ in range(5):
+        start = time.perf_counter()
+        jax.block_until_ready(solve_load_cases(pair, loads))
+        warm.append(time.perf_counter() - start)
+    summary = study.summary()
+    summary["timing_s"] = {"first_with_compilation": first, "warm_best_of_5": min(warm)}
+    # One row per case in LOAD_CASES order, as a quasi-static test file (fit-ready).
+    header = [*LOAD_COLUMNS, *DEFLECTION_COLUMNS]
+    rows = np.concatenate([study.loads, study.displacements], axis=1)
+    cases_path = out / "cases.csv"
+    cases_path.write_text(",".join(header) + "\n" + "".join(
+        ",".join(f"{v:.12g}" for v in row) + "\n" for row in rows))
+    print(f"  {'case':4s} {'dx':>8s} {'dy':>8s} {'dz':>8s} {'b1':>7s} {'b2':>7s} {'b3':>7s}  "
+          f"(mm, deg)  facet forces [N]")
+    for k, case in enumerate(study.cases):
+        d = study.displacements[k]
+        forces = " ".join(f"{f:6.1f}" for f in study.facet_forces[k])
+        flag = "" if study.converged[k] else "  NO EQUILIBRIUM"
+        print(f"  {case:4s} " + " ".join(f"{1e3 * v:8.4f}" for v in d[:3]) + " "
+              + " ".join(f"{np.degrees(v):7.3f}" for v in d[3:]) + f"  {forces}{flag}")
+    print("  rotational stiffness [N m/deg]: " + ", ".join(
+        f"{case} {entry['model']:.2f} (Moroney/AnyBody {entry['moroney_anybody']:.2f})"
+        for case, entry in summary["rotational_stiffness_N_m_per_deg"].items()))
+    print(f"  nine equilibria vmapped: {first:.2f} s with compilation, "
+          f"{1e3 * min(warm):.2f} ms warm")
+    paths = [cases_path, plot_segment_study(study, out / "segment.png")]
+    if arguments.fit:
+        from ._segment_fit import fit_segment
+        from ._stiffness_fit import read_quasi_static
+
+        if not arguments.free:
+            raise ValueError("--fit needs at least one --free group (e.g. facets.stiffness)")
+        test = read_quasi_static(arguments.fit)
+        result = fit_segment(model_file, test, arguments.free, _parse_noise(arguments.noise))
+        (out / "report.json").write_text(json.dumps(result.report(), indent=2) + "\n")
+        write_model_file(out / "fitted.toml", model_file,
+                         dict(zip(result.names, map(float, result.values))))
+        print(result.summary())
+        paths += [out / "report.json", out / "fitted.toml"]
+        for warning in summary["warnings"]:
+            print(f"  note: {warning}")
+    else:
+        for warning in summary["warnings"]:
+            print(f"  note: {warning}")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    paths.append(out / "summary.json")
+    print("wrote " + ", ".join(str(p) for p in paths))
+    if arguments.fit:
+        return 0 if result.converged else 1
+    return 0 if bool(np.all(study.converged)) else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `spineid` command."""
     parser = argparse.ArgumentParser(
@@ -450,6 +525,27 @@ def build_parser() -> argparse.ArgumentParser:
                                  help="also the elasticities of the peak ligament force with "
                                       "respect to the stiffness and damping parameters")
     whiplash_parser.set_defaults(run=_command_whiplash)
+    segment_parser = commands.add_parser(
+        "segment", help="the nine quasi-static load cases of a motion segment (C5-C6 by "
+                        "default): equilibria, displacements, facet forces; optionally a fit")
+    segment_parser.add_argument("model", nargs="?",
+                                help="spatial_pair model file with bushings, [[ligaments]] and "
+                                     "[[facets]] (default: the bundled datasets/c5_c6.toml)")
+    segment_parser.add_argument("--out", default="spineid-segment", help="output folder")
+    segment_parser.add_argument("--force", type=float, default=20.0,
+                                help="shear, tension and compression load (N, default 20)")
+    segment_parser.add_argument("--moment", type=float, default=1.8,
+                                help="bending and torsion moment (N m, default 1.8)")
+    segment_parser.add_argument("--fit", metavar="DATA.csv",
+                                help="fit the --free parameters to a quasi-static test "
+                                     "(Fx..Mz,dx,dy,dz,b1,b2,b3, like the written cases.csv)")
+    segment_parser.add_argument("--free", action="append", metavar="GROUP",
+                                help="facets.stiffness, bushing.stiffness, ligaments.stiffness "
+                                     "or a parameter name; repeat for several")
+    segment_parser.add_argument("--noise", metavar="dx=SIGMA,...",
+                                help="displacement noise of dx,dy,dz (m) and b1,b2,b3 (rad); "
+                                     "default: estimated from the residuals")
+    segment_parser.set_defaults(run=_command_segment)
     demo_parser = commands.add_parser("demo", help="the main job on bundled data")
     demo_parser.add_argument("--out", default="spineid-demo", help="output folder")
     demo_parser.set_defaults(run=_command_demo)

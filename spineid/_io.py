@@ -25,6 +25,7 @@ from ._planar_elements import AxialSprings, NonlinearTorsion, TorsionSpring, Vec
 from ._pinned_pair import PinnedPair
 from ._planar_chain import HeadNeckChain, TriangularPulse, head_neck_geometry
 from ._planar_pair import PlanarBody, PlanarPair
+from ._spatial_elements import FacetContacts, SpatialLigaments
 from ._spatial_pair import (
     Bushing, SPATIAL_LOAD_COMPONENTS, SpatialBody, SpatialPair, TableBushing, UPPER,
 )
@@ -495,8 +496,8 @@ def _bushing_frame(check, bushing, name, key, bodies: tuple[str, ...]):
 
 
 def _spatial_pair(document, check, folder) -> tuple[SpatialPair, tuple[Parameter, ...]]:
-    check.keys(document, "", {"kind", "gravity", "lower", "upper", "bushings", "loads",
-                              "simulation"}, {"lower", "upper"})
+    check.keys(document, "", {"kind", "gravity", "lower", "upper", "bushings", "ligaments",
+                              "facets", "loads", "simulation"}, {"lower", "upper"})
     gravity = check.vector(document, "gravity", "gravity", 3, default=np.zeros(3))
     lower, _ = _spatial_body(document["lower"], "lower", check)
     upper, initial_pose = _spatial_body(document["upper"], "upper", check)
@@ -533,6 +534,12 @@ def _spatial_pair(document, check, folder) -> tuple[SpatialPair, tuple[Parameter
                     len(elements), field, row, lower=0.0 if i == j else -math.inf))
         elements.append(Bushing.create(kind, frame1, frame2, stiffness, damping,
                                        lower.reference_pose, upper.reference_pose))
+    if document.get("ligaments"):
+        elements.append(_spatial_ligaments(document, check, lower, upper, len(elements),
+                                           parameters))
+    if document.get("facets"):
+        elements.append(_facet_contacts(document, check, lower, upper, len(elements),
+                                        parameters))
     if "simulation" in document:
         simulation_settings(document, check.source)
     model = SpatialPair(
@@ -541,6 +548,90 @@ def _spatial_pair(document, check, folder) -> tuple[SpatialPair, tuple[Parameter
         gravity=jnp.asarray(gravity), initial_pose=jnp.asarray(initial_pose),
     )
     return model, tuple(parameters)
+
+
+def _spatial_ligaments(document, check, lower, upper, element, parameters):
+    # [[ligaments]]: tension-only spring-dampers between global points of the reference pose.
+    tables = check.tables(document, "ligaments")
+    lower_points, upper_points, stiffness, damping = [], [], [], []
+    for index, table in enumerate(tables):
+        key = f"ligaments[{index}]"
+        check.keys(table, key, {"name", "lower_point", "upper_point", "stiffness", "damping"},
+                   {"lower_point", "upper_point", "stiffness"})
+        lower_points.append(check.vector(table, "lower_point", f"{key}.lower_point", 3))
+        upper_points.append(check.vector(table, "upper_point", f"{key}.upper_point", 3))
+        if np.linalg.norm(upper_points[-1] - lower_points[-1]) < 1e-9:
+            check.fail(f"{key}.upper_point", "a point apart from lower_point (a ligament of "
+                                             "zero length has no direction)",
+                       upper_points[-1].tolist())
+        stiffness.append(check.number(table, "stiffness", f"{key}.stiffness", minimum=0.0))
+        damping.append(check.number(table, "damping", f"{key}.damping", minimum=0.0,
+                                    default=0.0))
+        for field, unit in (("stiffness", "N/m"), ("damping", "N s/m")):
+            parameters.append(Parameter(f"{key}.{field}", f"ligaments.{field}", unit, element,
+                                        field, index))
+    return SpatialLigaments.from_reference(np.array(lower_points), np.array(upper_points),
+                                           stiffness, damping, lower.reference_pose,
+                                           upper.reference_pose)
+
+
+def _facet_disc(check, table, name, key):
+    disc = table.get(name)
+    if not isinstance(disc, dict):
+        check.fail(f"{key}.{name}", "a table { centre, normal, radius }", disc)
+    check.keys(disc, f"{key}.{name}", {"centre", "normal", "radius"},
+               {"centre", "normal", "radius"})
+    centre = check.vector(disc, "centre", f"{key}.{name}.centre", 3)
+    normal = check.vector(disc, "normal", f"{key}.{name}.normal", 3)
+    if np.linalg.norm(normal) < 1e-12:
+        check.fail(f"{key}.{name}.normal", "a nonzero vector (the face's outward normal)",
+                   normal.tolist())
+    radius = check.number(disc, "radius", f"{key}.{name}.radius", positive=True)
+    return centre, normal / np.linalg.norm(normal), radius
+
+
+def _facet_contacts(document, check, lower, upper, element, parameters):
+    # [[facets]]: penalty contact between a face on the upper and one on the lower body.
+    tables = check.tables(document, "facets")
+    columns = {name: [] for name in ("upper", "lower", "stiffness", "damping", "blending")}
+    for index, table in enumerate(tables):
+        key = f"facets[{index}]"
+        check.keys(table, key, {"name", "upper", "lower", "stiffness", "damping", "blending"},
+                   {"upper", "lower", "stiffness"})
+        upper_disc = _facet_disc(check, table, "upper", key)
+        lower_disc = _facet_disc(check, table, "lower", key)
+        facing = float(upper_disc[1] @ lower_disc[1])
+        if facing > -0.5:
+            check.fail(f"{key}.upper.normal", "a normal facing the lower face (the outward "
+                       "normals of facing faces point at each other; their angle must exceed "
+                       f"120 degrees, got {math.degrees(math.acos(max(-1.0, min(1.0, facing)))):.1f})",
+                       upper_disc[1].tolist())
+        columns["upper"].append(upper_disc)
+        columns["lower"].append(lower_disc)
+        columns["stiffness"].append(check.number(table, "stiffness", f"{key}.stiffness",
+                                                 minimum=0.0))
+        columns["damping"].append(check.number(table, "damping", f"{key}.damping", minimum=0.0,
+                                               default=0.0))
+        columns["blending"].append(check.number(table, "blending", f"{key}.blending",
+                                                positive=True, default=50.0))
+        parameters.append(Parameter(f"{key}.stiffness", "facets.each_stiffness", "N/m",
+                                    element, "stiffness", index))
+    for field, unit in (("stiffness", "N/m"), ("damping", "N s/m")):
+        parameters.append(Parameter(f"facets.{field}", f"facets.{field}", unit, element, field,
+                                    tied=True))
+    upper_discs, lower_discs = columns["upper"], columns["lower"]
+    facets = FacetContacts.from_reference(
+        [d[0] for d in upper_discs], [d[1] for d in upper_discs], [d[2] for d in upper_discs],
+        [d[0] for d in lower_discs], [d[1] for d in lower_discs], [d[2] for d in lower_discs],
+        columns["stiffness"], columns["damping"], columns["blending"],
+        lower.reference_pose, upper.reference_pose)
+    depths = np.asarray(facets.penetrations(lower.reference_pose, upper.reference_pose))
+    if np.any(depths > 1e-9):
+        index = int(np.argmax(depths))
+        check.fail(f"facets[{index}]", "faces that do not overlap in the reference pose (a "
+                   f"penetration of {depths[index] * 1e3:.4g} mm would preload the segment)",
+                   "overlapping faces")
+    return facets
 
 
 _HEAD_NECK_VERTEBRA_ROWS = ("body_depth", "body_height", "spinous_reach", "disc_height")

@@ -181,7 +181,9 @@ _PATH_PART = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)$")
 def set_in_document(document: dict, name: str, value: float) -> None:
     """Set the entry `name` of a parsed model document: `springs[3].stiffness`,
     `bushings[0].stiffness[2]` (an entry of a list) or `bushings[0].stiffness[1][4]` (an entry
-    of a matrix, which model files hold symmetric: its mirror entry `[4][1]` is set too)."""
+    of a matrix, which model files hold symmetric: its mirror entry `[4][1]` is set too).
+    A tied parameter of an array of tables without an index (`facets.stiffness`) is set in
+    every table."""
     node = document
     parts = name.split(".")
     for depth, part in enumerate(parts):
@@ -194,6 +196,11 @@ def set_in_document(document: dict, name: str, value: float) -> None:
             node = node[key]
             for i in indices:
                 node = node[i]
+            if isinstance(node, list):
+                rest = ".".join(parts[depth + 1:])
+                for table in node:
+                    set_in_document(table, rest, value)
+                return
             continue
         if not indices:
             node[key] = float(value)

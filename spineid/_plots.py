@@ -471,3 +471,62 @@ def plot_whiplash(study, path: str | pathlib.Path | None = None, window: float =
     for axis in axes.ravel():
         axis.grid(alpha=0.3)
     return _save(figure, path)
+
+
+def plot_segment_study(study, path: str | pathlib.Path | None = None):
+    """The nine load cases of a segment like Kecskemethy et al. Fig 10: per case the main and
+    coupled translations (mm) and rotations (deg) of the upper vertebra, the facet contact
+    forces, and the rotational stiffness against Moroney's (via AnyBody)."""
+    from ._segment import MORONEY_STIFFNESS
+
+    figure, axes = plt.subplots(2, 2, figsize=(13, 8))
+    cases = np.arange(len(study.cases))
+    width = 0.26
+    for block, (axis, scale, unit, labels) in enumerate(
+            ((axes[0, 0], 1e3, "mm", ("dx (AP)", "dy (axial)", "dz (lateral)")),
+             (axes[0, 1], 180 / np.pi, "deg", ("b1 (lat. bending)", "b2 (axial rot.)",
+                                               "b3 (flex-ext)")))):
+        for j in range(3):
+            axis.bar(cases + (j - 1) * width, scale * study.displacements[:, 3 * block + j],
+                     width, label=labels[j])
+        axis.axhline(0.0, color="gray", lw=0.8)
+        axis.set_xticks(cases, study.cases)
+        axis.set_ylabel(f"displacement of the upper vertebra [{unit}]")
+        axis.set_title(("translations" if block == 0 else "rotations")
+                       + ": main (the load's own direction) and coupled")
+        axis.legend(fontsize=8)
+    forces = study.facet_forces
+    for j in range(forces.shape[1]):
+        name = study.facet_names[j] if j < len(study.facet_names) else f"facet {j}"
+        axes[1, 0].bar(cases + (j - 0.5) * 0.4, forces[:, j], 0.4, label=name)
+    axes[1, 0].set_xticks(cases, study.cases)
+    axes[1, 0].set_ylabel("facet contact force [N]")
+    axes[1, 0].set_title("facet contact (zero: the facets are apart)")
+    if forces.shape[1]:
+        axes[1, 0].legend(fontsize=8)
+    stiffness = study.rotational_stiffness()
+    names = [c for c in MORONEY_STIFFNESS if c in stiffness]
+    positions = np.arange(len(names))
+    axes[1, 1].bar(positions - 0.2, [stiffness[c] for c in names], 0.4, label="model")
+    axes[1, 1].bar(positions + 0.2, [MORONEY_STIFFNESS[c] for c in names], 0.4,
+                   label="Moroney 1988 via AnyBody")
+    axes[1, 1].set_xticks(positions, names)
+    axes[1, 1].set_ylabel("rotational stiffness [N m/deg]")
+    axes[1, 1].set_title("moment / main rotation")
+    axes[1, 1].legend(fontsize=8)
+    figure.suptitle("motion segment: nine quasi-static load cases (Kecskemethy et al. Fig 10)")
+    return _save(figure, path)
+
+
+def plot_flat_transition(times, sin_tilt, relative_offset, path=None):
+    """A disc settling on a plane (Kecskemethy et al. Fig 9): the distance of the virtual
+    contact point from the disc's centre over its radius, `r / r0`, and `sin alpha` of the
+    tilt, against time (s)."""
+    figure, axis = plt.subplots(figsize=(8, 4))
+    axis.plot(times, relative_offset, label="r / r0 (virtual contact point)")
+    axis.plot(times, sin_tilt, label="sin alpha (tilt)")
+    axis.set_xlabel("t [s]")
+    axis.set_ylim(bottom=0)
+    axis.legend()
+    axis.set_title("steep-to-flat transition of a disc on a plane")
+    return _save(figure, path)

@@ -53,7 +53,23 @@ def frame_in_ground(pose, position, orientation):
     return body @ euler123_rotation(orientation), pose[:3] + body @ position
 
 
-class AbstractBushing(eqx.Module):
+class AbstractSpatialElement(eqx.Module):
+    """A joint element between the lower and the upper body of a spatial pair, defined by its
+    stored energy and its Rayleigh dissipation function; the mechanics core derives its forces.
+    Poses are `[x, y, z, a1, a2, a3]` (m, 1-2-3 Euler angles in rad), velocities their rates.
+    """
+
+    @abc.abstractmethod
+    def energy(self, lower_pose, upper_pose) -> Float[Array, ""]:
+        """Stored energy (J) at the body poses `(6,)`."""
+
+    @abc.abstractmethod
+    def dissipation(self, lower_pose, upper_pose, lower_velocity, upper_velocity
+                    ) -> Float[Array, ""]:
+        """Rayleigh dissipation function (W); velocities are pose rates `(6,)`."""
+
+
+class AbstractBushing(AbstractSpatialElement):
     """A bushing between a frame on the lower body (frame 1) and one on the upper (frame 2).
 
     Its load depends on the relative motion `y = [p, beta]` of frame 2 in frame 1 (m, rad;
@@ -65,15 +81,6 @@ class AbstractBushing(eqx.Module):
     frame1: eqx.AbstractVar[tuple[Float[Array, "3"], Float[Array, "3"]]]
     frame2: eqx.AbstractVar[tuple[Float[Array, "3"], Float[Array, "3"]]]
     reference: eqx.AbstractVar[Float[Array, "6"]]
-
-    @abc.abstractmethod
-    def energy(self, lower_pose, upper_pose) -> Float[Array, ""]:
-        """Stored energy (J) at the body poses `(6,)`."""
-
-    @abc.abstractmethod
-    def dissipation(self, lower_pose, upper_pose, lower_velocity, upper_velocity
-                    ) -> Float[Array, ""]:
-        """Rayleigh dissipation function (W); velocities are pose rates `(6,)`."""
 
     @abc.abstractmethod
     def generalized_force(self, deflection, rate) -> Float[Array, "6"]:
@@ -226,7 +233,8 @@ class TableBushing(AbstractBushing):
 
 
 class SpatialPair(AbstractLagrangianSystem):
-    """A fixed lower and a free upper vertebra in 3-D joined by bushings.
+    """A fixed lower and a free upper vertebra in 3-D joined by bushings, ligaments and facet
+    contacts.
 
     Generalized coordinates: the upper pose `q = [x, y, z, a1, a2, a3]`, centre of mass (m) and
     1-2-3 Euler angles (rad) of the body frame (formats.md). Kinetic energy
@@ -235,14 +243,14 @@ class SpatialPair(AbstractLagrangianSystem):
     centre of mass and `[Mx, My, Mz]` (global axes), whose generalized forces are `F` and
     `EW(a)^T M` (S.18). The motion starts at rest.
 
-    Fields: `lower`, `upper` (`SpatialBody`), `elements` (tuple of `AbstractBushing`: `Bushing`,
-    `TableBushing`), `loads` (tuple of `AbstractLoad` with the 6 components above), `gravity`
+    Fields: `lower`, `upper` (`SpatialBody`), `elements` (tuple of `AbstractSpatialElement`:
+    `Bushing`, `TableBushing`, `SpatialLigaments`, `FacetContacts`), `loads` (tuple of `AbstractLoad` with the 6 components above), `gravity`
     (m/s^2, `(3,)`), `initial_pose`.
     """
 
     lower: SpatialBody
     upper: SpatialBody
-    elements: tuple[AbstractBushing, ...]
+    elements: tuple[AbstractSpatialElement, ...]
     loads: tuple[AbstractLoad, ...]
     gravity: Float[Array, "3"]
     initial_pose: Float[Array, "6"]

@@ -1,0 +1,185 @@
+"""The C5-C6 segment: facet contacts and ligaments in the mechanics core, the nine quasi-static
+load cases vmapped, identification through the equilibrium solve, the command line."""
+
+import json
+import re
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import spineid
+from spineid._cli import main
+from spineid._io import load_model_file, read_toml, dumps_toml
+from spineid._segment import (
+    LOAD_CASES, MAIN_COMPONENT, equilibrium, equilibrium_residual, load_cases, segment_study,
+)
+from spineid._segment_fit import fit_segment
+from spineid._spatial_elements import FacetContacts, SpatialLigaments
+from spineid._stiffness_fit import QuasiStaticTest
+
+pytestmark = pytest.mark.xdist_group("segment")
+SOLVE = eqx.filter_jit(equilibrium)
+
+
+@pytest.fixture(scope="module")
+def segment():
+    model_file = load_model_file(spineid.dataset_path("c5_c6.toml"))
+    return model_file, segment_study(model_file.model)
+
+
+def test_nine_cases_are_equilibria_and_mirror_symmetric(segment):
+    model_file, study = segment
+    pair = model_file.model
+    assert study.converged.all()
+    # The loads balance the elements at every pose; a case solved alone equals the batch.
+    residuals = jax.vmap(equilibrium_residual, (None, 0, 0))(pair, study.poses, study.loads)
+    assert np.max(np.abs(residuals)) < 1e-8
+    extension = LOAD_CASES.index("EXT")
+    single = SOLVE(pair, jnp.asarray(study.loads[extension]))
+    assert np.allclose(single.pose, study.poses[extension], atol=1e-12)
+    # Sagittal cases stay in the sagittal plane; each case moves mainly along its load.
+    sagittal = [LOAD_CASES.index(c) for c in ("AS", "PS", "TNS", "CMP", "FLX", "EXT")]
+    assert np.max(np.abs(study.displacements[sagittal][:, [2, 3, 4]])) < 1e-12
+    main = study.main_displacements()
+    assert np.all(main > 0)
+    # Facets engage in extension, anterior shear and compression (both sides), on one side in
+    # lateral bending and axial rotation, and open in flexion, posterior shear and tension.
+    contact = study.facet_forces > 0
+    for case in ("EXT", "AS", "CMP"):
+        assert contact[LOAD_CASES.index(case)].all()
+    for case in ("FLX", "PS", "TNS"):
+        assert not contact[LOAD_CASES.index(case)].any()
+    for case in ("LB", "AR"):
+        assert contact[LOAD_CASES.index(case)].sum() == 1
+    assert any("FLX: the facets are apart" in w for w in study.warnings())
+
+
+def test_mirrored_loads_give_mirrored_motion(segment):
+    # The model is symmetric about the sagittal plane: a left bending moment mirrors the right.
+    model_file, study = segment
+    right = study.displacements[LOAD_CASES.index("LB")]
+    left = SOLVE(model_file.model, jnp.array([0.0, 0, 0, -1.8, 0, 0]))
+    mirrored = np.asarray(left.pose - model_file.model.upper.reference_pose)
+    assert np.allclose(mirrored * [1, 1, -1, -1, -1, 1], right, atol=1e-9)
+
+
+def test_elements_forces_match_their_explicit_loads(segment):
+    # Autodiff generalized forces of the contact and the ligaments against hand-written loads:
+    # contact force k d along n2 at the virtual contact point moving with the upper body would
+    # miss the blending term, so compare the energy derivative with finite differences instead,
+    # and the ligaments with k (L - L0) along their line (virtual work).
+    model_file, _ = segment
+    pair = model_file.model
+    lower = pair.lower.reference_pose
+    q = pair.upper.reference_pose + jnp.array([-4e-4, -1e-4, 2e-4, 0.01, 0.02, 0.03])
+    ligaments = next(e for e in pair.elements if isinstance(e, SpatialLigaments))
+    facets = next(e for e in pair.elements if isinstance(e, FacetContacts))
+    assert np.any(np.asarray(facets.penetrations(lower, q)) > 0)
+    for element in (ligaments, facets):
+        gradient = jax.grad(lambda x: element.energy(lower, x))(q)
+        step = 1e-7
+        numeric = np.array([(element.energy(lower, q + step * e) - element.energy(lower, q - step
+                                                                                   * e)) / (2 * step)
+                            for e in np.eye(6)])
+        assert np.allclose(gradient, numeric, rtol=1e-5, atol=1e-9)
+    # Ligaments: generalized force = sum of tension * d L / d q (tension only).
+    tension = ligaments.tensions(lower, q)
+    lengths_jacobian = jax.jacfwd(lambda x: ligaments.lengths(lower, x))(q)
+    assert np.allclose(jax.grad(lambda x: ligaments.energy(lower, x))(q),
+                       tension @ lengths_jacobian, rtol=1e-10, atol=1e-12)
+
+
+def test_contact_damping_never_pulls():
+    # The one-way Kelvin-Voigt dissipation: force k d + c d' while positive, zero beyond.
+    from spineid._spatial_elements import unilateral_dissipation
+
+    def force(depth, rate):
+        return jax.grad(unilateral_dissipation, argnums=1)(depth, rate, 1000.0, 10.0) + 1000.0 * \
+            max(depth, 0.0)
+
+    assert float(force(0.01, 0.5)) == pytest.approx(10.0 + 5.0)
+    assert float(force(0.01, -0.5)) == pytest.approx(5.0)
+    assert float(force(0.01, -5.0)) == pytest.approx(0.0)
+    assert float(force(-0.01, -5.0)) == pytest.approx(0.0)
+
+
+def test_fit_recovers_facet_and_disc_stiffness(segment):
+    # Recover-the-truth through the equilibrium solve: nine cases with 5 um / 0.01 deg noise,
+    # started 20-30 % off; every estimate within 3 standard errors of the truth.
+    import dataclasses
+
+    model_file, study = segment
+    rng = np.random.default_rng(3)
+    sigma = np.array([5e-6] * 3 + [np.radians(0.01)] * 3)
+    test = QuasiStaticTest(study.loads, study.displacements + sigma * rng.normal(size=(9, 6)))
+    free = ["facets.stiffness", "bushing.stiffness"]
+    parameters = spineid._parameters.select_parameters(model_file.parameters, free)
+    truth = np.array([float(p.get(model_file.model)) for p in parameters])
+    start = spineid.apply_values(model_file.model, parameters,
+                                 truth * np.array([1.3, 0.8, 1.2, 0.75, 1.25, 0.8, 1.2]))
+    result = fit_segment(dataclasses.replace(model_file, model=start), test, free,
+                         dict(zip(("dx", "dy", "dz", "b1", "b2", "b3"), sigma)))
+    assert result.converged and result.identifiability.rank == 7
+    assert np.all(np.abs(result.values - truth) < 3 * result.stderr)
+    assert np.all(result.stderr / truth < 0.06)
+    assert result.report()["parameters"][0]["name"] == "facets.stiffness"
+
+
+def test_segment_command_runs_the_nine_cases_and_fits(tmp_path, capsys):
+    out = tmp_path / "seg"
+    assert main(["segment", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "rotational stiffness" in printed and "ms warm" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert [row["case"] for row in summary["cases"]] == list(LOAD_CASES)
+    assert set(summary["rotational_stiffness_N_m_per_deg"]) == {"FLX", "EXT", "LB", "AR"}
+    assert (out / "segment.png").stat().st_size > 0
+    # Fit the facet stiffness back from the written cases, starting from another value.
+    document = read_toml(spineid.dataset_path("c5_c6.toml"))
+    for table in document["facets"]:
+        table["stiffness"] = 1.5e5
+    start = tmp_path / "start.toml"
+    start.write_text(dumps_toml(document))
+    fitted = tmp_path / "fit"
+    noise = "dx=1e-6,dy=1e-6,dz=1e-6,b1=1e-5,b2=1e-5,b3=1e-5"
+    assert main(["segment", str(start), "--out", str(fitted), "--fit", str(out / "cases.csv"),
+                 "--free", "facets.stiffness", "--noise", noise]) == 0
+    report = json.loads((fitted / "report.json").read_text())
+    assert report["parameters"][0]["value"] == pytest.approx(2.0e5, rel=1e-6)
+    again = read_toml(fitted / "fitted.toml")
+    assert [t["stiffness"] for t in again["facets"]] == pytest.approx([2.0e5, 2.0e5], rel=1e-6)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["facets"][0]["upper"].update(radius=0.0), "facets[0].upper.radius"),
+    (lambda d: d["facets"][0]["upper"].update(normal=[-0.68, 0.73, 0.0]), "facing"),
+    (lambda d: d["facets"][0]["upper"].update(centre=[-0.0185, 0.0090, -0.022]), "preload"),
+    (lambda d: d["ligaments"][0].update(upper_point=d["ligaments"][0]["lower_point"]),
+     "zero length"),
+    (lambda d: d["facets"][1].update(stiffness=-1.0), "facets[1].stiffness"),
+])
+def test_bad_segment_files_name_the_entry(tmp_path, change, message):
+    document = read_toml(spineid.dataset_path("c5_c6.toml"))
+    change(document)
+    path = tmp_path / "bad.toml"
+    path.write_text(dumps_toml(document))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        load_model_file(path)
+
+
+def test_load_cases_reject_bad_magnitudes_and_report_missing_equilibria():
+    with pytest.raises(ValueError, match="positive"):
+        load_cases(0.0, 1.8)
+    # Without the disc, ligaments and facets cannot hold a tension: no equilibrium, reported
+    # as not converged instead of a wrong answer.
+    model_file = load_model_file(spineid.dataset_path("c5_c6.toml"))
+    pair = model_file.model
+    facets_only = type(pair)(pair.lower, pair.upper, (pair.elements[2],), pair.loads, pair.gravity,
+                             pair.initial_pose)
+    study = segment_study(facets_only)
+    assert not study.converged[LOAD_CASES.index("TNS")]
+    assert any("TNS: no equilibrium" in w for w in study.warnings())
+    assert MAIN_COMPONENT["FLX"] == 5
