@@ -177,7 +177,9 @@ from ._contact_geometry import (
 )
 from ._spatial_pair import AbstractSpatialElement as AbstractSpatialElement
 from ._spatial_elements import (
+    disc_on_plane as disc_on_plane,
     FacetContacts as FacetContacts,
+    flat_transition as flat_transition,
     SpatialLigaments as SpatialLigaments,
     unilateral_dissipation as unilateral_dissipation,
 )

@@ -18,13 +18,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._identify import noise_from_residuals
+from ._identify import check_noise, noise_from_residuals
 from ._io import ModelFile
 from ._parameters import apply_values, select_parameters, Transform
 from ._segment import pose_change, equilibrium
 from ._spatial_pair import SpatialPair
 from ._stiffness_fit import DEFLECTION_COLUMNS, QuasiStaticTest
-from ._uncertainty import fisher_analysis, Identifiability
+from ._uncertainty import bounded_fisher_analysis, Identifiability
 
 
 _NO_EQUILIBRIUM = 1e6  # residual (in noise units) of a load case without equilibrium
@@ -148,21 +148,6 @@ class SegmentFit:
         return "\n".join(lines)
 
 
-def _check_noise(noise) -> np.ndarray | None:
-    if noise is None:
-        return None
-    unknown = sorted(set(noise) - set(DEFLECTION_COLUMNS))
-    missing = [c for c in DEFLECTION_COLUMNS if c not in noise]
-    if unknown or missing:
-        raise ValueError(f"noise: give all of {list(DEFLECTION_COLUMNS)} (m and rad)"
-                         + (f"; unknown {unknown}" if unknown else "")
-                         + (f"; missing {missing}" if missing else ""))
-    sigma = np.array([float(noise[c]) for c in DEFLECTION_COLUMNS])
-    if np.any(~np.isfinite(sigma)) or np.any(sigma <= 0):
-        raise ValueError(f"noise: every sigma must be a positive number, got {noise}")
-    return sigma
-
-
 def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
                 max_steps: int = 100) -> SegmentFit:
     """Fit the free parameters of a segment model (a `spatial_pair` model file) to the
@@ -186,7 +171,8 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
     if measured.size <= len(parameters):
         raise ValueError(f"{test.source}: {measured.size} data values for {len(parameters)} "
                          "free parameters: need more load cases")
-    sigma_given = _check_noise(noise)
+    sigma_given = (None if noise is None else
+                   np.array(list(check_noise(DEFLECTION_COLUMNS, noise).values())))
     start = np.array([float(p.get(model)) for p in parameters])
     transform = Transform.around(parameters, start, model_file.source)
     loads = jnp.asarray(test.loads)
@@ -226,11 +212,9 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
     slope = np.asarray(jax.vmap(jax.grad(lambda v, i: transform.to_physical(v)[i]),
                                 in_axes=(None, 0))(jnp.asarray(u), jnp.arange(len(u))))
     jacobian = np.asarray(jacobian_u) / np.diag(slope)[None, :]
-    scales = np.maximum(np.abs(values), np.asarray(transform.scale))
-    on_bound = transform.at_bound(values, relative=1e-4)
     names = [p.name for p in parameters]
-    covariance, identifiability = fisher_analysis(jacobian, values, scales, names,
-                                                  active=~on_bound)
+    covariance, identifiability, on_bound = bounded_fisher_analysis(jacobian, values, transform,
+                                                                    names)
     stderr = np.sqrt(np.diag(covariance))
     with np.errstate(invalid="ignore", divide="ignore"):
         correlation = covariance / np.outer(stderr, stderr)

@@ -34,7 +34,7 @@ from ._load_laws import (
     LAW_KINDS, MonotoneCubicLaw, PiecewiseLinearLaw, PolynomialLaw, TanCosLaw, check_monotone,
 )
 from ._parameters import Parameter, Transform
-from ._uncertainty import Identifiability, fisher_analysis
+from ._uncertainty import bounded_fisher_analysis, Identifiability
 
 @dataclasses.dataclass(frozen=True)
 class LoadDisplacementData:
@@ -362,11 +362,9 @@ def fit_load_law(
     predicted = np.asarray(predict(theta))
     residuals = predicted - data.load
     jacobian = np.asarray(jax.jacfwd(predict)(theta)) / sigma
-    scales = np.maximum(np.abs(values), np.asarray(transform.scale))
-    on_bound = transform.at_bound(values, relative=1e-4)
     names = [p.name for p in parameters]
-    covariance, identifiability = fisher_analysis(jacobian, values, scales, names,
-                                                  active=~on_bound)
+    covariance, identifiability, on_bound = bounded_fisher_analysis(jacobian, values, transform,
+                                                                    names)
     stderr = np.sqrt(np.diag(covariance))
     law = build(theta)
     derived = {}

@@ -141,3 +141,19 @@ def fisher_analysis(
         combinations=combinations, identifiable=identifiable, warnings=warnings,
         _basis=basis, _scales=np.asarray(scales, dtype=float), _index=index,
     )
+
+
+def bounded_fisher_analysis(jacobian: np.ndarray, values: np.ndarray, transform, names: list[str]
+                            ) -> tuple[np.ndarray, Identifiability, np.ndarray]:
+    """`fisher_analysis` of a fit whose parameters map through a `Transform`: parameters within
+    1e-4 of their starting distance from a bound are left out, and each parameter's scale is
+    the larger of its value and that distance.
+
+    **Returns:** `(covariance, identifiability, on_bound)`; `on_bound` is `(p,)` bool.
+    """
+    values = np.asarray(values, dtype=float)
+    scales = np.maximum(np.abs(values), np.asarray(transform.scale))
+    on_bound = transform.at_bound(values, relative=1e-4)
+    covariance, identifiability = fisher_analysis(jacobian, values, scales, names,
+                                                  active=~on_bound)
+    return covariance, identifiability, on_bound
