@@ -141,12 +141,14 @@ def track_and_peak(log_values):
     solution = spineid.simulate(model, ts_data, adjoint=diffrax.ForwardMode(), rtol=1e-6,
                                 atol=1e-8)
     forces = jax.vmap(model.ligament_forces)(solution.ts, solution.q, solution.qdot)
-    return jax.vmap(model.observe)(solution.q).ravel() / noise, jnp.max(forces)
+    values = (jax.vmap(model.observe)(solution.q).ravel() / noise, jnp.max(forces))
+    return values, values  # differentiated, and passed through as the auxiliary output
 
 
 log_truth = jnp.log(jnp.asarray(list(truth.values())))
-track, peak = track_and_peak(log_truth)
-sensitivity, peak_gradient = (np.asarray(a) for a in jax.jacfwd(track_and_peak)(log_truth))
+# One forward-mode pass gives the derivatives and (has_aux) the values themselves.
+derivatives, (track, peak) = jax.jacfwd(track_and_peak, has_aux=True)(log_truth)
+sensitivity, peak_gradient = (np.asarray(a) for a in derivatives)
 cramer_rao = np.sqrt(np.diag(np.linalg.inv(sensitivity.T @ sensitivity))) * 100  # percent
 elasticity = peak_gradient / float(peak)
 figure, (left, right) = plt.subplots(1, 2, figsize=(13, 3.8))

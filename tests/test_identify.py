@@ -13,6 +13,10 @@ import spineid
 from helpers import AXIAL_SPRINGS, LOADS, TORSION, document
 from spineid._parameters import Transform
 
+# One worker runs this module: its fits share compiled solves (the same axial problem, solver
+# and shapes), which another process would compile again.
+pytestmark = pytest.mark.xdist_group("identify")
+
 TS = np.linspace(0.0, 0.2, 101)
 NOISE = {"x": 5e-6, "y": 5e-6, "theta": 1.7e-4}
 

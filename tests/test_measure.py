@@ -25,6 +25,10 @@ from spineid._measure import (
 )
 from spineid._planar_elements import spring_moments, SpringMeasure, VectorSprings
 
+# One worker runs this module: the recover command reuses the solves that the off-grid test
+# compiled (the same pin problem and shapes), which another process would compile again.
+pytestmark = pytest.mark.xdist_group("measure")
+
 TRACKING = {"x": 5e-6, "y": 5e-6, "theta": np.radians(0.01)}
 PIN = np.array([0.0037, 0.012])
 
