@@ -1,4 +1,5 @@
-"""Levenberg-Marquardt in optimistix against jaxopt, on the same problems: speed and robustness.
+"""Levenberg-Marquardt: spineid's own (`lm`), jaxopt's and optimistix's on the same problems,
+speed and robustness.
 
 Problems: (a) the bundled 4-axial-spring pair, stiffness free; (b) the bundled
 8-spring pair, stiffness free (rank-deficient: 3 identifiable combinations). Data: noise-free
@@ -56,7 +57,7 @@ def main():
         for spread in (0.3, 1.0, 2.0):
             factors = np.exp(spread * rng.normal(size=(20, n)))
             rows = {}
-            for solver in ("optimistix-lm", "jaxopt-lm"):
+            for solver in ("lm", "jaxopt-lm", "optimistix-lm"):
                 # Compile once outside the timing.
                 spineid.fit(spineid.FitProblem(make_problem(document, factors[0]), measurement,
                                                ["stiffness"], NOISE), solver=solver)

@@ -12,6 +12,7 @@ import matplotlib
 import numpy as np
 
 from ._datasets import dataset_path
+from ._identify import DEFAULT_SOLVER, SOLVERS
 from ._io import (
     dumps_toml,
     load_model,
@@ -446,8 +447,9 @@ def build_parser() -> argparse.ArgumentParser:
     fit_parser.add_argument("--noise", metavar="CH=SIGMA,...",
                             help="measurement noise per channel (SI); default: estimated")
     fit_parser.add_argument("--out", required=True, help="output folder")
-    fit_parser.add_argument("--solver", default="jaxopt-lm",
-                            choices=("jaxopt-lm", "optimistix-lm", "adam", "lbfgs"))
+    fit_parser.add_argument("--solver", default=DEFAULT_SOLVER, choices=SOLVERS,
+                            help=f"least-squares solver (default {DEFAULT_SOLVER}: spineid's "
+                                 "Levenberg-Marquardt)")
     fit_parser.add_argument("--starts", type=int, default=1, help="number of starts (multi-start)")
     fit_parser.add_argument("--seed", type=int, default=0, help="seed of the random starts")
     fit_parser.add_argument("--max-steps", type=int, default=None, help="solver iterations")

@@ -22,22 +22,26 @@ import optimistix as optx
 from jaxtyping import Array, Float
 
 from ._io import ModelFile, load_model_file, read_trajectory
+from ._least_squares import DECREMENT_TOL, levenberg_marquardt
 from ._parameters import Parameter, Transform, apply_values, select_parameters
 from ._planar_elements import VectorSprings
 from ._simulate import DEFAULT_ATOL, DEFAULT_RTOL, SimulationResult, simulate
 from ._uncertainty import Identifiability, fisher_analysis
 
-SOLVERS = ("jaxopt-lm", "optimistix-lm", "adam", "lbfgs")
-# Chosen by measurement (experiments/solver_comparison.py): on the 4-axial-spring and 8-spring
-# problems jaxopt's Levenberg-Marquardt needed half the steps and time of optimistix's (9-18
-# against 15-34 steps, also with optimistix's tolerances loosened to 1e-6) with the same or
-# better success from poor starts. jaxopt is no longer maintained: if it breaks, switch the
-# default to "optimistix-lm", which is kept tested.
-DEFAULT_SOLVER = "jaxopt-lm"
+SOLVERS = ("lm", "jaxopt-lm", "optimistix-lm", "adam", "lbfgs")
+# Chosen by measurement (experiments/solver_comparison.py): spineid's own Levenberg-Marquardt
+# (`spineid._least_squares`) takes jaxopt's damping rule, which needed half the steps of
+# optimistix's on the 4-axial-spring and 8-spring problems, but makes one forward-mode pass per
+# accepted step (jaxopt makes a Jacobian and two residual evaluations per step, accepted or not)
+# and stops once the estimate is within about 0.01 standard errors of the optimum. jaxopt's
+# and optimistix's LM remain available (jaxopt is no longer maintained).
+DEFAULT_SOLVER = "lm"
 # Batches of fits (multi-start, fit_many) run as one vmap. There optimistix is used: vmapped,
 # jaxopt's LM ran 100 fits of the 4-axial-spring benchmark in 122 s with some not converged,
 # optimistix in 24 s, all converged (experiments/benchmark_fit.py, 2-core CPU).
 BATCH_SOLVER = "optimistix-lm"
+# A parameter closer to a bound than this fraction of its standard error counts as on it.
+BOUND_STDERR_FRACTION = 0.05
 # Residual given to samples of a trial point whose integration failed: finite, so that the
 # solver sees a huge cost and backs off instead of receiving NaN.
 FAILED_RESIDUAL = 1e8
@@ -574,6 +578,7 @@ def fit(
     max_steps: int | None = None,
     rtol: float = 1e-10,
     atol: float = 1e-10,
+    decrement_tol: float = DECREMENT_TOL,
     learning_rate: float = 0.05,
     batch_size: int | None = None,
     simulation_max_steps: int = 20_000,
@@ -584,14 +589,18 @@ def fit(
     """Fit the free parameters of `problem` by least squares through the ODE solve.
 
     **Arguments:**
-    - `solver`: `"jaxopt-lm"` (jaxopt's Levenberg-Marquardt, the default) or `"optimistix-lm"`,
-      both with Jacobians by forward-mode autodiff through diffrax; `"adam"` or `"lbfgs"`
-      (optax, gradients by reverse mode) for many parameters.
+    - `solver`: `"lm"` (spineid's Levenberg-Marquardt, `spineid._least_squares`, the default),
+      `"jaxopt-lm"` or `"optimistix-lm"`, all with Jacobians by forward-mode autodiff through
+      diffrax; `"adam"` or `"lbfgs"` (optax, gradients by reverse mode) for many parameters.
     - `starts`: number of starts; start 0 is the model's values, the others are drawn with
       `seed`, log-normally around it (`start_spread` in unconstrained units), solved together
       with `vmap` (Levenberg-Marquardt starts by `BATCH_SOLVER`). The lowest cost wins.
     - `max_steps`: solver iterations (default 200 for LM, 2000 for adam/lbfgs).
-    - `rtol`, `atol`: LM termination tolerances on the unconstrained parameters and the cost.
+    - `rtol`, `atol`: LM termination tolerances on the step in unconstrained parameters
+      (relative) and on the gradient of the cost.
+    - `decrement_tol`: `"lm"` also stops when the cost can fall by less than this (half
+      chi-square units, scaled by the reduced chi-square when it exceeds 1): the default stops
+      within about 0.01 standard errors of the optimum. 0 switches this test off.
     - `learning_rate`: for adam.
     - `batch_size`: with adam, fit stochastic mini-batches of this many load cases per step
       (drawn with `seed`) instead of all of them.
@@ -628,19 +637,28 @@ def fit(
         sigma = np.array([problem.noise[c] for c in problem.channels])
 
     def solve(objective, u0):
-        if solver in ("jaxopt-lm", "optimistix-lm") and u0.ndim == 2:
+        if solver == "lm" and u0.ndim == 1:
+            solution = levenberg_marquardt(objective, u0, max_steps=max_steps,
+                                           decrement_tol=decrement_tol, xtol=rtol, gtol=atol,
+                                           progress=progress)
+            # Its last forward-mode pass is at the solution: the cost and the sensitivities
+            # of the result come from it instead of being computed again.
+            return (solution.value, solution.converged, solution.steps,
+                    (solution.cost, solution.residuals, solution.jacobian))
+        if solver in ("lm", "jaxopt-lm", "optimistix-lm") and u0.ndim == 2:
             return eqx.filter_vmap(
                 lambda start: _solve_lm(objective, start, rtol, atol, max_steps, False)
-            )(u0)
+            )(u0) + (None,)
         if solver == "optimistix-lm":
             return _solve_lm(objective, u0, rtol, atol, max_steps,
-                             _progress_printer(progress and u0.ndim == 1))
+                             _progress_printer(progress and u0.ndim == 1)) + (None,)
         if solver == "jaxopt-lm" and progress and u0.ndim == 1:
-            return _solve_jaxopt_lm_showing_progress(objective, u0, rtol, atol, max_steps)
+            return _solve_jaxopt_lm_showing_progress(objective, u0, rtol, atol,
+                                                     max_steps) + (None,)
         if solver == "jaxopt-lm":
-            return _solve_jaxopt_lm(objective, u0, rtol, atol, max_steps)
+            return _solve_jaxopt_lm(objective, u0, rtol, atol, max_steps) + (None,)
         return _solve_optax(objective, u0, solver, learning_rate, max_steps, batch_size,
-                            jax.random.PRNGKey(seed))
+                            jax.random.PRNGKey(seed)) + (None,)
 
     tolerances = dict(rtol=simulation_rtol, atol=simulation_atol)
     objective = _objective(problem, sigma, transform, adjoint, simulation_max_steps, **tolerances)
@@ -658,18 +676,20 @@ def fit(
         if starts == 1:
             results = [solve(objective, batch[0])]
         elif first_order:
-            results = list(zip(*eqx.filter_vmap(lambda u0: solve(objective, u0))(batch)))
+            results = [r + (None,) for r in zip(*eqx.filter_vmap(
+                lambda u0: solve(objective, u0)[:3])(batch))]
         else:
-            results = list(zip(*solve(objective, batch)))
-        for u, converged, steps in results:
-            cost = float(_cost(objective, u))
+            u, converged, steps, _ = solve(objective, batch)
+            results = [r + (None,) for r in zip(u, converged, steps)]
+        for u, converged, steps, linearisation in results:
+            cost = float(_cost(objective, u) if linearisation is None else linearisation[0])
             start_costs.append(cost)
             if best is None or cost < best[3]:
-                best = (u, bool(converged), int(steps), cost)
+                best = (u, bool(converged), int(steps), cost, linearisation)
         if progress and starts > 1:
             print(f"  starts {min(first + chunk, starts)}/{starts} done, best cost "
                   f"{best[3]:.6e}", flush=True)
-    u, converged, n_steps, cost = best
+    u, converged, n_steps, cost, linearisation = best
 
     theta = np.asarray(transform.to_physical(u))
     if noise_estimated:
@@ -680,18 +700,29 @@ def fit(
                   + "; refining the fit with these weights", flush=True)
         objective = _objective(problem, sigma, transform, adjoint, simulation_max_steps,
                                **tolerances)
-        u, converged, steps = solve(objective, u)
+        u, converged, steps, linearisation = solve(objective, u)
         n_steps += int(steps)
         converged = bool(converged)
         theta = np.asarray(transform.to_physical(u))
-    jacobian, residuals, predictions = _evaluate(objective, jnp.asarray(theta))
+    # The transform is elementwise: dr/dtheta = dr/du / (dtheta/du), column by column.
+    slope = np.asarray(jax.jvp(transform.to_physical, (u,), (jnp.ones_like(u),))[1])
+    if linearisation is not None and np.all(np.abs(slope) > 0):
+        residuals, jacobian = linearisation[1], np.asarray(linearisation[2]) / slope
+        predictions = _predictions(objective, jnp.asarray(theta))
+    else:  # no Jacobian at the solution yet, or a parameter pressed flat against its bound
+        jacobian, residuals, predictions = _evaluate(objective, jnp.asarray(theta))
     jacobian, residuals = np.asarray(jacobian), np.asarray(residuals)
     predictions = [np.asarray(p) for p in predictions]
     cost = float(0.5 * np.sum(residuals**2))
     failed = bool(np.any(residuals == FAILED_RESIDUAL))
 
-    at_bound = transform.at_bound(theta)
     names = problem.names
+    # The statistical stop leaves a parameter that heads for its bound within about 0.01 of
+    # its standard error from it (further iterations could gain nothing measurable): that close,
+    # it counts as on the bound, where the Cramer-Rao error does not apply.
+    unbounded_covariance, _ = fisher_analysis(jacobian, theta, _scales(theta, transform), names)
+    at_bound = transform.at_bound(
+        theta, within=BOUND_STDERR_FRACTION * np.sqrt(np.diag(unbounded_covariance)))
     covariance, identifiability = fisher_analysis(
         jacobian, theta, _scales(theta, transform), names, ~at_bound
     )
@@ -707,8 +738,9 @@ def fit(
         warnings.append(VECTOR_MEASURE_NOTE)
     for i in np.flatnonzero(at_bound):
         warnings.append(
-            f"{names[i]} ended on its bound ({theta[i]:.3g} {problem.parameters[i].unit}); it is "
-            f"reported without a standard error."
+            f"{names[i]} ended on its bound ({theta[i]:.3g} {problem.parameters[i].unit}, within "
+            f"{BOUND_STDERR_FRACTION:g} of a standard error of it); it is reported without a "
+            f"standard error."
         )
     if failed:
         warnings.append("The simulation failed at the returned parameters; do not use them.")
@@ -767,6 +799,11 @@ def _evaluate(objective: _Objective, theta):
 
 
 @eqx.filter_jit
+def _predictions(objective: _Objective, theta):
+    return objective.residuals_and_predictions(theta)[1]
+
+
+@eqx.filter_jit
 def _cost(objective: _Objective, u):
     return 0.5 * jnp.sum(objective(u) ** 2)
 
@@ -801,6 +838,24 @@ def analyse(
     return fisher_analysis(jacobian, theta, _scales(theta, transform), problem.names)
 
 
+@eqx.filter_jit
+def _solve_batch(objective, batch, solver: str, rtol: float, atol: float, max_steps: int):
+    # vmapped Levenberg-Marquardt over data sets; at module level so that a second call with
+    # the same problem and shapes reuses the compilation.
+    def one(case_data):
+        single = eqx.tree_at(lambda o: o.data, objective, case_data)
+        u0 = jnp.zeros_like(single.transform.start)
+        if solver == "optimistix-lm":
+            u, converged, _ = _solve_lm(single, u0, rtol, atol, max_steps, False)
+        else:
+            u, converged, _ = _solve_jaxopt_lm(single, u0, rtol, atol, max_steps)
+        theta = single.transform.to_physical(u)
+        jacobian, residuals, _ = _evaluate(single, theta)
+        return theta, jacobian, converged, 0.5 * jnp.sum(residuals**2)
+
+    return jax.vmap(one)(batch)
+
+
 def fit_many(
     problem: FitProblem,
     data: Sequence[np.ndarray],
@@ -827,22 +882,8 @@ def fit_many(
     if len(batch) != len(problem.measurements):
         raise ValueError(f"{len(batch)} data arrays for {len(problem.measurements)} load cases")
 
-    @eqx.filter_jit
-    def solve_all(objective, batch):
-        def one(case_data):
-            single = eqx.tree_at(lambda o: o.data, objective, case_data)
-            u0 = jnp.zeros(len(problem.parameters))
-            if solver == "optimistix-lm":
-                u, converged, _ = _solve_lm(single, u0, rtol, atol, max_steps, False)
-            else:
-                u, converged, _ = _solve_jaxopt_lm(single, u0, rtol, atol, max_steps)
-            theta = single.transform.to_physical(u)
-            jacobian, residuals, _ = _evaluate(single, theta)
-            return theta, jacobian, converged, 0.5 * jnp.sum(residuals**2)
-
-        return jax.vmap(one)(batch)
-
-    theta, jacobian, converged, cost = solve_all(objective, batch)
+    theta, jacobian, converged, cost = _solve_batch(objective, batch, solver, rtol, atol,
+                                                    max_steps)
     fisher = np.einsum("bni,bnj->bij", np.asarray(jacobian), np.asarray(jacobian))
     stderr = np.full(np.shape(theta), np.nan)
     for b, information in enumerate(fisher):

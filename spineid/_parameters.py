@@ -158,11 +158,15 @@ class Transform(eqx.Module):
         unbounded = (values - self.start) / self.scale
         return jnp.where(has_lower, jnp.where(has_upper, two_sided, one_sided), unbounded)
 
-    def at_bound(self, values, relative: float = 1e-6) -> np.ndarray:
-        """Which values sit (within `relative` of the starting distance) on a bound."""
+    def at_bound(self, values, relative: float = 1e-6, within=None) -> np.ndarray:
+        """Which values sit on a bound: within `relative` of the starting distance from it, or
+        within the distances `within` (`(p,)`, physical units; NaN entries never count)."""
         values = np.asarray(values)
-        near_lower = np.isfinite(self.lower) & (values - self.lower <= relative * self.scale)
-        near_upper = np.isfinite(self.upper) & (self.upper - values <= relative * self.scale)
+        margin = relative * np.asarray(self.scale)
+        if within is not None:
+            margin = np.fmax(margin, np.asarray(within, dtype=float))
+        near_lower = np.isfinite(self.lower) & (values - self.lower <= margin)
+        near_upper = np.isfinite(self.upper) & (self.upper - values <= margin)
         return near_lower | near_upper
 
 

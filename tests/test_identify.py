@@ -67,7 +67,9 @@ def test_recovers_axial_stiffnesses_from_noise_free_data():
     result = spineid.fit(problem)
     expected = [s["stiffness"] for s in truth["springs"]]
     assert result.converged
-    np.testing.assert_allclose(result.values, expected, rtol=1e-6)
+    # The solver stops once the Gauss-Newton decrement promises less than 0.014 standard
+    # errors of further change (spineid._least_squares): noise-free data give the truth to that.
+    assert np.all(np.abs(result.values - expected) <= 0.02 * result.stderr)
     assert result.identifiability.rank == 3
     assert np.all(np.isfinite(result.stderr)) and not result.warnings
 
@@ -295,4 +297,4 @@ def test_parameter_driven_to_its_bound_is_reported_as_such():
     assert any("ended on its bound" in w for w in result.warnings)
     assert result.report()["parameters"][2]["stderr"] is None
     assert "at bound" in result.summary()
-    np.testing.assert_allclose(result.values[:2], [27000.0, 15000.0], rtol=1e-6)
+    assert np.all(np.abs(result.values[:2] - [27000.0, 15000.0]) <= 0.02 * result.stderr[:2])

@@ -1,0 +1,78 @@
+"""spineid's Levenberg-Marquardt against a certified NIST result, its statistical stop, and its
+bookkeeping (one forward-mode pass per accepted step)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from spineid._least_squares import levenberg_marquardt
+
+# NIST StRD nonlinear regression "Misra1a" (lower difficulty): y = b1 (1 - exp(-b2 x)),
+# certified values and standard deviations, start 1 of the two certified starts.
+MISRA1A_X = np.array([77.6, 114.9, 141.1, 190.8, 239.9, 289.0, 332.8, 378.4, 434.8, 477.3,
+                      536.8, 593.1, 689.1, 760.0])
+MISRA1A_Y = np.array([10.07, 14.73, 17.94, 23.93, 29.61, 35.18, 40.02, 44.82, 50.76, 55.05,
+                      61.01, 66.40, 75.47, 81.78])
+CERTIFIED = np.array([2.3894212918e02, 5.5015643181e-04])
+CERTIFIED_SD = np.array([2.7070075241e00, 7.2668688436e-06])
+CERTIFIED_RSS = 1.2455138894e-01
+START = np.array([500.0, 1e-4])
+# Residuals divided by the certified residual standard deviation, as spineid weights by noise.
+SIGMA = np.sqrt(CERTIFIED_RSS / (MISRA1A_X.size - 2))
+
+
+def misra1a(u):
+    b = START * jnp.exp(u)  # log coordinates, as spineid's positive parameters
+    return (b[0] * (1.0 - jnp.exp(-b[1] * MISRA1A_X)) - MISRA1A_Y) / SIGMA
+
+
+def test_certified_nist_result_and_the_statistical_stop():
+    exact = levenberg_marquardt(misra1a, jnp.zeros(2), decrement_tol=0.0)
+    assert bool(exact.converged)
+    np.testing.assert_allclose(START * np.exp(exact.value), CERTIFIED, rtol=1e-8)
+    assert float(2 * exact.cost * SIGMA**2) == pytest.approx(CERTIFIED_RSS, rel=1e-8)
+    # The default stops within a hundredth or so of a standard error, in fewer passes.
+    early = levenberg_marquardt(misra1a, jnp.zeros(2))
+    assert bool(early.converged) and float(early.decrement) <= 1e-4
+    assert np.all(np.abs(START * np.exp(early.value) - CERTIFIED) <= 0.02 * CERTIFIED_SD)
+    assert int(early.jacobians) < int(exact.jacobians)
+
+
+def test_one_traced_forward_pass_run_once_per_accepted_step():
+    calls = {"jacobian": 0}
+    original = jax.jacfwd
+
+    # Count traced Jacobians: one, in the loop body (a second copy would double compilation).
+    def counting(*args, **kwargs):
+        calls["jacobian"] += 1
+        return original(*args, **kwargs)
+
+    jax.jacfwd = counting
+    try:
+        solution = levenberg_marquardt(lambda u: misra1a(u) * 1.0, jnp.array([1.5, -1.0]))
+    finally:
+        jax.jacfwd = original
+    assert calls["jacobian"] == 1
+    # A start this poor forces rejected steps: they cost no Jacobian.
+    assert int(solution.jacobians) < int(solution.steps) + 1
+    assert bool(solution.converged)
+    np.testing.assert_allclose(START * np.exp(solution.value), CERTIFIED, rtol=1e-3)
+
+
+def test_unidentifiable_directions_do_not_prevent_convergence():
+    # Only u0 + u1 is determined by these residuals: J^T J is singular.
+    def residuals(u):
+        return jnp.array([u[0] + u[1] - 1.0, 2.0 * (u[0] + u[1]) - 2.0, jnp.sin(u[2])])
+
+    solution = levenberg_marquardt(residuals, jnp.array([3.0, -1.0, 0.3]))
+    assert bool(solution.converged)
+    assert float(solution.value[0] + solution.value[1]) == pytest.approx(1.0, abs=1e-3)
+
+
+def test_vmaps_over_starts():
+    starts = jnp.array([[0.0, 0.0], [-0.3, 0.8], [0.5, 0.3]])
+    solutions = jax.vmap(lambda u0: levenberg_marquardt(misra1a, u0))(starts)
+    assert bool(jnp.all(solutions.converged))
+    values = START * np.exp(np.asarray(solutions.value))
+    assert np.all(np.abs(values - CERTIFIED) <= 0.02 * CERTIFIED_SD)
