@@ -31,7 +31,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._load_laws import TanCosLaw
-from ._mechanics import AbstractLagrangianSystem, lagrangian_vector_field
+from ._mechanics import AbstractLagrangianSystem, active_forces, lagrangian_vector_field
 
 STANDARD_GRAVITY = 9.81  # m/s^2, the value of seed 001
 
@@ -297,9 +297,7 @@ class HeadNeckChain(AbstractLagrangianSystem):
                        (t, q), (jnp.ones_like(t), qdot))[1]  # (n, 2)
         mass = jnp.einsum("i,iak,ial->kl", self.masses, jacobian, jacobian) \
             + jnp.diag(self.inertias)
-        rhs = (self.generalized_forces(t, q, qdot)
-               - jax.grad(self.potential_energy, argnums=1)(t, q)
-               - jax.grad(self.dissipation_function, argnums=2)(t, q, qdot)
+        rhs = (active_forces(self, t, q, qdot)
                - jnp.einsum("i,iak,ia->k", self.masses, jacobian, bias))
         return jnp.linalg.solve(mass, rhs)
 
