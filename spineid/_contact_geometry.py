@@ -58,8 +58,14 @@ NO_CONTACT = 0
 EDGE1_ON_FACE2 = 1
 EDGE2_ON_FACE1 = 2
 EDGE_ON_EDGE = 3
-CONTACT_CASES = ("no contact", "edge 1 on face 2", "edge 2 on face 1", "edge on edge")
+PARALLEL_FACES = 4
+CONTACT_CASES = ("no contact", "edge 1 on face 2", "edge 2 on face 1", "edge on edge",
+                 "parallel faces (skew contact undefined)")
 """Names of the contact situations, indexed by the `case` of a `ContactGeometry`."""
+
+MIN_SKEW_SIN_TILT = 1e-9
+"""Below this `sin alpha` the faces count as parallel for `skew_contact`: the line `l` where
+their planes meet is then undefined (or lost in roundoff)."""
 
 _TINY = 1e-30  # squared-length floor that keeps norms differentiable at zero
 
@@ -97,13 +103,16 @@ def _in_plane(vector, normal):
 
 
 def skew_contact(centre1: Float[ArrayLike, "3"], normal1: Float[ArrayLike, "3"], radius1,
-                 centre2: Float[ArrayLike, "3"], normal2: Float[ArrayLike, "3"], radius2
-                 ) -> ContactGeometry:
+                 centre2: Float[ArrayLike, "3"], normal2: Float[ArrayLike, "3"], radius2,
+                 throw: bool = True) -> ContactGeometry:
     """Contact of two tilted cylinder faces (Kecskemethy et al. section 3.1.1, eqs 1-2 and the
     depths below them; module docstring for the conventions and the printed signs).
 
     **Arguments:** disc centres (m, `(3,)`), outward unit face normals (`(3,)`) and radii (m) of
-    disc 1 and disc 2, in ground coordinates. The faces must be tilted (`sin alpha > 0`).
+    disc 1 and disc 2, in ground coordinates. The faces must be tilted (`sin alpha` at least
+    `MIN_SKEW_SIN_TILT`): parallel faces raise an error naming `flat_contact`, or with
+    `throw=False` give the case `PARALLEL_FACES` (penetration 0, point midway between the
+    centres, normal `n_2`: placeholders, not a contact).
 
     **Returns:** a `ContactGeometry`: the deeper of cases 1 and 2 whose point lies over the
     other face and penetrates it; else edge on edge when the chords on `l` overlap; else
@@ -153,6 +162,17 @@ def skew_contact(centre1: Float[ArrayLike, "3"], normal1: Float[ArrayLike, "3"],
     point = jnp.where(pick1, point1, jnp.where(pick2, point2,
                                                jnp.where(pick3, point3, 0.5 * (c1 + c2))))
     normal = jnp.where(pick1, n2, jnp.where(pick2, -n1, jnp.where(pick3, normal3, n2)))
+    parallel = sin_tilt < MIN_SKEW_SIN_TILT
+    case = jnp.where(parallel, PARALLEL_FACES, case)
+    penetration = jnp.where(parallel, 0.0, penetration)
+    point = jnp.where(parallel, 0.5 * (c1 + c2), point)
+    normal = jnp.where(parallel, n2, normal)
+    if throw:
+        penetration = eqx.error_if(
+            penetration, parallel,
+            "skew_contact: the faces are parallel (sin alpha < 1e-9), so the line where their "
+            "planes meet is undefined; use flat_contact or blended_contact (Kecskemethy et al. "
+            "section 3.1.2), or pass throw=False to get the case 'parallel faces'")
     return ContactGeometry(penetration, point, normal, case, sin_tilt)
 
 

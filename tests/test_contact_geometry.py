@@ -10,7 +10,7 @@ from hypothesis import given, settings
 
 import spineid  # noqa: F401  (float64)
 from spineid._contact_geometry import (
-    EDGE1_ON_FACE2, EDGE2_ON_FACE1, EDGE_ON_EDGE, NO_CONTACT, blended_contact,
+    EDGE1_ON_FACE2, EDGE2_ON_FACE1, EDGE_ON_EDGE, NO_CONTACT, PARALLEL_FACES, blended_contact,
     blending_factor, flat_contact, skew_contact,
 )
 
@@ -186,3 +186,17 @@ def test_blended_depth_is_continuous_and_differentiable_through_flat():
                 (float(depth(angle + step)) - float(depth(angle - step))) / (2 * step), rel=1e-4,
                 abs=1e-8)
     assert np.isfinite(float(jax.hessian(depth)(0.0)))
+
+
+def test_skew_contact_refuses_parallel_faces_and_names_the_alternative():
+    centre1, centre2 = np.array([0.1, 0.02, 0.0]), np.zeros(3)
+    down, up = np.array([0.0, -1.0, 0.0]), np.array([0.0, 1.0, 0.0])
+    with pytest.raises(Exception, match="faces are parallel.*flat_contact"):
+        skew_contact(centre1, down, 0.5, centre2, up, 0.5)
+    result = jax.jit(skew_contact, static_argnames="throw")(centre1, down, 0.5, centre2, up, 0.5,
+                                                           throw=False)
+    assert int(result.case) == PARALLEL_FACES
+    assert np.all(np.isfinite(np.asarray(result.point))) and float(result.penetration) == 0.0
+    # The flat model is the one defined there: the faces overlap, 0.02 apart.
+    flat = flat_contact(centre1, down, 0.5, centre2, up, 0.5)
+    assert float(flat.depth_at_parallel) == pytest.approx(-0.02, abs=1e-12)
