@@ -8,6 +8,11 @@ Starts: the truth scaled by log-normal factors of spread 0.3, 1.0 and 2.0 (in lo
 20 starts each. Success: the cost within 1% of the cost at the best solution found.
 
 Run: python experiments/solver_comparison.py
+
+Measured (2-core CPU, one run): spineid's `lm` median 3-9 steps and 0.17-0.89 s per fit,
+jaxopt 8-16 steps and 0.42-1.79 s, optimistix 18-32 steps and 0.81-3.33 s; success 100% for all
+but the 8-spring problem at spread 2 (lm 85%, jaxopt 80%, optimistix 85%) and optimistix on the
+axial problem at spread 2 (90%). Table in the README.
 """
 
 import copy

@@ -55,6 +55,8 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=1000.0)
     parser.add_argument("--noise", type=float, default=5e-4)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--angle-noise", type=float, default=0.5,
+                        help="noise of measured body angles (deg) for the design comparison")
     arguments = parser.parse_args()
     model_file = spineid.load_model_file(spineid.dataset_path("head_neck.toml"))
     chain, parameters = model_file.model, model_file.parameters
@@ -64,29 +66,54 @@ def main() -> None:
     print(f"head track 0-{arguments.t_end:g} s at {arguments.rate:g} Hz, noise "
           f"{arguments.noise * 1e3:g} mm ({ts.size} samples x 2 coordinates)")
 
-    def track(log_values):
+    angle_noise = np.radians(arguments.angle_noise)
+    n_head = 2 * ts.size
+
+    def channels(log_values):
+        # The head track (noise units), then every body's absolute angle (C7 ... C1, head)
+        # in noise units of a cineradiographic or marker measurement of the vertebrae.
         model = spineid.apply_values(chain, parameters, jnp.exp(log_values))
         solution = spineid.simulate(model, ts, adjoint=diffrax.ForwardMode(), rtol=1e-7,
                                     atol=1e-9, max_steps=100_000)
-        return jax.vmap(model.observe)(solution.q).ravel() / arguments.noise
+        head = jax.vmap(model.observe)(solution.q).ravel() / arguments.noise
+        return jnp.concatenate([head, solution.q.ravel() / angle_noise])
 
     clock = time.perf_counter()
-    sensitivity = np.asarray(jax.jacfwd(track)(jnp.log(jnp.asarray(truth))))
+    log_truth = jnp.log(jnp.asarray(truth))
+    full = np.asarray(jax.jacfwd(channels)(log_truth))
     print(f"sensitivities: {time.perf_counter() - clock:.1f} s (with compilation)")
+    sensitivity = full[:n_head]
+    angle_rows = full[n_head:].reshape(ts.size, chain.n_dof, len(parameters))
+
+    def cramer_rao(rows, free):
+        chosen = rows[:, free]
+        return dict(zip(free, np.sqrt(np.diag(np.linalg.inv(chosen.T @ chosen))) * 100))
+
+    def print_row(label, errors):
+        print(f"{label:44s} " + " ".join(f"{errors[i]:14.3g}" if i in errors else " " * 14
+                                         for i in range(len(parameters))))
+
     subsets = {"all six": list(range(6)),
                "stiffnesses + joint damping": [0, 1, 4, 5],
                "three stiffnesses": [0, 1, 4],
                "posterior + joint stiffness, joint damping": [1, 4, 5]}
-    print("\nCramer-Rao relative standard errors [%] (blank: held fixed)")
-    print(f"{'free set':44s} " + " ".join(f"{n.split('.')[1][:14]:>14s}" for n in names))
+    header = f"{'free set':44s} " + " ".join(f"{n.split('.')[1][:14]:>14s}" for n in names)
+    print("\nCramer-Rao relative standard errors [%] from the head track (blank: held fixed)")
+    print(header)
     for label, free in subsets.items():
-        chosen = sensitivity[:, free]
-        errors = dict(zip(free, np.sqrt(np.diag(np.linalg.inv(chosen.T @ chosen))) * 100))
-        print(f"{label:44s} " + " ".join(f"{errors[i]:14.3g}" if i in errors else " " * 14
-                                         for i in range(6)))
+        print_row(label, cramer_rao(sensitivity, free))
+    designs = {"head track": sensitivity,
+               "head track + head angle": np.concatenate([sensitivity, angle_rows[:, -1]]),
+               "head track + every vertebral angle": np.concatenate(
+                   [sensitivity, angle_rows.reshape(-1, len(parameters))])}
+    print(f"\nWhat other measurements would reveal (angles with "
+          f"{arguments.angle_noise:g} deg noise), all six free:")
+    print(header)
+    for label, rows in designs.items():
+        print_row(label, cramer_rao(rows, list(range(6))))
 
     rng = np.random.default_rng(arguments.seed)
-    head = np.asarray(track(jnp.log(jnp.asarray(truth)))).reshape(-1, 2) * arguments.noise
+    head = np.asarray(channels(log_truth))[:n_head].reshape(-1, 2) * arguments.noise
     data = head + rng.normal(0.0, arguments.noise, head.shape)
     measurement = spineid.Measurement(ts, data, chain.observable_names)
     noise = {"head_x": arguments.noise, "head_y": arguments.noise}

@@ -29,12 +29,12 @@ from ._simulate import DEFAULT_ATOL, DEFAULT_RTOL, SimulationResult, simulate
 from ._uncertainty import Identifiability, fisher_analysis
 
 SOLVERS = ("lm", "jaxopt-lm", "optimistix-lm", "adam", "lbfgs")
-# Chosen by measurement (experiments/solver_comparison.py): spineid's own Levenberg-Marquardt
-# (`spineid._least_squares`) takes jaxopt's damping rule, which needed half the steps of
-# optimistix's on the 4-axial-spring and 8-spring problems, but makes one forward-mode pass per
-# accepted step (jaxopt makes a Jacobian and two residual evaluations per step, accepted or not)
-# and stops once the estimate is within about 0.01 standard errors of the optimum. jaxopt's
-# and optimistix's LM remain available (jaxopt is no longer maintained).
+# Chosen by measurement (experiments/solver_comparison.py, 20 poor starts per spread):
+# spineid's own Levenberg-Marquardt (`spineid._least_squares`: jaxopt's damping rule, one
+# forward-mode pass per accepted step, a statistical stop) took median 3-9 steps and 0.17-0.89 s
+# on the 4-axial-spring and 8-spring problems, against jaxopt's 8-16 steps and 0.42-1.79 s and
+# optimistix's 18-32 steps and 0.81-3.33 s, with the same or better success. jaxopt's and
+# optimistix's LM remain available (jaxopt is no longer maintained).
 DEFAULT_SOLVER = "lm"
 # Batches of fits (multi-start, fit_many) run as one vmap. There optimistix is used: vmapped,
 # jaxopt's LM ran 100 fits of the 4-axial-spring benchmark in 122 s with some not converged,
