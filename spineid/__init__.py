@@ -62,6 +62,10 @@ from ._identify import (
     Measurement as Measurement,
 )
 from ._io import load_model_file as load_model_file, ModelFile as ModelFile
+from ._least_squares import (
+    LeastSquaresSolution as LeastSquaresSolution,
+    levenberg_marquardt as levenberg_marquardt,
+)
 from ._measure import (
     first_variation as first_variation,
     MeasureCurve as MeasureCurve,

@@ -80,7 +80,8 @@ def _decrement(gradient, normal):
 def levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 200,
                         decrement_tol: float = DECREMENT_TOL, xtol: float = 1e-10,
                         gtol: float = 1e-10, progress: bool = False) -> LeastSquaresSolution:
-    """Minimise `1/2 |function(u)|^2` from `u0` (module docstring for the method and its stop).
+    """Minimise `1/2 |function(u)|^2` from `u0` (the method and its stop: the docstring of
+    `spineid._least_squares`; Madsen, Nielsen and Tingleff 2004, Algorithm 3.16).
 
     **Arguments:** `function(u) -> r`, residuals `(n,)` of parameters `(p,)`, differentiable in
     forward mode (an ODE solve with `diffrax.ForwardMode()`); a failed evaluation should return

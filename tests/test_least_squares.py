@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from spineid._least_squares import levenberg_marquardt
+from spineid import levenberg_marquardt
 
 # NIST StRD nonlinear regression "Misra1a" (lower difficulty): y = b1 (1 - exp(-b2 x)),
 # certified values and standard deviations, start 1 of the two certified starts.
