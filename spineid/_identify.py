@@ -19,7 +19,7 @@ import jaxopt
 import numpy as np
 import optax
 import optimistix as optx
-from jaxtyping import Array, Float
+from jaxtyping import Array, ArrayLike, Float
 
 from ._io import ModelFile, load_model_file, read_trajectory
 from ._least_squares import DECREMENT_TOL, levenberg_marquardt
@@ -234,6 +234,20 @@ class _Objective(eqx.Module):
         predictions = tuple(self.case_prediction(theta, i) for i in range(len(self.models)))
         residuals = jnp.concatenate([self._weighted(p, i) for i, p in enumerate(predictions)])
         return residuals, predictions
+
+    def predictions_from(self, residuals: Float[ArrayLike, " n"]) -> list[np.ndarray]:
+        """The model outputs per load case (`(k, c)` each, inf where the simulation failed)
+        that produced these noise-weighted `residuals`: `data + sigma r`, no simulation."""
+        residuals = np.asarray(residuals)
+        sigma = np.asarray(self.sigma)
+        predictions, first = [], 0
+        for data in self.data:
+            data = np.asarray(data)
+            weighted = residuals[first:first + data.size].reshape(data.shape)
+            first += data.size
+            predictions.append(np.where(weighted == FAILED_RESIDUAL, np.inf,
+                                        data + weighted * sigma))
+        return predictions
 
     def physical_residuals(self, theta: Float[Array, " p"]) -> Float[Array, " n"]:
         """Residuals at physical parameter values `theta`, shape `(n_data,)`."""
@@ -708,7 +722,7 @@ def fit(
     slope = np.asarray(jax.jvp(transform.to_physical, (u,), (jnp.ones_like(u),))[1])
     if linearisation is not None and np.all(np.abs(slope) > 0):
         residuals, jacobian = linearisation[1], np.asarray(linearisation[2]) / slope
-        predictions = _predictions(objective, jnp.asarray(theta))
+        predictions = objective.predictions_from(residuals)
     else:  # no Jacobian at the solution yet, or a parameter pressed flat against its bound
         jacobian, residuals, predictions = _evaluate(objective, jnp.asarray(theta))
     jacobian, residuals = np.asarray(jacobian), np.asarray(residuals)
@@ -796,11 +810,6 @@ def _evaluate(objective: _Objective, theta):
 
     jacobian, (residuals, predictions) = jax.jacfwd(residuals_with_aux, has_aux=True)(theta)
     return jacobian, residuals, predictions
-
-
-@eqx.filter_jit
-def _predictions(objective: _Objective, theta):
-    return objective.residuals_and_predictions(theta)[1]
 
 
 @eqx.filter_jit

@@ -48,7 +48,9 @@ def pin_data(model_file):
     return ts, np.asarray(jax.vmap(model_file.model.observe)(q))
 
 
-@pytest.fixture(scope="module")
+# Session scope: xdist interleaves modules on a worker and pytest rebuilds a module-scoped
+# fixture at every switch, compiling its solves again.
+@pytest.fixture(scope="session")
 def pin_problem():
     model_file = pin_model_file()
     ts, data = pin_data(model_file)

@@ -43,17 +43,20 @@ def eq_44_mass_matrix(chain, q):
 
 def test_mass_matrix_by_autodiff_equals_eqs_43_44():
     chain = head_neck_chain()
+    # Compiled once: op-by-op dispatch of these autodiff expressions costs seconds per call.
+    autodiff_mass = jax.jit(lambda q: mass_matrix(chain, 0.0, q, jnp.zeros(chain.n_dof)))
+    kane = jax.jit(lambda t, q, qdot: chain.accelerations(t, q, qdot))
+    generic = jax.jit(lambda t, q, qdot: generalized_accelerations(chain, t, q, qdot))
     rng = np.random.default_rng(0)
     for _ in range(10):
         q = rng.uniform(-0.6, 0.6, chain.n_dof)
-        ours = np.asarray(mass_matrix(chain, 0.0, jnp.asarray(q), jnp.zeros(chain.n_dof)))
+        ours = np.asarray(autodiff_mass(jnp.asarray(q)))
         np.testing.assert_allclose(ours, eq_44_mass_matrix(chain, q), rtol=1e-12,
                                    atol=1e-12 * np.abs(ours).max())
         # The chain's projected (Kane-form) accelerations against the generic Lagrangian path.
         t, qdot = rng.uniform(0.0, 0.12), jnp.asarray(rng.normal(0.0, 5.0, chain.n_dof))
-        np.testing.assert_allclose(
-            chain.accelerations(t, jnp.asarray(q), qdot),
-            generalized_accelerations(chain, t, jnp.asarray(q), qdot), rtol=1e-10, atol=1e-8)
+        np.testing.assert_allclose(kane(t, jnp.asarray(q), qdot),
+                                   generic(t, jnp.asarray(q), qdot), rtol=1e-10, atol=1e-8)
 
 
 def test_pulse_is_the_double_integral_of_the_triangle_and_eq_48_is_not():

@@ -24,7 +24,9 @@ pytestmark = pytest.mark.xdist_group("segment")
 SOLVE = eqx.filter_jit(equilibrium)
 
 
-@pytest.fixture(scope="module")
+# Session scope: xdist interleaves modules on a worker and pytest rebuilds a module-scoped
+# fixture at every switch, compiling its solves again.
+@pytest.fixture(scope="session")
 def segment():
     model_file = load_model_file(spineid.dataset_path("c5_c6.toml"))
     return model_file, segment_study(model_file.model)
