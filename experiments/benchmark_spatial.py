@@ -25,9 +25,9 @@ errors 0.16, -0.03, -0.20, 0.03, -0.001, 0.01 % (target 1%: met, standard errors
 One more run on an idle machine (nothing else running): simulation 8.4 ms against 391 ms
 (47x), fit 0.43 s against 15.9 s (37x), the same relative errors.
 
-The 50x fit target is not met (44-47x in the earlier runs, 37x on the idle machine). Before, with jaxopt's LM (11
-steps, a Jacobian and two simulations each), the autodiff Euler-angle mass matrix and both peers
-at rtol 1e-8, the ratio was 8x. Each LM step now costs one forward-mode Jacobian through the ODE,
+The 50x fit target is not met (44-47x in the earlier runs, 37x on the idle machine). Before,
+with jaxopt's LM (11 steps, a Jacobian and two simulations each), the autodiff Euler-angle mass
+matrix and both peers at rtol 1e-8, the ratio was 8x. Each LM step now costs one forward-mode Jacobian through the ODE,
 about ten simulations for the six tangents, and the fit takes 7 of them; scipy pays 7 solves per
 finite-difference Jacobian at about 40-60 times the cost per solve.
 """

@@ -287,11 +287,9 @@ def test_adam_on_stochastic_minibatches_of_load_cases():
     measurements = [spineid.Measurement(TS, simulate_data(c), ("x", "y", "theta")) for c in cases]
     problem = spineid.FitProblem(starts[0], measurements, ["stiffness"], NOISE,
                                  models=[s.model for s in starts])
-    # 40 steps of one case each (each a reverse-mode pass through the ODE) take the cost to
-    # about 7 % of the start's; the full fit to the noise level is the deterministic tests' job.
-    result = spineid.fit(problem, solver="adam", max_steps=40, batch_size=1,
-                         learning_rate=0.05)
-    assert result.cost < 0.15 * start_cost(starts, measurements)
+    result = spineid.fit(problem, solver="adam", max_steps=150, batch_size=1,
+                         learning_rate=0.02)
+    assert result.cost < 0.01 * start_cost(starts, measurements)
     with pytest.raises(ValueError, match="mini-batches need solver='adam'"):
         spineid.fit(problem, batch_size=2)
 
