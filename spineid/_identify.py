@@ -210,13 +210,21 @@ class _Objective(eqx.Module):
     max_steps: int = eqx.field(static=True)
     rtol: float = eqx.field(static=True, default=DEFAULT_RTOL)
     atol: float = eqx.field(static=True, default=DEFAULT_ATOL)
+    coarse_rtol: float = eqx.field(static=True, default=DEFAULT_RTOL)
+    coarse_atol: float = eqx.field(static=True, default=DEFAULT_ATOL)
 
-    def case_prediction(self, theta, case: int) -> Float[Array, "k c"]:
-        """Model output of load case `case` at physical parameters `theta` (inf if failed)."""
+    def case_prediction(self, theta, case: int, exact=True) -> Float[Array, "k c"]:
+        """Model output of load case `case` at physical parameters `theta` (inf if failed);
+        `exact` (a boolean, may be traced) false integrates at the coarse tolerances."""
         model = apply_values(self.models[case], self.parameters, theta)
+        if exact is True:
+            rtol, atol = self.rtol, self.atol
+        else:
+            rtol = jnp.where(exact, self.rtol, self.coarse_rtol)
+            atol = jnp.where(exact, self.atol, self.coarse_atol)
         solution = simulate(
             model, self.ts[case], adjoint=self.adjoint, throw=False, t0=0.0,
-            max_steps=self.max_steps, rtol=self.rtol, atol=self.atol,
+            max_steps=self.max_steps, rtol=rtol, atol=atol,
         )
         predicted = jax.vmap(model.observe)(solution.q)
         return jnp.where(solution.result == SimulationResult.successful, predicted, jnp.inf)
@@ -229,9 +237,11 @@ class _Objective(eqx.Module):
         """Noise-weighted residuals of one load case, flattened."""
         return self._weighted(self.case_prediction(theta, case), case)
 
-    def residuals_and_predictions(self, theta):
-        """`(residuals, predictions per case)` at physical parameters, in one pass."""
-        predictions = tuple(self.case_prediction(theta, i) for i in range(len(self.models)))
+    def residuals_and_predictions(self, theta, exact=True):
+        """`(residuals, predictions per case)` at physical parameters, in one pass (`exact`:
+        as in `case_prediction`)."""
+        predictions = tuple(self.case_prediction(theta, i, exact)
+                            for i in range(len(self.models)))
         residuals = jnp.concatenate([self._weighted(p, i) for i, p in enumerate(predictions)])
         return residuals, predictions
 
@@ -249,9 +259,14 @@ class _Objective(eqx.Module):
                                         data + weighted * sigma))
         return predictions
 
-    def physical_residuals(self, theta: Float[Array, " p"]) -> Float[Array, " n"]:
+    def physical_residuals(self, theta: Float[Array, " p"], exact=True) -> Float[Array, " n"]:
         """Residuals at physical parameter values `theta`, shape `(n_data,)`."""
-        return self.residuals_and_predictions(theta)[0]
+        return self.residuals_and_predictions(theta, exact)[0]
+
+    def at_precision(self, u: Float[Array, " p"], exact) -> Float[Array, " n"]:
+        """Residuals at unconstrained coordinates `u`, integrated at the fit's tolerances where
+        `exact`, at the coarse ones otherwise (`levenberg_marquardt(inexact_jacobians=True)`)."""
+        return self.physical_residuals(self.transform.to_physical(u), exact)
 
     def __call__(self, u: Float[Array, " p"], args=None) -> Float[Array, " n"]:
         """Residuals at unconstrained coordinates `u` (the solver's `residuals(params, args)`)."""
@@ -259,7 +274,7 @@ class _Objective(eqx.Module):
 
 
 def _objective(problem: FitProblem, sigma: np.ndarray, transform: Transform, adjoint, max_steps,
-               rtol=DEFAULT_RTOL, atol=DEFAULT_ATOL):
+               rtol=DEFAULT_RTOL, atol=DEFAULT_ATOL, coarse_rtol=None, coarse_atol=None):
     return _Objective(
         models=problem.models,
         ts=tuple(jnp.asarray(m.ts) for m in problem.measurements),
@@ -271,6 +286,8 @@ def _objective(problem: FitProblem, sigma: np.ndarray, transform: Transform, adj
         max_steps=max_steps,
         rtol=rtol,
         atol=atol,
+        coarse_rtol=rtol if coarse_rtol is None else coarse_rtol,
+        coarse_atol=atol if coarse_atol is None else coarse_atol,
     )
 
 
@@ -598,6 +615,8 @@ def fit(
     simulation_max_steps: int = 20_000,
     simulation_rtol: float = DEFAULT_RTOL,
     simulation_atol: float = DEFAULT_ATOL,
+    jacobian_rtol: float | None = None,
+    jacobian_atol: float | None = None,
     progress: bool = False,
 ) -> FitResult:
     """Fit the free parameters of `problem` by least squares through the ODE solve.
@@ -623,6 +642,12 @@ def fit(
     - `simulation_rtol`, `simulation_atol`: ODE tolerances inside the fit. The defaults are
       `simulate`'s; looser values are faster and harmless while the integration error stays far
       below the measurement noise.
+    - `jacobian_rtol`, `jacobian_atol`: ODE tolerances of the Jacobians that `"lm"` takes on
+      the way to the optimum (the residuals, and the Jacobian that confirms the stop and gives
+      the standard errors, use the simulation tolerances; `spineid._least_squares`). Default:
+      `simulation_rtol` times 100, at most 1e-3 and never tighter than `simulation_rtol`, and
+      `simulation_atol` scaled by the same factor. `jacobian_rtol=simulation_rtol` takes every
+      Jacobian at the simulation tolerances.
     - `progress`: print the solver's progress.
 
     **Returns:** a `FitResult`: values, Cramer-Rao standard errors, correlations,
@@ -639,6 +664,17 @@ def fit(
             f"{len(problem.measurements)} (the number of load cases)"
         )
     first_order = solver in ("adam", "lbfgs")
+    if jacobian_rtol is None:
+        jacobian_rtol = max(simulation_rtol, min(100.0 * simulation_rtol, 1e-3))
+    if jacobian_atol is None:
+        jacobian_atol = simulation_atol * jacobian_rtol / simulation_rtol
+    if jacobian_rtol < simulation_rtol or jacobian_atol < simulation_atol:
+        raise ValueError(
+            f"jacobian_rtol={jacobian_rtol}, jacobian_atol={jacobian_atol}: the Jacobians' ODE "
+            f"tolerances cannot be tighter than the simulation's ({simulation_rtol}, "
+            f"{simulation_atol})"
+        )
+    inexact = jacobian_rtol != simulation_rtol or jacobian_atol != simulation_atol
     max_steps = max_steps or (2000 if first_order else 200)
     clock = time.perf_counter()
     transform = problem.transform()
@@ -652,11 +688,13 @@ def fit(
 
     def solve(objective, u0):
         if solver == "lm" and u0.ndim == 1:
-            solution = levenberg_marquardt(objective, u0, max_steps=max_steps,
-                                           decrement_tol=decrement_tol, xtol=rtol, gtol=atol,
+            solution = levenberg_marquardt(objective.at_precision if inexact else objective, u0,
+                                           max_steps=max_steps, decrement_tol=decrement_tol,
+                                           xtol=rtol, gtol=atol, inexact_jacobians=inexact,
                                            progress=progress)
-            # Its last forward-mode pass is at the solution: the cost and the sensitivities
-            # of the result come from it instead of being computed again.
+            # Its last exact forward-mode pass is at the solution (or one small final step
+            # before it): the cost and the sensitivities of the result come from the solver
+            # instead of being computed again.
             return (solution.value, solution.converged, solution.steps,
                     (solution.cost, solution.residuals, solution.jacobian))
         if solver in ("lm", "jaxopt-lm", "optimistix-lm") and u0.ndim == 2:
@@ -674,7 +712,8 @@ def fit(
         return _solve_optax(objective, u0, solver, learning_rate, max_steps, batch_size,
                             jax.random.PRNGKey(seed)) + (None,)
 
-    tolerances = dict(rtol=simulation_rtol, atol=simulation_atol)
+    tolerances = dict(rtol=simulation_rtol, atol=simulation_atol, coarse_rtol=jacobian_rtol,
+                      coarse_atol=jacobian_atol)
     objective = _objective(problem, sigma, transform, adjoint, simulation_max_steps, **tolerances)
     n_free = len(problem.parameters)
     key = jax.random.PRNGKey(seed)

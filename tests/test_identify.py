@@ -109,6 +109,19 @@ def test_noisy_axial_fit_has_consistent_errors_and_noise_estimate():
     assert abs(2 * result.cost - dof) < 4 * np.sqrt(2 * dof)
 
 
+def test_cheap_jacobians_on_the_way_give_the_same_fit():
+    # By default the Jacobians before the stop are integrated 100 times more loosely; every
+    # Jacobian at the simulation tolerance must give the same estimate and standard errors.
+    _, problem = axial_problem(seed=1)
+    cheap = spineid.fit(problem)
+    exact = spineid.fit(problem, jacobian_rtol=1e-8)
+    assert cheap.converged and exact.converged
+    assert np.all(np.abs(cheap.values - exact.values) <= 0.02 * exact.stderr)
+    np.testing.assert_allclose(cheap.stderr, exact.stderr, rtol=1e-4)
+    with pytest.raises(ValueError, match="cannot be tighter"):
+        spineid.fit(problem, jacobian_rtol=1e-9)
+
+
 def test_confidence_intervals_cover_the_truth_about_95_percent():
     truth, problem = axial_problem()
     expected = np.array([s["stiffness"] for s in truth["springs"]])

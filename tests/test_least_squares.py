@@ -76,3 +76,41 @@ def test_vmaps_over_starts():
     assert bool(jnp.all(solutions.converged))
     values = START * np.exp(np.asarray(solutions.value))
     assert np.all(np.abs(values - CERTIFIED) <= 0.02 * CERTIFIED_SD)
+
+
+def misra1a_inexact(error):
+    """Misra1a whose inexact evaluations (exact false) compute the model with b2 off by the
+    relative `error`: their residuals and Jacobian are wrong by about that much."""
+    def residuals(u, exact):
+        b = START * jnp.exp(u)
+        b2 = jnp.where(exact, b[1], b[1] * (1.0 + error))
+        return (b[0] * (1.0 - jnp.exp(-b2 * MISRA1A_X)) - MISRA1A_Y) / SIGMA
+    return residuals
+
+
+@pytest.mark.parametrize("error", [0.02, 0.5])
+def test_inexact_jacobians_change_the_path_not_the_optimum(error):
+    # A 2% error is a looser ODE tolerance; 50% is a Jacobian that misleads, after which the
+    # solver must fall back to exact ones instead of crawling.
+    solution = levenberg_marquardt(misra1a_inexact(error), jnp.zeros(2),
+                                   inexact_jacobians=True)
+    assert bool(solution.converged)
+    assert np.all(np.abs(START * np.exp(solution.value) - CERTIFIED) <= 0.02 * CERTIFIED_SD)
+    # The residuals and the Jacobian returned (standard errors come from it) are the exact ones.
+    np.testing.assert_allclose(solution.residuals, misra1a(solution.value), rtol=1e-12)
+    np.testing.assert_allclose(solution.jacobian, jax.jacfwd(misra1a)(solution.value),
+                               rtol=1e-3)
+    exact = levenberg_marquardt(misra1a, jnp.zeros(2))
+    assert int(solution.steps) <= int(exact.steps) + 3
+
+
+def test_the_final_small_step_keeps_its_jacobian():
+    # Near the optimum one Gauss-Newton step lands on it: the Jacobian taken before that step
+    # is within 1e-3 of the one at the optimum and confirms the stop, so no pass is made after
+    # it (every step here is accepted: one pass per step, not one more).
+    near = jnp.log(CERTIFIED * (1.0 + CERTIFIED_SD / CERTIFIED) / START)
+    solution = levenberg_marquardt(misra1a, near)
+    assert bool(solution.converged) and float(solution.decrement) <= 1e-4
+    assert int(solution.jacobians) == int(solution.steps)
+    np.testing.assert_allclose(solution.jacobian, jax.jacfwd(misra1a)(solution.value),
+                               rtol=1e-3)

@@ -188,7 +188,7 @@ def test_recover_command_writes_atoms_report_and_plots(tmp_path, capsys):
     out = tmp_path / "out"
     status = main([
         "recover", str(model_path), str(tmp_path / "data.csv"), "--out", str(out),
-        "--noise", "x=5e-6,y=5e-6,theta=1.7e-4", "--max-atoms", "2",
+        "--noise", "x=5e-6,y=5e-6,theta=1.7e-4", "--max-atoms", "3",  # as the off-grid test
     ])
     assert status == 0, capsys.readouterr()
     report = json.loads((out / "report.json").read_text())
