@@ -78,21 +78,24 @@ def test_vmaps_over_starts():
     assert np.all(np.abs(values - CERTIFIED) <= 0.02 * CERTIFIED_SD)
 
 
-def misra1a_inexact(error):
+def misra1a_inexact(error, scale=1.0):
     """Misra1a whose inexact evaluations (exact false) compute the model with b2 off by the
-    relative `error`: their residuals and Jacobian are wrong by about that much."""
+    relative `error` (residuals and Jacobian wrong by about that much), and whose inexact
+    Jacobian is `scale` times the true one (the residuals' values unchanged)."""
     def residuals(u, exact):
         b = START * jnp.exp(u)
         b2 = jnp.where(exact, b[1], b[1] * (1.0 + error))
-        return (b[0] * (1.0 - jnp.exp(-b2 * MISRA1A_X)) - MISRA1A_Y) / SIGMA
+        r = (b[0] * (1.0 - jnp.exp(-b2 * MISRA1A_X)) - MISRA1A_Y) / SIGMA
+        return r + jnp.where(exact, 0.0, scale - 1.0) * (r - jax.lax.stop_gradient(r))
     return residuals
 
 
-@pytest.mark.parametrize("error", [0.02, 0.5])
-def test_inexact_jacobians_change_the_path_not_the_optimum(error):
-    # A 2% error is a looser ODE tolerance; 50% is a Jacobian that misleads, after which the
-    # solver must fall back to exact ones instead of crawling.
-    solution = levenberg_marquardt(misra1a_inexact(error), jnp.zeros(2),
+@pytest.mark.parametrize("error, scale", [(0.02, 1.0), (0.5, 1.0), (0.0, 10.0)])
+def test_inexact_jacobians_change_the_path_not_the_optimum(error, scale):
+    # A 2% error is a looser ODE tolerance. A 50% error misleads the first step, which fails;
+    # a Jacobian ten times too large makes every step a tenth of what it should be, each one
+    # accepted: in both cases the solver must turn to exact Jacobians instead of crawling.
+    solution = levenberg_marquardt(misra1a_inexact(error, scale), jnp.zeros(2),
                                    inexact_jacobians=True)
     assert bool(solution.converged)
     assert np.all(np.abs(START * np.exp(solution.value) - CERTIFIED) <= 0.02 * CERTIFIED_SD)
