@@ -172,9 +172,9 @@ def levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 20
         refresh = reused & ~converged  # the reused Jacobian does not confirm it: take one here
         near = exact & ~reused & (decrement <= _NEAR * decrement_tol * noise_scale)
         if progress:
-            jax.debug.print("  LM step {s}: cost {c:.6e}, damping {d:.3g}, decrement {g:.3g}"
-                            " ({e})", s=state["steps"], c=cost, d=damping, g=decrement,
-                            e=jnp.where(exact, 1, 0), ordered=True)
+            jax.debug.print("  LM step {s}: cost {c:.6e}, damping {d:.3g}, decrement {g:.3g}, "
+                            "exact Jacobian {e}", s=state["steps"], c=cost, d=damping,
+                            g=decrement, e=exact, ordered=True)
 
         def take_step(_):
             step = jnp.linalg.solve(normal + damping * jnp.eye(p, dtype=dtype), -gradient)
