@@ -18,7 +18,7 @@ import numpy as np
 import scipy.optimize
 
 import spineid
-from spineid._segment import equilibrium_residual
+from spineid.simulation._equilibrium import equilibrium_residual
 
 
 def best_of(function, repeats=7):

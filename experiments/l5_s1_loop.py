@@ -32,7 +32,7 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 import spineid  # noqa: E402
-from spineid._plots import plot_law_fit, plot_load_laws  # noqa: E402
+from spineid import plot_law_fit, plot_load_laws  # noqa: E402
 
 
 def loop_data(model, ts, solver=None, noise=(0.0, 0.0), seed=0):

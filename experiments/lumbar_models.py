@@ -41,8 +41,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from spineid._mechanics import inverse_dynamics  # noqa: E402
-from spineid._spatial_chain import K_F_E, lumbar_spine_models, prescribed_motion  # noqa: E402
+from spineid import inverse_dynamics, K_F_E, lumbar_spine_models, prescribed_motion  # noqa: E402
 
 LEVELS = ("L5/S1", "L4/L5", "L3/L4", "L2/L3", "L1/L2")
 FLEXION_DEG = np.array([1.25, 1.85, 2.04, 2.31, 2.55])  # Table 3, L5/S1 first

@@ -36,9 +36,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import spineid
-from spineid._identify import Measurement
-from spineid._measure import RecoveryProblem, recover, recover_grid
-from spineid._plots import plot_grid_study, plot_measure
+from spineid import (
+    Measurement, plot_grid_study, plot_measure, recover, recover_grid, RecoveryProblem,
+)
 
 TRACKING = {"x": 5e-6, "y": 5e-6, "theta": np.radians(0.01)}
 

@@ -31,10 +31,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from spineid import K_F_E  # noqa: E402
-from spineid._stiffness_matrices import (  # noqa: E402
+from spineid import (  # noqa: E402
     block_scale, cartesian_stiffness, compare_stiffnesses, dual_basis_stiffness,
-    experimental_stiffness, potential_hessian,
+    experimental_stiffness, K_F_E, potential_hessian,
 )
 
 STIFFNESS = jnp.asarray(K_F_E)

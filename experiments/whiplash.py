@@ -46,11 +46,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from spineid._planar_chain import (
-    energy_work_check, energy_work_vector_field, head_neck_chain,
+from spineid import (
+    energy_work_check, head_neck_chain, plot_chain_snapshots, plot_whiplash, whiplash_study,
 )
-from spineid._plots import plot_chain_snapshots, plot_whiplash
-from spineid._whiplash import whiplash_study
+from spineid.models._head_neck import energy_work_vector_field
 
 
 def scipy_run(chain, ts, method, rtol, atol):

@@ -1,5 +1,13 @@
 """spineid: parameter identification and inverse problems for the intervertebral joint.
 
+The package is layered; each layer imports only the layers below it (checked by import-linter,
+see pyproject.toml):
+
+    cli -> plots -> studies -> identify -> io -> simulation -> models -> elements -> kinematics
+
+Everything public is re-exported here, grouped by layer. The plot functions load matplotlib
+only when one of them is first used, so `import spineid` does not import it.
+
 Importing spineid switches JAX to float64 (`jax_enable_x64`): stiffness identification needs
 the precision, and mixing float32 and float64 silently would lose it.
 """
@@ -8,77 +16,18 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from ._datasets import dataset_path as dataset_path
-from ._io import (
-    load_model as load_model,
-    model_from_document as model_from_document,
-    read_table as read_table,
-    read_trajectory as read_trajectory,
-    simulation_settings as simulation_settings,
-    write_trajectory as write_trajectory,
-)
-from ._loads import (
-    AbstractLoad as AbstractLoad,
-    SinusoidalLoad as SinusoidalLoad,
-    TabulatedLoad as TabulatedLoad,
-)
-from ._mechanics import (
-    AbstractLagrangianSystem as AbstractLagrangianSystem,
-    generalized_accelerations as generalized_accelerations,
-    lagrangian_vector_field as lagrangian_vector_field,
-    mass_matrix as mass_matrix,
-    mechanical_energy as mechanical_energy,
-)
-from ._planar_elements import (
-    AbstractPlanarJointElement as AbstractPlanarJointElement,
-    AxialSprings as AxialSprings,
-    spring_moments as spring_moments,
-    SpringMeasure as SpringMeasure,
-    TorsionSpring as TorsionSpring,
-    VectorSprings as VectorSprings,
-)
-from ._planar_kinematics import (
+# kinematics: rotations, planar body points, frames and their relative motion, contact geometry
+from .kinematics import (  # noqa: E402
+    angular_velocity as angular_velocity,
+    blended_contact as blended_contact,
+    blending_factor as blending_factor,
     body_point_position as body_point_position,
     body_point_velocity as body_point_velocity,
-    rotation_matrix as rotation_matrix,
-    to_body_coordinates as to_body_coordinates,
-)
-from ._pinned_pair import PinnedPair as PinnedPair
-from ._planar_pair import PlanarBody as PlanarBody, PlanarPair as PlanarPair
-from ._simulate import (
-    default_solver as default_solver,
-    Simulation as Simulation,
-    SimulationResult as SimulationResult,
-    simulate as simulate,
-)
-
-__version__ = "0.1.0"
-from ._identify import (
-    analyse as analyse,
-    fit as fit,
-    fit_many as fit_many,
-    FitProblem as FitProblem,
-    FitResult as FitResult,
-    Measurement as Measurement,
-)
-from ._io import load_model_file as load_model_file, ModelFile as ModelFile
-from ._least_squares import (
-    LeastSquaresSolution as LeastSquaresSolution,
-    levenberg_marquardt as levenberg_marquardt,
-)
-from ._measure import (
-    first_variation as first_variation,
-    MeasureCurve as MeasureCurve,
-    MeasureResult as MeasureResult,
-    recover as recover,
-    recover_grid as recover_grid,
-    RecoveryProblem as RecoveryProblem,
-)
-from ._parameters import apply_values as apply_values, Parameter as Parameter
-from ._uncertainty import Identifiability as Identifiability
-from ._mechanics import inverse_dynamics as inverse_dynamics
-from ._rotations import (
-    angular_velocity as angular_velocity,
+    bushing_deflection as bushing_deflection,
+    bushing_deflection_rate as bushing_deflection_rate,
+    bushing_wrenches as bushing_wrenches,
+    CONTACT_CASES as CONTACT_CASES,
+    ContactGeometry as ContactGeometry,
     dual_euler_basis as dual_euler_basis,
     E_T as E_T,
     E_W as E_W,
@@ -87,119 +36,182 @@ from ._rotations import (
     euler123_angles as euler123_angles,
     euler123_rotation as euler123_rotation,
     euler_basis as euler_basis,
+    flat_contact as flat_contact,
+    FlatContact as FlatContact,
     relative_motion as relative_motion,
     RelativeMotion as RelativeMotion,
+    rotation_matrix as rotation_matrix,
+    skew_contact as skew_contact,
+    to_body_coordinates as to_body_coordinates,
 )
-from ._bushing import (
-    bushing_deflection as bushing_deflection,
-    bushing_deflection_rate as bushing_deflection_rate,
-    bushing_force as bushing_force,
-    bushing_wrenches as bushing_wrenches,
-)
-from ._spatial_pair import (
+
+# elements: springs, bushings, ligaments, facets, load laws; parameters; stiffness matrices
+from .elements import (  # noqa: E402
     AbstractBushing as AbstractBushing,
-    Bushing as Bushing,
-    TableBushing as TableBushing,
-    SpatialBody as SpatialBody,
-    SpatialPair as SpatialPair,
-)
-from ._spatial_chain import (
-    K_F_E as K_F_E,
-    lumbar_models as lumbar_models,
-    lumbar_spine_models as lumbar_spine_models,
-    prescribed_motion as prescribed_motion,
-    SpatialChain as SpatialChain,
-)
-from ._stiffness_fit import (
-    fit_stiffness_matrix as fit_stiffness_matrix,
-    QuasiStaticTest as QuasiStaticTest,
-    read_quasi_static as read_quasi_static,
-    StiffnessFit as StiffnessFit,
-)
-from ._stiffness_matrices import (
+    AbstractLoadLaw as AbstractLoadLaw,
+    AbstractPlanarJointElement as AbstractPlanarJointElement,
+    AbstractSpatialElement as AbstractSpatialElement,
+    apply_values as apply_values,
+    AxialSprings as AxialSprings,
     block_scale as block_scale,
+    Bushing as Bushing,
+    bushing_force as bushing_force,
     cartesian_stiffness as cartesian_stiffness,
     compare_stiffnesses as compare_stiffnesses,
     dual_basis_stiffness as dual_basis_stiffness,
     experimental_stiffness as experimental_stiffness,
-    potential_hessian as potential_hessian,
-)
-from ._opensim_export import (
-    opensim_model_xml as opensim_model_xml,
-    write_opensim_model as write_opensim_model,
-)
-from ._load_laws import (
-    AbstractLoadLaw as AbstractLoadLaw,
+    FacetContacts as FacetContacts,
     MonotoneCubicLaw as MonotoneCubicLaw,
+    NonlinearTorsion as NonlinearTorsion,
+    Parameter as Parameter,
     pchip_slopes as pchip_slopes,
     PiecewiseLinearLaw as PiecewiseLinearLaw,
     PolynomialLaw as PolynomialLaw,
+    potential_hessian as potential_hessian,
+    SpatialLigaments as SpatialLigaments,
+    spring_moments as spring_moments,
+    SpringMeasure as SpringMeasure,
+    TableBushing as TableBushing,
     TanCosLaw as TanCosLaw,
+    TorsionSpring as TorsionSpring,
+    unilateral_dissipation as unilateral_dissipation,
+    VectorSprings as VectorSprings,
 )
-from ._planar_elements import NonlinearTorsion as NonlinearTorsion
-from ._table_fit import (
-    fit_load_law as fit_load_law,
-    LawFit as LawFit,
-    LoadDisplacementData as LoadDisplacementData,
-    read_load_displacement as read_load_displacement,
+
+# models: the mechanics core, loads and every model kind
+from .models import (  # noqa: E402
+    AbstractLagrangianSystem as AbstractLagrangianSystem,
+    AbstractLoad as AbstractLoad,
+    EnergyWorkCheck as EnergyWorkCheck,
+    energy_work_check as energy_work_check,
+    generalized_accelerations as generalized_accelerations,
+    HeadNeckChain as HeadNeckChain,
+    inverse_dynamics as inverse_dynamics,
+    lagrangian_vector_field as lagrangian_vector_field,
+    lumbar_models as lumbar_models,
+    mass_matrix as mass_matrix,
+    mechanical_energy as mechanical_energy,
+    PinnedPair as PinnedPair,
+    PlanarBody as PlanarBody,
+    PlanarPair as PlanarPair,
+    prescribed_motion as prescribed_motion,
+    SinusoidalLoad as SinusoidalLoad,
+    SpatialBody as SpatialBody,
+    SpatialChain as SpatialChain,
+    SpatialPair as SpatialPair,
+    TabulatedLoad as TabulatedLoad,
+    TriangularPulse as TriangularPulse,
 )
-from ._datasets import (
+
+# simulation: motion by diffrax, quasi-static equilibria by Newton's method
+from .simulation import (  # noqa: E402
+    default_solver as default_solver,
+    equilibrium as equilibrium,
+    Equilibrium as Equilibrium,
+    pose_change as pose_change,
+    simulate as simulate,
+    Simulation as Simulation,
+    SimulationResult as SimulationResult,
+)
+
+# io: model files and their kinds, CSV tables and measured data, bundled datasets, export
+from .io import (  # noqa: E402
     christophy_stiffness as christophy_stiffness,
     DataTable as DataTable,
+    dataset_path as dataset_path,
+    DocumentChecker as DocumentChecker,
+    export_model as export_model,
     fritzkowski_parameters as fritzkowski_parameters,
+    head_neck_chain as head_neck_chain,
+    K_F_E as K_F_E,
     l5_s1_law as l5_s1_law,
     liu_implant_nodes as liu_implant_nodes,
     liu_l5_s1_phases as liu_l5_s1_phases,
     liu_origin_nodes as liu_origin_nodes,
     liu_scoliosis_curve as liu_scoliosis_curve,
     liu_vertebra_nodes as liu_vertebra_nodes,
+    load_model as load_model,
+    load_model_file as load_model_file,
+    LoadDisplacementData as LoadDisplacementData,
+    lumbar_spine_models as lumbar_spine_models,
+    Measurement as Measurement,
+    model_from_document as model_from_document,
+    model_kinds as model_kinds,
+    ModelFile as ModelFile,
+    ModelReader as ModelReader,
+    opensim_model_xml as opensim_model_xml,
+    QuasiStaticTest as QuasiStaticTest,
+    read_load_displacement as read_load_displacement,
+    read_quasi_static as read_quasi_static,
+    read_table as read_table,
+    read_trajectory as read_trajectory,
+    register_model_kind as register_model_kind,
+    simulation_settings as simulation_settings,
+    unregister_model_kind as unregister_model_kind,
+    write_model_file as write_model_file,
+    write_opensim_model as write_opensim_model,
+    write_quasi_static as write_quasi_static,
+    write_table as write_table,
+    write_trajectory as write_trajectory,
 )
-from ._planar_chain import (
-    EnergyWorkCheck as EnergyWorkCheck,
-    energy_work_check as energy_work_check,
-    head_neck_chain as head_neck_chain,
-    HeadNeckChain as HeadNeckChain,
-    TriangularPulse as TriangularPulse,
+
+# identify: fits, measure recovery, stiffness and law fits, uncertainty and identifiability
+from .identify import (  # noqa: E402
+    analyse as analyse,
+    first_variation as first_variation,
+    fit as fit,
+    fit_load_law as fit_load_law,
+    fit_many as fit_many,
+    fit_segment as fit_segment,
+    fit_stiffness_matrix as fit_stiffness_matrix,
+    FitProblem as FitProblem,
+    FitResult as FitResult,
+    Identifiability as Identifiability,
+    LawFit as LawFit,
+    LeastSquaresSolution as LeastSquaresSolution,
+    levenberg_marquardt as levenberg_marquardt,
+    MeasureCurve as MeasureCurve,
+    MeasureResult as MeasureResult,
+    recover as recover,
+    recover_grid as recover_grid,
+    RecoveryProblem as RecoveryProblem,
+    SegmentFit as SegmentFit,
+    StiffnessFit as StiffnessFit,
 )
-from ._whiplash import (
-    peak_force_sensitivity as peak_force_sensitivity,
-    whiplash_study as whiplash_study,
-    WhiplashStudy as WhiplashStudy,
-)
-from ._plots import (
-    plot_chain_snapshots as plot_chain_snapshots,
-    plot_whiplash as plot_whiplash,
-)
-from ._contact_geometry import (
-    blended_contact as blended_contact,
-    blending_factor as blending_factor,
-    CONTACT_CASES as CONTACT_CASES,
-    ContactGeometry as ContactGeometry,
-    flat_contact as flat_contact,
-    FlatContact as FlatContact,
-    skew_contact as skew_contact,
-)
-from ._spatial_pair import AbstractSpatialElement as AbstractSpatialElement
-from ._spatial_elements import (
+
+# studies: whiplash, the nine load cases of a motion segment, a disc settling on a plane
+from .studies import (  # noqa: E402
     disc_on_plane as disc_on_plane,
-    FacetContacts as FacetContacts,
     flat_transition as flat_transition,
-    SpatialLigaments as SpatialLigaments,
-    unilateral_dissipation as unilateral_dissipation,
-)
-from ._segment import (
-    equilibrium as equilibrium,
-    Equilibrium as Equilibrium,
     LOAD_CASES as LOAD_CASES,
     load_cases as load_cases,
     MORONEY_STIFFNESS as MORONEY_STIFFNESS,
-    pose_change as pose_change,
+    peak_force_sensitivity as peak_force_sensitivity,
     segment_study as segment_study,
     SegmentStudy as SegmentStudy,
     solve_load_cases as solve_load_cases,
+    whiplash_study as whiplash_study,
+    WhiplashStudy as WhiplashStudy,
 )
-from ._segment_fit import fit_segment as fit_segment, SegmentFit as SegmentFit
-from ._plots import (
-    plot_flat_transition as plot_flat_transition,
-    plot_segment_study as plot_segment_study,
+
+__version__ = "0.1.0"
+
+# plots: loaded on first use (PEP 562), so that `import spineid` does not import matplotlib.
+_PLOTS = (
+    "plot_chain_snapshots", "plot_fit", "plot_flat_transition", "plot_grid_study",
+    "plot_identifiability", "plot_law_fit", "plot_load_laws", "plot_measure",
+    "plot_planar_pair", "plot_planar_trajectories", "plot_residuals", "plot_segment_study",
+    "plot_spine_geometry", "plot_stiffness_fit", "plot_whiplash",
 )
+
+
+def __getattr__(name: str):
+    if name in _PLOTS:
+        from . import plots  # the lazy import that keeps matplotlib out of `import spineid`
+
+        return getattr(plots, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PLOTS))

@@ -2,13 +2,15 @@
 Newton-Euler equations of a free body as an oracle."""
 
 import copy
+import dataclasses
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import spineid
-from spineid._rotations import e_W, euler123_rotation
+from spineid import e_W, euler123_rotation
 
 BASE = {
     "kind": "planar_pair",
@@ -108,3 +110,84 @@ def random_spatial_states(reference_pose, rng, n, angle):
         q = reference_pose + jnp.asarray(
             np.concatenate([rng.uniform(-2e-3, 2e-3, 3), rng.uniform(-angle, angle, 3)]))
         yield q, jnp.asarray(rng.uniform(-0.5, 0.5, 6))
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelKind:
+    """A small instance of one model kind, for the properties every kind must have.
+
+    `document`: a model file document of the kind, short enough for the suite; `stiffness`: the
+    name of a stiffness parameter its data determine; `conservative(document)`: the same model
+    without damping and loads, moved by gravity alone, so that `T + U` stays constant."""
+
+    document: dict
+    stiffness: str
+    conservative: Callable[[dict], dict]
+
+
+def _unloaded(document: dict) -> dict:
+    # Loads of zero amplitude: the model keeps its structure (one compiled simulation serves
+    # both), but nothing is applied.
+    document = copy.deepcopy(document)
+    for load in document.get("loads", []):
+        load["amplitude"] = 0.0
+    return document
+
+
+def _planar_conservative(document: dict) -> dict:
+    conservative = _unloaded(document)
+    for table in conservative.get("springs", []) + conservative.get("torsion", []):
+        table["damping"] = 0.0
+    conservative["gravity"] = [0.0, -9.81]
+    return conservative
+
+
+def _spatial_conservative(document: dict) -> dict:
+    conservative = _unloaded(document)
+    for bushing in conservative["bushings"]:
+        bushing["damping"] = [0.0] * 6
+    conservative["gravity"] = [0.0, -9.81, 0.0]
+    return conservative
+
+
+def _head_neck_conservative(document: dict) -> dict:
+    conservative = copy.deepcopy(document)
+    conservative["pulse"]["peak"] = 0.0  # the base stays where it is
+    for key in ("anterior_damping", "posterior_damping"):
+        conservative["ligaments"][key] = 0.0
+    conservative["joints"]["damping"] = 0.0
+    return conservative
+
+
+def _short(document: dict, t_end: float, n_samples: int) -> dict:
+    document = copy.deepcopy(document)
+    document["simulation"] = {"t_end": t_end, "n_samples": n_samples}
+    return document
+
+
+def _small_head_neck() -> dict:
+    # Two vertebrae and the head of the bundled chain (C2, C1, head) on its pulse.
+    document = spineid.io.read_toml(spineid.dataset_path("head_neck.toml"))
+    geometry = document["geometry"]
+    for key in ("masses", "tilt_deg", "bodies"):
+        geometry[key] = geometry[key][-3:]
+    for key in ("body_depth", "body_height", "spinous_reach", "disc_height"):
+        geometry[key] = geometry[key][-2:]
+    return _short(document, 0.12, 61)
+
+
+def _bundled(name: str) -> dict:
+    return spineid.io.read_toml(spineid.dataset_path(name))
+
+
+MODEL_KINDS = {
+    "planar_pair": ModelKind(
+        _short(document(springs=AXIAL_SPRINGS[:2], torsion=TORSION, loads=LOADS), 0.2, 101),
+        "springs[0].stiffness", _planar_conservative),
+    "pinned_pair": ModelKind(_short(_bundled("pinned_pair.toml"), 0.2, 101),
+                             "torsion[0].stiffness", _planar_conservative),
+    "spatial_pair": ModelKind(_short(_bundled("spatial_pair.toml"), 0.15, 151),
+                              "bushings[0].stiffness[5]", _spatial_conservative),
+    "head_neck": ModelKind(_small_head_neck(), "joints.stiffness", _head_neck_conservative),
+}
+"""Every built-in model kind (`spineid.model_kinds()`), a small instance of each."""

@@ -7,10 +7,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from spineid._bushing import (
+from spineid import (
     bushing_deflection, bushing_deflection_rate, bushing_force, bushing_wrenches,
+    euler123_rotation,
 )
-from spineid._rotations import axis_rotation, euler123_rotation
+from spineid.kinematics._rotations import axis_rotation
 from helpers import K_F_E as EQ_24  # Christophy et al. 2013 eq 24
 
 K_F_E = np.array(EQ_24)

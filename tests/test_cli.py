@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import spineid
-from spineid._cli import main
+from spineid.cli import main
 
 
 def test_simulate_writes_trajectory(tmp_path, capsys):

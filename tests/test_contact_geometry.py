@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 
 import spineid  # noqa: F401  (float64)
-from spineid._contact_geometry import (
-    EDGE1_ON_FACE2, EDGE2_ON_FACE1, EDGE_ON_EDGE, NO_CONTACT, PARALLEL_FACES, blended_contact,
-    blending_factor, flat_contact, skew_contact,
+from spineid.kinematics._contact_geometry import (
+    EDGE1_ON_FACE2, EDGE2_ON_FACE1, EDGE_ON_EDGE, NO_CONTACT, PARALLEL_FACES,
 )
+from spineid import blended_contact, blending_factor, flat_contact, skew_contact
 
 SKEW = jax.jit(jax.vmap(skew_contact))
 FLAT = jax.jit(jax.vmap(flat_contact))

@@ -11,7 +11,7 @@ import pytest
 
 import spineid
 from helpers import AXIAL_SPRINGS, LOADS, TORSION, document
-from spineid._parameters import Transform
+from spineid.identify._transform import Transform
 
 # One worker runs this module: its fits share compiled solves (the same axial problem, solver
 # and shapes), which another process would compile again.
@@ -75,7 +75,7 @@ def test_recovers_axial_stiffnesses_from_noise_free_data():
     expected = [s["stiffness"] for s in truth["springs"]]
     assert result.converged
     # The solver stops once the Gauss-Newton decrement promises less than 0.014 standard
-    # errors of further change (spineid._least_squares): noise-free data give the truth to that.
+    # errors of further change (spineid/identify/_least_squares.py): noise-free data give the truth to that.
     assert np.all(np.abs(result.values - expected) <= 0.02 * result.stderr)
     assert result.identifiability.rank == 3
     assert np.all(np.isfinite(result.stderr)) and not result.warnings
@@ -235,7 +235,7 @@ def test_two_load_cases_fitted_jointly():
 
 def test_failed_simulation_at_a_trial_point_is_finite():
     truth, problem = axial_problem()
-    from spineid._identify import FAILED_RESIDUAL, _objective
+    from spineid.identify._objective import FAILED_RESIDUAL, _objective
 
     objective = _objective(problem, np.ones(3), Transform.around(problem.parameters, problem.start),
                            __import__("diffrax").ForwardMode(), 50)

@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 
 import spineid
-from spineid._cli import main
-from spineid._io import ModelFile, read_toml
-from spineid._parameters import apply_values
-from spineid._mechanics import generalized_accelerations, mechanical_energy
+from spineid.cli import main
+from spineid import apply_values, generalized_accelerations, mechanical_energy, ModelFile
+from spineid.io import read_toml
 from helpers import newton_euler_accelerations, random_spatial_states
 
 scipy_interpolate = pytest.importorskip("scipy.interpolate")
@@ -293,7 +292,7 @@ def test_table_command_rejects_bad_data(tmp_path, capsys):
     csv = tmp_path / "bad.csv"
     csv.write_text("displacement,load\n0.0,1.0\n0.1,x\n0.2,3.0\n")
     assert main(["table", str(csv), "--out", str(tmp_path / "out")]) == 2
-    assert "row 3, column load" in capsys.readouterr().err
+    assert "line 3, column load" in capsys.readouterr().err
     csv.write_text("displacement,moment\n0.0,1.0\n")
     assert main(["table", str(csv), "--out", str(tmp_path / "out")]) == 2
     assert "missing column" in capsys.readouterr().err

@@ -11,19 +11,13 @@ import numpy as np
 import pytest
 
 import spineid
-from spineid._cli import main
-from spineid._identify import Measurement
-from spineid._io import dumps_toml
-from spineid._measure import (
-    _nnls,
-    _project,
-    first_variation,
-    MeasureCurve,
-    recover,
-    recover_grid,
-    RecoveryProblem,
+from spineid.cli import main
+from spineid import (
+    first_variation, MeasureCurve, Measurement, recover, recover_grid, RecoveryProblem,
+    spring_moments, SpringMeasure, VectorSprings,
 )
-from spineid._planar_elements import spring_moments, SpringMeasure, VectorSprings
+from spineid.io import dumps_toml
+from spineid.identify._recovery_solver import _nnls, _project
 
 # One worker runs this module: the recover command reuses the solves that the off-grid test
 # compiled (the same pin problem and shapes), which another process would compile again.
@@ -83,7 +77,8 @@ def test_moment_form_equals_the_sum_over_springs():
 def test_first_variation_equals_the_derivative_through_explicit_springs(pin_problem):
     # Oracle: zero-stiffness vector springs at a few curve points in the full model, and the
     # derivative of the cost with respect to their stiffness by forward mode through the ODE.
-    from spineid._measure import _moment_jacobian, _objective, _sigma
+    from spineid.identify._recovery_problem import _moment_jacobian, _objective
+    from spineid.identify._recovery_result import _sigma
 
     problem = pin_problem
     base = problem.model

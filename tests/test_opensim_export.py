@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 
 import spineid
-from spineid._bushing import bushing_deflection_rate, bushing_force, bushing_wrenches
-from spineid._io import ModelFile, read_toml
-from spineid._opensim_export import opensim_model_xml, write_opensim_model
-from spineid._spatial_pair import pack_symmetric
+from spineid import (
+    bushing_deflection_rate, bushing_force, bushing_wrenches, ModelFile, opensim_model_xml,
+    write_opensim_model,
+)
+from spineid.io import read_toml
+from spineid.elements._bushings import pack_symmetric
 from helpers import K_F_E as EQ_24  # Christophy et al. 2013 eq 24
 
 K_F_E = np.array(EQ_24) / 10

@@ -11,12 +11,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from spineid._mechanics import generalized_accelerations, mass_matrix
-from spineid._parameters import apply_values
-from spineid._planar_chain import energy_work_check, head_neck_chain, TriangularPulse
-from spineid._datasets import dataset_path, fritzkowski_parameters
-from spineid._cli import main
-from spineid._io import head_neck_arguments, ModelFile, read_toml, read_trajectory
+from spineid import (
+    apply_values, dataset_path, energy_work_check, fritzkowski_parameters,
+    generalized_accelerations, head_neck_chain, mass_matrix, ModelFile, read_trajectory,
+    TriangularPulse,
+)
+from spineid.cli import main
+from spineid.io._kinds._head_neck import head_neck_arguments
+from spineid.io import read_toml
 
 
 def eq_44_mass_matrix(chain, q):

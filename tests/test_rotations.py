@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from spineid._rotations import (
-    angular_velocity, axis_rotation, dual_euler_basis, e_T, e_W, E_T, E_W, euler123_angles,
-    euler123_rotation, euler_basis, relative_motion, skew,
+from spineid import (
+    angular_velocity, dual_euler_basis, E_T, e_T, E_W, e_W, euler123_angles, euler123_rotation,
+    euler_basis, relative_motion,
 )
+from spineid.kinematics._rotations import axis_rotation, skew
 
 angle = st.floats(-3.1, 3.1)
 tilt = st.floats(-1.45, 1.45)  # nu_2 away from +-90 degrees

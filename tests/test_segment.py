@@ -11,14 +11,15 @@ import numpy as np
 import pytest
 
 import spineid
-from spineid._cli import main
-from spineid._io import load_model_file, read_toml, dumps_toml
-from spineid._segment import (
-    LOAD_CASES, MAIN_COMPONENT, equilibrium, equilibrium_residual, load_cases, segment_study,
+from spineid.cli import main
+from spineid import (
+    equilibrium, FacetContacts, fit_segment, LOAD_CASES, load_cases, load_model_file,
+    QuasiStaticTest, segment_study, SpatialLigaments,
 )
-from spineid._segment_fit import fit_segment
-from spineid._spatial_elements import FacetContacts, SpatialLigaments
-from spineid._stiffness_fit import QuasiStaticTest
+from spineid.elements._parameters import select_parameters
+from spineid.io import dumps_toml, read_toml
+from spineid.studies._segment import MAIN_COMPONENT
+from spineid.simulation._equilibrium import equilibrium_residual
 
 pytestmark = pytest.mark.xdist_group("segment")
 SOLVE = eqx.filter_jit(equilibrium)
@@ -96,7 +97,7 @@ def test_elements_forces_match_their_explicit_loads(segment):
 
 def test_contact_damping_never_pulls():
     # The one-way Kelvin-Voigt dissipation: force k d + c d' while positive, zero beyond.
-    from spineid._spatial_elements import unilateral_dissipation
+    from spineid import unilateral_dissipation
 
     def force(depth, rate):
         return jax.grad(unilateral_dissipation, argnums=1)(depth, rate, 1000.0, 10.0) + 1000.0 * \
@@ -118,7 +119,7 @@ def test_fit_recovers_facet_and_disc_stiffness(segment):
     sigma = np.array([5e-6] * 3 + [np.radians(0.01)] * 3)
     test = QuasiStaticTest(study.loads, study.displacements + sigma * rng.normal(size=(9, 6)))
     free = ["facets.stiffness", "bushing.stiffness"]
-    parameters = spineid._parameters.select_parameters(model_file.parameters, free)
+    parameters = select_parameters(model_file.parameters, free)
     truth = np.array([float(p.get(model_file.model)) for p in parameters])
     start = spineid.apply_values(model_file.model, parameters,
                                  truth * np.array([1.3, 0.8, 1.2, 0.75, 1.25, 0.8, 1.2]))

@@ -5,8 +5,9 @@ coupling of Model 4, and inverse dynamics against forward dynamics."""
 import jax.numpy as jnp
 import numpy as np
 
-from spineid._mechanics import generalized_accelerations, inverse_dynamics
-from spineid._spatial_chain import K_F_E, lumbar_models, prescribed_motion
+from spineid import (
+    generalized_accelerations, inverse_dynamics, K_F_E, lumbar_models, prescribed_motion,
+)
 
 CENTRES = np.array([[0.0, 0.0, 0.0], [-0.031, 0.037, 0.0]])  # m: L5-L4-like, e1 anterior
 MASSES = np.array([1.8, 1.8])

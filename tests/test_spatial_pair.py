@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 import spineid
-from spineid._bushing import bushing_deflection_rate, bushing_force, bushing_wrenches
-from spineid._io import ModelFile, read_toml
-from spineid._mechanics import generalized_accelerations, mechanical_energy
-from spineid._parameters import apply_values
-from spineid._rotations import E_W
+from spineid import (
+    apply_values, bushing_deflection_rate, bushing_force, bushing_wrenches, E_W,
+    generalized_accelerations, mechanical_energy, ModelFile,
+)
+from spineid.io import read_toml
 from helpers import (  # K_F_E: Christophy et al. eq 24
     K_F_E, newton_euler_accelerations, random_spatial_states,
 )
@@ -154,8 +154,8 @@ def test_fit_command_recovers_bushing_stiffness_within_one_percent_and_exports(t
     # short; its standard errors are 0.03-0.2%, so 1% is more than four of them.
     import json
 
-    from spineid._cli import main
-    from spineid._io import dumps_toml
+    from spineid.cli import main
+    from spineid.io import dumps_toml
 
     truth = document()
     truth["simulation"] = {"t_end": 0.3, "n_samples": 301}

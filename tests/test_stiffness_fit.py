@@ -4,10 +4,8 @@ Euler-basis mapping of moments, structures, identifiability of a protocol, bad i
 import numpy as np
 import pytest
 
-from spineid._rotations import dual_euler_basis
-from spineid._stiffness_fit import (
-    fit_stiffness_matrix, QuasiStaticTest, read_quasi_static, STRUCTURES,
-)
+from spineid import dual_euler_basis, fit_stiffness_matrix, QuasiStaticTest, read_quasi_static
+from spineid.identify._stiffness_fit import STRUCTURES
 from helpers import K_F_E as EQ_24  # Christophy et al. 2013 eq 24
 
 K_F_E = np.array(EQ_24)
@@ -130,8 +128,9 @@ def test_stiffness_command_writes_report_matrix_and_plot(tmp_path):
     import json
     import tomllib
 
-    from spineid._cli import main
-    from spineid._io import ModelFile, read_toml
+    from spineid.cli import main
+    from spineid import ModelFile
+    from spineid.io import read_toml
     import spineid
 
     rng = np.random.default_rng(6)

@@ -6,11 +6,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from spineid._rotations import euler_basis
-from spineid._stiffness_matrices import (
-    cartesian_stiffness, compare_stiffnesses, dual_basis_stiffness, experimental_stiffness,
-    joint_loads, perturbed, potential_hessian,
+from spineid import (
+    cartesian_stiffness, compare_stiffnesses, dual_basis_stiffness, euler_basis,
+    experimental_stiffness, potential_hessian,
 )
+from spineid.elements._stiffness_matrices import joint_loads, perturbed
 from helpers import K_F_E as EQ_24  # Christophy et al. 2013 eq 24
 
 K_F_E = jnp.array(EQ_24)

@@ -1,0 +1,1 @@
+../../notebooks/01_forward_and_inverse.py

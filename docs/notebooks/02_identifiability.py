@@ -1,0 +1,1 @@
+../../notebooks/02_identifiability.py

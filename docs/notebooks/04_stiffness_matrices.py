@@ -1,0 +1,1 @@
+../../notebooks/04_stiffness_matrices.py

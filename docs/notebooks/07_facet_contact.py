@@ -1,0 +1,1 @@
+../../notebooks/07_facet_contact.py

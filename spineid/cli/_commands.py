@@ -1,0 +1,366 @@
+"""The verbs of the `spineid` command: each reads its inputs, calls the library and writes its
+outputs (docs/cli.md). Nothing here computes what the library does not offer."""
+
+import pathlib
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..identify import (
+    fit,
+    fit_load_law,
+    fit_segment,
+    fit_stiffness_matrix,
+    FitProblem,
+    recover,
+    recover_grid,
+    RecoveryProblem,
+)
+from ..io import (
+    dataset_path,
+    dumps_toml,
+    l5_s1_law,
+    liu_l5_s1_phases,
+    liu_vertebra_nodes,
+    load_model_file,
+    Measurement,
+    QuasiStaticTest,
+    read_load_displacement,
+    read_quasi_static,
+    write_model_file,
+    write_quasi_static,
+    write_trajectory,
+)
+from ..io._measurements import LOAD_COLUMNS
+from ..plots import (
+    plot_chain_snapshots,
+    plot_law_fit,
+    plot_load_laws,
+    plot_planar_pair,
+    plot_planar_trajectories,
+    plot_segment_study,
+    plot_spine_geometry,
+    plot_stiffness_fit,
+    plot_whiplash,
+)
+from ..simulation import simulate
+from ..studies import peak_force_sensitivity, segment_study, whiplash_study
+from ._outputs import write_fit_outputs, write_json, write_recovery_outputs
+
+DEMO_MODELS = ("liu_8_springs.toml", "liu_16_springs.toml")
+DEMO_FIT = ("liu_16_springs.toml", "liu_16_springs_measured.csv")
+# Optical tracking noise of the bundled measurement: 5 um on x and y, 0.01 deg on theta.
+DEMO_NOISE = {"x": 5e-6, "y": 5e-6, "theta": 1.7453292519943295e-4}
+NEUTRAL_STIFFNESS = 1500.0
+
+
+def _simulate_file(model_path: pathlib.Path):
+    model_file = load_model_file(model_path)
+    model = model_file.model
+    ts = jnp.asarray(model_file.simulation_times())
+    start = time.perf_counter()
+    solution = simulate(model, ts)
+    poses = np.asarray(jax.vmap(model.observe)(solution.q))
+    seconds = time.perf_counter() - start
+    return model, np.asarray(ts), poses, solution, seconds
+
+
+def command_simulate(arguments) -> int:
+    """`spineid simulate MODEL [--out CSV]`: simulate a model file, write its trajectory."""
+    path = pathlib.Path(arguments.model)
+    model, ts, poses, solution, seconds = _simulate_file(path)
+    out = pathlib.Path(arguments.out or f"{path.stem}_trajectory.csv")
+    write_trajectory(out, ts, poses, model.observable_names)
+    print(
+        f"simulated {path} over {ts[-1]:g} s ({len(ts)} samples, {int(solution.n_steps)} "
+        f"solver steps, {seconds:.2f} s) -> {out}"
+    )
+    return 0
+
+
+def command_demo(arguments) -> int:
+    """`spineid demo [--out DIR]`: the main job on bundled data."""
+    out = pathlib.Path(arguments.out)
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"spineid demo: bundled Liu-style spring pairs -> {out}/")
+    header = (f"{'model':22s} {'springs':>7s} {'sum K [N/m]':>12s} {'steps':>6s} "
+              f"{'first run [s]':>13s} {'warm [ms]':>9s} {'max |dx| [mm]':>13s} "
+              f"{'max |dtheta| [deg]':>18s}")
+    print(header)
+    print("-" * len(header))
+    trajectories = {}
+    for name in DEMO_MODELS:
+        path = dataset_path(name)
+        model, ts, poses, solution, first = _simulate_file(path)
+        start = time.perf_counter()
+        simulate(model, jnp.asarray(ts)).q.block_until_ready()
+        warm = time.perf_counter() - start
+        stem = pathlib.Path(name).stem
+        write_trajectory(out / f"{stem}.csv", ts, poses, model.observable_names)
+        plot_planar_pair(model, out / f"{stem}_model.png", title=stem)
+        trajectories[stem] = poses
+        springs = model.elements[0]
+        displacement = poses - poses[0]
+        print(
+            f"{stem:22s} {len(springs.stiffness):7d} {float(np.sum(springs.stiffness)):12.0f} "
+            f"{int(solution.n_steps):6d} {first:13.2f} {warm * 1e3:9.2f} "
+            f"{np.max(np.abs(displacement[:, 0])) * 1e3:13.4f} "
+            f"{np.degrees(np.max(np.abs(displacement[:, 2]))):18.3f}"
+        )
+    plot_planar_trajectories(ts, trajectories, out / "trajectories.png",
+                             title="Liu-style pairs under the same sinusoidal loads")
+    print(f"wrote {len(DEMO_MODELS)} trajectories (CSV), model pictures and trajectories.png")
+    _demo_fit(out / "fit_liu_16_springs")
+    return 0
+
+
+def _demo_fit(out: pathlib.Path) -> None:
+    model_name, data_name = DEMO_FIT
+    truth = load_model_file(dataset_path(model_name))
+    neutral = {p.name: NEUTRAL_STIFFNESS for p in truth.parameters if p.group == "stiffness"}
+    start = truth.with_values(neutral, source=f"{model_name} (neutral start)")
+    measurement = Measurement.from_csv(dataset_path(data_name), start.model.observable_names)
+    problem = FitProblem(start, measurement, ["stiffness"], DEMO_NOISE)
+    print(f"\nfitting the 16 spring stiffnesses to {data_name} from a neutral start "
+          f"(all {NEUTRAL_STIFFNESS:g} N/m), tracking noise 5 um / 0.01 deg ...", flush=True)
+    result = fit(problem)
+    print(result.summary())
+    truth_values = [p.get(truth.model) for p in problem.parameters]
+    total = float(sum(truth_values))
+    print(f"true total stiffness of the bundled model: {total:.6g} N/m")
+    paths = write_fit_outputs(result, problem, out)
+    print("wrote " + ", ".join(str(p) for p in paths))
+
+
+def _parse_noise(text: str | None) -> dict[str, float] | None:
+    if text is None:
+        return None
+    noise = {}
+    for item in text.split(","):
+        channel, _, value = item.partition("=")
+        try:
+            noise[channel.strip()] = float(value)
+        except ValueError:
+            raise ValueError(
+                f"--noise {text!r}: expected CHANNEL=SIGMA pairs separated by commas, e.g. "
+                f"x=5e-6,y=5e-6,theta=1.7e-4"
+            ) from None
+    return noise
+
+
+def command_fit(arguments) -> int:
+    """`spineid fit MODEL DATA... --free GROUP --out DIR`: fit through the ODE solve."""
+    problem = FitProblem.from_files(
+        arguments.model, arguments.data, arguments.free, _parse_noise(arguments.noise)
+    )
+    print(
+        f"fitting {len(problem.names)} parameter(s) of {arguments.model} to "
+        f"{', '.join(arguments.data)} ({problem.n_data} data values) with {arguments.solver}, "
+        f"{arguments.starts} start(s)",
+        flush=True,
+    )
+    result = fit(problem, solver=arguments.solver, starts=arguments.starts, seed=arguments.seed,
+                 max_steps=arguments.max_steps, progress=True)
+    paths = write_fit_outputs(result, problem, pathlib.Path(arguments.out))
+    print(result.summary())
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0 if result.converged else 1
+
+
+def command_recover(arguments) -> int:
+    """`spineid recover MODEL DATA --out DIR`: a stiffness measure on the `[measure]` curve."""
+    problem = RecoveryProblem.from_files(
+        arguments.model, arguments.data, _parse_noise(arguments.noise), arguments.max_stiffness
+    )
+    method = "off the grid" if arguments.grid is None else f"on a grid of {arguments.grid}"
+    print(f"recovering the stiffness measure of {arguments.model} on its [measure] curve "
+          f"({problem.curve.length * 1e3:.4g} mm) {method} from {arguments.data} "
+          f"({problem.n_data} data values; total stiffness at most "
+          f"{problem.max_stiffness:.4g} N/m)", flush=True)
+    if arguments.grid is None:
+        result = recover(problem, max_atoms=arguments.max_atoms, progress=True)
+    else:
+        result = recover_grid(problem, arguments.grid, progress=True)
+    paths = write_recovery_outputs(result, problem, pathlib.Path(arguments.out))
+    print(result.summary())
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0 if result.converged else 1
+
+
+def command_stiffness(arguments) -> int:
+    """`spineid stiffness TEST --out DIR`: a 6x6 stiffness matrix from a quasi-static test."""
+    test = read_quasi_static(arguments.data)
+    noise = _parse_noise(arguments.noise)
+    if noise is not None:
+        unknown = sorted(set(noise) - set(LOAD_COLUMNS))
+        missing = [c for c in LOAD_COLUMNS if c not in noise]
+        if unknown or missing:
+            raise ValueError(f"--noise: give all of {list(LOAD_COLUMNS)}"
+                             + (f"; unknown {unknown}" if unknown else "")
+                             + (f"; missing {missing}" if missing else ""))
+        noise = np.array([noise[c] for c in LOAD_COLUMNS])
+    result = fit_stiffness_matrix(test, arguments.structure, noise,
+                                  exact=not arguments.linearised)
+    out = pathlib.Path(arguments.out)
+    out.mkdir(parents=True, exist_ok=True)
+    report = write_json(out / "report.json", result.report())
+    fragment = {"bushings": [{"kind": "spine", "stiffness": result.matrix.tolist()}]}
+    (out / "stiffness.toml").write_text(
+        "# Fitted by `spineid stiffness` from " + pathlib.Path(arguments.data).name + ": paste "
+        "into a spatial_pair model and add frame1, frame2 (and damping).\n"
+        + dumps_toml(fragment))
+    plot = plot_stiffness_fit(result, test, out / "loads.png")
+    print(result.summary())
+    print(f"wrote {report}, {out / 'stiffness.toml'}, {plot}")
+    return 0
+
+
+def _numbers_argument(text: str | None, what: str) -> np.ndarray | None:
+    if text is None:
+        return None
+    try:
+        return np.array([float(v) for v in text.split(",")])
+    except ValueError:
+        raise ValueError(f"{what} {text!r}: expected comma-separated numbers") from None
+
+
+def command_table(arguments) -> int:
+    """`spineid table DATA --out DIR`: a nonlinear load law from load-displacement data."""
+    data = read_load_displacement(arguments.data)
+    print(f"fitting a {arguments.law} law to {len(data.load)} points of {arguments.data}",
+          flush=True)
+    result = fit_load_law(
+        data, arguments.law, _numbers_argument(arguments.nodes, "--nodes"),
+        n_nodes=arguments.n_nodes, free_breakpoints=arguments.free_breakpoints,
+        smoothing=arguments.smoothing, monotone=not arguments.not_monotone,
+        degree=arguments.degree, damping=arguments.damping, inertia=arguments.inertia,
+        noise=arguments.noise)
+    out = pathlib.Path(arguments.out)
+    out.mkdir(parents=True, exist_ok=True)
+    report = write_json(out / "report.json", result.report())
+    (out / "law.toml").write_text(
+        "# Fitted by `spineid table` from " + pathlib.Path(arguments.data).name + ": use as the "
+        "`law` of a [[torsion]] (rad, N m) or of a table bushing's degree of freedom.\n"
+        + dumps_toml({"law": result.law_table()}))
+    plot = plot_law_fit(result, data, out / "law_fit.png", unit=arguments.unit)
+    print(result.summary())
+    print(f"wrote {report}, {out / 'law.toml'}, {plot}")
+    return 0 if result.converged else 1
+
+
+def command_database(arguments) -> int:
+    """`spineid database [--out DIR]`: plots of the bundled spine database."""
+    out = pathlib.Path(arguments.out)
+    out.mkdir(parents=True, exist_ok=True)
+    nodes = liu_vertebra_nodes()
+    paths = [plot_spine_geometry(nodes, out / "geometry.png",
+                                 "T1-L5 primary nodes (Liu 2001, Tables A1-A17)")]
+    phases = liu_l5_s1_phases()
+    span = (phases["lower"][0] - 0.01, phases["upper"][-1] + 0.01)
+    paths.append(plot_load_laws({"L5-S1 flexion-extension phases": l5_s1_law()},
+                                out / "l5_s1_law.png", span))
+    print(f"{nodes.source}: {len(nodes)} nodes; {phases.source}: {len(phases)} phases")
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+def _model_file_of_kind(path: pathlib.Path, kind: str, verb: str):
+    model_file = load_model_file(path)
+    if model_file.kind != kind:
+        raise ValueError(f"{path}: {verb} needs a kind = \"{kind}\" model file")
+    return model_file
+
+
+def command_whiplash(arguments) -> int:
+    """`spineid whiplash [MODEL]`: the head-neck chain in its rear-end pulse."""
+    path = pathlib.Path(arguments.model or dataset_path("head_neck.toml"))
+    model_file = _model_file_of_kind(path, "head_neck", "whiplash")
+    chain = model_file.model
+    out = pathlib.Path(arguments.out)
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"spineid whiplash: {path}, 0-{arguments.t_end:g} s (Kvaerno4, rtol "
+          f"{arguments.rtol:g}) -> {out}/", flush=True)
+    study = whiplash_study(chain, arguments.t_end, rtol=arguments.rtol)
+    summary = study.summary()
+    if arguments.sensitivity:
+        print("sensitivity of the peak ligament force (forward mode through 0-0.3 s) ...",
+              flush=True)
+        force, elasticity = peak_force_sensitivity(chain, model_file.parameters, t_end=0.3)
+        summary["peak_force_sensitivity"] = {
+            "window_s": 0.3, "peak_force_N": float(force),
+            "elasticity": {p.name: float(e) for p, e in zip(model_file.parameters, elasticity)}}
+    write_trajectory(out / "head.csv", study.ts, study.head, chain.observable_names)
+    paths = [out / "head.csv",
+             plot_whiplash(study, out / "whiplash.png"),
+             plot_chain_snapshots(study, (0.0, 0.06, 0.1, 0.14, 0.2, 0.3), out / "snapshots.png"),
+             write_json(out / "summary.json", summary)]
+    strongest = max(summary["peak_ligament_force"].items(), key=lambda kv: kv[1]["force_N"])
+    print(f"  {summary['n_steps']} steps, {study.seconds:.2f} s warm; peak e_R "
+          f"{summary['peak_relative_error_e_R']:.2e} (paper 0.0103)")
+    print(f"  head: rearmost {summary['head_rearward_mm']['value']:.1f} mm (x, relative to "
+          f"T1) at {summary['head_rearward_mm']['t_s'] * 1e3:.0f} ms, extension "
+          f"{summary['head_extension_deg']['value']:.1f} deg at "
+          f"{summary['head_extension_deg']['t_s'] * 1e3:.0f} ms")
+    print(f"  S-shape {summary['s_shape_s']} s, C-shape {summary['c_shape_s']} s")
+    print(f"  strongest ligament: {strongest[0]} {strongest[1]['force_N']:.1f} N at "
+          f"{strongest[1]['t_s'] * 1e3:.0f} ms")
+    if arguments.sensitivity:
+        print("  peak force elasticities: " + ", ".join(
+            f"{name} {value:+.2f}" for name, value in
+            summary["peak_force_sensitivity"]["elasticity"].items()))
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+def command_segment(arguments) -> int:
+    """`spineid segment [MODEL]`: the nine quasi-static load cases of a motion segment, and
+    optionally a fit of its parameters to a quasi-static test."""
+    path = pathlib.Path(arguments.model or dataset_path("c5_c6.toml"))
+    model_file = _model_file_of_kind(path, "spatial_pair", "segment")
+    pair = model_file.model
+    if arguments.fit and not arguments.free:
+        raise ValueError("--fit needs at least one --free group (e.g. facets.stiffness)")
+    document = model_file.document
+    facet_names = [t.get("name", f"facets[{i}]") for i, t in enumerate(document.get("facets", []))]
+    ligament_names = [t.get("name", f"ligaments[{i}]")
+                      for i, t in enumerate(document.get("ligaments", []))]
+    out = pathlib.Path(arguments.out)
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"spineid segment: {path}, nine load cases ({arguments.force:g} N, "
+          f"{arguments.moment:g} N m) -> {out}/", flush=True)
+    study = segment_study(pair, arguments.force, arguments.moment, facet_names, ligament_names,
+                          timed=True)
+    summary = study.summary()
+    # One row per case in LOAD_CASES order, as a quasi-static test file (fit-ready).
+    cases_path = write_quasi_static(out / "cases.csv",
+                                    QuasiStaticTest(study.loads, study.displacements))
+    print(f"  {'case':4s} {'dx':>8s} {'dy':>8s} {'dz':>8s} {'b1':>7s} {'b2':>7s} {'b3':>7s}  "
+          f"(mm, deg)  facet forces [N]")
+    for k, case in enumerate(study.cases):
+        d = study.displacements[k]
+        forces = " ".join(f"{f:6.1f}" for f in study.facet_forces[k])
+        flag = "" if study.converged[k] else "  NO EQUILIBRIUM"
+        print(f"  {case:4s} " + " ".join(f"{1e3 * v:8.4f}" for v in d[:3]) + " "
+              + " ".join(f"{np.degrees(v):7.3f}" for v in d[3:]) + f"  {forces}{flag}")
+    print("  rotational stiffness [N m/deg]: " + ", ".join(
+        f"{case} {entry['model']:.2f} (Moroney/AnyBody {entry['moroney_anybody']:.2f})"
+        for case, entry in summary["rotational_stiffness_N_m_per_deg"].items()))
+    print(f"  nine equilibria vmapped: {study.timing['first_with_compilation']:.2f} s with "
+          f"compilation, {1e3 * study.timing['warm_best_of_5']:.2f} ms warm")
+    paths = [cases_path, plot_segment_study(study, out / "segment.png")]
+    if arguments.fit:
+        test = read_quasi_static(arguments.fit)
+        result = fit_segment(model_file, test, arguments.free, _parse_noise(arguments.noise))
+        paths.append(write_json(out / "report.json", result.report()))
+        paths.append(write_model_file(out / "fitted.toml", model_file,
+                                      dict(zip(result.names, map(float, result.values)))))
+        print(result.summary())
+    for warning in summary["warnings"]:
+        print(f"  note: {warning}")
+    paths.append(write_json(out / "summary.json", summary))
+    print("wrote " + ", ".join(str(p) for p in paths))
+    if arguments.fit:
+        return 0 if result.converged else 1
+    return 0 if bool(np.all(study.converged)) else 1

@@ -1,0 +1,151 @@
+"""The `spineid` command: its arguments and its entry point. The command line is the only part
+of spineid that parses arguments (docs/cli.md describes every verb)."""
+
+import argparse
+import sys
+
+from ..elements._load_laws import LAW_KINDS
+from ..identify._solvers import DEFAULT_SOLVER, SOLVERS
+from ..plots import use_file_backend
+from . import _commands as verbs
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the `spineid` command."""
+    parser = argparse.ArgumentParser(
+        prog="spineid",
+        description="Parameter identification and inverse problems for the intervertebral joint.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    simulate_parser = commands.add_parser("simulate", help="simulate a model file, write a CSV")
+    simulate_parser.add_argument("model", help="model file (TOML)")
+    simulate_parser.add_argument("--out", help="trajectory CSV (default: MODEL_trajectory.csv)")
+    simulate_parser.set_defaults(run=verbs.command_simulate)
+    fit_parser = commands.add_parser(
+        "fit", help="fit model parameters to measured trajectories by least squares"
+    )
+    fit_parser.add_argument("model", help="model file (TOML); its values are the starting guess")
+    fit_parser.add_argument("data", nargs="+", help="trajectory CSV file(s), one per load case")
+    fit_parser.add_argument("--free", action="append", required=True, metavar="GROUP",
+                            help="parameter group to fit (stiffness, damping, torsion) or a "
+                                 "parameter name; repeat for several")
+    fit_parser.add_argument("--noise", metavar="CH=SIGMA,...",
+                            help="measurement noise per channel (SI); default: estimated")
+    fit_parser.add_argument("--out", required=True, help="output folder")
+    fit_parser.add_argument("--solver", default=DEFAULT_SOLVER, choices=SOLVERS,
+                            help=f"least-squares solver (default {DEFAULT_SOLVER}: spineid's "
+                                 "Levenberg-Marquardt)")
+    fit_parser.add_argument("--starts", type=int, default=1, help="number of starts (multi-start)")
+    fit_parser.add_argument("--seed", type=int, default=0, help="seed of the random starts")
+    fit_parser.add_argument("--max-steps", type=int, default=None, help="solver iterations")
+    fit_parser.set_defaults(run=verbs.command_fit)
+    recover_parser = commands.add_parser(
+        "recover", help="recover a stiffness measure (and a pin) on the model's [measure] curve"
+    )
+    recover_parser.add_argument("model", help="model file (TOML) with a [measure] table")
+    recover_parser.add_argument("data", help="trajectory CSV of the upper body")
+    recover_parser.add_argument("--out", required=True, help="output folder")
+    recover_parser.add_argument("--noise", metavar="CH=SIGMA,...",
+                                help="measurement noise per channel (SI); default: estimated")
+    recover_parser.add_argument("--grid", type=int, metavar="N",
+                                help="fit N equally spaced springs instead of off-grid atoms")
+    recover_parser.add_argument("--max-atoms", type=int, default=4,
+                                help="most atoms off the grid (default 4)")
+    recover_parser.add_argument("--max-stiffness", type=float, metavar="N_PER_M",
+                                help="ceiling on the total stiffness (default: translational "
+                                     "frequency at the data's Nyquist frequency)")
+    recover_parser.set_defaults(run=verbs.command_recover)
+    stiffness_parser = commands.add_parser(
+        "stiffness", help="fit a 6x6 stiffness matrix to a quasi-static load-displacement test"
+    )
+    stiffness_parser.add_argument("data", help="CSV with Fx,Fy,Fz,Mx,My,Mz,dx,dy,dz,b1,b2,b3")
+    stiffness_parser.add_argument("--out", required=True, help="output folder")
+    stiffness_parser.add_argument("--structure", default="full",
+                                  choices=("full", "sagittal", "diagonal"),
+                                  help="symmetric 21 entries, sagittal-symmetric 12 (eq 24 "
+                                       "pattern) or diagonal 6 (default full)")
+    stiffness_parser.add_argument("--noise", metavar="Fx=SIGMA,...",
+                                  help="load noise per channel (N, N m); default: estimated")
+    stiffness_parser.add_argument("--linearised", action="store_true",
+                                  help="use moments as measured instead of mapping them onto "
+                                       "the Euler basis")
+    stiffness_parser.set_defaults(run=verbs.command_stiffness)
+    table_parser = commands.add_parser(
+        "table", help="fit a nonlinear load law to load-displacement data (a test or a loop)")
+    table_parser.add_argument("data", help="CSV with displacement,load[,t] (m or rad; N or N m)")
+    table_parser.add_argument("--out", required=True, help="output folder")
+    table_parser.add_argument("--law", default="piecewise_linear", choices=LAW_KINDS)
+    table_parser.add_argument("--nodes", metavar="X0,X1,...",
+                              help="node displacements of a table law (default: --n-nodes "
+                                   "evenly over the data)")
+    table_parser.add_argument("--n-nodes", type=int, default=6)
+    table_parser.add_argument("--free-breakpoints", action="store_true",
+                              help="also fit the interior node displacements (phase bounds)")
+    table_parser.add_argument("--smoothing", type=float, default=0.0,
+                              help="smoothing width of piecewise_linear (SI; default 0)")
+    table_parser.add_argument("--not-monotone", action="store_true",
+                              help="allow a table load to decrease (negative stiffness)")
+    table_parser.add_argument("--degree", type=int, default=3, help="polynomial degree")
+    table_parser.add_argument("--damping", action="store_true",
+                              help="fit a damper on the displacement rate (needs column t)")
+    table_parser.add_argument("--inertia", type=float, default=0.0,
+                              help="known inertia of a dynamic test (kg m^2 or kg)")
+    table_parser.add_argument("--noise", type=float, help="load noise; default: estimated")
+    table_parser.add_argument("--unit", default="deg", choices=("deg", "mm"),
+                              help="displacement unit of the plot (default deg)")
+    table_parser.set_defaults(run=verbs.command_table)
+    database_parser = commands.add_parser(
+        "database", help="plot the bundled spine database (geometry, L5-S1 load law)")
+    database_parser.add_argument("--out", default="spineid-database", help="output folder")
+    database_parser.set_defaults(run=verbs.command_database)
+    whiplash_parser = commands.add_parser(
+        "whiplash", help="the head-neck chain in a rear-end pulse: plots, energy check, summary")
+    whiplash_parser.add_argument("model", nargs="?",
+                                 help="kind = \"head_neck\" model file (default: the bundled "
+                                      "datasets/head_neck.toml)")
+    whiplash_parser.add_argument("--out", default="spineid-whiplash", help="output folder")
+    whiplash_parser.add_argument("--t-end", type=float, default=5.0,
+                                 help="simulated time (s, default 5)")
+    whiplash_parser.add_argument("--rtol", type=float, default=1e-5,
+                                 help="relative tolerance of the integrator (default 1e-5)")
+    whiplash_parser.add_argument("--sensitivity", action="store_true",
+                                 help="also the elasticities of the peak ligament force with "
+                                      "respect to the stiffness and damping parameters")
+    whiplash_parser.set_defaults(run=verbs.command_whiplash)
+    segment_parser = commands.add_parser(
+        "segment", help="the nine quasi-static load cases of a motion segment (C5-C6 by "
+                        "default): equilibria, displacements, facet forces; optionally a fit")
+    segment_parser.add_argument("model", nargs="?",
+                                help="spatial_pair model file with bushings, [[ligaments]] and "
+                                     "[[facets]] (default: the bundled datasets/c5_c6.toml)")
+    segment_parser.add_argument("--out", default="spineid-segment", help="output folder")
+    segment_parser.add_argument("--force", type=float, default=20.0,
+                                help="shear, tension and compression load (N, default 20)")
+    segment_parser.add_argument("--moment", type=float, default=1.8,
+                                help="bending and torsion moment (N m, default 1.8)")
+    segment_parser.add_argument("--fit", metavar="DATA.csv",
+                                help="fit the --free parameters to a quasi-static test "
+                                     "(Fx..Mz,dx,dy,dz,b1,b2,b3, like the written cases.csv)")
+    segment_parser.add_argument("--free", action="append", metavar="GROUP",
+                                help="facets.stiffness, bushing.stiffness, ligaments.stiffness "
+                                     "or a parameter name; repeat for several")
+    segment_parser.add_argument("--noise", metavar="dx=SIGMA,...",
+                                help="displacement noise of dx,dy,dz (m) and b1,b2,b3 (rad); "
+                                     "default: estimated from the residuals")
+    segment_parser.set_defaults(run=verbs.command_segment)
+    demo_parser = commands.add_parser("demo", help="the main job on bundled data")
+    demo_parser.add_argument("--out", default="spineid-demo", help="output folder")
+    demo_parser.set_defaults(run=verbs.command_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `spineid` console script; returns the exit status (0 done, 1 a fit
+    that did not converge, 2 bad input with a one-line error)."""
+    arguments = build_parser().parse_args(argv)
+    use_file_backend()  # files only: no display is needed
+    try:
+        return arguments.run(arguments)
+    except ValueError as error:
+        print(f"spineid: error: {error}", file=sys.stderr)
+        return 2

@@ -1,0 +1,56 @@
+"""The output folders of the fitting verbs: the fitted model file, the JSON report and the plots
+of a fit or a measure recovery, and what else the model can be written as (docs/cli.md)."""
+
+import json
+import pathlib
+
+import jax.numpy as jnp
+
+from ..elements import apply_values
+from ..io import export_model, write_model_file
+from ..io._exports import EXPORT_FORMATS
+from ..plots import plot_fit, plot_identifiability, plot_measure, plot_residuals
+
+
+def write_json(path: pathlib.Path, content: dict) -> pathlib.Path:
+    """Write `content` as indented JSON; returns the path."""
+    path.write_text(json.dumps(content, indent=2) + "\n")
+    return path
+
+
+def write_fit_outputs(result, problem, out: pathlib.Path) -> list[pathlib.Path]:
+    """Write fitted.toml, report.json, the fit plots and, for a model that can be written in
+    another program's format (`export_formats`), that file (e.g. fitted.osim) into `out`;
+    returns the paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    channels = problem.channels
+    paths = [
+        write_model_file(out / "fitted.toml", problem.model_file, result.fitted_values()),
+        write_json(out / "report.json", result.report()),
+        plot_fit(result, channels, out / "fit.png"),
+        plot_residuals(result, channels, out / "residuals.png"),
+        plot_identifiability(result, out / "identifiability.png"),
+    ]
+    model = problem.model_file.model
+    formats = model.export_formats()
+    if formats:
+        fitted = apply_values(model, problem.parameters, jnp.asarray(result.values))
+        for name in formats:
+            suffix = EXPORT_FORMATS[name][0]
+            paths.append(export_model(fitted, name, out / f"fitted{suffix}"))
+    return paths
+
+
+def write_recovery_outputs(result, problem, out: pathlib.Path) -> list[pathlib.Path]:
+    """Write fitted.toml (the atoms as [[springs]]), report.json and the plots of a measure
+    recovery into `out`; returns the paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    channels = problem.channels
+    document = result.fitted_document(problem.model_file)
+    return [
+        write_model_file(out / "fitted.toml", problem.model_file, {}, document),
+        write_json(out / "report.json", result.report()),
+        *plot_measure(result, out / "density.png", out / "cumulative.png"),
+        plot_fit(result, channels, out / "fit.png"),
+        plot_residuals(result, channels, out / "residuals.png"),
+    ]

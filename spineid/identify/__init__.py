@@ -1,0 +1,25 @@
+"""Identification: fitting model parameters to trajectories, recovering stiffness measures,
+fitting stiffness matrices, load laws and segment parameters to quasi-static tests, with
+standard errors and identifiability."""
+
+from ._fit import analyse as analyse, fit as fit, fit_many as fit_many
+from ._least_squares import (
+    LeastSquaresSolution as LeastSquaresSolution,
+    levenberg_marquardt as levenberg_marquardt,
+)
+from ._problem import FitProblem as FitProblem
+from ._recover import recover as recover, recover_grid as recover_grid
+from ._recovery_problem import (
+    first_variation as first_variation,
+    MeasureCurve as MeasureCurve,
+    RecoveryProblem as RecoveryProblem,
+)
+from ._recovery_result import MeasureResult as MeasureResult
+from ._result import FitResult as FitResult
+from ._segment_fit import fit_segment as fit_segment, SegmentFit as SegmentFit
+from ._stiffness_fit import (
+    fit_stiffness_matrix as fit_stiffness_matrix,
+    StiffnessFit as StiffnessFit,
+)
+from ._table_fit import fit_load_law as fit_load_law, LawFit as LawFit
+from ._uncertainty import Identifiability as Identifiability

@@ -1,0 +1,146 @@
+"""The residual objective of trajectory fits: simulate the model at trial parameters, observe it,
+subtract the data and weight by the noise,
+
+    r = (observe(simulate(model(theta))) - data) / sigma,
+
+stacked over samples, channels and load cases (Liu 2001, eq 2-24, with noise weighting). A
+trial point whose integration fails gets a large finite residual, so a solver backs off
+instead of receiving NaN.
+"""
+
+import dataclasses
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+from ..elements._parameters import Parameter, apply_values
+from ..simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL, SimulationResult, simulate
+from ._problem import FitProblem
+from ._transform import Transform
+
+
+# Residual given to samples of a trial point whose integration failed: finite, so that the
+# solver sees a huge cost and backs off instead of receiving NaN.
+FAILED_RESIDUAL = 1e8
+
+
+class _Objective(eqx.Module):
+    """Noise-weighted residuals of all load cases, as a function of the parameters."""
+
+    models: tuple
+    ts: tuple
+    data: tuple
+    sigma: Float[Array, " c"]
+    transform: Transform
+    parameters: tuple[Parameter, ...] = eqx.field(static=True)
+    adjoint: diffrax.AbstractAdjoint = eqx.field(static=True)
+    max_steps: int = eqx.field(static=True)
+    rtol: float = eqx.field(static=True, default=DEFAULT_RTOL)
+    atol: float = eqx.field(static=True, default=DEFAULT_ATOL)
+    coarse_rtol: float = eqx.field(static=True, default=DEFAULT_RTOL)
+    coarse_atol: float = eqx.field(static=True, default=DEFAULT_ATOL)
+
+    def case_prediction(self, theta, case: int, exact=True) -> Float[Array, "k c"]:
+        """Model output of load case `case` at physical parameters `theta` (inf if failed);
+        `exact` (a boolean, may be traced) false integrates at the coarse tolerances."""
+        model = apply_values(self.models[case], self.parameters, theta)
+        if exact is True:
+            rtol, atol = self.rtol, self.atol
+        else:
+            rtol = jnp.where(exact, self.rtol, self.coarse_rtol)
+            atol = jnp.where(exact, self.atol, self.coarse_atol)
+        solution = simulate(
+            model, self.ts[case], adjoint=self.adjoint, throw=False, t0=0.0,
+            max_steps=self.max_steps, rtol=rtol, atol=atol,
+        )
+        predicted = jax.vmap(model.observe)(solution.q)
+        return jnp.where(solution.result == SimulationResult.successful, predicted, jnp.inf)
+
+    def _weighted(self, predicted, case: int) -> Float[Array, " n"]:
+        residual = ((predicted - self.data[case]) / self.sigma).ravel()
+        return jnp.where(jnp.isfinite(residual), residual, FAILED_RESIDUAL)
+
+    def case_residuals(self, theta, case: int) -> Float[Array, " n"]:
+        """Noise-weighted residuals of one load case, flattened."""
+        return self._weighted(self.case_prediction(theta, case), case)
+
+    def residuals_and_predictions(self, theta, exact=True):
+        """`(residuals, predictions per case)` at physical parameters, in one pass (`exact`:
+        as in `case_prediction`)."""
+        predictions = tuple(self.case_prediction(theta, i, exact)
+                            for i in range(len(self.models)))
+        residuals = jnp.concatenate([self._weighted(p, i) for i, p in enumerate(predictions)])
+        return residuals, predictions
+
+    def predictions_from(self, residuals: Float[ArrayLike, " n"]) -> list[np.ndarray]:
+        """The model outputs per load case (`(k, c)` each, inf where the simulation failed)
+        that produced these noise-weighted `residuals`: `data + sigma r`, no simulation."""
+        residuals = np.asarray(residuals)
+        sigma = np.asarray(self.sigma)
+        predictions, first = [], 0
+        for data in self.data:
+            data = np.asarray(data)
+            weighted = residuals[first:first + data.size].reshape(data.shape)
+            first += data.size
+            predictions.append(np.where(weighted == FAILED_RESIDUAL, np.inf,
+                                        data + weighted * sigma))
+        return predictions
+
+    def physical_residuals(self, theta: Float[Array, " p"], exact=True) -> Float[Array, " n"]:
+        """Residuals at physical parameter values `theta`, shape `(n_data,)`."""
+        return self.residuals_and_predictions(theta, exact)[0]
+
+    def at_precision(self, u: Float[Array, " p"], exact) -> Float[Array, " n"]:
+        """Residuals at unconstrained coordinates `u`, integrated at the fit's tolerances where
+        `exact`, at the coarse ones otherwise (`levenberg_marquardt(inexact_jacobians=True)`)."""
+        return self.physical_residuals(self.transform.to_physical(u), exact)
+
+    def __call__(self, u: Float[Array, " p"], args=None) -> Float[Array, " n"]:
+        """Residuals at unconstrained coordinates `u` (the solver's `residuals(params, args)`)."""
+        return self.physical_residuals(self.transform.to_physical(u))
+
+
+def _objective(problem: FitProblem, sigma: np.ndarray, transform: Transform, adjoint, max_steps,
+               rtol=DEFAULT_RTOL, atol=DEFAULT_ATOL, coarse_rtol=None, coarse_atol=None):
+    return _Objective(
+        models=problem.models,
+        ts=tuple(jnp.asarray(m.ts) for m in problem.measurements),
+        data=tuple(jnp.asarray(m.values) for m in problem.measurements),
+        sigma=jnp.asarray(sigma),
+        transform=transform,
+        parameters=problem.parameters,
+        adjoint=adjoint,
+        max_steps=max_steps,
+        rtol=rtol,
+        atol=atol,
+        coarse_rtol=rtol if coarse_rtol is None else coarse_rtol,
+        coarse_atol=atol if coarse_atol is None else coarse_atol,
+    )
+
+
+@eqx.filter_jit
+def _evaluate(objective: _Objective, theta):
+    # Everything a result needs in one compiled pass: the noise-weighted sensitivity matrix
+    # dr/dtheta (forward mode, physical units), the residuals and the predicted trajectories
+    # (the auxiliary output of the same jacfwd).
+    forward = dataclasses.replace(objective, adjoint=diffrax.ForwardMode())
+
+    def residuals_with_aux(th):
+        residuals, predictions = forward.residuals_and_predictions(th)
+        return residuals, (residuals, predictions)
+
+    jacobian, (residuals, predictions) = jax.jacfwd(residuals_with_aux, has_aux=True)(theta)
+    return jacobian, residuals, predictions
+
+
+@eqx.filter_jit
+def _cost(objective: _Objective, u):
+    return 0.5 * jnp.sum(objective(u) ** 2)
+
+
+def _scales(theta, transform: Transform) -> np.ndarray:
+    return np.where(np.abs(theta) > 0, np.abs(theta), np.asarray(transform.scale))

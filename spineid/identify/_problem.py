@@ -1,0 +1,148 @@
+"""Trajectory-fitting problems: a model, measured trajectories (one per load case), the free
+parameters and the measurement noise, validated before anything is solved; and the helpers
+that check data and noise for every fit.
+"""
+
+import math
+import pathlib
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..elements._parameters import select_parameters
+from ..io._measurements import Measurement
+from ..io._model_file import ModelFile, load_model_file
+from ._transform import Transform
+
+
+class FitProblem:
+    """What to fit: a model, measured trajectories (one per load case) and the free parameters.
+
+    **Arguments:**
+    - `model_file`: a `ModelFile` (named parameters; the model's values of free parameters are
+      the starting guess, the others stay fixed).
+    - `measurements`: one `Measurement` per load case.
+    - `free`: `--free` groups (`stiffness`, `damping`, `torsion`) or parameter names.
+    - `noise`: per-channel measurement standard deviation (SI), e.g. `{"x": 5e-6, "y": 5e-6,
+      "theta": 1.7e-4}`; `None` estimates it from the residuals.
+    - `models`: optional model per load case (same parameters, e.g. other loads); default the
+      file's model for every case.
+
+    Misuse (missing channels, too few data, nothing exciting the joint, unknown groups) raises
+    `ValueError` before anything is solved.
+    """
+
+    def __init__(
+        self,
+        model_file: ModelFile,
+        measurements: Sequence[Measurement] | Measurement,
+        free: Sequence[str],
+        noise: dict[str, float] | None = None,
+        models: Sequence | None = None,
+    ):
+        if isinstance(measurements, Measurement):
+            measurements = [measurements]
+        self.model_file = model_file
+        self.measurements = tuple(measurements)
+        self.models = tuple(models) if models is not None else (model_file.model,) * len(
+            self.measurements
+        )
+        if len(self.models) != len(self.measurements):
+            raise ValueError(f"{len(self.models)} models for {len(self.measurements)} measurements")
+        self.parameters = select_parameters(model_file.parameters, free, model_file.source)
+        self.channels = tuple(model_file.model.observable_names)
+        self.start = np.array([float(p.get(self.models[0])) for p in self.parameters])
+        self._check_data()
+        self.noise = None if noise is None else check_noise(self.channels, noise)
+        for model in self.models:
+            if not model.is_excited():
+                raise ValueError(
+                    f"{model_file.source}: nothing excites the joint: all loads are zero, there "
+                    "is no gravity and the motion starts at rest in the reference pose, so the "
+                    "body never moves and the data cannot determine any parameter. Add loads or "
+                    "an initial_pose."
+                )
+
+    @classmethod
+    def from_files(cls, model_path, data_paths, free, noise=None) -> "FitProblem":
+        """Problem from a model file and one or more trajectory CSV files (one model)."""
+        model_file = load_model_file(model_path)
+        if isinstance(data_paths, (str, pathlib.Path)):
+            data_paths = [data_paths]
+        channels = model_file.model.observable_names
+        return cls(model_file, [Measurement.from_csv(p, channels) for p in data_paths], free, noise)
+
+    @property
+    def names(self) -> list[str]:
+        """Names of the free parameters, in solver order."""
+        return [p.name for p in self.parameters]
+
+    def transform(self) -> Transform:
+        """The map between the free parameters and the solver's coordinates, 0 at the start."""
+        return Transform.around(self.parameters, self.start, self.model_file.source)
+
+    def channel_ranges(self) -> np.ndarray:
+        """Peak-to-peak range of each measured channel over all load cases (SI), `(c,)`."""
+        return channel_ranges(self.measurements)
+
+    @property
+    def n_data(self) -> int:
+        """Number of scalar residuals (samples x channels x load cases)."""
+        return sum(m.values.size for m in self.measurements)
+
+    def _check_data(self) -> None:
+        check_measurements(self.measurements, self.channels, len(self.parameters))
+
+
+def check_measurements(measurements: Sequence[Measurement], channels: Sequence[str],
+                       n_free: int) -> None:
+    """Validate trajectories for a fit of `n_free` numbers: the model's `channels`, no sample
+    before the motion starts (t = 0), at least 3 samples each and more values than `n_free`."""
+    channels = tuple(channels)
+    for measurement in measurements:
+        if tuple(measurement.channels) != channels:
+            raise ValueError(
+                f"{measurement.source}: channels {list(measurement.channels)}; this model "
+                f"is observed through {list(channels)}"
+            )
+        if measurement.ts[0] < 0:
+            raise ValueError(
+                f"{measurement.source}: first time {measurement.ts[0]:g} s is before the "
+                f"motion starts (t = 0)"
+            )
+    n_data = sum(m.values.size for m in measurements)
+    if n_data <= n_free or min(len(m.ts) for m in measurements) < 3:
+        raise ValueError(
+            f"{measurements[0].source}: {n_data} data values for {n_free} free "
+            f"parameters: the data are shorter than the model needs (at least 3 samples "
+            f"per trajectory and more values than free parameters)"
+        )
+
+
+def check_noise(channels: Sequence[str], noise: dict[str, float]) -> dict[str, float]:
+    """Validate per-channel noise standard deviations (SI): one positive number per channel."""
+    missing = [c for c in channels if c not in noise]
+    unknown = [c for c in noise if c not in channels]
+    if missing or unknown:
+        raise ValueError(
+            f"noise: give one standard deviation per channel {list(channels)}; "
+            f"missing {missing}, unknown {unknown}"
+        )
+    for channel, sigma in noise.items():
+        if not (math.isfinite(sigma) and sigma > 0):
+            raise ValueError(f"noise: {channel}={sigma!r}: expected a positive number")
+    return {c: float(noise[c]) for c in channels}
+
+
+def noise_from_residuals(raw: np.ndarray, n_free: int, ranges: np.ndarray) -> np.ndarray:
+    """Per-channel noise from raw residuals `(k, c)` (SI) of a fit with `n_free` parameters:
+    sigma_c^2 = sum r_c^2 / (n_c (1 - p / n)), floored at roundoff of each channel's `ranges`
+    (noise-free data would give 0)."""
+    dof = max(1.0 - n_free / raw.size, 1e-3)
+    sigma = np.sqrt(np.mean(raw**2, axis=0) / dof)
+    return np.maximum(sigma, 1e-13 * np.maximum(ranges, 1e-300))
+
+
+def channel_ranges(measurements: Sequence[Measurement]) -> np.ndarray:
+    """Peak-to-peak range of each channel over all `measurements` (SI), `(c,)`."""
+    return np.ptp(np.concatenate([m.values for m in measurements]), axis=0)

@@ -1,0 +1,204 @@
+"""The result of a trajectory fit, explaining itself: values, Cramer-Rao standard errors,
+correlations, identifiability, convergence, residuals, and for vector-spring measures the
+identifiable moments.
+"""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..elements._planar_springs import VectorSprings
+from ..io._measurements import Measurement
+from ..kinematics._planar import body_point_position
+from ._problem import FitProblem
+from ._uncertainty import Identifiability
+
+
+@dataclasses.dataclass
+class FitResult:
+    """The outcome of `fit`, explaining itself.
+
+    Fields: `names`, `units`, `start`, `values` (SI), `stderr` (Cramer-Rao standard errors, NaN
+    where a parameter is not individually identifiable or sits on a bound), `at_bound`,
+    `covariance`, `correlation`, `cost` (half the sum of squared noise-weighted residuals),
+    `n_data`, `converged`, `message`, `n_steps`, `solver`, `start_costs` (final cost from each
+    start), `noise` (per channel) and `noise_estimated`, `identifiability`, `moments` (identifiable
+    summaries of a vector-spring measure, with standard errors), `predictions` (per load case,
+    `(k, c)`), `measurements`, `warnings`, `seconds`.
+    """
+
+    names: list[str]
+    units: list[str]
+    start: np.ndarray
+    values: np.ndarray
+    stderr: np.ndarray
+    at_bound: np.ndarray
+    covariance: np.ndarray
+    correlation: np.ndarray
+    cost: float
+    n_data: int
+    converged: bool
+    message: str
+    n_steps: int
+    solver: str
+    start_costs: list[float]
+    noise: dict[str, float]
+    noise_estimated: bool
+    identifiability: Identifiability
+    moments: dict
+    predictions: list[np.ndarray]
+    measurements: tuple[Measurement, ...]
+    warnings: list[str]
+    seconds: float
+
+    def fitted_values(self) -> dict[str, float]:
+        """Free parameter name -> fitted value (SI)."""
+        return {name: float(v) for name, v in zip(self.names, self.values)}
+
+    def residuals(self) -> list[np.ndarray]:
+        """Raw residuals `data - fit` per load case, `(k, c)` (SI)."""
+        return [m.values - p for m, p in zip(self.measurements, self.predictions)]
+
+    def report(self) -> dict:
+        """JSON-ready report (`report.json` of `spineid fit`, docs/cli.md)."""
+
+        def number(x):
+            return None if not np.isfinite(x) else float(x)
+
+        parameters = []
+        for i, name in enumerate(self.names):
+            entry = {
+                "name": name, "value": float(self.values[i]), "stderr": number(self.stderr[i]),
+                "unit": self.units[i], "start": float(self.start[i]),
+                "at_bound": bool(self.at_bound[i]),
+                "identifiable": bool(self.identifiability.identifiable[i]),
+            }
+            parameters.append(entry)
+        return {
+            "converged": bool(self.converged),
+            "message": self.message,
+            "cost": float(self.cost),
+            "n_data": int(self.n_data),
+            "solver": self.solver,
+            "n_steps": int(self.n_steps),
+            "seconds": float(self.seconds),
+            "start_costs": [float(c) for c in self.start_costs],
+            "noise": {"sigma": self.noise, "estimated_from_residuals": self.noise_estimated},
+            "parameters": parameters,
+            "correlation": [[number(x) for x in row] for row in self.correlation],
+            "identifiability": self.identifiability.to_dict(),
+            "moments": self.moments,
+            "warnings": list(self.warnings),
+        }
+
+    def summary(self) -> str:
+        """A human-readable table of the fit."""
+        lines = [
+            f"fit with {self.solver}: {'converged' if self.converged else 'NOT converged'} "
+            f"after {self.n_steps} steps in {self.seconds:.2f} s; cost {self.cost:.6g} "
+            f"({self.n_data} data values)",
+            "noise sigma " + ("(estimated from residuals)" if self.noise_estimated else "(given)")
+            + ": " + ", ".join(f"{k}={v:.3g}" for k, v in self.noise.items()),
+            "",
+            f"{'parameter':28s} {'start':>12s} {'value':>12s} {'stderr':>11s} {'unit':>9s}  note",
+        ]
+        for i, name in enumerate(self.names):
+            if self.at_bound[i]:
+                note, error = "at bound", "-"
+            elif not self.identifiability.identifiable[i]:
+                note, error = "not identifiable alone", "-"
+            else:
+                note, error = "", f"{self.stderr[i]:.3g}"
+            lines.append(
+                f"{name:28s} {self.start[i]:12.6g} {self.values[i]:12.6g} {error:>11s} "
+                f"{self.units[i]:>9s}  {note}"
+            )
+        ident = self.identifiability
+        lines += ["", f"identifiability: rank {ident.rank} of {ident.n_parameters} free parameters"]
+        for k, combination in enumerate(ident.combinations):
+            terms = " ".join(
+                f"{c:+.3g}*{n}" for n, c in list(combination["coefficients"].items())[:6]
+            )
+            more = len(combination["coefficients"]) - 6
+            lines.append(
+                f"  combination {k + 1}: {terms}{f' ... (+{more} terms)' if more > 0 else ''}"
+                f" = {combination['value']:.6g} +- {combination['standard_error']:.2g}"
+            )
+        if self.moments:
+            lines.append("vector-spring measure (identifiable moments):")
+            for key, entry in self.moments.items():
+                value = entry["value"]
+                shown = (", ".join(f"{v:.6g}" for v in value) if isinstance(value, list)
+                         else f"{value:.6g}")
+                error = entry["stderr"]
+                shown_error = (", ".join("-" if e is None else f"{e:.2g}" for e in error)
+                               if isinstance(error, list)
+                               else ("-" if error is None else f"{error:.2g}"))
+                lines.append(f"  {key:22s} {shown} +- {shown_error} {entry['unit']}")
+        for warning in self.warnings:
+            lines.append(f"WARNING: {warning}")
+        return "\n".join(lines)
+
+
+def _vector_spring_moments(problem: FitProblem, values, identifiability) -> dict:
+    """Identifiable summaries of the vector-spring measure: total stiffness, the
+    stiffness-weighted centroid (the pin estimate) and the radius of gyration."""
+    model = problem.models[0]
+    springs = [e for e in getattr(model, "elements", ()) if isinstance(e, VectorSprings)]
+    if not springs:
+        return {}
+    element = model.elements.index(springs[0])
+    free_rows = {
+        p.row: i for i, p in enumerate(problem.parameters)
+        if p.element == element and p.field == "stiffness"
+    }
+    if not free_rows:
+        return {}
+    points = jnp.asarray(body_point_position(model.lower.reference_pose, springs[0].points_a))
+
+    def stiffness_vector(theta):
+        stiffness = springs[0].stiffness
+        for row, i in free_rows.items():
+            stiffness = stiffness.at[row].set(theta[i])
+        return stiffness
+
+    def total(theta):
+        return jnp.sum(stiffness_vector(theta))
+
+    def centroid(theta, axis):
+        k = stiffness_vector(theta)
+        return jnp.sum(k * points[:, axis]) / jnp.sum(k)
+
+    def gyration(theta):
+        k = stiffness_vector(theta)
+        c = jnp.sum(k[:, None] * points, axis=0) / jnp.sum(k)
+        return jnp.sqrt(jnp.sum(k * jnp.sum((points - c) ** 2, axis=1)) / jnp.sum(k))
+
+    theta = jnp.asarray(values)
+
+    def with_error(function):
+        value = float(function(theta))
+        error = identifiability.standard_error_of(np.asarray(jax.grad(function)(theta)))
+        return value, (None if not np.isfinite(error) else error)
+
+    t, t_err = with_error(total)
+    cx, cx_err = with_error(lambda th: centroid(th, 0))
+    cy, cy_err = with_error(lambda th: centroid(th, 1))
+    g, g_err = with_error(gyration)
+    return {
+        "total_stiffness": {"value": t, "stderr": t_err, "unit": "N/m"},
+        "centroid": {"value": [cx, cy], "stderr": [cx_err, cy_err], "unit": "m"},
+        "radius_of_gyration": {"value": g, "stderr": g_err, "unit": "m"},
+    }
+
+
+VECTOR_MEASURE_NOTE = (
+    "The motion depends on a measure of vector springs only through its total stiffness, its "
+    "first moment and its second moment (the springs' separation is affine in the attachment "
+    "point and the rotation part is isotropic), so at most 4 combinations of their "
+    "stiffnesses are identifiable, 3 when the springs lie on a straight line or a circle, "
+    "however many springs there are. The moments are reported with standard errors; "
+    "individual springs need a sparsity prior (measure recovery)."
+)

@@ -1,0 +1,309 @@
+"""Fitting load laws to load-displacement data: quasi-static tests and loading/unloading loops.
+
+The model of a measured load is `L = M(x; theta) + c x' + J x''`: the law `M` of
+`spineid.elements` at the displacement `x`, a damper `c` on its rate when the data are a loop
+recorded in time (the thesis' L5-S1 demonstration adds one, Liu 2001 section 4.3), and a known
+inertia `J` when the loads are the applied ones of a dynamic test. Rates come from the sampled
+`x(t)` by second-order finite differences.
+
+Parameters and what keeps the law monotone (`monotone=True`, the default for tables):
+- `piecewise_linear`: the load at the first node and the rises between nodes (rises >= 0);
+  with `free_breakpoints=True` also the interior nodes, through positive gaps (so the nodes
+  stay ordered) between the fixed end nodes.
+- `monotone_cubic`: the node loads as above at fixed nodes (PCHIP keeps the curve monotone).
+- `polynomial`: the coefficients; `tan_cos`: the coefficient (>= 0).
+- `damping=True`: `c >= 0`.
+Solved by Levenberg-Marquardt (optimistix) in the unconstrained coordinates of
+`spineid.identify._transform.Transform` (converged: its step criterion, or, when a parameter drifts
+into its bound, a cost that no longer falls by 1e-8 relative over 20 further steps); standard
+errors and identifiability from the Fisher matrix (`fisher_analysis`), as for every fit of the
+identification engine.
+"""
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optimistix as optx
+
+from ..elements._load_laws import (
+    LAW_KINDS, MonotoneCubicLaw, PiecewiseLinearLaw, PolynomialLaw, TanCosLaw, check_monotone,
+)
+from ..elements._parameters import Parameter
+from ..io._measurements import LoadDisplacementData
+from ._transform import Transform
+from ._uncertainty import bounded_fisher_analysis, Identifiability
+
+
+@dataclasses.dataclass
+class LawFit:
+    """A load law fitted to load-displacement data, with what the data determine.
+
+    Fields: `kind`, `law` (the fitted `AbstractLoadLaw`), `damping` (N s/m or N m s/rad; 0 when
+    not fitted), `names`, `units`, `values` and `stderr` (`(p,)`, NaN where not determined or
+    on a bound), `derived` (node loads and phase slopes of tables with standard errors),
+    `noise` (load noise), `noise_estimated`, `cost` (half chi-square), `n_data`, `converged`,
+    `identifiability`, `warnings`, `predicted` and `residuals` (`(n,)`, load units).
+    """
+
+    kind: str
+    law: object
+    damping: float
+    names: list
+    units: list
+    values: np.ndarray
+    stderr: np.ndarray
+    derived: dict
+    noise: float
+    noise_estimated: bool
+    cost: float
+    n_data: int
+    converged: bool
+    identifiability: Identifiability
+    warnings: list
+    predicted: np.ndarray
+    residuals: np.ndarray
+
+    def law_table(self) -> dict:
+        """The fitted law as a model-file `law` table (docs/formats/model-files.md), e.g. for
+        `[[torsion]]`."""
+        law = self.law
+        if self.kind in ("piecewise_linear", "monotone_cubic"):
+            table = {"kind": self.kind,
+                     "displacement": np.asarray(law.displacement).tolist(),
+                     "load": np.asarray(law.load_values).tolist()}
+            if self.kind == "piecewise_linear":
+                table["smoothing"] = float(law.smoothing)
+            return table
+        if self.kind == "tan_cos":
+            return {"kind": "tan_cos", "coefficient": float(law.coefficient)}
+        return {"kind": "polynomial", "coefficients": np.asarray(law.coefficients).tolist()}
+
+    def report(self) -> dict:
+        """JSON-ready report (`report.json` of `spineid table`, docs/cli.md): the fit report's
+        layout plus the law table."""
+        def number(x):
+            return float(x) if np.isfinite(x) else None
+
+        return {
+            "converged": self.converged,
+            "cost": self.cost,
+            "n_data": self.n_data,
+            "law": self.law_table(),
+            "damping": self.damping,
+            "parameters": [{"name": n, "value": float(v), "stderr": number(e), "unit": u}
+                           for n, v, e, u in zip(self.names, self.values, self.stderr,
+                                                 self.units)],
+            "derived": {key: [{"value": float(v), "stderr": number(e)} for v, e in entries]
+                        for key, entries in self.derived.items()},
+            "noise": self.noise,
+            "noise_estimated": self.noise_estimated,
+            "identifiability": self.identifiability.to_dict(),
+            "warnings": self.warnings,
+        }
+
+    def summary(self) -> str:
+        """Plain-text summary: parameters with standard errors, derived slopes, warnings."""
+        lines = [f"{self.kind} law fitted to {self.n_data} points: "
+                 + ("converged" if self.converged else "NOT converged")
+                 + f", cost {self.cost:.4g}, load noise {self.noise:.3g}"
+                 + (" (estimated)" if self.noise_estimated else "")]
+        lines.append(f"{'parameter':22s} {'value':>12s} {'stderr':>10s}  unit")
+        for n, v, e, u in zip(self.names, self.values, self.stderr, self.units):
+            lines.append(f"{n:22s} {v:12.5g} {e:10.3g}  {u}")
+        for key, entries in self.derived.items():
+            lines.append(f"{key}: " + ", ".join(f"{v:.4g} +- {e:.2g}" for v, e in entries))
+        lines.append(f"identifiability: rank {self.identifiability.rank} of {len(self.names)}")
+        lines += [f"WARNING: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+
+def _default_nodes(data: LoadDisplacementData, count: int) -> np.ndarray:
+    return np.linspace(data.displacement.min(), data.displacement.max(), count)
+
+
+def _start_loads(data, nodes):
+    # Node loads from the data binned around each node (a monotone running start).
+    order = np.argsort(data.displacement)
+    x, y = data.displacement[order], data.load[order]
+    return np.interp(nodes, x, np.convolve(y, np.ones(5) / 5, mode="same"))
+
+
+def fit_load_law(
+    data: LoadDisplacementData,
+    kind: str = "piecewise_linear",
+    nodes=None,
+    *,
+    n_nodes: int = 6,
+    free_breakpoints: bool = False,
+    smoothing: float = 0.0,
+    monotone: bool = True,
+    degree: int = 3,
+    damping: bool = False,
+    inertia: float = 0.0,
+    rate_window: int = 1,
+    noise: float | None = None,
+    max_steps: int = 500,
+) -> LawFit:
+    """Fit a load law (module docstring) to `data` by least squares.
+
+    **Arguments:** `kind` (`LAW_KINDS`); `nodes`: displacements of the table nodes (`(k,)`,
+    increasing; default `n_nodes` evenly over the data; with `free_breakpoints` the start);
+    with `free_breakpoints` the interior nodes move and the end nodes stay;
+    `smoothing` of `piecewise_linear`; `monotone`: keep table loads non-decreasing; `degree` of
+    `polynomial`; `damping`: fit a damper `c` (needs `data.time`); `inertia`: known `J`
+    (kg m^2 or kg) of a dynamic test; `noise`: load noise (default estimated from residuals).
+
+    **Returns:** a `LawFit`. Raises `ValueError` on unusable arguments.
+    """
+    if kind not in LAW_KINDS:
+        raise ValueError(f"law kind {kind!r}: expected one of {list(LAW_KINDS)}")
+    velocity = acceleration = np.zeros_like(data.displacement)
+    if damping or inertia:
+        velocity, acceleration = data.rates(rate_window)
+    x, observed = jnp.asarray(data.displacement), jnp.asarray(data.load)
+    load_unit = "load"
+    parameters: list[Parameter] = []
+    starts: list[float] = []
+
+    def add(name, unit, start, lower=-math.inf):
+        parameters.append(Parameter(name, "law", unit, 0, "", None, lower))
+        starts.append(start)
+
+    table = kind in ("piecewise_linear", "monotone_cubic")
+    if table:
+        node_x = np.asarray(_default_nodes(data, n_nodes) if nodes is None else nodes, float)
+        if node_x.ndim != 1 or node_x.size < 2 or np.any(np.diff(node_x) <= 0):
+            raise ValueError(f"nodes {node_x.tolist()}: expected at least 2 increasing "
+                             "displacements")
+        if kind == "piecewise_linear" and not 0 <= smoothing <= np.min(np.diff(node_x)):
+            raise ValueError(f"smoothing {smoothing:g}: expected between 0 and the shortest "
+                             f"phase {np.min(np.diff(node_x)):g}")
+        start = _start_loads(data, node_x)
+        spread = max(np.ptp(data.load), 1e-12)
+        if free_breakpoints:
+            if node_x.size < 3:
+                raise ValueError("free_breakpoints needs at least 3 nodes (interior ones move)")
+            # The end nodes stay (beyond them the end phases continue, so moving an end node
+            # along its phase changes nothing: not identifiable). The interior nodes move with
+            # positive gaps, all but the last free: x_j = x_0 + span * cumsum(g)_j / sum(g).
+            for k, gap in enumerate(np.diff(node_x)[:-1], start=1):
+                add(f"gap[{k}]", "displacement", float(gap), 0.0)
+        add("load[0]", load_unit, float(start[0]))
+        for k, rise in enumerate(np.diff(start), start=1):
+            if monotone:
+                add(f"rise[{k}]", load_unit, float(max(rise, 1e-3 * spread)), 0.0)
+            else:
+                add(f"rise[{k}]", load_unit, float(rise))
+    elif kind == "polynomial":
+        slope = np.polyfit(data.displacement, data.load, 1)[0]
+        for k in range(degree):
+            add(f"coefficients[{k}]", f"load/displacement^{k + 1}", float(slope if k == 0 else 0))
+    else:
+        small = np.abs(data.displacement) < 0.5 * np.max(np.abs(data.displacement))
+        ratio = np.sum(data.load[small] * data.displacement[small]) / max(
+            np.sum(data.displacement[small] ** 2), 1e-300)
+        add("coefficient", "load/displacement", float(max(2.0 * ratio, 1e-6)), 0.0)
+    if damping:
+        scale = np.ptp(data.load) / max(np.ptp(velocity), 1e-300)
+        add("damping", "load s/displacement", float(1e-2 * scale), 0.0)
+    n_law = len(parameters) - int(damping)
+    fixed_nodes = None if not table or free_breakpoints else jnp.asarray(node_x)
+
+    def build(theta):
+        if table:
+            moving = node_x.size - 2 if free_breakpoints else 0
+            if free_breakpoints:
+                gaps = jnp.concatenate([theta[:moving], jnp.array([node_x[-1] - node_x[-2]])])
+                fractions = jnp.cumsum(gaps) / jnp.sum(gaps)
+                xs = node_x[0] + (node_x[-1] - node_x[0]) * jnp.concatenate(
+                    [jnp.zeros(1), fractions])
+            else:
+                xs = fixed_nodes
+            loads = theta[moving] + jnp.concatenate(
+                [jnp.zeros(1), jnp.cumsum(theta[moving + 1:n_law])])
+            if kind == "piecewise_linear":
+                return PiecewiseLinearLaw(xs, loads, smoothing)
+            return MonotoneCubicLaw(xs, loads)
+        if kind == "polynomial":
+            return PolynomialLaw(theta[:n_law])
+        return TanCosLaw(theta[0])
+
+    velocity_j, acceleration_j = jnp.asarray(velocity), jnp.asarray(acceleration)
+
+    def predict(theta):
+        law = build(theta)
+        c = theta[-1] if damping else 0.0
+        return law.load(x) + c * velocity_j + inertia * acceleration_j
+
+    transform = Transform.around(parameters, np.array(starts), "load law fit")
+
+    def solve(sigma):
+        def residuals(u, args):
+            return (predict(transform.to_physical(u)) - observed) / sigma
+
+        solver = optx.LevenbergMarquardt(rtol=1e-10, atol=1e-10)
+        solution = optx.least_squares(residuals, solver, jnp.zeros(len(parameters)),
+                                      max_steps=max_steps, throw=False)
+        converged = bool(solution.result == optx.RESULTS.successful)
+        if not converged:
+            # A parameter running into its bound (a flat neutral zone: rise -> 0) drifts
+            # in log coordinates without end; the fit is done when the cost stops falling.
+            cost = float(jnp.sum(residuals(solution.value, None) ** 2))
+            again = optx.least_squares(residuals, solver, solution.value, max_steps=20,
+                                       throw=False)
+            later = float(jnp.sum(residuals(again.value, None) ** 2))
+            converged = cost - later <= 1e-8 * max(cost, 1.0)
+            solution = again
+        return transform.to_physical(solution.value), converged
+
+    noise_estimated = noise is None
+    sigma = 1.0 if noise_estimated else float(noise)
+    if sigma <= 0:
+        raise ValueError(f"noise {sigma:g}: expected a positive load noise")
+    theta, converged = solve(sigma)
+    if noise_estimated:
+        raw = np.asarray(predict(theta) - observed)
+        sigma = max(float(np.sqrt(np.sum(raw**2) / max(raw.size - len(parameters), 1))),
+                    1e-12 * max(np.ptp(data.load), 1e-300))
+        theta, converged = solve(sigma)
+    values = np.asarray(theta)
+    predicted = np.asarray(predict(theta))
+    residuals = predicted - data.load
+    jacobian = np.asarray(jax.jacfwd(predict)(theta)) / sigma
+    names = [p.name for p in parameters]
+    covariance, identifiability, on_bound = bounded_fisher_analysis(jacobian, values, transform,
+                                                                    names)
+    stderr = np.sqrt(np.diag(covariance))
+    law = build(theta)
+    derived = {}
+    messages = list(identifiability.warnings)
+    if np.any(on_bound):
+        messages.append("on a bound (no standard error): "
+                        + ", ".join(n for n, b in zip(names, on_bound) if b))
+    if table:
+        def with_errors(function):
+            out = []
+            gradient = np.asarray(jax.jacfwd(function)(theta))
+            for value, row in zip(np.asarray(function(theta)), np.atleast_2d(gradient)):
+                out.append((float(value), identifiability.standard_error_of(row)))
+            return out
+
+        derived["node_displacement"] = with_errors(lambda th: build(th).displacement)
+        derived["node_load"] = with_errors(lambda th: build(th).load_values)
+        derived["slopes"] = with_errors(
+            lambda th: jnp.diff(build(th).load_values) / jnp.diff(build(th).displacement))
+        if monotone:
+            check_monotone(np.asarray(law.load_values), "fitted law")
+    if not converged:
+        messages.append("Levenberg-Marquardt did not converge within max_steps")
+    units = [p.unit for p in parameters]
+    return LawFit(
+        kind=kind, law=law, damping=float(values[-1]) if damping else 0.0, names=names,
+        units=units, values=values, stderr=stderr, derived=derived, noise=float(sigma),
+        noise_estimated=noise_estimated, cost=0.5 * float(np.sum((residuals / sigma) ** 2)),
+        n_data=int(residuals.size), converged=converged, identifiability=identifiability,
+        warnings=messages, predicted=predicted, residuals=residuals,
+    )

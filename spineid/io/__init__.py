@@ -1,0 +1,54 @@
+"""Files in and out: model files (one reader per model kind, in a registry), CSV tables and
+measured data, TOML documents, the bundled datasets, and export to other programs."""
+
+from ._datasets import (
+    christophy_stiffness as christophy_stiffness,
+    DataTable as DataTable,
+    dataset_path as dataset_path,
+    fritzkowski_parameters as fritzkowski_parameters,
+    head_neck_chain as head_neck_chain,
+    K_F_E as K_F_E,
+    l5_s1_law as l5_s1_law,
+    liu_implant_nodes as liu_implant_nodes,
+    liu_l5_s1_phases as liu_l5_s1_phases,
+    liu_origin_nodes as liu_origin_nodes,
+    liu_scoliosis_curve as liu_scoliosis_curve,
+    liu_vertebra_nodes as liu_vertebra_nodes,
+    lumbar_spine_models as lumbar_spine_models,
+)
+from ._exports import export_model as export_model
+from ._measurements import (
+    LoadDisplacementData as LoadDisplacementData,
+    Measurement as Measurement,
+    QuasiStaticTest as QuasiStaticTest,
+    read_load_displacement as read_load_displacement,
+    read_quasi_static as read_quasi_static,
+    write_quasi_static as write_quasi_static,
+)
+from ._model_file import (
+    load_model as load_model,
+    load_model_file as load_model_file,
+    model_from_document as model_from_document,
+    model_kinds as model_kinds,
+    ModelFile as ModelFile,
+    ModelReader as ModelReader,
+    register_model_kind as register_model_kind,
+    unregister_model_kind as unregister_model_kind,
+    write_model_file as write_model_file,
+)
+from ._opensim import (
+    opensim_model_xml as opensim_model_xml,
+    write_opensim_model as write_opensim_model,
+)
+from ._tables import (
+    read_table as read_table,
+    read_trajectory as read_trajectory,
+    write_table as write_table,
+    write_trajectory as write_trajectory,
+)
+from ._toml import (
+    DocumentChecker as DocumentChecker,
+    dumps_toml as dumps_toml,
+    read_toml as read_toml,
+    simulation_settings as simulation_settings,
+)

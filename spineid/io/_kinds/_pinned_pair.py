@@ -1,0 +1,46 @@
+"""The reader of `kind = "pinned_pair"` model files: the upper vertebra on an exact pin fixed in
+the lower one (docs/formats/model-files.md).
+"""
+
+import jax.numpy as jnp
+import numpy as np
+
+from ...elements._parameters import Parameter
+from ...models._pinned_pair import PinnedPair
+from ._shared import append_torsion, planar_common_tables, planar_body
+
+
+def read_pinned_pair(document, check, folder) -> tuple[PinnedPair, tuple[Parameter, ...]]:
+    check.keys(
+        document,
+        "",
+        {"kind", "gravity", "lower", "upper", "pin", "torsion", "measure", "loads", "simulation"},
+        {"lower", "upper", "pin"},
+    )
+    gravity = check.vector(document, "gravity", "gravity", 2, default=[0.0, 0.0])
+    lower, _ = planar_body(document["lower"], "lower", check, allow_fixed=True)
+    if not lower.fixed:
+        check.fail("lower.fixed", "true (the pin is fixed in the lower body)", False)
+    upper, initial_pose = planar_body(document["upper"], "upper", check, allow_fixed=False)
+    check.keys(document["pin"], "pin", {"point"}, {"point"})
+    pin = check.vector(document["pin"], "point", "pin.point", 2)
+    elements: list = []
+    parameters: list[Parameter] = []
+    append_torsion(document, check, lower, upper, elements, parameters)
+    model = PinnedPair(
+        lower=lower,
+        upper=upper,
+        pin=jnp.asarray(pin),
+        elements=tuple(elements),
+        loads=planar_common_tables(document, check, folder),
+        gravity=jnp.asarray(gravity),
+        initial_angle=jnp.asarray(initial_pose[2]),
+    )
+    on_circle = np.asarray(model.centre_of_mass(initial_pose[2]))
+    if np.linalg.norm(on_circle - initial_pose[:2]) > 1e-9:
+        check.fail(
+            "upper.initial_pose",
+            f"a pose the pin allows: x, y = {on_circle.tolist()} for that angle",
+            initial_pose.tolist(),
+        )
+    return model, tuple(parameters)

@@ -1,0 +1,92 @@
+"""The reader of `kind = "planar_pair"` model files: two vertebrae in the sagittal plane joined by
+vector springs, axial springs and torsion elements (docs/formats/model-files.md).
+"""
+
+import jax.numpy as jnp
+import numpy as np
+
+from ...elements._parameters import Parameter
+from ...elements._planar_springs import AxialSprings, VectorSprings
+from ...models._planar_pair import PlanarPair
+from ._shared import append_torsion, planar_common_tables, parameter_order, planar_body
+
+
+def read_planar_pair(document, check, folder) -> tuple[PlanarPair, tuple[Parameter, ...]]:
+    check.keys(
+        document,
+        "",
+        {"kind", "gravity", "lower", "upper", "springs", "torsion", "measure", "loads",
+         "simulation"},
+        {"lower", "upper"},
+    )
+    gravity = check.vector(document, "gravity", "gravity", 2, default=[0.0, 0.0])
+    lower, _ = planar_body(document["lower"], "lower", check, allow_fixed=True)
+    upper, initial_pose = planar_body(document["upper"], "upper", check, allow_fixed=False)
+
+    elements = []
+    vector_rows, axial_rows = [], []
+    for index, spring in enumerate(check.tables(document, "springs")):
+        key = f"springs[{index}]"
+        kind = check.choice(spring, "kind", f"{key}.kind", ("vector", "axial"))
+        stiffness = check.number(spring, "stiffness", f"{key}.stiffness", minimum=0.0)
+        damping = check.number(spring, "damping", f"{key}.damping", minimum=0.0, default=0.0)
+        if kind == "vector":
+            check.keys(spring, key, {"kind", "point", "stiffness", "damping"}, {"point"})
+            point = check.vector(spring, "point", f"{key}.point", 2)
+            vector_rows.append((point, stiffness, damping, index))
+        else:
+            check.keys(
+                spring, key, {"kind", "lower_point", "upper_point", "stiffness", "damping"},
+                {"lower_point", "upper_point"},
+            )
+            lower_point = check.vector(spring, "lower_point", f"{key}.lower_point", 2)
+            upper_point = check.vector(spring, "upper_point", f"{key}.upper_point", 2)
+            if np.linalg.norm(upper_point - lower_point) < 1e-9:
+                check.fail(
+                    f"{key}.upper_point",
+                    "an attachment point distinct from lower_point (an axial spring needs a "
+                    "line of action)",
+                    upper_point.tolist(),
+                )
+            axial_rows.append((lower_point, upper_point, stiffness, damping, index))
+    parameters: list[Parameter] = []
+
+    def spring_parameters(file_indices):
+        for row, file_index in enumerate(file_indices):
+            for field, unit in (("stiffness", "N/m"), ("damping", "N s/m")):
+                parameters.append(
+                    Parameter(f"springs[{file_index}].{field}", field, unit, len(elements),
+                              field, row)
+                )
+
+    if vector_rows:
+        points, stiffness, damping, file_indices = map(np.asarray, zip(*vector_rows))
+        spring_parameters(file_indices)
+        elements.append(
+            VectorSprings.from_reference(
+                points, stiffness, damping, lower.reference_pose, upper.reference_pose
+            )
+        )
+    if axial_rows:
+        lower_points, upper_points, stiffness, damping, file_indices = map(
+            np.asarray, zip(*axial_rows)
+        )
+        spring_parameters(file_indices)
+        elements.append(
+            AxialSprings.from_reference(
+                lower_points, upper_points, stiffness, damping, lower.reference_pose,
+                upper.reference_pose,
+            )
+        )
+    append_torsion(document, check, lower, upper, elements, parameters)
+    loads = planar_common_tables(document, check, folder)
+    model = PlanarPair(
+        lower=lower,
+        upper=upper,
+        elements=tuple(elements),
+        loads=loads,
+        gravity=jnp.asarray(gravity),
+        initial_pose=jnp.asarray(initial_pose),
+    )
+    parameters.sort(key=lambda p: parameter_order(p.name))
+    return model, tuple(parameters)

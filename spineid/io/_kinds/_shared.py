@@ -1,0 +1,174 @@
+"""Tables that several model kinds share: rigid bodies of a planar pair, torsion elements, load
+laws, loads (sinusoids and load tables) and the `[measure]` curve.
+"""
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+
+from ...elements._load_laws import (
+    LAW_KINDS, MonotoneCubicLaw, PiecewiseLinearLaw, PolynomialLaw, TanCosLaw,
+)
+from ...elements._parameters import Parameter
+from ...elements._planar_springs import NonlinearTorsion, TorsionSpring
+from ...models._loads import AbstractLoad, SinusoidalLoad, TabulatedLoad
+from ...models._planar_pair import PlanarBody
+from .._tables import read_loads_csv
+from .._toml import DocumentChecker, simulation_settings
+
+
+PLANAR_LOAD_COMPONENTS = ("Fx", "Fy", "Mz")
+
+
+def planar_body(table, key, check, allow_fixed: bool) -> tuple[PlanarBody, np.ndarray | None]:
+    allowed = {"fixed", "pose", "mass", "inertia"} | ({"initial_pose"} if key == "upper" else set())
+    check.keys(table, key, allowed, {"pose"})
+    fixed = check.boolean(table, "fixed", f"{key}.fixed", default=False)
+    if fixed and not allow_fixed:
+        check.fail(f"{key}.fixed", "false (the upper body must be free)", True)
+    pose = check.vector(table, "pose", f"{key}.pose", 3)
+    if fixed:
+        mass, inertia = 1.0, 1.0
+    else:
+        mass = check.number(table, "mass", f"{key}.mass", positive=True)
+        inertia = check.number(table, "inertia", f"{key}.inertia", positive=True)
+    initial = check.vector(table, "initial_pose", f"{key}.initial_pose", 3, default=pose)
+    body = PlanarBody(
+        mass=jnp.asarray(mass), inertia=jnp.asarray(inertia), reference_pose=jnp.asarray(pose),
+        fixed=fixed,
+    )
+    return body, initial
+
+
+def append_torsion(document, check, lower, upper, elements, parameters) -> None:
+    # [[torsion]] tables: spring-dampers on the relative angle, at rest in the reference pose;
+    # linear (`stiffness`) or nonlinear (`law`).
+    rest_angle = upper.reference_pose[2] - lower.reference_pose[2]
+    for index, torsion in enumerate(check.tables(document, "torsion")):
+        key = f"torsion[{index}]"
+        check.keys(torsion, key, {"stiffness", "damping", "law"})
+        if ("stiffness" in torsion) == ("law" in torsion):
+            check.fail(key, "either `stiffness` (linear, N m/rad) or a `law` table (nonlinear)",
+                       sorted(torsion))
+        damping = jnp.asarray(
+            check.number(torsion, "damping", f"{key}.damping", minimum=0.0, default=0.0))
+        if "law" in torsion:
+            law, law_parameters = load_law(torsion["law"], f"{key}.law", check, "rad", "N m")
+            for name, field, row, unit, lower_bound in law_parameters:
+                parameters.append(Parameter(f"{key}.law.{name}", "torsion", unit, len(elements),
+                                            f"law.{field}", row, lower_bound))
+            element = NonlinearTorsion(law=law, damping=damping, rest_angle=rest_angle)
+        else:
+            parameters.append(Parameter(f"{key}.stiffness", "torsion", "N m/rad", len(elements),
+                                        "stiffness"))
+            element = TorsionSpring(
+                stiffness=jnp.asarray(
+                    check.number(torsion, "stiffness", f"{key}.stiffness", minimum=0.0)),
+                damping=damping, rest_angle=rest_angle)
+        parameters.append(Parameter(f"{key}.damping", "torsion", "N m s/rad", len(elements),
+                                    "damping"))
+        elements.append(element)
+
+
+def load_law(table, key: str, check: "DocumentChecker", displacement_unit: str, load_unit: str):
+    """A load law from its model-file table (`kind` one of `LAW_KINDS`;
+    docs/formats/model-files.md), and its parameters as `(name, field, row, unit,
+    lower_bound)`: the node loads of tables, the coefficient(s) of analytic laws."""
+    check.keys(table, key, {"kind", "displacement", "load", "smoothing", "coefficient",
+                            "coefficients"}, {"kind"})
+    kind = check.choice(table, "kind", f"{key}.kind", LAW_KINDS)
+    if kind in ("piecewise_linear", "monotone_cubic"):
+        allowed = {"kind", "displacement", "load"} | ({"smoothing"} if kind == "piecewise_linear"
+                                                     else set())
+        check.keys(table, key, allowed, {"displacement", "load"})
+        x = check.vector(table, "displacement", f"{key}.displacement", None)
+        y = check.vector(table, "load", f"{key}.load", len(x))
+        try:
+            if kind == "piecewise_linear":
+                smoothing = check.number(table, "smoothing", f"{key}.smoothing", minimum=0.0,
+                                         default=0.0)
+                law = PiecewiseLinearLaw(x, y, smoothing)
+            else:
+                law = MonotoneCubicLaw(x, y)
+        except ValueError as error:
+            raise ValueError(f"{check.source}: {key}: {error}") from None
+        return law, [(f"load[{k}]", "load_values", k, load_unit, -math.inf)
+                     for k in range(len(x))]
+    if kind == "tan_cos":
+        check.keys(table, key, {"kind", "coefficient"}, {"coefficient"})
+        law = TanCosLaw(check.number(table, "coefficient", f"{key}.coefficient", positive=True))
+        return law, [("coefficient", "coefficient", None, f"{load_unit}/{displacement_unit}",
+                      0.0)]
+    check.keys(table, key, {"kind", "coefficients"}, {"coefficients"})
+    coefficients = check.vector(table, "coefficients", f"{key}.coefficients", None)
+    return PolynomialLaw(coefficients), [
+        (f"coefficients[{k}]", "coefficients", k, f"{load_unit}/{displacement_unit}^{k + 1}",
+         -math.inf) for k in range(len(coefficients))]
+
+
+def planar_common_tables(document, check, folder) -> tuple[AbstractLoad, ...]:
+    # Tables every planar kind shares: [measure], [[loads]] and [simulation].
+    if "measure" in document:
+        check_measure(document["measure"], check)
+    if "simulation" in document:
+        simulation_settings(document, check.source)
+    return read_loads(document, check, folder, PLANAR_LOAD_COMPONENTS)
+
+
+def parameter_order(name: str):
+    # File order: springs by index, then torsion; stiffness before damping within each.
+    table, rest = name.split("[", 1)
+    index, field = rest.split("].")
+    return (table != "springs", int(index), field != "stiffness")
+
+
+def check_measure(measure, check) -> None:
+    check.keys(measure, "measure", {"kind", "curve"}, {"kind", "curve"})
+    check.choice(measure, "kind", "measure.kind", ("vector",))
+    curve = measure["curve"]
+    if not isinstance(curve, list) or len(curve) < 2:
+        check.fail("measure.curve", "a polyline of at least 2 points [[x, y], ...]", curve)
+    points = np.stack(
+        [check.vector({"p": p}, "p", f"measure.curve[{i}]", 2) for i, p in enumerate(curve)]
+    )
+    if np.sum(np.linalg.norm(np.diff(points, axis=0), axis=1)) <= 0:
+        check.fail("measure.curve", "a polyline of nonzero length", curve)
+
+
+def read_loads(document, check, folder, components) -> tuple[AbstractLoad, ...]:
+    terms = []
+    tables = []
+    for index, load in enumerate(check.tables(document, "loads")):
+        key = f"loads[{index}]"
+        if "loads_file" in load:
+            check.keys(load, key, {"loads_file"})
+            name = load["loads_file"]
+            if not isinstance(name, str):
+                check.fail(f"{key}.loads_file", "a file name", name)
+            times, values = read_loads_csv(folder / name, components)
+            tables.append(TabulatedLoad(times=jnp.asarray(times), values=jnp.asarray(values)))
+            continue
+        check.keys(
+            load, key, {"component", "amplitude", "frequency", "phase"},
+            {"component", "amplitude", "frequency"},
+        )
+        component = check.choice(load, "component", f"{key}.component", components)
+        terms.append(
+            (
+                check.number(load, "amplitude", f"{key}.amplitude"),
+                check.number(load, "frequency", f"{key}.frequency", minimum=0.0),
+                check.number(load, "phase", f"{key}.phase", default=0.0),
+                np.eye(len(components))[components.index(component)],
+            )
+        )
+    loads: list[AbstractLoad] = []
+    if terms:
+        amplitude, frequency, phase, direction = map(np.asarray, zip(*terms))
+        loads.append(
+            SinusoidalLoad(
+                amplitude=jnp.asarray(amplitude), frequency=jnp.asarray(frequency),
+                phase=jnp.asarray(phase), direction=jnp.asarray(direction),
+            )
+        )
+    return tuple(loads + tables)

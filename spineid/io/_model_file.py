@@ -1,0 +1,167 @@
+"""Model files: the registry of model kinds, reading a file into a model with its named
+parameters, and writing a model file back with new parameter values.
+
+A model kind is a reader registered under the `kind` name of its files: it takes the parsed
+document, a `DocumentChecker` (errors naming the file and the key) and the file's folder, and
+returns the model and its parameter declarations (`Parameter`s named by their path in the
+document, so that fitted values can be written back). The built-in kinds are
+`planar_pair`, `pinned_pair`, `spatial_pair` and `head_neck` (docs/formats/model-files.md);
+`register_model_kind` adds another without editing anything else.
+"""
+
+import copy
+import dataclasses
+import os
+import pathlib
+from collections.abc import Callable
+
+import numpy as np
+
+from ..elements._parameters import Parameter
+from ..models._mechanics import AbstractLagrangianSystem
+from ._kinds._head_neck import read_head_neck
+from ._kinds._pinned_pair import read_pinned_pair
+from ._kinds._planar_pair import read_planar_pair
+from ._kinds._spatial_pair import read_spatial_pair
+from ._toml import DocumentChecker, dumps_toml, read_toml, set_in_document, simulation_settings
+
+
+ModelReader = Callable[
+    [dict, DocumentChecker, pathlib.Path],
+    tuple[AbstractLagrangianSystem, tuple[Parameter, ...]],
+]
+"""A model kind's reader: `(document, check, folder) -> (model, parameters)`. `document` is the
+parsed TOML (`kind` already checked), `check` a `DocumentChecker` whose errors name the file
+and key, `folder` where relative paths in the file point. The parameters are named by their path
+in the document (`springs[3].stiffness`), so that `write_model_file` can write fitted values
+back."""
+
+_READERS: dict[str, ModelReader] = {
+    "planar_pair": read_planar_pair,
+    "pinned_pair": read_pinned_pair,
+    "spatial_pair": read_spatial_pair,
+    "head_neck": read_head_neck,
+}
+
+
+def register_model_kind(kind: str, reader: ModelReader) -> None:
+    """Make model files of `kind = "<kind>"` readable by `load_model_file` (and so by every
+    command and fit) with `reader` (see `ModelReader`). The model it returns must be an
+    `AbstractLagrangianSystem` that implements `observe` and `observable_names`. Registering a
+    kind that exists raises `ValueError` (unregister it first)."""
+    if not isinstance(kind, str) or not kind.isidentifier():
+        raise ValueError(f"model kind {kind!r}: expected a name such as 'planar_pair'")
+    if kind in _READERS:
+        raise ValueError(f"model kind {kind!r} is already registered")
+    if not callable(reader):
+        raise ValueError(f"model kind {kind!r}: the reader must be callable, got {reader!r}")
+    _READERS[kind] = reader
+
+
+def unregister_model_kind(kind: str) -> None:
+    """Forget the model kind `kind` (a `ValueError` if it is not registered)."""
+    if kind not in _READERS:
+        raise ValueError(f"model kind {kind!r} is not registered; the kinds are "
+                         f"{sorted(_READERS)}")
+    del _READERS[kind]
+
+
+def model_kinds() -> tuple[str, ...]:
+    """The registered model kinds, in registration order."""
+    return tuple(_READERS)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelFile:
+    """A validated model file: the model, its named parameters and the parsed document.
+
+    Fields: `model` (an `AbstractLagrangianSystem`, e.g. a `PlanarPair`), `parameters` (every
+    named `Parameter`, in file order), `document` (the parsed TOML, used to write fitted models
+    back in the same schema), `source` (file name for messages) and `folder` (where relative
+    paths in it point).
+    """
+
+    model: AbstractLagrangianSystem
+    parameters: tuple[Parameter, ...]
+    document: dict
+    source: str
+    folder: pathlib.Path
+
+    @classmethod
+    def from_document(
+        cls, document: dict, source: str = "<model>", folder: pathlib.Path | None = None
+    ) -> "ModelFile":
+        """Validate a parsed model document and build its model with the reader registered for
+        its `kind` (`register_model_kind`)."""
+        check = DocumentChecker(source)
+        kind = check.choice(document, "kind", "kind", tuple(_READERS))
+        folder = pathlib.Path(".") if folder is None else pathlib.Path(folder)
+        model, parameters = _READERS[kind](document, check, folder)
+        return cls(model, tuple(parameters), copy.deepcopy(document), source, folder)
+
+    @property
+    def kind(self) -> str:
+        """The model kind (`kind` of the document), e.g. `"planar_pair"`."""
+        return self.document["kind"]
+
+    def with_values(self, values: dict[str, float], source: str | None = None) -> "ModelFile":
+        """The same model file with the parameters in `values` (name -> SI value) set, read
+        again from the changed document (so every check of the kind applies); `source` names
+        the new file in messages (default: this one's)."""
+        document = copy.deepcopy(self.document)
+        for name, value in values.items():
+            set_in_document(document, name, value)
+        return ModelFile.from_document(document, self.source if source is None else source,
+                                       self.folder)
+
+    def simulation_times(self) -> np.ndarray:
+        """Sample times `linspace(0, t_end, n_samples)` of the `[simulation]` table (s)."""
+        t_end, n_samples = simulation_settings(self.document, self.source)
+        return np.linspace(0.0, t_end, n_samples)
+
+
+def load_model_file(path: str | pathlib.Path) -> ModelFile:
+    """Read and validate a model file (docs/formats/model-files.md); see `ModelFile`."""
+    path = pathlib.Path(path)
+    return ModelFile.from_document(read_toml(path), source=str(path), folder=path.parent)
+
+
+def load_model(path: str | pathlib.Path) -> AbstractLagrangianSystem:
+    """Read and validate a model file (docs/formats/model-files.md) and build the model.
+
+    **Arguments:** `path` to a TOML model file; relative `loads_file` paths in it are resolved
+    against the file's folder.
+
+    **Returns:** the model of the file's kind (`PlanarPair` for `kind = "planar_pair"`,
+    `PinnedPair`, `SpatialPair`, `HeadNeckChain`, or that of a registered kind), in SI units.
+    """
+    return load_model_file(path).model
+
+
+def model_from_document(
+    document: dict, source: str = "<model>", folder: pathlib.Path | None = None
+) -> AbstractLagrangianSystem:
+    """Build a model from an already parsed model document (same rules as `load_model`)."""
+    return ModelFile.from_document(document, source, folder).model
+
+
+def write_model_file(
+    path: str | pathlib.Path, model_file: ModelFile, values: dict[str, float],
+    document: dict | None = None,
+) -> pathlib.Path:
+    """Write `model_file` (or `document`, a changed copy of its document) with the parameters
+    in `values` (name -> SI value) replaced.
+
+    The schema stays that of the input, so the result can be simulated or fitted again;
+    relative `loads_file` paths are rewritten to stay valid from the new file's folder.
+    """
+    path = pathlib.Path(path)
+    document = copy.deepcopy(model_file.document if document is None else document)
+    for name, value in values.items():
+        set_in_document(document, name, value)
+    for load in document.get("loads", []):
+        if "loads_file" in load:
+            target = (model_file.folder / load["loads_file"]).resolve()
+            load["loads_file"] = os.path.relpath(target, path.parent.resolve())
+    path.write_text(dumps_toml(document))
+    return path

@@ -1,0 +1,30 @@
+"""Models: the mechanics core (equations of motion from energies), loads, and every model
+kind: planar and pinned pairs, the spatial pair, spatial chains and the head-neck chain."""
+
+from ._head_neck import (
+    EnergyWorkCheck as EnergyWorkCheck,
+    energy_work_check as energy_work_check,
+    HeadNeckChain as HeadNeckChain,
+    TriangularPulse as TriangularPulse,
+)
+from ._loads import (
+    AbstractLoad as AbstractLoad,
+    SinusoidalLoad as SinusoidalLoad,
+    TabulatedLoad as TabulatedLoad,
+)
+from ._mechanics import (
+    AbstractLagrangianSystem as AbstractLagrangianSystem,
+    generalized_accelerations as generalized_accelerations,
+    inverse_dynamics as inverse_dynamics,
+    lagrangian_vector_field as lagrangian_vector_field,
+    mass_matrix as mass_matrix,
+    mechanical_energy as mechanical_energy,
+)
+from ._pinned_pair import PinnedPair as PinnedPair
+from ._planar_pair import PlanarBody as PlanarBody, PlanarPair as PlanarPair
+from ._spatial_chain import (
+    lumbar_models as lumbar_models,
+    prescribed_motion as prescribed_motion,
+    SpatialChain as SpatialChain,
+)
+from ._spatial_pair import SpatialBody as SpatialBody, SpatialPair as SpatialPair

@@ -1,0 +1,70 @@
+"""External loads on a body, as functions of time."""
+
+import abc
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+
+class AbstractLoad(eqx.Module):
+    """A generalized load `value(t)` with one entry per load component (N or N m)."""
+
+    @abc.abstractmethod
+    def value(self, t: Float[Array, ""]) -> Float[Array, " c"]:
+        """The load components at time `t` (s)."""
+
+    @abc.abstractmethod
+    def is_zero(self) -> bool:
+        """Whether the load is zero at all times (concrete parameters, not traced)."""
+
+
+def starts_unexcited(loads: tuple[AbstractLoad, ...], gravity: Float[ArrayLike, " d"],
+                     start_pose: Float[ArrayLike, " c"], reference_pose: Float[ArrayLike, " c"]
+                     ) -> bool:
+    """Whether a vertebral pair would never move: every load zero, no gravity (m/s^2) and the
+    upper body starting at rest in its reference pose (`start_pose` and `reference_pose` in the
+    units of the pose). Concrete values only."""
+    return (all(load.is_zero() for load in loads) and not np.any(np.asarray(gravity))
+            and np.allclose(np.asarray(start_pose), np.asarray(reference_pose)))
+
+
+class SinusoidalLoad(AbstractLoad):
+    """Sum of sinusoids `sum_j amplitude_j sin(2 pi frequency_j t + phase_j) direction_j`.
+
+    The generalized forces of Liu (2001, eq 3-1) are of this form (with cosines, i.e. phases
+    shifted by pi/2). Fields, one entry per term `j`: `amplitude` (N or N m), `frequency` (Hz),
+    `phase` (rad), shape `(m,)`; `direction` (shape `(m, c)`) places each term on its load
+    component (one-hot rows: e.g. `Fx, Fy, Mz` for the planar pair).
+    """
+
+    amplitude: Float[Array, " m"]
+    frequency: Float[Array, " m"]
+    phase: Float[Array, " m"]
+    direction: Float[Array, "m c"]
+
+    def value(self, t):
+        terms = self.amplitude * jnp.sin(2 * jnp.pi * self.frequency * t + self.phase)
+        return terms @ self.direction
+
+    def is_zero(self) -> bool:
+        return not np.any(np.asarray(self.amplitude))
+
+
+class TabulatedLoad(AbstractLoad):
+    """Loads tabulated at increasing times, linearly interpolated and held constant outside.
+
+    Fields: `times` (s, shape `(k,)`), `values` (N or N m, shape `(k, c)`).
+    """
+
+    times: Float[Array, " k"]
+    values: Float[Array, "k c"]
+
+    def value(self, t):
+        return jnp.stack(
+            [jnp.interp(t, self.times, column) for column in self.values.T], axis=-1
+        )
+
+    def is_zero(self) -> bool:
+        return not np.any(np.asarray(self.values))

@@ -1,0 +1,188 @@
+"""Equations of motion from energies: the mechanics core every spineid model stands on.
+
+A model supplies its kinetic energy `T(t, q, qdot)`, potential energy `U(t, q)`, Rayleigh
+dissipation function `R(t, q, qdot)` and external generalized forces `Q(t, q, qdot)`; the
+generalized accelerations follow from Lagrange's equations by automatic differentiation,
+
+    M(t, q) qddot = Q - dU/dq - dR/dqdot + dT/dq - (d2T/dqdot dq) qdot - d2T/dqdot dt,
+
+with `M = d2T/dqdot2` (Liu 2001, eq 2-9, extended by the dissipation and the explicit time
+dependence of a rheonomic model such as a chain on a moving base).
+"""
+
+import abc
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PyTree
+
+
+class AbstractLagrangianSystem(eqx.Module):
+    """A mechanical system described by its energies, generalized forces and start state.
+
+    Subclasses are final equinox Modules (pytrees): their array fields are the parameters, so a
+    system can be passed through `jax.jit`, `jax.vmap` and `jax.grad` like any array.
+    Shapes: `q` and `qdot` have shape `(n_dof,)`; `t` is a scalar (s).
+    """
+
+    @abc.abstractmethod
+    def kinetic_energy(self, t, q, qdot) -> Float[Array, ""]:
+        """Kinetic energy `T(t, q, qdot)` (J)."""
+
+    @abc.abstractmethod
+    def potential_energy(self, t, q) -> Float[Array, ""]:
+        """Potential energy `U(t, q)` of springs and gravity (J)."""
+
+    @abc.abstractmethod
+    def dissipation_function(self, t, q, qdot) -> Float[Array, ""]:
+        """Rayleigh dissipation function `R(t, q, qdot)` (W); damping forces are `-dR/dqdot`."""
+
+    @abc.abstractmethod
+    def generalized_forces(self, t, q, qdot) -> Float[Array, " n"]:
+        """External generalized forces `Q(t, q, qdot)` conjugate to `q` (N or N m)."""
+
+    @abc.abstractmethod
+    def initial_state(self) -> tuple[Float[Array, " n"], Float[Array, " n"]]:
+        """Start state `(q0, qdot0)` of a simulation."""
+
+    def observe(self, q) -> Float[Array, " c"]:
+        """What is measured of the motion at coordinates `q` `(n_dof,)`: the channels of a
+        trajectory file, in SI units, shape `(len(observable_names),)`. Fits compare these
+        with data; `spineid simulate` writes them. Default: the coordinates themselves."""
+        return q
+
+    @property
+    def observable_names(self) -> tuple[str, ...]:
+        """Names of the channels `observe` returns: the columns of a trajectory file after
+        `t` (docs/formats/data-files.md). Default: `q0, q1, ...` for the coordinates."""
+        return tuple(f"q{i}" for i in range(self.initial_state()[0].shape[0]))
+
+    def is_excited(self) -> bool:
+        """Whether anything drives the motion away from its start: a load that is not zero,
+        gravity, or a start away from rest in the reference configuration. A fit refuses a
+        model that is not excited (its data could determine nothing). Default `True`, for
+        models driven otherwise (the head-neck chain by its base pulse)."""
+        return True
+
+    def export_formats(self) -> tuple[str, ...]:
+        """Names of the file formats of other programs this model can be written to (e.g.
+        `("opensim",)`; `spineid.export_model` writes them). Default: none."""
+        return ()
+
+    def preferred_solver(self):
+        """The diffrax solver `simulate` uses for this model unless told otherwise; `None`
+        (the default) means spineid's `default_solver()`. Stiff models return an implicit one."""
+        return None
+
+    def jump_times(self):
+        """Times (s) at which the equations of motion are not smooth (kinks of a prescribed
+        input), given to the step-size controller so steps end there; `None` for none."""
+        return None
+
+    def accelerations(self, t, q, qdot) -> Float[Array, " n"]:
+        """Generalized accelerations `qddot` `(n_dof,)` at `(t, q, qdot)`: Lagrange's equations
+        by automatic differentiation (`generalized_accelerations`). A model may override this
+        with an equivalent, cheaper form of the same equations; simulations call this."""
+        return generalized_accelerations(self, t, q, qdot)
+
+
+def mass_matrix(system: AbstractLagrangianSystem, t, q, qdot) -> Float[Array, "n n"]:
+    """Generalized mass matrix `M = d2T/dqdot2` at `(t, q, qdot)`, shape `(n_dof, n_dof)`."""
+    t = jnp.asarray(t, dtype=q.dtype)
+    return jax.hessian(system.kinetic_energy, argnums=2)(t, q, qdot)
+
+
+def active_forces(system: AbstractLagrangianSystem, t, q: Float[Array, " n"],
+                  qdot: Float[Array, " n"]) -> Float[Array, " n"]:
+    """Every generalized force but the inertial ones, `Q - dU/dq - dR/dqdot` (N or N m,
+    `(n_dof,)`): external loads, elastic forces and damping at `(t, q, qdot)`."""
+    t = jnp.asarray(t, dtype=q.dtype)
+    return (system.generalized_forces(t, q, qdot)
+            - jax.grad(system.potential_energy, argnums=1)(t, q)
+            - jax.grad(system.dissipation_function, argnums=2)(t, q, qdot))
+
+
+def generalized_accelerations(
+    system: AbstractLagrangianSystem, t, q: Float[Array, " n"], qdot: Float[Array, " n"]
+) -> Float[Array, " n"]:
+    """Solve Lagrange's equations (module docstring; Liu 2001 eq 2-9) for `qddot`.
+
+    **Arguments:** a system, time `t` (s), coordinates `q` and velocities `qdot`, shape `(n_dof,)`.
+
+    **Returns:** `qddot`, shape `(n_dof,)`.
+    """
+    t = jnp.asarray(t, dtype=q.dtype)
+    momentum = jax.grad(system.kinetic_energy, argnums=2)
+
+    mass = jax.jacfwd(momentum, argnums=2)(t, q, qdot)
+    # One jvp gives (dp/dq) qdot + dp/dt, the convective and rheonomic parts of d/dt dT/dqdot.
+    _, momentum_rate = jax.jvp(
+        lambda tau, x: momentum(tau, x, qdot), (t, q), (jnp.ones_like(t), qdot)
+    )
+    rhs = (active_forces(system, t, q, qdot)
+           + jax.grad(system.kinetic_energy, argnums=1)(t, q, qdot)
+           - momentum_rate)
+    return solve_mass_matrix(mass, rhs)
+
+
+_UNROLLED_SOLVE_MAX_DOF = 6
+
+
+def solve_mass_matrix(mass: Float[Array, "n n"], rhs: Float[Array, " n"]) -> Float[Array, " n"]:
+    """`M^-1 rhs` for a symmetric positive definite `M` `(n, n)` and `rhs` `(n,)`."""
+    # The mass matrix is symmetric positive definite. For a few DOF an unrolled Cholesky solve
+    # in plain array ops is ten times faster on CPU than a LAPACK call (0.09 us against 0.9 us
+    # for 3x3, measured), which is most of the cost of a right-hand side; above 6 DOF the two
+    # cost the same and LAPACK is kept for its pivoting.
+    n = rhs.shape[0]
+    if n > _UNROLLED_SOLVE_MAX_DOF:
+        return jnp.linalg.solve(mass, rhs)
+    factor = [[None] * n for _ in range(n)]
+    for j in range(n):
+        factor[j][j] = jnp.sqrt(mass[j, j] - sum(factor[j][k] ** 2 for k in range(j)))
+        for i in range(j + 1, n):
+            partial = sum(factor[i][k] * factor[j][k] for k in range(j))
+            factor[i][j] = (mass[i, j] - partial) / factor[j][j]
+    forward = []
+    for i in range(n):
+        partial = sum(factor[i][k] * forward[k] for k in range(i))
+        forward.append((rhs[i] - partial) / factor[i][i])
+    solution = [None] * n
+    for i in reversed(range(n)):
+        partial = sum(factor[k][i] * solution[k] for k in range(i + 1, n))
+        solution[i] = (forward[i] - partial) / factor[i][i]
+    return jnp.stack(solution)
+
+
+def lagrangian_vector_field(t, y: PyTree, system: AbstractLagrangianSystem) -> PyTree:
+    """First-order form `d/dt (q, qdot) = (qdot, qddot)` with the diffrax signature `(t, y, args)`.
+
+    `y` is the tuple `(q, qdot)`; `args` is the system.
+    """
+    q, qdot = y
+    return qdot, system.accelerations(t, q, qdot)
+
+
+def mechanical_energy(system: AbstractLagrangianSystem, t, q, qdot) -> Float[Array, ""]:
+    """Total mechanical energy `T + U` (J) at one state."""
+    t = jnp.asarray(t, dtype=q.dtype)
+    return system.kinetic_energy(t, q, qdot) + system.potential_energy(t, q)
+
+
+def inverse_dynamics(system: AbstractLagrangianSystem, t, q: Float[Array, " n"],
+                     qdot: Float[Array, " n"], qddot: Float[Array, " n"]) -> Float[Array, " n"]:
+    """Generalized forces that must act, besides the system's own elements and loads, for the
+    motion to have accelerations `qddot` at `(t, q, qdot)` (inverse dynamics):
+
+        Q_needed = d/dt dT/dqdot - dT/dq + dU/dq + dR/dqdot - Q,
+
+    the left side of the module's Lagrange equations minus the system's forces; zero along a
+    motion the system performs by itself. Shapes `(n_dof,)`, units those of `q` (N, N m).
+    """
+    t = jnp.asarray(t, dtype=q.dtype)
+    momentum = jax.grad(system.kinetic_energy, argnums=2)
+    _, momentum_rate = jax.jvp(momentum, (t, q, qdot), (jnp.ones_like(t), qdot, qddot))
+    return (momentum_rate
+            - jax.grad(system.kinetic_energy, argnums=1)(t, q, qdot)
+            - active_forces(system, t, q, qdot))

@@ -1,0 +1,183 @@
+"""A chain of vertebrae in 3-D on a fixed base, each level joined by a bushing (Christophy et
+al. 2013, section 5: L1-L5 on a fixed sacrum), with the loads of each bushing at the centres of
+mass, and the lumbar Models 1-4 of their Table 1.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from ..elements._base import AbstractBushing
+from ..elements._bushings import Bushing
+from ..kinematics._rotations import e_W, euler123_angles, skew
+from ._loads import AbstractLoad
+from ._mechanics import AbstractLagrangianSystem
+from ._spatial_pair import SpatialBody
+
+
+class SpatialChain(AbstractLagrangianSystem):
+    """Free vertebrae stacked on a fixed base pose, bushing `k` joining body `k - 1` (the base
+    for `k = 0`) to body `k`.
+
+    Generalized coordinates: the poses of the `n` bodies concatenated, `q = [pose_0, ...,
+    pose_(n-1)]`, each `[x, y, z, a1, a2, a3]` (centre of mass in m, 1-2-3 Euler angles in rad).
+    Energies as in `SpatialPair`, summed over bodies and bushings; no external loads unless
+    `loads` (each with `6 n` components, the generalized forces of all bodies) are given.
+
+    Fields: `base_pose` (`(6,)`), `bodies` (tuple of `SpatialBody`), `elements` (tuple of
+    `Bushing`, one per body), `loads`, `gravity` (m/s^2, `(3,)`).
+    """
+
+    base_pose: Float[Array, "6"]
+    bodies: tuple[SpatialBody, ...]
+    elements: tuple[AbstractBushing, ...]
+    loads: tuple[AbstractLoad, ...]
+    gravity: Float[Array, "3"]
+
+    @property
+    def n_dof(self) -> int:
+        """Number of generalized coordinates, `6 n`."""
+        return 6 * len(self.bodies)
+
+    def poses(self, q) -> list:
+        """`[base pose, pose_0, ..., pose_(n-1)]`."""
+        return [self.base_pose] + [q[6 * k:6 * k + 6] for k in range(len(self.bodies))]
+
+    def kinetic_energy(self, t, q, qdot):
+        total = jnp.zeros((), dtype=q.dtype)
+        for k, body in enumerate(self.bodies):
+            pose, rate = q[6 * k:6 * k + 6], qdot[6 * k:6 * k + 6]
+            spin = e_W(pose[3:]) @ rate[3:]
+            total = total + 0.5 * body.mass * rate[:3] @ rate[:3] + 0.5 * spin @ body.inertia @ spin
+        return total
+
+    def potential_energy(self, t, q):
+        poses = self.poses(q)
+        elastic = sum(element.energy(poses[k], poses[k + 1])
+                      for k, element in enumerate(self.elements))
+        gravity = sum(-body.mass * self.gravity @ poses[k + 1][:3]
+                      for k, body in enumerate(self.bodies))
+        return elastic + gravity
+
+    def _rates(self, qdot) -> list:
+        # Pose rates `[base (zero), body_0, ...]`, matching `poses`.
+        return [jnp.zeros(6, dtype=qdot.dtype)] + [qdot[6 * k:6 * k + 6]
+                                                   for k in range(len(self.bodies))]
+
+    def dissipation_function(self, t, q, qdot):
+        poses, rates = self.poses(q), self._rates(qdot)
+        return sum(element.dissipation(poses[k], poses[k + 1], rates[k], rates[k + 1])
+                   for k, element in enumerate(self.elements)) + jnp.zeros((), dtype=q.dtype)
+
+    def generalized_forces(self, t, q, qdot):
+        return sum((load.value(t) for load in self.loads), jnp.zeros(self.n_dof, dtype=q.dtype))
+
+    def initial_state(self):
+        q0 = jnp.concatenate([body.reference_pose for body in self.bodies])
+        return q0, jnp.zeros_like(q0)
+
+    def observe(self, q: Float[Array, " n"]) -> Float[Array, " n"]:
+        """Every body's pose `[x, y, z, a1, a2, a3]` (m, rad), bottom up, concatenated."""
+        return q
+
+    @property
+    def observable_names(self) -> tuple[str, ...]:
+        """`x_0, y_0, z_0, a1_0, a2_0, a3_0, x_1, ...`: body `k`'s pose channels."""
+        return tuple(f"{channel}_{k}" for k in range(len(self.bodies))
+                     for channel in ("x", "y", "z", "a1", "a2", "a3"))
+
+    def joint_loads(self, q, qdot) -> Float[Array, "n 6"]:
+        """Force and moment (ground axes, N and N m) that bushing `k` exerts on body `k`, the
+        moment about that body's centre of mass: the "joint forces and moments at the centre of
+        mass of the upper vertebra" of Christophy et al. 2013, Figs 9 and 11."""
+        poses, rates = self.poses(q), self._rates(qdot)
+        rows = []
+        for k, element in enumerate(self.elements):
+            _, (moment, force) = element.wrenches(poses[k], poses[k + 1], rates[k], rates[k + 1])
+            arm = element.frames(poses[k], poses[k + 1])[3] - poses[k + 1][:3]
+            rows.append(jnp.concatenate([force, moment + jnp.cross(arm, force)]))
+        return jnp.stack(rows)
+
+
+def lumbar_models(centres, masses, inertias, stiffness_full, damping=None,
+                  base_centre=None) -> dict[int, SpatialChain]:
+    """The four lumbar models of Christophy et al. 2013, Table 1, for L5 ... L1 (bottom up).
+
+    **Arguments:** `centres` `(5, 3)` (m, ground axes e1 anterior, e2 superior, e3 right):
+    vertebral centres = centres of mass, L5 first; `masses` `(5,)` (kg); `inertias` `(5, 3, 3)`
+    (kg m^2, body axes); `stiffness_full` K_F^E (eq 24, `(6, 6)`), of which Models 1-3 use the
+    diagonal (K_D^E, eq 25); `damping` `(6, 6)` (default zero); `base_centre` (the sacrum's
+    centre, `(3,)`; default: one inter-centre spacing below L5, along L4 to L5).
+
+    **Returns:** `{1: ..., 4: ...}`:
+    - Model 1: classic bushings with both frames at the joint point (midway between the two
+      centres), coincident in the neutral posture: no neutral load, but the load acts at the
+      joint, away from the centres of mass (the spurious moment of eq 21, Fig 9);
+    - Model 2: classic bushings with frames at the centres of mass: neutral-posture load
+      `-K^B y_B,O` (eq 19);
+    - Models 3 and 4: SpineBushings at the centres of mass with K_D^E and K_F^E (eqs 22-23).
+    """
+    centres = np.asarray(centres, dtype=float)
+    base = (2 * centres[0] - centres[1]) if base_centre is None else np.asarray(base_centre)
+    below = np.vstack([base, centres[:-1]])
+    stiffness_full = np.asarray(stiffness_full, dtype=float)
+    diagonal = np.diag(np.diag(stiffness_full))
+    damping = np.zeros((6, 6)) if damping is None else np.asarray(damping, dtype=float)
+    zero = np.zeros(3)
+    base_pose = np.concatenate([base, zero])
+    bodies = tuple(
+        SpatialBody(mass=jnp.asarray(m), inertia=jnp.asarray(i),
+                    reference_pose=jnp.asarray(np.concatenate([c, zero])))
+        for c, m, i in zip(centres, masses, inertias))
+    models = {}
+    for number in (1, 2, 3, 4):
+        elements = []
+        for lower, upper in zip(below, centres):
+            if number == 1:
+                joint = 0.5 * (lower + upper)
+                frame1, frame2 = (joint - lower, zero), (joint - upper, zero)
+            else:
+                frame1, frame2 = (zero, zero), (zero, zero)
+            elements.append(Bushing.create(
+                "classic" if number <= 2 else "spine", frame1, frame2,
+                stiffness_full if number == 4 else diagonal, damping,
+                np.concatenate([lower, zero]), np.concatenate([upper, zero])))
+        models[number] = SpatialChain(
+            base_pose=jnp.asarray(base_pose), bodies=bodies, elements=tuple(elements),
+            loads=(), gravity=jnp.zeros(3))
+    return models
+
+
+def prescribed_motion(chain: SpatialChain, t, amplitudes, frequency: float = 1.0):
+    """Poses, rates and accelerations `(q, qdot, qddot)` (`(6 n,)` each) at time `t` (s) of a
+    sinusoidal motion (Christophy et al. 2013, Table 3): at joint `k` the upper body moves
+    relative to the lower one by `amplitudes[k] sin(2 pi f t)` (`(n, 6)`: translations in m
+    along the lower body's axes, then a rotation vector in rad about the joint point midway
+    between the two neutral centres), composed up the chain from the fixed base.
+
+    With `D_k: p -> R_k p + d_k` the displacement of body `k` from its neutral pose and
+    `H_k: p -> T_k (p - j_k) + j_k + s_k` the joint motion, `D_k = D_(k-1) o H_k`.
+    """
+    amplitudes = jnp.asarray(amplitudes, dtype=float)
+
+    def poses(time):
+        phase = jnp.sin(2 * jnp.pi * frequency * time)
+        rotation, shift = jnp.eye(3), jnp.zeros(3)
+        previous = chain.base_pose[:3]
+        out = []
+        for k, body in enumerate(chain.bodies):
+            centre = body.reference_pose[:3]
+            joint = 0.5 * (previous + centre)
+            step = amplitudes[k] * phase
+            turn = jax.scipy.linalg.expm(skew(step[3:]))
+            moved = rotation @ (turn @ (centre - joint) + joint + step[:3]) + shift
+            shift = rotation @ (joint - turn @ joint + step[:3]) + shift
+            rotation = rotation @ turn
+            out.append(jnp.concatenate([moved, euler123_angles(rotation)]))
+            previous = centre
+        return jnp.concatenate(out)
+
+    t = jnp.asarray(t, dtype=float)
+    rate = jax.jacfwd(poses)
+    return poses(t), rate(t), jax.jacfwd(rate)(t)

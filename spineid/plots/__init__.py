@@ -1,0 +1,26 @@
+"""Plots a person would rather look at than read; the only part of spineid that imports
+matplotlib (`import spineid` loads it only when a plot function is first used)."""
+
+from ._common import use_file_backend as use_file_backend
+from ._database import (
+    plot_load_laws as plot_load_laws,
+    plot_spine_geometry as plot_spine_geometry,
+)
+from ._fits import (
+    plot_fit as plot_fit,
+    plot_identifiability as plot_identifiability,
+    plot_law_fit as plot_law_fit,
+    plot_residuals as plot_residuals,
+    plot_stiffness_fit as plot_stiffness_fit,
+)
+from ._measures import plot_grid_study as plot_grid_study, plot_measure as plot_measure
+from ._pairs import (
+    plot_planar_pair as plot_planar_pair,
+    plot_planar_trajectories as plot_planar_trajectories,
+)
+from ._studies import (
+    plot_chain_snapshots as plot_chain_snapshots,
+    plot_flat_transition as plot_flat_transition,
+    plot_segment_study as plot_segment_study,
+    plot_whiplash as plot_whiplash,
+)

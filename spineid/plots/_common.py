@@ -1,0 +1,27 @@
+"""What every plot shares: saving a figure to a file (or handing it back to a notebook) and the
+backend for files.
+
+The plots are the only part of spineid that draws with matplotlib; `import spineid` loads them
+only when a plot function is first used.
+"""
+
+import pathlib
+
+import matplotlib
+import matplotlib.pyplot as plt
+
+
+def use_file_backend() -> None:
+    """Draw into files only (matplotlib's non-interactive `Agg` backend), as the command line
+    does: no display is needed. Notebooks keep their own backend unless they call this."""
+    matplotlib.use("Agg")
+
+
+def _save(figure, path):
+    # Save and close the figure; without a path, hand it back (notebooks show it).
+    figure.tight_layout()
+    if path is None:
+        return figure
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return pathlib.Path(path)

@@ -1,0 +1,148 @@
+"""Pictures of fits: data against the fitted model, residuals in units of the noise, what the
+data identify, stiffness-matrix fits and load-law fits.
+"""
+
+import pathlib
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from ..identify._stiffness_fit import AXES, generalized_loads
+from ..io._measurements import LOAD_COLUMNS
+from ._common import _save
+
+
+_CHANNEL_DISPLAY = {"x": ("mm", 1e3), "y": ("mm", 1e3), "theta": ("deg", float(np.degrees(1.0)))}
+
+
+def plot_fit(result, channels: tuple[str, ...], path: str | pathlib.Path) -> pathlib.Path:
+    """Measured data (dots) against the fitted model (lines), one panel per channel, per load case.
+
+    **Arguments:** a `FitResult`, the channel names, the PNG path.
+    """
+    figure, axes = plt.subplots(len(channels), 1, figsize=(8, 2.4 * len(channels)), sharex=True,
+                                squeeze=False)
+    for case, (measurement, predicted) in enumerate(zip(result.measurements, result.predictions)):
+        for c, channel in enumerate(channels):
+            unit, scale = _CHANNEL_DISPLAY.get(channel, ("SI", 1.0))
+            axis = axes[c, 0]
+            axis.plot(measurement.ts, measurement.values[:, c] * scale, ".", ms=2.5, alpha=0.5,
+                      color=f"C{case}", label=f"data {case + 1}" if c == 0 else None)
+            axis.plot(measurement.ts, predicted[:, c] * scale, "-", lw=1.2, color="k",
+                      label="fit" if c == 0 and case == 0 else None)
+            axis.set_ylabel(f"{channel} [{unit}]")
+            axis.grid(alpha=0.3)
+    axes[0, 0].legend(loc="upper right", fontsize="small")
+    axes[-1, 0].set_xlabel("t [s]")
+    figure.suptitle(f"Data and fit (cost {result.cost:.4g}, {result.solver})")
+    return _save(figure, path)
+
+
+def plot_residuals(result, channels: tuple[str, ...], path: str | pathlib.Path) -> pathlib.Path:
+    """Noise-normalised residuals against time and their histogram against N(0, 1), per channel.
+
+    Structure over time or a histogram wider than the normal curve means the model misses
+    something or the noise level is wrong.
+    """
+    figure, axes = plt.subplots(len(channels), 2, figsize=(10, 2.4 * len(channels)),
+                                gridspec_kw={"width_ratios": [3, 1]}, squeeze=False)
+    grid = np.linspace(-4, 4, 200)
+    for c, channel in enumerate(channels):
+        sigma = result.noise[channel]
+        pooled = []
+        for case, (measurement, residual) in enumerate(zip(result.measurements, result.residuals())):
+            normalised = residual[:, c] / sigma
+            pooled.append(normalised)
+            axes[c, 0].plot(measurement.ts, normalised, ".", ms=2.5, color=f"C{case}")
+        axes[c, 0].axhline(0.0, color="k", lw=0.8)
+        axes[c, 0].set_ylabel(f"{channel} residual / sigma")
+        axes[c, 0].grid(alpha=0.3)
+        axes[c, 1].hist(np.concatenate(pooled), bins=40, density=True, color="C0", alpha=0.6)
+        axes[c, 1].plot(grid, np.exp(-grid**2 / 2) / np.sqrt(2 * np.pi), "k-", lw=1)
+        axes[c, 1].set_xlim(-5, 5)
+    axes[-1, 0].set_xlabel("t [s]")
+    figure.suptitle("Residuals (data - fit) in units of the noise")
+    return _save(figure, path)
+
+
+def plot_identifiability(result, path: str | pathlib.Path) -> pathlib.Path:
+    """The singular values of the scaled, noise-weighted sensitivity matrix (left) and the
+    parameter coefficients of the identifiable combinations (right)."""
+    ident = result.identifiability
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    singular = np.asarray(ident.singular_values)
+    colours = ["tab:blue" if k < ident.rank else "tab:gray" for k in range(len(singular))]
+    left.bar(np.arange(1, len(singular) + 1), np.maximum(singular, 1e-300), color=colours)
+    left.set_yscale("log")
+    left.set_xlabel("direction k")
+    left.set_ylabel("singular value s_k")
+    left.set_title(f"rank {ident.rank} of {ident.n_parameters} (grey: not identifiable)")
+    left.grid(alpha=0.3)
+    if ident.combinations:
+        matrix = np.array([[comb["coefficients"].get(name, 0.0) for name in result.names]
+                           for comb in ident.combinations])
+        limit = np.max(np.abs(matrix))
+        image = right.imshow(matrix, cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")
+        right.set_yticks(range(len(matrix)), [f"comb. {k + 1}" for k in range(len(matrix))])
+        right.set_xticks(range(len(result.names)), result.names, rotation=70, fontsize=7)
+        figure.colorbar(image, ax=right, label="coefficient")
+    right.set_title("identifiable combinations")
+    return _save(figure, path)
+
+
+def plot_stiffness_fit(fit, test, path: str | pathlib.Path) -> pathlib.Path:
+    """Quasi-static test: measured against fitted generalized load per component (points on
+    the diagonal fit), and the fitted matrix as an image."""
+    figure, axes = plt.subplots(2, 4, figsize=(15, 6.5))
+    measured = generalized_loads(test, fit.exact)
+    for k, axis in enumerate(axes.ravel()[:6]):
+        unit = "N" if k < 3 else "N m"
+        low, high = measured[:, k].min(), measured[:, k].max()
+        axis.plot([low, high], [low, high], color="gray", lw=1)
+        axis.plot(fit.predicted[:, k], measured[:, k], ".", ms=4)
+        rms = np.sqrt(np.mean(fit.residuals[:, k] ** 2))
+        axis.set_title(f"{LOAD_COLUMNS[k]}: rms misfit {rms:.3g} {unit}", fontsize=9)
+        axis.set_xlabel(f"fitted K y [{unit}]")
+        axis.set_ylabel(f"measured [{unit}]")
+    image = axes[1, 2]
+    magnitude = np.log10(np.abs(fit.matrix) + 1e-300)
+    shown = image.imshow(np.where(fit.matrix != 0, magnitude, np.nan), cmap="viridis")
+    image.set_xticks(range(6), AXES)
+    image.set_yticks(range(6), AXES)
+    image.set_title("log10 |K| (blank: zero)")
+    figure.colorbar(shown, ax=image, fraction=0.046)
+    axes[1, 3].axis("off")
+    axes[1, 3].text(0.0, 0.5, fit.summary().splitlines()[0], fontsize=8, wrap=True,
+                    va="center")
+    figure.suptitle(f"stiffness matrix fit ({fit.structure}): measured vs fitted loads")
+    figure.tight_layout()
+    return _save(figure, path)
+
+
+def plot_law_fit(fit, data, path: str | pathlib.Path, unit: str = "deg") -> pathlib.Path:
+    """A `LawFit` against its data: the measured loads and the fitted law (with its nodes) over
+    the displacement, the fitted load including the damper, and the residuals."""
+    scale = np.degrees(1.0) if unit == "deg" else 1e3
+    figure, (load_axis, residual_axis) = plt.subplots(
+        2, 1, figsize=(7, 7), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    x = np.asarray(data.displacement)
+    load_axis.plot(x * scale, data.load, ".", ms=3, color="0.5", label="data")
+    if fit.damping:
+        load_axis.plot(x * scale, fit.predicted, lw=1.0, color="tab:green",
+                       label=f"fit with damper c = {fit.damping:.3g}")
+    grid = np.linspace(x.min(), x.max(), 600)
+    load_axis.plot(grid * scale, np.asarray(fit.law.load(grid)), lw=1.8, color="tab:blue",
+                   label=f"fitted {fit.kind} law")
+    if hasattr(fit.law, "displacement"):
+        nodes = np.asarray(fit.law.displacement)
+        load_axis.plot(nodes * scale, np.asarray(fit.law.load(nodes)), "o", color="tab:blue",
+                       ms=5, label="nodes")
+    residual_axis.plot(x * scale, fit.residuals, ".", ms=3)
+    residual_axis.axhline(0.0, color="k", lw=0.5)
+    load_axis.set_ylabel("load")
+    residual_axis.set_ylabel("fit - data")
+    residual_axis.set_xlabel(f"displacement [{unit}]")
+    load_axis.legend(fontsize="small")
+    for axis in (load_axis, residual_axis):
+        axis.grid(alpha=0.3)
+    return _save(figure, path)
