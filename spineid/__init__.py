@@ -82,6 +82,7 @@ from .elements import (  # noqa: E402
 from .models import (  # noqa: E402
     AbstractLagrangianSystem as AbstractLagrangianSystem,
     AbstractLoad as AbstractLoad,
+    AbstractVertebralPair as AbstractVertebralPair,
     EnergyWorkCheck as EnergyWorkCheck,
     energy_work_check as energy_work_check,
     generalized_accelerations as generalized_accelerations,

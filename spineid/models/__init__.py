@@ -20,6 +20,7 @@ from ._mechanics import (
     mass_matrix as mass_matrix,
     mechanical_energy as mechanical_energy,
 )
+from ._pair import AbstractVertebralPair as AbstractVertebralPair
 from ._pinned_pair import PinnedPair as PinnedPair
 from ._planar_pair import PlanarBody as PlanarBody, PlanarPair as PlanarPair
 from ._spatial_chain import (

@@ -5,7 +5,7 @@ import abc
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, Float
 
 
 class AbstractLoad(eqx.Module):
@@ -18,16 +18,6 @@ class AbstractLoad(eqx.Module):
     @abc.abstractmethod
     def is_zero(self) -> bool:
         """Whether the load is zero at all times (concrete parameters, not traced)."""
-
-
-def starts_unexcited(loads: tuple[AbstractLoad, ...], gravity: Float[ArrayLike, " d"],
-                     start_pose: Float[ArrayLike, " c"], reference_pose: Float[ArrayLike, " c"]
-                     ) -> bool:
-    """Whether a vertebral pair would never move: every load zero, no gravity (m/s^2) and the
-    upper body starting at rest in its reference pose (`start_pose` and `reference_pose` in the
-    units of the pose). Concrete values only."""
-    return (all(load.is_zero() for load in loads) and not np.any(np.asarray(gravity))
-            and np.allclose(np.asarray(start_pose), np.asarray(reference_pose)))
 
 
 class SinusoidalLoad(AbstractLoad):

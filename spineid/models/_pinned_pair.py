@@ -6,12 +6,12 @@ from jaxtyping import Array, Float
 
 from ..elements._base import AbstractPlanarJointElement
 from ..kinematics._planar import rotation_matrix
-from ._loads import AbstractLoad, starts_unexcited
-from ._mechanics import AbstractLagrangianSystem
+from ._loads import AbstractLoad
+from ._pair import AbstractVertebralPair
 from ._planar_pair import PlanarBody
 
 
-class PinnedPair(AbstractLagrangianSystem):
+class PinnedPair(AbstractVertebralPair):
     """The upper body of a planar pair turning about a pin fixed in the (fixed) lower body.
 
     One generalized coordinate, the upper body's frame angle `theta` (rad). Its centre of mass
@@ -86,9 +86,3 @@ class PinnedPair(AbstractLagrangianSystem):
     def observable_names(self) -> tuple[str, ...]:
         """Names of the measured channels, as in the trajectory CSV header."""
         return ("x", "y", "theta")
-
-    def is_excited(self) -> bool:
-        """False when every load is zero, there is no gravity and the upper body starts at rest
-        in its reference pose (`starts_unexcited`)."""
-        start = self.observe(self.initial_state()[0])
-        return not starts_unexcited(self.loads, self.gravity, start, self.upper.reference_pose)

@@ -4,9 +4,9 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._loads import AbstractLoad, starts_unexcited
-from ._mechanics import AbstractLagrangianSystem
 from ..elements._base import AbstractPlanarJointElement
+from ._loads import AbstractLoad
+from ._pair import AbstractVertebralPair
 
 
 class PlanarBody(eqx.Module):
@@ -23,7 +23,7 @@ class PlanarBody(eqx.Module):
     fixed: bool = eqx.field(static=True, default=False)
 
 
-class PlanarPair(AbstractLagrangianSystem):
+class PlanarPair(AbstractVertebralPair):
     """A lower and an upper vertebra in the plane (x anterior, y superior), Liu (2001) ch. 2.
 
     Generalized coordinates: the upper pose `[x, y, theta]` when the lower body is fixed
@@ -116,9 +116,3 @@ class PlanarPair(AbstractLagrangianSystem):
     def observable_names(self) -> tuple[str, ...]:
         """Names of the measured channels, as in the trajectory CSV header."""
         return ("x", "y", "theta")
-
-    def is_excited(self) -> bool:
-        """False when every load is zero, there is no gravity and the upper body starts at rest
-        in its reference pose (`starts_unexcited`)."""
-        start = self.observe(self.initial_state()[0])
-        return not starts_unexcited(self.loads, self.gravity, start, self.upper.reference_pose)

@@ -8,8 +8,9 @@ from jaxtyping import Array, Float
 from ..elements._base import AbstractSpatialElement
 from ..elements._bushings import Bushing
 from ..kinematics._rotations import E_W, e_W
-from ._loads import AbstractLoad, starts_unexcited
-from ._mechanics import AbstractLagrangianSystem, active_forces, solve_mass_matrix
+from ._loads import AbstractLoad
+from ._pair import AbstractVertebralPair
+from ._mechanics import active_forces, solve_mass_matrix
 
 
 SPATIAL_LOAD_COMPONENTS = ("Fx", "Fy", "Fz", "Mx", "My", "Mz")
@@ -29,7 +30,7 @@ class SpatialBody(eqx.Module):
     fixed: bool = eqx.field(static=True, default=False)
 
 
-class SpatialPair(AbstractLagrangianSystem):
+class SpatialPair(AbstractVertebralPair):
     """A fixed lower and a free upper vertebra in 3-D joined by bushings, ligaments and facet
     contacts.
 
@@ -109,12 +110,6 @@ class SpatialPair(AbstractLagrangianSystem):
     def observable_names(self) -> tuple[str, ...]:
         """Names of the measured channels, as in the trajectory CSV header."""
         return ("x", "y", "z", "a1", "a2", "a3")
-
-    def is_excited(self) -> bool:
-        """False when every load is zero, there is no gravity and the upper body starts at rest
-        in its reference pose (`starts_unexcited`)."""
-        start = self.observe(self.initial_state()[0])
-        return not starts_unexcited(self.loads, self.gravity, start, self.upper.reference_pose)
 
     def export_formats(self) -> tuple[str, ...]:
         """`("opensim",)` when every element is a linear `Bushing` (OpenSim has no element for
