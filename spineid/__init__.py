@@ -159,6 +159,7 @@ from .io import (  # noqa: E402
 # identify: fits, measure recovery, stiffness and law fits, uncertainty and identifiability
 from .identify import (  # noqa: E402
     analyse as analyse,
+    assess_fit as assess_fit,
     first_variation as first_variation,
     fit as fit,
     fit_load_law as fit_load_law,
@@ -167,6 +168,7 @@ from .identify import (  # noqa: E402
     fit_stiffness_matrix as fit_stiffness_matrix,
     FitProblem as FitProblem,
     FitResult as FitResult,
+    GoodnessOfFit as GoodnessOfFit,
     Identifiability as Identifiability,
     LawFit as LawFit,
     LeastSquaresSolution as LeastSquaresSolution,

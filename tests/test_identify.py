@@ -322,3 +322,42 @@ def test_parameter_driven_to_its_bound_is_reported_as_such():
     assert result.report()["parameters"][2]["stderr"] is None
     assert "at bound" in result.summary()
     assert np.all(np.abs(result.values[:2] - [27000.0, 15000.0]) <= 0.02 * result.stderr[:2])
+
+
+# ------------------------------------------------------------------ does the model explain it?
+
+
+def test_verdict_passes_a_right_model_across_noise_draws():
+    # A right model explains its data whether the noise is given or estimated; the verdict's
+    # false-alarm rate is 1% (tests/test_goodness.py), so 2 alarms in 24 fits would already be
+    # a 2.4% chance: allow at most that.
+    alarms = []
+    for seed in range(12):
+        for noise in (NOISE, None):
+            truth, given = axial_problem(seed=seed)
+            problem = given if noise else spineid.FitProblem(
+                given.model_file, given.measurements, ["stiffness"], None)
+            result = spineid.fit(problem)
+            assert result.converged
+            alarms.append(not result.explains_data)
+            assert result.report()["goodness_of_fit"]["explains_data"] is result.explains_data
+    assert sum(alarms) <= 2, alarms
+
+
+@pytest.mark.parametrize("noise", [NOISE, None], ids=["noise given", "noise estimated"])
+@pytest.mark.parametrize("missing", ["damping", "a load"])
+def test_verdict_flags_a_model_that_lacks_what_the_data_show(missing, noise):
+    truth, problem = axial_problem(seed=1)
+    wrong = copy.deepcopy(problem.model_file.document)
+    if missing == "damping":
+        for spring in wrong["springs"] + wrong["torsion"]:
+            spring["damping"] = 0.0
+    else:
+        wrong["loads"][2]["amplitude"] = 0.0  # the data were made with this moment
+    model_file = spineid.ModelFile.from_document(wrong)
+    result = spineid.fit(spineid.FitProblem(model_file, problem.measurements, ["stiffness"],
+                                            noise))
+    assert result.explains_data is False
+    assert result.goodness_of_fit.reasons and result.goodness_of_fit.advice
+    assert "does NOT explain the data" in result.summary()
+    assert result.report()["goodness_of_fit"]["explains_data"] is False

@@ -134,7 +134,7 @@ def _demo_fit(out: pathlib.Path) -> None:
     print("wrote " + ", ".join(str(p) for p in paths))
 
 
-def _parse_noise(text: str | None) -> dict[str, float] | None:
+def _parse_noise(text: str | None, option: str = "--noise") -> dict[str, float] | None:
     if text is None:
         return None
     noise = {}
@@ -144,7 +144,7 @@ def _parse_noise(text: str | None) -> dict[str, float] | None:
             noise[channel.strip()] = float(value)
         except ValueError:
             raise ValueError(
-                f"--noise {text!r}: expected CHANNEL=SIGMA pairs separated by commas, e.g. "
+                f"{option} {text!r}: expected CHANNEL=SIGMA pairs separated by commas, e.g. "
                 f"x=5e-6,y=5e-6,theta=1.7e-4"
             ) from None
     return noise
@@ -153,7 +153,8 @@ def _parse_noise(text: str | None) -> dict[str, float] | None:
 def command_fit(arguments) -> int:
     """`spineid fit MODEL DATA... --free GROUP --out DIR`: fit through the ODE solve."""
     problem = FitProblem.from_files(
-        arguments.model, arguments.data, arguments.free, _parse_noise(arguments.noise)
+        arguments.model, arguments.data, arguments.free, _parse_noise(arguments.noise),
+        noise_max=_parse_noise(arguments.noise_max, "--noise-max"),
     )
     print(
         f"fitting {len(problem.names)} parameter(s) of {arguments.model} to "
@@ -166,7 +167,7 @@ def command_fit(arguments) -> int:
     paths = write_fit_outputs(result, problem, pathlib.Path(arguments.out))
     print(result.summary())
     print("wrote " + ", ".join(str(p) for p in paths))
-    return 0 if result.converged else 1
+    return 0 if result.converged and result.explains_data is not False else 1
 
 
 def command_recover(arguments) -> int:
@@ -186,7 +187,7 @@ def command_recover(arguments) -> int:
     paths = write_recovery_outputs(result, problem, pathlib.Path(arguments.out))
     print(result.summary())
     print("wrote " + ", ".join(str(p) for p in paths))
-    return 0 if result.converged else 1
+    return 0 if result.converged and result.explains_data is not False else 1
 
 
 def command_stiffness(arguments) -> int:
@@ -214,7 +215,7 @@ def command_stiffness(arguments) -> int:
     plot = plot_stiffness_fit(result, test, out / "loads.png")
     print(result.summary())
     print(f"wrote {report}, {out / 'stiffness.toml'}, {plot}")
-    return 0
+    return 0 if result.explains_data is not False else 1
 
 
 def _numbers_argument(text: str | None, what: str) -> np.ndarray | None:
@@ -247,7 +248,7 @@ def command_table(arguments) -> int:
     plot = plot_law_fit(result, data, out / "law_fit.png", unit=arguments.unit)
     print(result.summary())
     print(f"wrote {report}, {out / 'law.toml'}, {plot}")
-    return 0 if result.converged else 1
+    return 0 if result.converged and result.explains_data is not False else 1
 
 
 def command_database(arguments) -> int:
@@ -362,5 +363,5 @@ def command_segment(arguments) -> int:
     paths.append(write_json(out / "summary.json", summary))
     print("wrote " + ", ".join(str(p) for p in paths))
     if arguments.fit:
-        return 0 if result.converged else 1
+        return 0 if result.converged and result.explains_data is not False else 1
     return 0 if bool(np.all(study.converged)) else 1

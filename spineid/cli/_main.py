@@ -31,6 +31,10 @@ def build_parser() -> argparse.ArgumentParser:
                                  "parameter name; repeat for several")
     fit_parser.add_argument("--noise", metavar="CH=SIGMA,...",
                             help="measurement noise per channel (SI); default: estimated")
+    fit_parser.add_argument("--noise-max", metavar="CH=SIGMA,...",
+                            help="largest plausible estimated noise per channel (SI); an "
+                                 "estimate above it means the model does not explain the data "
+                                 "(default: 1 mm for positions, 1 deg for angles)")
     fit_parser.add_argument("--out", required=True, help="output folder")
     fit_parser.add_argument("--solver", default=DEFAULT_SOLVER, choices=SOLVERS,
                             help=f"least-squares solver (default {DEFAULT_SOLVER}: spineid's "

@@ -3,6 +3,7 @@ fitting stiffness matrices, load laws and segment parameters to quasi-static tes
 standard errors and identifiability."""
 
 from ._fit import analyse as analyse, fit as fit, fit_many as fit_many
+from ._goodness import assess_fit as assess_fit, GoodnessOfFit as GoodnessOfFit
 from ._least_squares import (
     LeastSquaresSolution as LeastSquaresSolution,
     levenberg_marquardt as levenberg_marquardt,

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..elements._planar_springs import VectorSprings
 from ..simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL
+from ._goodness import assess_fit
 from ._least_squares import DECREMENT_TOL, levenberg_marquardt
 from ._objective import FAILED_RESIDUAL, _cost, _evaluate, _Objective, _objective, _scales
 from ._problem import FitProblem, check_noise, noise_from_residuals
@@ -263,6 +264,12 @@ def fit(
         measurements=problem.measurements,
         warnings=warnings,
         seconds=time.perf_counter() - clock,
+        goodness_of_fit=assess_fit(
+            [(m.values - p) / sigma for m, p in zip(problem.measurements, predictions)],
+            problem.channels, identifiability.rank, noise_given=not noise_estimated,
+            sigma=dict(zip(problem.channels, map(float, sigma))),
+            units=dict(zip(problem.channels, problem.models[0].observable_units)),
+            noise_max=problem.noise_max),
     )
     result.moments = _vector_spring_moments(problem, theta, identifiability)
     return result

@@ -27,6 +27,9 @@ class FitProblem:
       "theta": 1.7e-4}`; `None` estimates it from the residuals.
     - `models`: optional model per load case (same parameters, e.g. other loads); default the
       file's model for every case.
+    - `noise_max`: per-channel largest plausible noise (SI) when the noise is estimated; a fit
+      whose estimated noise exceeds it does not explain the data (`GoodnessOfFit`). Default:
+      1 mm for a position channel, 1 degree for an angle.
 
     Misuse (missing channels, too few data, nothing exciting the joint, unknown groups) raises
     `ValueError` before anything is solved.
@@ -39,6 +42,7 @@ class FitProblem:
         free: Sequence[str],
         noise: dict[str, float] | None = None,
         models: Sequence | None = None,
+        noise_max: dict[str, float] | None = None,
     ):
         if isinstance(measurements, Measurement):
             measurements = [measurements]
@@ -54,6 +58,7 @@ class FitProblem:
         self.start = np.array([float(p.get(self.models[0])) for p in self.parameters])
         self._check_data()
         self.noise = None if noise is None else check_noise(self.channels, noise)
+        self.noise_max = check_noise_max(self.channels, noise_max)
         for model in self.models:
             if not model.is_excited():
                 raise ValueError(
@@ -64,13 +69,15 @@ class FitProblem:
                 )
 
     @classmethod
-    def from_files(cls, model_path, data_paths, free, noise=None) -> "FitProblem":
+    def from_files(cls, model_path, data_paths, free, noise=None,
+                   noise_max=None) -> "FitProblem":
         """Problem from a model file and one or more trajectory CSV files (one model)."""
         model_file = load_model_file(model_path)
         if isinstance(data_paths, (str, pathlib.Path)):
             data_paths = [data_paths]
         channels = model_file.model.observable_names
-        return cls(model_file, [Measurement.from_csv(p, channels) for p in data_paths], free, noise)
+        return cls(model_file, [Measurement.from_csv(p, channels) for p in data_paths], free,
+                   noise, noise_max=noise_max)
 
     @property
     def names(self) -> list[str]:
@@ -132,6 +139,21 @@ def check_noise(channels: Sequence[str], noise: dict[str, float]) -> dict[str, f
         if not (math.isfinite(sigma) and sigma > 0):
             raise ValueError(f"noise: {channel}={sigma!r}: expected a positive number")
     return {c: float(noise[c]) for c in channels}
+
+
+def check_noise_max(channels: Sequence[str], noise_max: dict[str, float] | None
+                    ) -> dict[str, float]:
+    """Validate per-channel noise maxima (SI): known channels, positive numbers; some channels
+    may be left out (they take the default of their unit)."""
+    noise_max = dict(noise_max or {})
+    unknown = [c for c in noise_max if c not in channels]
+    if unknown:
+        raise ValueError(f"noise_max: unknown channel(s) {unknown}; the channels are "
+                         f"{list(channels)}")
+    for channel, sigma in noise_max.items():
+        if not (math.isfinite(sigma) and sigma > 0):
+            raise ValueError(f"noise_max: {channel}={sigma!r}: expected a positive number")
+    return {c: float(v) for c, v in noise_max.items()}
 
 
 def noise_from_residuals(raw: np.ndarray, n_free: int, ranges: np.ndarray) -> np.ndarray:

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..io._measurements import Measurement
 from ..io._model_file import ModelFile
+from ._goodness import GoodnessOfFit, assess_fit
 from ._objective import FAILED_RESIDUAL
 from ._problem import noise_from_residuals
 from ._recovery_problem import MeasureCurve, RecoveryProblem, _moment_jacobian, first_variation
@@ -33,7 +34,8 @@ class MeasureResult:
     (to the atoms' positions and weights), `atoms_supported` and `support_note`;
     `certificate` (`(arc positions (m), first variation per N/m)` on a fine grid); `history`
     (off the grid: one entry per Frank-Wolfe iteration); `predictions`, `measurements`, `noise`,
-    `noise_estimated`, `warnings`, `seconds`, `curve`.
+    `noise_estimated`, `warnings`, `seconds`, `curve`, `goodness_of_fit` (whether the
+    recovered measure explains the data: `GoodnessOfFit`).
     """
 
     method: str
@@ -60,6 +62,12 @@ class MeasureResult:
     warnings: list[str]
     seconds: float
     curve: MeasureCurve
+    goodness_of_fit: GoodnessOfFit
+
+    @property
+    def explains_data(self) -> bool | None:
+        """Whether the recovered measure explains the data (`GoodnessOfFit`)."""
+        return self.goodness_of_fit.explains_data
 
     @property
     def solver(self) -> str:
@@ -129,6 +137,7 @@ class MeasureResult:
             "identifiability": ident,
             "history": self.history,
             "warnings": list(self.warnings),
+            "goodness_of_fit": self.goodness_of_fit.to_dict(),
         }
 
     def summary(self) -> str:
@@ -159,6 +168,7 @@ class MeasureResult:
         lines.append(f"atoms the data support: {self.atoms_supported}. {self.support_note}")
         for warning in self.warnings:
             lines.append(f"WARNING: {warning}")
+        lines.append(self.goodness_of_fit.summary())
         return "\n".join(lines)
 
     def fitted_document(self, model_file: ModelFile) -> dict:
@@ -340,4 +350,10 @@ def _finish(problem, solver, atoms, method, positions_free, converged, certified
         warnings=warnings,
         seconds=time.perf_counter() - clock,
         curve=curve,
+        goodness_of_fit=assess_fit(
+            [(m.values - p) / sigma for m, p in zip(problem.measurements,
+                                                    analysis["predictions"])],
+            problem.channels, analysis["moment_identifiability"].rank,
+            noise_given=not noise_estimated, sigma=dict(zip(problem.channels, map(float, sigma))),
+            units=dict(zip(problem.channels, problem.model.observable_units))),
     )

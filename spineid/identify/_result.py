@@ -13,6 +13,7 @@ from ..elements._planar_springs import VectorSprings
 from ..io._measurements import Measurement
 from ..kinematics._planar import body_point_position
 from ._problem import FitProblem
+from ._goodness import GoodnessOfFit
 from ._uncertainty import Identifiability
 
 
@@ -26,7 +27,9 @@ class FitResult:
     `n_data`, `converged`, `message`, `n_steps`, `solver`, `start_costs` (final cost from each
     start), `noise` (per channel) and `noise_estimated`, `identifiability`, `moments` (identifiable
     summaries of a vector-spring measure, with standard errors), `predictions` (per load case,
-    `(k, c)`), `measurements`, `warnings`, `seconds`.
+    `(k, c)`), `measurements`, `warnings`, `seconds`, `goodness_of_fit` (a `GoodnessOfFit`:
+    whether the model explains the data at the returned values; the standard errors mean
+    something only if it does).
     """
 
     names: list[str]
@@ -52,6 +55,12 @@ class FitResult:
     measurements: tuple[Measurement, ...]
     warnings: list[str]
     seconds: float
+    goodness_of_fit: GoodnessOfFit
+
+    @property
+    def explains_data(self) -> bool | None:
+        """Whether the model explains the data at the fitted values (`GoodnessOfFit`)."""
+        return self.goodness_of_fit.explains_data
 
     def fitted_values(self) -> dict[str, float]:
         """Free parameter name -> fitted value (SI)."""
@@ -91,6 +100,7 @@ class FitResult:
             "identifiability": self.identifiability.to_dict(),
             "moments": self.moments,
             "warnings": list(self.warnings),
+            "goodness_of_fit": self.goodness_of_fit.to_dict(),
         }
 
     def summary(self) -> str:
@@ -139,6 +149,7 @@ class FitResult:
                 lines.append(f"  {key:22s} {shown} +- {shown_error} {entry['unit']}")
         for warning in self.warnings:
             lines.append(f"WARNING: {warning}")
+        lines.append(self.goodness_of_fit.summary())
         return "\n".join(lines)
 
 

@@ -23,6 +23,7 @@ from ..io._measurements import DEFLECTION_COLUMNS, QuasiStaticTest
 from ..io._model_file import ModelFile
 from ..models._spatial_pair import SpatialPair
 from ..simulation._equilibrium import equilibrium, pose_change
+from ._goodness import GoodnessOfFit, assess_fit
 from ._problem import check_noise, noise_from_residuals
 from ._transform import Transform
 from ._uncertainty import bounded_fisher_analysis, Identifiability
@@ -87,7 +88,9 @@ class SegmentFit:
     individually identifiable or on a bound), `at_bound`, `correlation`, `cost` (half the sum of
     squared noise-weighted residuals), `n_data`, `converged`, `n_steps`, `noise` (per channel,
     SI) and `noise_estimated`, `identifiability`, `predicted` (`(k, 6)` displacements of the
-    fitted model), `measured` (`(k, 6)`), `equilibria_converged` (`(k,)`), `warnings`, `seconds`.
+    fitted model), `measured` (`(k, 6)`), `equilibria_converged` (`(k,)`), `warnings`, `seconds`,
+    `goodness_of_fit` (a `GoodnessOfFit`: test rows have no order, so with the noise estimated
+    only its plausibility is checked).
     """
 
     names: list[str]
@@ -109,6 +112,12 @@ class SegmentFit:
     equilibria_converged: np.ndarray
     warnings: list[str]
     seconds: float
+    goodness_of_fit: GoodnessOfFit
+
+    @property
+    def explains_data(self) -> bool | None:
+        """Whether the segment model explains the test (`GoodnessOfFit`)."""
+        return self.goodness_of_fit.explains_data
 
     def report(self) -> dict:
         """JSON-ready report (`report.json` of `spineid segment --fit`, docs/cli.md)."""
@@ -130,6 +139,7 @@ class SegmentFit:
             "identifiability": self.identifiability.to_dict(),
             "equilibria_converged": [bool(x) for x in self.equilibria_converged],
             "warnings": list(self.warnings),
+            "goodness_of_fit": self.goodness_of_fit.to_dict(),
         }
 
     def summary(self) -> str:
@@ -146,6 +156,7 @@ class SegmentFit:
         ident = self.identifiability
         lines.append(f"identifiability: rank {ident.rank} of {ident.n_parameters} free parameters")
         lines += [f"WARNING: {w}" for w in self.warnings]
+        lines.append(self.goodness_of_fit.summary())
         return "\n".join(lines)
 
 
@@ -237,4 +248,9 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
         n_steps=steps, noise=dict(zip(DEFLECTION_COLUMNS, map(float, sigma))),
         noise_estimated=sigma_given is None, identifiability=identifiability,
         predicted=predicted, measured=measured, equilibria_converged=equilibria,
-        warnings=messages, seconds=time.perf_counter() - started)
+        warnings=messages, seconds=time.perf_counter() - started,
+        goodness_of_fit=assess_fit(
+            [np.where(equilibria[:, None], residuals, np.inf)], DEFLECTION_COLUMNS,
+            identifiability.rank, noise_given=sigma_given is not None,
+            sigma=dict(zip(DEFLECTION_COLUMNS, map(float, sigma))),
+            units=dict(zip(DEFLECTION_COLUMNS, ("m",) * 3 + ("rad",) * 3)), ordered=False))

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..io._measurements import LOAD_COLUMNS, QuasiStaticTest
 from ..kinematics._rotations import euler_basis
+from ._goodness import GoodnessOfFit, assess_fit
 from ._uncertainty import fisher_analysis, Identifiability
 
 
@@ -78,7 +79,9 @@ class StiffnessFit:
     onto the Euler basis), `largest_rotation` (rad), `conversion_effect` (largest change of a
     fitted entry between the exact and linearised paths, relative to its standard error),
     `noise` (`(6,)` load noise, N and N m), `noise_estimated`, `cost` (half chi-square), `n_data`,
-    `identifiability`, `warnings`, `residuals` `(n, 6)` and `predicted` `(n, 6)` loads.
+    `identifiability`, `warnings`, `residuals` `(n, 6)` and `predicted` `(n, 6)` loads,
+    `goodness_of_fit` (a `GoodnessOfFit`; with the load noise estimated and test rows without
+    an order, it cannot tell).
     """
 
     matrix: np.ndarray
@@ -96,6 +99,12 @@ class StiffnessFit:
     warnings: list
     residuals: np.ndarray
     predicted: np.ndarray
+    goodness_of_fit: GoodnessOfFit
+
+    @property
+    def explains_data(self) -> bool | None:
+        """Whether the matrix explains the test's loads (`GoodnessOfFit`)."""
+        return self.goodness_of_fit.explains_data
 
     def report(self) -> dict:
         """JSON-ready report (`report.json` of `spineid stiffness`, docs/cli.md): the fit
@@ -121,6 +130,7 @@ class StiffnessFit:
             "noise_estimated": self.noise_estimated,
             "identifiability": self.identifiability.to_dict(),
             "warnings": self.warnings,
+            "goodness_of_fit": self.goodness_of_fit.to_dict(),
         }
 
     def summary(self) -> str:
@@ -139,6 +149,7 @@ class StiffnessFit:
         lines.append(f"identifiability: rank {self.identifiability.rank} of "
                      f"{len(self.entries)} entries")
         lines += [f"WARNING: {w}" for w in self.warnings]
+        lines.append(self.goodness_of_fit.summary())
         return "\n".join(lines)
 
 
@@ -231,4 +242,7 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
         noise_estimated=noise_estimated, cost=0.5 * float(np.sum(residuals**2)), n_data=6 * n,
         identifiability=identifiability, warnings=messages, residuals=residuals * sigma,
         predicted=(design(test.deflections) @ values),
+        goodness_of_fit=assess_fit(
+            [residuals], LOAD_COLUMNS, identifiability.rank, noise_given=not noise_estimated,
+            sigma=dict(zip(LOAD_COLUMNS, map(float, sigma))), ordered=False),
     )

@@ -33,6 +33,7 @@ from ..elements._load_laws import (
 )
 from ..elements._parameters import Parameter
 from ..io._measurements import LoadDisplacementData
+from ._goodness import GoodnessOfFit, assess_fit
 from ._transform import Transform
 from ._uncertainty import bounded_fisher_analysis, Identifiability
 
@@ -45,7 +46,9 @@ class LawFit:
     not fitted), `names`, `units`, `values` and `stderr` (`(p,)`, NaN where not determined or
     on a bound), `derived` (node loads and phase slopes of tables with standard errors),
     `noise` (load noise), `noise_estimated`, `cost` (half chi-square), `n_data`, `converged`,
-    `identifiability`, `warnings`, `predicted` and `residuals` (`(n,)`, load units).
+    `identifiability`, `warnings`, `predicted` and `residuals` (`(n,)`, load units),
+    `goodness_of_fit` (a `GoodnessOfFit`; the residuals taken in the order of time, or of the
+    displacement for a quasi-static table, where a wrong breakpoint leaves runs of one sign).
     """
 
     kind: str
@@ -65,6 +68,12 @@ class LawFit:
     warnings: list
     predicted: np.ndarray
     residuals: np.ndarray
+    goodness_of_fit: GoodnessOfFit
+
+    @property
+    def explains_data(self) -> bool | None:
+        """Whether the law explains the data (`GoodnessOfFit`)."""
+        return self.goodness_of_fit.explains_data
 
     def law_table(self) -> dict:
         """The fitted law as a model-file `law` table (docs/formats/model-files.md), e.g. for
@@ -102,6 +111,7 @@ class LawFit:
             "noise_estimated": self.noise_estimated,
             "identifiability": self.identifiability.to_dict(),
             "warnings": self.warnings,
+            "goodness_of_fit": self.goodness_of_fit.to_dict(),
         }
 
     def summary(self) -> str:
@@ -117,6 +127,7 @@ class LawFit:
             lines.append(f"{key}: " + ", ".join(f"{v:.4g} +- {e:.2g}" for v, e in entries))
         lines.append(f"identifiability: rank {self.identifiability.rank} of {len(self.names)}")
         lines += [f"WARNING: {w}" for w in self.warnings]
+        lines.append(self.goodness_of_fit.summary())
         return "\n".join(lines)
 
 
@@ -300,10 +311,16 @@ def fit_load_law(
     if not converged:
         messages.append("Levenberg-Marquardt did not converge within max_steps")
     units = [p.unit for p in parameters]
+    # Residuals in the order of the record (time), or of the displacement for a table.
+    order = np.arange(residuals.size) if data.time is not None else np.argsort(
+        data.displacement, kind="stable")
     return LawFit(
         kind=kind, law=law, damping=float(values[-1]) if damping else 0.0, names=names,
         units=units, values=values, stderr=stderr, derived=derived, noise=float(sigma),
         noise_estimated=noise_estimated, cost=0.5 * float(np.sum((residuals / sigma) ** 2)),
         n_data=int(residuals.size), converged=converged, identifiability=identifiability,
         warnings=messages, predicted=predicted, residuals=residuals,
+        goodness_of_fit=assess_fit(
+            [(residuals / sigma)[order][:, None]], ("load",), identifiability.rank,
+            noise_given=not noise_estimated, sigma={"load": float(sigma)}),
     )

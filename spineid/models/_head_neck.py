@@ -341,6 +341,11 @@ class HeadNeckChain(AbstractLagrangianSystem):
         """Names of the observed channels: the head centre relative to T1."""
         return ("head_x", "head_y")
 
+    @property
+    def observable_units(self) -> tuple[str, ...]:
+        """Units of the observed channels."""
+        return ("m", "m")
+
 
 class EnergyWorkCheck(eqx.Module):
     """A simulation with its 'kinetic energy - work' record (seed 001 eqs 49-55): `ts` `(k,)`,

@@ -58,6 +58,12 @@ class AbstractLagrangianSystem(eqx.Module):
         `t` (docs/formats/data-files.md). Default: `q0, q1, ...` for the coordinates."""
         return tuple(f"q{i}" for i in range(self.initial_state()[0].shape[0]))
 
+    @property
+    def observable_units(self) -> tuple[str, ...]:
+        """SI unit of each channel of `observe` (`"m"`, `"rad"`, ...); `""` where unknown
+        (the default). Fits use them for plausible noise levels, plots for display."""
+        return ("",) * len(self.observable_names)
+
     def is_excited(self) -> bool:
         """Whether anything drives the motion away from its start: a load that is not zero,
         gravity, or a start away from rest in the reference configuration. A fit refuses a

@@ -116,3 +116,8 @@ class PlanarPair(AbstractVertebralPair):
     def observable_names(self) -> tuple[str, ...]:
         """Names of the measured channels, as in the trajectory CSV header."""
         return ("x", "y", "theta")
+
+    @property
+    def observable_units(self) -> tuple[str, ...]:
+        """Units of the measured channels."""
+        return ("m", "m", "rad")

@@ -87,6 +87,11 @@ class SpatialChain(AbstractLagrangianSystem):
         return tuple(f"{channel}_{k}" for k in range(len(self.bodies))
                      for channel in ("x", "y", "z", "a1", "a2", "a3"))
 
+    @property
+    def observable_units(self) -> tuple[str, ...]:
+        """Units of the measured channels."""
+        return ("m", "m", "m", "rad", "rad", "rad") * len(self.bodies)
+
     def joint_loads(self, q, qdot) -> Float[Array, "n 6"]:
         """Force and moment (ground axes, N and N m) that bushing `k` exerts on body `k`, the
         moment about that body's centre of mass: the "joint forces and moments at the centre of

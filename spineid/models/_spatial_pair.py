@@ -111,6 +111,11 @@ class SpatialPair(AbstractVertebralPair):
         """Names of the measured channels, as in the trajectory CSV header."""
         return ("x", "y", "z", "a1", "a2", "a3")
 
+    @property
+    def observable_units(self) -> tuple[str, ...]:
+        """Units of the measured channels."""
+        return ("m", "m", "m", "rad", "rad", "rad")
+
     def export_formats(self) -> tuple[str, ...]:
         """`("opensim",)` when every element is a linear `Bushing` (OpenSim has no element for
         a load law per degree of freedom, ligaments or facet contacts), else `()`."""

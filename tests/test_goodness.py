@@ -1,0 +1,130 @@
+"""The goodness-of-fit verdict: its false-alarm rate on right models, measured by simulation
+against the rate it states, and its power against residuals that are not noise; the verdict
+of the load-law and stiffness-matrix fits."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import spineid
+from spineid.identify._goodness import ALPHA, chi_square_sf, lag_one_z
+
+CHANNELS = ("x", "y", "theta")
+UNITS = {"x": "m", "y": "m", "theta": "rad"}
+
+
+def least_squares_residuals(rng, n, p=4, channels=3):
+    """Residuals of a linear least-squares fit of `p` smooth regressors to white noise `(n, c)`:
+    what a right model leaves (the fit absorbs `p` directions per channel)."""
+    ts = np.linspace(0.0, 1.0, n)
+    design = np.stack([np.sin(2 * np.pi * f * ts + f) for f in (1.3, 2.9, 4.1, 6.7)[:p]], 1)
+    basis, _ = np.linalg.qr(design)
+    noise = rng.normal(size=(n, channels))
+    return noise - basis @ (basis.T @ noise)
+
+
+def test_chi_square_tail_equals_scipy():
+    for statistic, dof in ((3.0, 1), (950.0, 900), (12.5, 7.5)):
+        assert chi_square_sf(statistic, dof) == pytest.approx(stats.chi2.sf(statistic, dof),
+                                                              rel=1e-10)
+
+
+@pytest.mark.parametrize("n", [60, 301, 1001])
+def test_false_alarm_rate_on_right_models_is_at_most_the_stated_one(n):
+    # 3000 right fits per length: the chi-square verdict (noise given) fires at ALPHA = 1%, the
+    # whiteness verdict (noise estimated) at most that (its test is conservative).
+    rng = np.random.default_rng(n)
+    draws = 3000
+    given = estimated = 0
+    for _ in range(draws):
+        residuals = least_squares_residuals(rng, n)
+        verdict = spineid.assess_fit([residuals], CHANNELS, 12, noise_given=True,
+                                     sigma=dict.fromkeys(CHANNELS, 1.0))
+        given += not verdict.explains_data
+        scale = np.sqrt(np.mean(residuals**2, axis=0))
+        verdict = spineid.assess_fit([residuals / scale], CHANNELS, 12, noise_given=False,
+                                     sigma=dict(zip(CHANNELS, 1e-6 * scale)), units=UNITS)
+        estimated += not verdict.explains_data
+    # Binomial(3000, 0.01): mean 30, standard deviation 5.4.
+    assert 12 <= given <= 50, given
+    assert estimated <= 50, estimated
+
+
+def test_residuals_that_are_not_noise_are_flagged():
+    rng = np.random.default_rng(3)
+    ts = np.linspace(0.0, 0.5, 501)
+    noise = rng.normal(size=(501, 3))
+    # A smooth systematic misfit, the shape a local optimum leaves: with an rms of half the
+    # noise the chi-square sees it (noise given); as large as the noise the whiteness test does.
+    wave = np.sin(2 * np.pi * 4.0 * ts)[:, None]
+    verdict = spineid.assess_fit([noise + 0.7 * wave], CHANNELS, 3, noise_given=True,
+                                 sigma=dict.fromkeys(CHANNELS, 1.0))
+    assert verdict.explains_data is False and verdict.p_value < ALPHA
+    miss = noise + wave
+    scale = np.sqrt(np.mean(miss**2, axis=0))
+    verdict = spineid.assess_fit([miss / scale], CHANNELS, 3, noise_given=False,
+                                 sigma=dict(zip(CHANNELS, 1e-6 * scale)), units=UNITS)
+    assert verdict.explains_data is False
+    assert "not white" in verdict.reasons[0]
+    # An estimated noise above the plausible maximum (a 2 mm tracking noise) is flagged too.
+    verdict = spineid.assess_fit([noise], CHANNELS, 3, noise_given=False,
+                                 sigma={"x": 2e-3, "y": 1e-6, "theta": 1e-5}, units=UNITS)
+    assert verdict.explains_data is False
+    assert verdict.noise_check["x"]["plausible"] is False
+    assert "implausibly large for x" in verdict.reasons[0]
+    # A failed simulation is never a fit that explains its data.
+    failed = noise.copy()
+    failed[10, 0] = np.inf
+    verdict = spineid.assess_fit([failed], CHANNELS, 3, noise_given=True,
+                                 sigma=dict.fromkeys(CHANNELS, 1.0))
+    assert verdict.explains_data is False and verdict.to_dict()["chi_square"] is None
+
+
+def test_lag_one_statistic_is_standard_normal_for_white_noise():
+    rng = np.random.default_rng(5)
+    z = np.array([lag_one_z(rng.normal(size=400))[1] for _ in range(4000)])
+    assert abs(z.mean()) < 0.06 and abs(z.std() - 1.0) < 0.05
+
+
+def two_phase_data(rng, noise):
+    x = np.linspace(-0.1, 0.1, 300)
+    load = np.where(x < 0.02, 40.0 * x, 40.0 * 0.02 + 160.0 * (x - 0.02))
+    return spineid.LoadDisplacementData(x, load + rng.normal(0.0, noise, x.size))
+
+
+def test_load_law_verdict_tells_a_missing_breakpoint():
+    rng = np.random.default_rng(11)
+    data = two_phase_data(rng, 0.05)
+    right = spineid.fit_load_law(data, "piecewise_linear", np.array([-0.1, 0.02, 0.1]))
+    assert right.explains_data is True
+    one_phase = spineid.fit_load_law(data, "piecewise_linear", np.array([-0.1, 0.1]))
+    assert one_phase.explains_data is False
+    assert one_phase.report()["goodness_of_fit"]["whiteness"]["load"]["p_value"] < ALPHA
+    # The same records in another row order: the verdict follows the displacement.
+    order = rng.permutation(data.displacement.size)
+    shuffled = spineid.LoadDisplacementData(data.displacement[order], data.load[order])
+    again = spineid.fit_load_law(shuffled, "piecewise_linear", np.array([-0.1, 0.1]))
+    assert again.explains_data is False
+
+
+def test_stiffness_verdict_needs_the_noise_and_then_tells_a_nonlinear_joint():
+    rng = np.random.default_rng(2)
+    stiffness = np.diag([9e4, 2.2e5, 7.5e4, 55.0, 38.0, 70.0])
+    deflections = rng.uniform(-1, 1, (24, 6)) * np.array([3e-4] * 3 + [0.03] * 3)
+    loads = deflections @ stiffness
+    sigma = np.array([0.2] * 3 + [0.005] * 3)
+    test = spineid.QuasiStaticTest(loads + rng.normal(size=loads.shape) * sigma, deflections)
+    right = spineid.fit_stiffness_matrix(test, "diagonal", sigma, exact=False)
+    assert right.explains_data is True
+    unknown = spineid.fit_stiffness_matrix(test, "diagonal", exact=False)
+    assert unknown.explains_data is None  # rows without order, noise estimated: cannot tell
+    assert "cannot tell" in unknown.summary()
+    # A joint that stiffens (cubic term) is not a constant matrix: with the noise, flagged.
+    stiffening = loads + 2e11 * deflections**3 * np.array([1, 1, 1, 0, 0, 0])  # up to 5 N
+    test = spineid.QuasiStaticTest(stiffening + rng.normal(size=loads.shape) * sigma,
+                                   deflections)
+    wrong = spineid.fit_stiffness_matrix(test, "diagonal", sigma, exact=False)
+    assert wrong.explains_data is False
+    assert math.isfinite(wrong.goodness_of_fit.chi_square)
