@@ -52,8 +52,9 @@ def spineid_fit(start_factors=START, rtol=1e-8):
         spring["stiffness"] = value
     problem = spineid.FitProblem(spineid.ModelFile.from_document(document),
                                  spineid.Measurement(ts, data, ("x", "y", "theta")),
-                                 ["stiffness"], NOISE)
-    return spineid.fit(problem, simulation_rtol=rtol, simulation_atol=rtol * 1e-2)
+                                 ["stiffness"], NOISE, simulation_rtol=rtol,
+                                 simulation_atol=rtol * 1e-2)
+    return spineid.fit(problem)
 
 
 def scipy_fit(data, start_factors=START, rtol=1e-10):

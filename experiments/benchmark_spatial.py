@@ -152,9 +152,9 @@ def main():
         doc = tomllib.loads(DATASET.read_text())
         doc["bushings"][0]["stiffness"] = list(truth * factors)
         problem = spineid.FitProblem(spineid.ModelFile.from_document(doc), measurement,
-                                     ["bushing.stiffness"], noise)
-        return spineid.fit(problem, simulation_rtol=rtol, simulation_atol=rtol * 1e-2,
-                           **options)
+                                     ["bushing.stiffness"], noise, simulation_rtol=rtol,
+                                     simulation_atol=rtol * 1e-2)
+        return spineid.fit(problem, spineid.Auto(spineid.LevenbergMarquardt(**options)))
 
     def scipy_fit(factors, rtol):
         def residuals(log_stiffness):

@@ -130,9 +130,10 @@ def main() -> None:
         start = spineid.apply_values(chain, chosen, jnp.asarray(
             [truth[names.index(p.name)] * factors[names.index(p.name)] for p in chosen]))
         problem = spineid.FitProblem(model_file, measurement, free=free, noise=noise,
-                                     models=[start])
-        result = spineid.fit(problem, simulation_rtol=1e-7, simulation_atol=1e-9, rtol=1e-6,
-                             atol=1e-6, max_steps=60)
+                                     models=[start], simulation_rtol=1e-7,
+                                     simulation_atol=1e-9)
+        result = spineid.fit(problem, spineid.LevenbergMarquardt(rtol=1e-6, atol=1e-6,
+                                                                 max_steps=60))
         print(f"\nfit --free {' --free '.join(free)}: {result.message}, {result.n_steps} "
               f"steps, {result.seconds:.0f} s")
         for name, value, stderr in zip(result.names, result.values, result.stderr):

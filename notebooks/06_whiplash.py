@@ -195,9 +195,9 @@ chosen = [p for p in model_file.parameters if p.name in free]
 start = spineid.apply_values(chain, chosen, jnp.asarray([1.3e4, 450.0, 0.75]))
 problem = spineid.FitProblem(
     model_file, spineid.Measurement(ts_data, data, chain.observable_names), free=free,
-    noise={"head_x": noise, "head_y": noise}, models=[start])
-result = spineid.fit(problem, simulation_rtol=1e-6, simulation_atol=1e-8, rtol=1e-6,
-                     atol=1e-6)
+    noise={"head_x": noise, "head_y": noise}, models=[start], simulation_rtol=1e-6,
+    simulation_atol=1e-8)
+result = spineid.fit(problem, spineid.LevenbergMarquardt(rtol=1e-6, atol=1e-6))
 print(result.summary())
 for name, value, stderr in zip(result.names, result.values, result.stderr):
     print(f"  {name:32s} {value:9.2f} +- {stderr:7.2f}  (truth {truth[name]:g}, "

@@ -158,8 +158,10 @@ from .io import (  # noqa: E402
 
 # identify: fits, measure recovery, stiffness and law fits, uncertainty and identifiability
 from .identify import (  # noqa: E402
+    Adam as Adam,
     analyse as analyse,
     assess_fit as assess_fit,
+    Auto as Auto,
     first_variation as first_variation,
     fit as fit,
     fit_load_law as fit_load_law,
@@ -170,11 +172,16 @@ from .identify import (  # noqa: E402
     FitResult as FitResult,
     GoodnessOfFit as GoodnessOfFit,
     Identifiability as Identifiability,
+    JaxoptLevenbergMarquardt as JaxoptLevenbergMarquardt,
     LawFit as LawFit,
+    LBFGS as LBFGS,
     LeastSquaresSolution as LeastSquaresSolution,
     levenberg_marquardt as levenberg_marquardt,
+    LevenbergMarquardt as LevenbergMarquardt,
     MeasureCurve as MeasureCurve,
     MeasureResult as MeasureResult,
+    MultiStart as MultiStart,
+    OptimistixLevenbergMarquardt as OptimistixLevenbergMarquardt,
     recover as recover,
     recover_grid as recover_grid,
     RecoveryProblem as RecoveryProblem,

@@ -159,17 +159,24 @@ def test_a_model_kind_registered_from_outside_works_in_every_command(oscillator_
     assert "oscillator" in spineid.model_kinds()
     assert report["goodness_of_fit"]["explains_data"] is True
 
-    # From a start at 0.4x the truth the single-shooting fit stops at a wrong local optimum
-    # (the simulated oscillation falls out of phase with the data). It must say so: exit
-    # status 1 and a verdict that the model, there, does not explain the data.
+    # From a start at 0.375x the truth, Levenberg-Marquardt alone stops at a wrong local
+    # optimum (the simulated oscillation falls out of phase with the data). It must say so:
+    # exit status 1 and a verdict that the model, there, does not explain the data.
     (tmp_path / "far.toml").write_text(OSCILLATOR.format(stiffness=150.0))
     assert main(["fit", str(tmp_path / "far.toml"), str(data), "--free", "stiffness",
-                 "--noise", "x=1e-6", "--out", str(tmp_path / "far")]) == 1
+                 "--noise", "x=1e-6", "--solver", "lm", "--out", str(tmp_path / "far")]) == 1
     far = json.loads((tmp_path / "far" / "report.json").read_text())
     if far["converged"]:
         assert abs(far["parameters"][0]["value"] - 400.0) > 1.0  # a wrong optimum indeed
     assert far["goodness_of_fit"]["explains_data"] is False
     assert "does NOT explain the data" in capsys.readouterr().out
+    # The default solver sees the same verdict and turns to more starts, which find it.
+    assert main(["fit", str(tmp_path / "far.toml"), str(data), "--free", "stiffness",
+                 "--noise", "x=1e-6", "--out", str(tmp_path / "auto")]) == 0
+    auto = json.loads((tmp_path / "auto" / "report.json").read_text())
+    assert auto["parameters"][0]["value"] == pytest.approx(400.0, rel=1e-6)
+    assert auto["goodness_of_fit"]["explains_data"] is True
+    assert auto["solver"].startswith("auto: lm from the start, then multistart(lm)")
 
 
 def test_model_kinds_are_refused_clearly(oscillator_kind, tmp_path):

@@ -114,12 +114,12 @@ def test_cheap_jacobians_on_the_way_give_the_same_fit():
     # Jacobian at the simulation tolerance must give the same estimate and standard errors.
     _, problem = axial_problem(seed=1)
     cheap = spineid.fit(problem)
-    exact = spineid.fit(problem, jacobian_rtol=1e-8)
+    exact = spineid.fit(problem, spineid.LevenbergMarquardt(jacobian_rtol=1e-8))
     assert cheap.converged and exact.converged
     assert np.all(np.abs(cheap.values - exact.values) <= 0.02 * exact.stderr)
     np.testing.assert_allclose(cheap.stderr, exact.stderr, rtol=1e-4)
     with pytest.raises(ValueError, match="cannot be tighter"):
-        spineid.fit(problem, jacobian_rtol=1e-9)
+        spineid.fit(problem, spineid.LevenbergMarquardt(jacobian_rtol=1e-9))
 
 
 def test_confidence_intervals_cover_the_truth_about_95_percent():
@@ -196,22 +196,25 @@ def test_vector_spring_fit_reports_moments_and_warns():
 def test_other_solvers_reach_the_same_optimum(solver):
     truth, problem = axial_problem()
     expected = [s["stiffness"] for s in truth["springs"]]
-    result = spineid.fit(problem, solver=solver, max_steps=300)
+    solvers = {"optimistix-lm": spineid.OptimistixLevenbergMarquardt(max_steps=300),
+               "lbfgs": spineid.LBFGS(max_steps=300)}
+    result = spineid.fit(problem, solvers[solver])
+    assert result.solver == solver
     np.testing.assert_allclose(result.values, expected, rtol=1e-4)
 
 
 def test_adam_reduces_cost_and_reports_convergence_honestly():
     factors = (1.1, 0.9, 1.05)
     truth, problem = axial_problem(factors=factors)
-    short = spineid.fit(problem, solver="adam", max_steps=30, learning_rate=0.02)
+    short = spineid.fit(problem, spineid.Adam(max_steps=30, learning_rate=0.02))
     assert short.cost < 0.5 * start_cost([perturbed(truth, factors)], problem.measurements)
     assert not short.converged and "max_steps" in short.message
 
 
 def test_multistart_keeps_the_best_start():
     _, problem = axial_problem()
-    result = spineid.fit(problem, starts=3, seed=2)
-    assert len(result.start_costs) == 3
+    result = spineid.fit(problem, spineid.MultiStart(n=3, seed=2, stop_when_explained=False))
+    assert len(result.start_costs) == 3 and result.starts == {"run": 3, "skipped": 0}
     assert result.cost == pytest.approx(min(result.start_costs))
     assert result.converged
 
@@ -245,7 +248,9 @@ def test_failed_simulation_at_a_trial_point_is_finite():
 
 def test_fit_from_an_unusable_start_refuses_instead_of_crashing():
     truth, problem = axial_problem(factors=(1e7, 1e7, 1e7))
-    result = spineid.fit(problem, max_steps=5, simulation_max_steps=200)
+    problem = spineid.FitProblem(problem.model_file, problem.measurements, ["stiffness"], NOISE,
+                                 simulation_max_steps=200)
+    result = spineid.fit(problem, spineid.LevenbergMarquardt(max_steps=5))
     assert not result.converged
     assert any("simulation failed" in w for w in result.warnings)
 
@@ -300,11 +305,13 @@ def test_adam_on_stochastic_minibatches_of_load_cases():
     measurements = [spineid.Measurement(TS, simulate_data(c), ("x", "y", "theta")) for c in cases]
     problem = spineid.FitProblem(starts[0], measurements, ["stiffness"], NOISE,
                                  models=[s.model for s in starts])
-    result = spineid.fit(problem, solver="adam", max_steps=150, batch_size=1,
-                         learning_rate=0.02)
+    result = spineid.fit(problem, spineid.Adam(max_steps=150, batch_size=1, learning_rate=0.02))
     assert result.cost < 0.01 * start_cost(starts, measurements)
-    with pytest.raises(ValueError, match="mini-batches need solver='adam'"):
-        spineid.fit(problem, batch_size=2)
+    # Mini-batches are an option of Adam only, and at most the number of load cases.
+    with pytest.raises(TypeError, match="batch_size"):
+        spineid.LevenbergMarquardt(batch_size=2)
+    with pytest.raises(ValueError, match=r"batch_size=5\): at most 3"):
+        spineid.fit(problem, spineid.Adam(batch_size=5))
 
 
 def test_parameter_driven_to_its_bound_is_reported_as_such():
@@ -360,4 +367,8 @@ def test_verdict_flags_a_model_that_lacks_what_the_data_show(missing, noise):
     assert result.explains_data is False
     assert result.goodness_of_fit.reasons and result.goodness_of_fit.advice
     assert "does NOT explain the data" in result.summary()
+    # The default solver tried more starts; they came back to the same optimum, which tells a
+    # missing effect from a bad start.
+    assert result.starts["run"] > 1
+    assert any("came back to the same lowest cost" in w for w in result.warnings)
     assert result.report()["goodness_of_fit"]["explains_data"] is False

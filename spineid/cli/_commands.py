@@ -9,11 +9,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..identify import (
+    Auto,
     fit,
     fit_load_law,
     fit_segment,
     fit_stiffness_matrix,
     FitProblem,
+    MultiStart,
     recover,
     recover_grid,
     RecoveryProblem,
@@ -33,6 +35,7 @@ from ..io import (
     write_quasi_static,
     write_trajectory,
 )
+from ..identify._solvers import SOLVER_NAMES
 from ..io._measurements import LOAD_COLUMNS
 from ..plots import (
     plot_chain_snapshots,
@@ -150,20 +153,35 @@ def _parse_noise(text: str | None, option: str = "--noise") -> dict[str, float] 
     return noise
 
 
+def _fit_solver(arguments):
+    # The solver object the --solver, --starts, --seed and --max-steps options stand for.
+    local = SOLVER_NAMES["lm" if arguments.solver == "auto" else arguments.solver]
+    options = {} if arguments.max_steps is None else {"max_steps": arguments.max_steps}
+    inner = local(**options)
+    if arguments.solver == "auto":
+        starts = {} if arguments.starts is None else {"starts": arguments.starts}
+        return Auto(inner=inner, seed=arguments.seed, **starts)
+    if arguments.starts is not None and arguments.starts > 1:
+        return MultiStart(inner=inner, n=arguments.starts, seed=arguments.seed)
+    if arguments.starts is not None and arguments.starts < 1:
+        raise ValueError(f"--starts {arguments.starts}: expected a positive integer")
+    return inner
+
+
 def command_fit(arguments) -> int:
     """`spineid fit MODEL DATA... --free GROUP --out DIR`: fit through the ODE solve."""
+    solver = _fit_solver(arguments)
     problem = FitProblem.from_files(
         arguments.model, arguments.data, arguments.free, _parse_noise(arguments.noise),
         noise_max=_parse_noise(arguments.noise_max, "--noise-max"),
     )
     print(
         f"fitting {len(problem.names)} parameter(s) of {arguments.model} to "
-        f"{', '.join(arguments.data)} ({problem.n_data} data values) with {arguments.solver}, "
-        f"{arguments.starts} start(s)",
+        f"{', '.join(arguments.data)} ({problem.n_data} data values) with "
+        f"{arguments.solver}",
         flush=True,
     )
-    result = fit(problem, solver=arguments.solver, starts=arguments.starts, seed=arguments.seed,
-                 max_steps=arguments.max_steps, progress=True)
+    result = fit(problem, solver, progress=True)
     paths = write_fit_outputs(result, problem, pathlib.Path(arguments.out))
     print(result.summary())
     print("wrote " + ", ".join(str(p) for p in paths))

@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from ..elements._load_laws import LAW_KINDS
-from ..identify._solvers import DEFAULT_SOLVER, SOLVERS
+from ..identify._solvers import DEFAULT_SOLVER, SOLVER_NAMES
 from ..plots import use_file_backend
 from . import _commands as verbs
 
@@ -36,12 +36,17 @@ def build_parser() -> argparse.ArgumentParser:
                                  "estimate above it means the model does not explain the data "
                                  "(default: 1 mm for positions, 1 deg for angles)")
     fit_parser.add_argument("--out", required=True, help="output folder")
-    fit_parser.add_argument("--solver", default=DEFAULT_SOLVER, choices=SOLVERS,
+    fit_parser.add_argument("--solver", default=DEFAULT_SOLVER, choices=list(SOLVER_NAMES),
                             help=f"least-squares solver (default {DEFAULT_SOLVER}: spineid's "
-                                 "Levenberg-Marquardt)")
-    fit_parser.add_argument("--starts", type=int, default=1, help="number of starts (multi-start)")
+                                 "Levenberg-Marquardt from the start, then more starts if the "
+                                 "model does not explain the data there)")
+    fit_parser.add_argument("--starts", type=int, default=None,
+                            help="number of starts (multi-start, drawn 0.2x-5x around the "
+                                 "model's values); with auto, those it may turn to (default 16)")
     fit_parser.add_argument("--seed", type=int, default=0, help="seed of the random starts")
-    fit_parser.add_argument("--max-steps", type=int, default=None, help="solver iterations")
+    fit_parser.add_argument("--max-steps", type=int, default=None,
+                            help="iterations of the local solver (default 200 for the "
+                                 "Levenberg-Marquardt solvers, 2000 for adam and lbfgs)")
     fit_parser.set_defaults(run=verbs.command_fit)
     recover_parser = commands.add_parser(
         "recover", help="recover a stiffness measure (and a pin) on the model's [measure] curve"

@@ -18,6 +18,15 @@ from ._recovery_problem import (
 from ._recovery_result import MeasureResult as MeasureResult
 from ._result import FitResult as FitResult
 from ._segment_fit import fit_segment as fit_segment, SegmentFit as SegmentFit
+from ._solvers import (
+    Adam as Adam,
+    Auto as Auto,
+    JaxoptLevenbergMarquardt as JaxoptLevenbergMarquardt,
+    LBFGS as LBFGS,
+    LevenbergMarquardt as LevenbergMarquardt,
+    MultiStart as MultiStart,
+    OptimistixLevenbergMarquardt as OptimistixLevenbergMarquardt,
+)
 from ._stiffness_fit import (
     fit_stiffness_matrix as fit_stiffness_matrix,
     StiffnessFit as StiffnessFit,

@@ -5,6 +5,8 @@ channels and load cases (Liu 2001, eq 2-24, with noise weighting). Levenberg-Mar
 Jacobian by forward-mode autodiff through diffrax; first-order methods (optax) use reverse mode.
 """
 
+import dataclasses
+import math
 import time
 from collections.abc import Sequence
 
@@ -15,16 +17,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..elements._planar_springs import VectorSprings
-from ..simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL
-from ._goodness import assess_fit
-from ._least_squares import DECREMENT_TOL, levenberg_marquardt
+from ._goodness import assess_fit, GoodnessOfFit
 from ._objective import FAILED_RESIDUAL, _cost, _evaluate, _Objective, _objective, _scales
 from ._problem import FitProblem, check_noise, noise_from_residuals
 from ._result import FitResult, VECTOR_MEASURE_NOTE, _vector_spring_moments
-from ._solvers import (
-    BATCH_SOLVER, DEFAULT_SOLVER, SOLVERS, _progress_printer, _solve_jaxopt_lm,
-    _solve_jaxopt_lm_showing_progress, _solve_lm, _solve_optax,
-)
+from ._routines import _solve_jaxopt_lm, _solve_lm
+from ._solvers import as_solver, Auto, BATCH_SOLVER, MultiStart, SAME_OPTIMUM
 from ._uncertainty import Identifiability, fisher_analysis
 
 
@@ -32,247 +30,280 @@ from ._uncertainty import Identifiability, fisher_analysis
 BOUND_STDERR_FRACTION = 0.05
 
 
-def fit(
-    problem: FitProblem,
-    *,
-    solver: str = DEFAULT_SOLVER,
-    starts: int = 1,
-    seed: int = 0,
-    start_spread: float = 1.0,
-    max_steps: int | None = None,
-    rtol: float = 1e-10,
-    atol: float = 1e-10,
-    decrement_tol: float = DECREMENT_TOL,
-    learning_rate: float = 0.05,
-    batch_size: int | None = None,
-    simulation_max_steps: int = 20_000,
-    simulation_rtol: float = DEFAULT_RTOL,
-    simulation_atol: float = DEFAULT_ATOL,
-    jacobian_rtol: float | None = None,
-    jacobian_atol: float | None = None,
-    progress: bool = False,
-) -> FitResult:
+def fit(problem: FitProblem, solver="auto", *, progress: bool = False) -> FitResult:
     """Fit the free parameters of `problem` by least squares through the ODE solve.
 
     **Arguments:**
-    - `solver`: `"lm"` (spineid's Levenberg-Marquardt, `spineid.levenberg_marquardt`, the default),
-      `"jaxopt-lm"` or `"optimistix-lm"`, all with Jacobians by forward-mode autodiff through
-      diffrax; `"adam"` or `"lbfgs"` (optax, gradients by reverse mode) for many parameters.
-    - `starts`: number of starts; start 0 is the model's values, the others are drawn with
-      `seed`, log-normally around it (`start_spread` in unconstrained units), solved together
-      with `vmap` (Levenberg-Marquardt starts by `BATCH_SOLVER`). The lowest cost wins.
-    - `max_steps`: solver iterations (default 200 for LM, 2000 for adam/lbfgs).
-    - `rtol`, `atol`: LM termination tolerances on the step in unconstrained parameters
-      (relative) and on the gradient of the cost.
-    - `decrement_tol`: `"lm"` also stops when the cost can fall by less than this (half
-      chi-square units, scaled by the reduced chi-square when it exceeds 1): the default stops
-      within about 0.01 standard errors of the optimum. 0 switches this test off.
-    - `learning_rate`: for adam.
-    - `batch_size`: with adam, fit stochastic mini-batches of this many load cases per step
-      (drawn with `seed`) instead of all of them.
-    - `simulation_max_steps`: ODE steps allowed per simulation; a trial point that needs more
-      counts as failed and the solver backs off.
-    - `simulation_rtol`, `simulation_atol`: ODE tolerances inside the fit. The defaults are
-      `simulate`'s; looser values are faster and harmless while the integration error stays far
-      below the measurement noise.
-    - `jacobian_rtol`, `jacobian_atol`: ODE tolerances of the Jacobians that `"lm"` takes on
-      the way to the optimum (the residuals, and the Jacobian that confirms the stop and gives
-      the standard errors, use the simulation tolerances; `spineid.levenberg_marquardt`). Default:
-      `simulation_rtol` times 100, at most 1e-3 and never tighter than `simulation_rtol`, and
-      `simulation_atol` scaled by the same factor. `jacobian_rtol=simulation_rtol` takes every
-      Jacobian at the simulation tolerances.
+    - `problem`: a `FitProblem` (model, data, free parameters, noise, simulation tolerances).
+    - `solver`: a solver object carrying its options (`spineid.Auto()`, the default;
+      `spineid.LevenbergMarquardt(...)`, `spineid.OptimistixLevenbergMarquardt(...)`,
+      `spineid.JaxoptLevenbergMarquardt(...)`, `spineid.Adam(...)`, `spineid.LBFGS(...)`,
+      `spineid.MultiStart(inner, n=...)`), or one of the command line's names (`"auto"`,
+      `"lm"`, `"jaxopt-lm"`, `"optimistix-lm"`, `"adam"`, `"lbfgs"`) for its defaults.
     - `progress`: print the solver's progress.
 
+    With the noise estimated (`problem.noise` is `None`) the fit runs with provisional weights,
+    estimates the noise per channel from its residuals and refines the fit with those.
+
     **Returns:** a `FitResult`: values, Cramer-Rao standard errors, correlations,
-    identifiability (SVD of the noise-weighted sensitivities), convergence and residuals.
+    identifiability (SVD of the noise-weighted sensitivities), convergence, residuals, and
+    whether the model explains the data (`goodness_of_fit`).
     """
-    if solver not in SOLVERS:
-        raise ValueError(f"solver {solver!r}: expected one of {list(SOLVERS)}")
-    if starts < 1:
-        raise ValueError(f"starts={starts}: expected at least 1")
-    if batch_size is not None and (solver != "adam" or
-                                   not 1 <= batch_size <= len(problem.measurements)):
-        raise ValueError(
-            f"batch_size={batch_size}: mini-batches need solver='adam' and 1 <= batch_size <= "
-            f"{len(problem.measurements)} (the number of load cases)"
-        )
-    first_order = solver in ("adam", "lbfgs")
-    if jacobian_rtol is None:
-        jacobian_rtol = max(simulation_rtol, min(100.0 * simulation_rtol, 1e-3))
-    if jacobian_atol is None:
-        jacobian_atol = simulation_atol * jacobian_rtol / simulation_rtol
-    if jacobian_rtol < simulation_rtol or jacobian_atol < simulation_atol:
-        raise ValueError(
-            f"jacobian_rtol={jacobian_rtol}, jacobian_atol={jacobian_atol}: the Jacobians' ODE "
-            f"tolerances cannot be tighter than the simulation's ({simulation_rtol}, "
-            f"{simulation_atol})"
-        )
-    inexact = jacobian_rtol != simulation_rtol or jacobian_atol != simulation_atol
-    max_steps = max_steps or (2000 if first_order else 200)
+    solver = as_solver(solver)
     clock = time.perf_counter()
-    transform = problem.transform()
-    adjoint = diffrax.RecursiveCheckpointAdjoint() if first_order else diffrax.ForwardMode()
-    noise_estimated = problem.noise is None
-    if noise_estimated:
-        # Provisional weights: comparable channels; the real noise level comes after the fit.
-        sigma = np.maximum(problem.channel_ranges(), 1e-12) * 1e-3
+    local = solver.inner if isinstance(solver, (MultiStart, Auto)) else solver
+    run = _Run(problem, local, progress)
+    zero = np.zeros(len(problem.parameters))
+    if isinstance(solver, Auto):
+        outcome = run.local_fit(zero)
+        name = f"auto: {local.name} from the start"
+        if run.verdict(outcome).explains_data is False:
+            multistart = solver.multistart()
+            if progress:
+                print(f"  the fit from the start does not explain the data (a local optimum?): "
+                      f"{multistart.n} more starts, {multistart.low:g}x-{multistart.high:g}x",
+                      flush=True)
+            outcome = run.multistart(multistart, first=outcome)
+            name = (f"auto: {local.name} from the start, then {multistart.name} "
+                    f"({outcome.tried} start(s) run)")
+    elif isinstance(solver, MultiStart):
+        outcome = run.multistart(solver)
+        name = f"{solver.name} ({outcome.tried} start(s) run)"
     else:
-        sigma = np.array([problem.noise[c] for c in problem.channels])
+        outcome = run.local_fit(zero)
+        name = local.name
+    return run.finish(outcome, clock, name)
 
-    def solve(objective, u0):
-        if solver == "lm" and u0.ndim == 1:
-            solution = levenberg_marquardt(objective.at_precision if inexact else objective, u0,
-                                           max_steps=max_steps, decrement_tol=decrement_tol,
-                                           xtol=rtol, gtol=atol, inexact_jacobians=inexact,
-                                           progress=progress)
-            # Its last exact forward-mode pass is at the solution (or one small final step
-            # before it): the cost and the sensitivities of the result come from the solver
-            # instead of being computed again.
-            return (solution.value, solution.converged, solution.steps,
-                    (solution.cost, solution.residuals, solution.jacobian))
-        if solver in ("lm", "jaxopt-lm", "optimistix-lm") and u0.ndim == 2:
-            return eqx.filter_vmap(
-                lambda start: _solve_lm(objective, start, rtol, atol, max_steps, False)
-            )(u0) + (None,)
-        if solver == "optimistix-lm":
-            return _solve_lm(objective, u0, rtol, atol, max_steps,
-                             _progress_printer(progress and u0.ndim == 1)) + (None,)
-        if solver == "jaxopt-lm" and progress and u0.ndim == 1:
-            return _solve_jaxopt_lm_showing_progress(objective, u0, rtol, atol,
-                                                     max_steps) + (None,)
-        if solver == "jaxopt-lm":
-            return _solve_jaxopt_lm(objective, u0, rtol, atol, max_steps) + (None,)
-        return _solve_optax(objective, u0, solver, learning_rate, max_steps, batch_size,
-                            jax.random.PRNGKey(seed)) + (None,)
 
-    tolerances = dict(rtol=simulation_rtol, atol=simulation_atol, coarse_rtol=jacobian_rtol,
-                      coarse_atol=jacobian_atol)
-    objective = _objective(problem, sigma, transform, adjoint, simulation_max_steps, **tolerances)
-    n_free = len(problem.parameters)
-    key = jax.random.PRNGKey(seed)
-    starts_u = jnp.concatenate(
-        [jnp.zeros((1, n_free)),
-         start_spread * jax.random.normal(key, (starts - 1, n_free))]
-    )
-    start_costs = []
-    best = None
-    chunk = 8
-    for first in range(0, starts, chunk):
-        batch = starts_u[first:first + chunk]
-        if starts == 1:
-            results = [solve(objective, batch[0])]
-        elif first_order:
-            results = [r + (None,) for r in zip(*eqx.filter_vmap(
-                lambda u0: solve(objective, u0)[:3])(batch))]
+@dataclasses.dataclass
+class _Outcome:
+    """A fit from one start, or the best of several: unconstrained values `u`, whether the
+    solver converged, its steps, its last linearisation `(cost, residuals, jacobian)` (or
+    `None`), the cost, the final costs of every start run, and how many starts were run and
+    skipped (their simulation failed); `agreed`: how many starts came back to the lowest cost
+    when that ended a multi-start."""
+
+    u: np.ndarray
+    converged: bool
+    steps: int
+    linearisation: tuple | None
+    cost: float
+    start_costs: list
+    tried: int = 1
+    skipped: int = 0
+    agreed: int = 0
+
+
+class _Run:
+    """One fit of a problem with one local solver: the objective with the current noise
+    weights, local fits from given starts, a multi-start, the verdict of a fit, and the
+    result."""
+
+    def __init__(self, problem: FitProblem, local, progress: bool):
+        self.problem, self.local, self.progress = problem, local, progress
+        self.transform = problem.transform()
+        self.noise_estimated = problem.noise is None
+        if self.noise_estimated:
+            # Provisional weights: comparable channels; the real noise level comes later.
+            self.sigma = np.maximum(problem.channel_ranges(), 1e-12) * 1e-3
         else:
-            u, converged, steps, _ = solve(objective, batch)
-            results = [r + (None,) for r in zip(u, converged, steps)]
-        for u, converged, steps, linearisation in results:
-            cost = float(_cost(objective, u) if linearisation is None else linearisation[0])
-            start_costs.append(cost)
-            if best is None or cost < best[3]:
-                best = (u, bool(converged), int(steps), cost, linearisation)
-        if progress and starts > 1:
-            print(f"  starts {min(first + chunk, starts)}/{starts} done, best cost "
-                  f"{best[3]:.6e}", flush=True)
-    u, converged, n_steps, cost, linearisation = best
+            self.sigma = np.array([problem.noise[c] for c in problem.channels])
+        self.objective = self.objective_for(self.sigma)
 
-    theta = np.asarray(transform.to_physical(u))
-    if noise_estimated:
-        sigma = _estimate_noise(problem, theta, objective)
-        if progress:
-            print("  noise estimated from the residuals: "
-                  + ", ".join(f"{c}={v:.3g}" for c, v in zip(problem.channels, sigma))
-                  + "; refining the fit with these weights", flush=True)
-        objective = _objective(problem, sigma, transform, adjoint, simulation_max_steps,
-                               **tolerances)
-        u, converged, steps, linearisation = solve(objective, u)
-        n_steps += int(steps)
-        converged = bool(converged)
+    def objective_for(self, sigma) -> _Objective:
+        """The residual objective with noise weights `sigma` `(c,)`."""
+        problem = self.problem
+        rtol, atol = problem.simulation_rtol, problem.simulation_atol
+        coarse_rtol, coarse_atol = self.local.jacobian_tolerances(rtol, atol)
+        return _objective(problem, sigma, self.transform, self.local.adjoint(),
+                          problem.simulation_max_steps, rtol=rtol, atol=atol,
+                          coarse_rtol=coarse_rtol, coarse_atol=coarse_atol)
+
+    def local_fit(self, u0) -> _Outcome:
+        """The local solver from the unconstrained start `u0` `(p,)`."""
+        u, converged, steps, linearisation = self.local.solve(
+            self.objective, jnp.asarray(u0, dtype=float), self.progress)
+        cost = float(linearisation[0] if linearisation is not None
+                     else _cost(self.objective, u))
+        return _Outcome(np.asarray(u), converged, steps, linearisation, cost, [cost])
+
+    def verdict(self, outcome: _Outcome) -> GoodnessOfFit:
+        """Whether the model explains the data at `outcome` (`assess_fit`), with the noise as
+        given or as the residuals estimate it."""
+        problem = self.problem
+        if outcome.linearisation is not None:
+            residuals = np.asarray(outcome.linearisation[1])
+        else:
+            residuals = np.asarray(_evaluate(self.objective, self.transform.to_physical(
+                jnp.asarray(outcome.u)))[1])
+        raw = [block * self.sigma for block in self._blocks(residuals)]
+        if np.any(residuals == FAILED_RESIDUAL):
+            raw = [np.full_like(block, np.inf) for block in raw]
+        sigma = self.sigma if not self.noise_estimated else noise_from_residuals(
+            np.concatenate(raw), len(problem.parameters), problem.channel_ranges())
+        return assess_fit([block / sigma for block in raw], problem.channels,
+                          len(problem.parameters), noise_given=not self.noise_estimated,
+                          sigma=dict(zip(problem.channels, map(float, sigma))),
+                          units=dict(zip(problem.channels, problem.models[0].observable_units)),
+                          noise_max=problem.noise_max)
+
+    def _blocks(self, residuals: np.ndarray) -> list[np.ndarray]:
+        # Flat residuals back into one (k, c) block per load case.
+        blocks, first = [], 0
+        for measurement in self.problem.measurements:
+            size = measurement.values.size
+            blocks.append(residuals[first:first + size].reshape(measurement.values.shape))
+            first += size
+        return blocks
+
+    def multistart(self, multistart: MultiStart, first: _Outcome | None = None) -> _Outcome:
+        """The local solver from several starts (`MultiStart`); `first`, a fit from the given
+        start already made, takes part and is not repeated."""
+        count = multistart.n - 1 if first is not None or multistart.n > 1 else 0
+        candidates = list(multistart.draw(self.transform, count))
+        if first is None:
+            candidates.insert(0, np.zeros(len(self.problem.parameters)))
+        initial = []
+        for u in candidates:
+            cost = float(_cost(self.objective, jnp.asarray(u)))
+            failed = not np.isfinite(cost) or cost >= 0.25 * FAILED_RESIDUAL**2
+            initial.append(math.inf if failed else cost)
+        usable = [i for i in np.argsort(initial) if np.isfinite(initial[i])]
+        skipped = len(candidates) - len(usable)
+        best, start_costs = first, list(first.start_costs) if first is not None else []
+        tried = 1 if first is not None else 0
+        agreed = 0
+        for rank, index in enumerate(usable):
+            outcome = self.local_fit(candidates[index])
+            tried += 1
+            start_costs.append(outcome.cost)
+            if best is None or outcome.cost < best.cost:
+                best = outcome
+            explained = self.verdict(outcome).explains_data is not False
+            if self.progress:
+                print(f"  start {rank + 1}/{len(usable)} (initial cost {initial[index]:.4g}): "
+                      f"cost {outcome.cost:.6e}"
+                      + (", explains the data" if explained else ""), flush=True)
+            if multistart.stop_when_explained and explained:
+                break
+            agreeing = sum(c <= best.cost * (1 + SAME_OPTIMUM) for c in start_costs)
+            if agreeing >= multistart.agreement:
+                agreed = agreeing
+                break
+        if best is None:  # no start could be simulated: fit from the given one, to report it
+            best = self.local_fit(np.zeros(len(self.problem.parameters)))
+            start_costs, tried = list(best.start_costs), 1
+        return dataclasses.replace(best, start_costs=start_costs, tried=tried, skipped=skipped,
+                                   agreed=agreed)
+
+    def finish(self, outcome: _Outcome, clock: float, solver_name: str) -> FitResult:
+        """The result at `outcome`: with the noise estimated, the noise from the residuals and a
+        refit with those weights; then the sensitivities, identifiability and verdict."""
+        problem, transform, objective = self.problem, self.transform, self.objective
+        u, converged, n_steps = jnp.asarray(outcome.u), outcome.converged, outcome.steps
+        linearisation, noise_estimated, sigma = outcome.linearisation, self.noise_estimated, \
+            self.sigma
+        start_costs = outcome.start_costs
         theta = np.asarray(transform.to_physical(u))
-    # The transform is elementwise: dr/dtheta = dr/du / (dtheta/du), column by column.
-    slope = np.asarray(jax.jvp(transform.to_physical, (u,), (jnp.ones_like(u),))[1])
-    if linearisation is not None and np.all(np.abs(slope) > 0):
-        residuals, jacobian = linearisation[1], np.asarray(linearisation[2]) / slope
-        predictions = objective.predictions_from(residuals)
-    else:  # no Jacobian at the solution yet, or a parameter pressed flat against its bound
-        jacobian, residuals, predictions = _evaluate(objective, jnp.asarray(theta))
-    jacobian, residuals = np.asarray(jacobian), np.asarray(residuals)
-    predictions = [np.asarray(p) for p in predictions]
-    cost = float(0.5 * np.sum(residuals**2))
-    failed = bool(np.any(residuals == FAILED_RESIDUAL))
+        if noise_estimated:
+            sigma = _estimate_noise(problem, theta, objective)
+            if self.progress:
+                print("  noise estimated from the residuals: "
+                      + ", ".join(f"{c}={v:.3g}" for c, v in zip(problem.channels, sigma))
+                      + "; refining the fit with these weights", flush=True)
+            objective = self.objective_for(sigma)
+            u, converged, steps, linearisation = self.local.solve(objective, u, self.progress)
+            n_steps += int(steps)
+            theta = np.asarray(transform.to_physical(u))
+        # The transform is elementwise: dr/dtheta = dr/du / (dtheta/du), column by column.
+        slope = np.asarray(jax.jvp(transform.to_physical, (u,), (jnp.ones_like(u),))[1])
+        if linearisation is not None and np.all(np.abs(slope) > 0):
+            residuals, jacobian = linearisation[1], np.asarray(linearisation[2]) / slope
+            predictions = objective.predictions_from(residuals)
+        else:  # no Jacobian at the solution yet, or a parameter pressed flat against its bound
+            jacobian, residuals, predictions = _evaluate(objective, jnp.asarray(theta))
+        jacobian, residuals = np.asarray(jacobian), np.asarray(residuals)
+        predictions = [np.asarray(p) for p in predictions]
+        cost = float(0.5 * np.sum(residuals**2))
+        failed = bool(np.any(residuals == FAILED_RESIDUAL))
 
-    names = problem.names
-    # The statistical stop leaves a parameter that heads for its bound within about 0.01 of
-    # its standard error from it (further iterations could gain nothing measurable): that close,
-    # it counts as on the bound, where the Cramer-Rao error does not apply.
-    unbounded_covariance, _ = fisher_analysis(jacobian, theta, _scales(theta, transform), names)
-    at_bound = transform.at_bound(
-        theta, within=BOUND_STDERR_FRACTION * np.sqrt(np.diag(unbounded_covariance)))
-    covariance, identifiability = fisher_analysis(
-        jacobian, theta, _scales(theta, transform), names, ~at_bound
-    )
-    stderr = np.sqrt(np.diag(covariance))  # NaN where not individually identifiable
-    with np.errstate(invalid="ignore", divide="ignore"):
-        correlation = covariance / np.outer(stderr, stderr)
-    warnings = list(identifiability.warnings)
-    if identifiability.rank < identifiability.n_parameters and any(
-        p.field == "stiffness" and p.element is not None
-        and isinstance(problem.models[0].elements[p.element], VectorSprings)
-        for p in problem.parameters
-    ):
-        warnings.append(VECTOR_MEASURE_NOTE)
-    for i in np.flatnonzero(at_bound):
-        warnings.append(
-            f"{names[i]} ended on its bound ({theta[i]:.3g} {problem.parameters[i].unit}, within "
-            f"{BOUND_STDERR_FRACTION:g} of a standard error of it); it is reported without a "
-            f"standard error."
+        names = problem.names
+        # The statistical stop leaves a parameter that heads for its bound within about 0.01 of
+        # its standard error from it (further iterations could gain nothing measurable): that close,
+        # it counts as on the bound, where the Cramer-Rao error does not apply.
+        unbounded_covariance, _ = fisher_analysis(jacobian, theta, _scales(theta, transform), names)
+        at_bound = transform.at_bound(
+            theta, within=BOUND_STDERR_FRACTION * np.sqrt(np.diag(unbounded_covariance)))
+        covariance, identifiability = fisher_analysis(
+            jacobian, theta, _scales(theta, transform), names, ~at_bound
         )
-    if failed:
-        warnings.append("The simulation failed at the returned parameters; do not use them.")
-        converged = False
-    if not np.any(np.abs(jacobian) > 0):
-        warnings.append(
-            "The data are insensitive to every free parameter (zero sensitivity): nothing "
-            "excites the joint in a way these parameters affect."
+        stderr = np.sqrt(np.diag(covariance))  # NaN where not individually identifiable
+        with np.errstate(invalid="ignore", divide="ignore"):
+            correlation = covariance / np.outer(stderr, stderr)
+        warnings = list(identifiability.warnings)
+        if identifiability.rank < identifiability.n_parameters and any(
+            p.field == "stiffness" and p.element is not None
+            and isinstance(problem.models[0].elements[p.element], VectorSprings)
+            for p in problem.parameters
+        ):
+            warnings.append(VECTOR_MEASURE_NOTE)
+        for i in np.flatnonzero(at_bound):
+            warnings.append(
+                f"{names[i]} ended on its bound ({theta[i]:.3g} {problem.parameters[i].unit}, within "
+                f"{BOUND_STDERR_FRACTION:g} of a standard error of it); it is reported without a "
+                f"standard error."
+            )
+        if outcome.agreed:
+            warnings.append(
+                f"{outcome.agreed} starts came back to the same lowest cost: it is this model's "
+                "best fit, so if the model does not explain the data there, it lacks an effect "
+                "the data show (not a better start).")
+        if failed:
+            warnings.append("The simulation failed at the returned parameters; do not use them.")
+            converged = False
+        if not np.any(np.abs(jacobian) > 0):
+            warnings.append(
+                "The data are insensitive to every free parameter (zero sensitivity): nothing "
+                "excites the joint in a way these parameters affect."
+            )
+        message = "converged" if converged else (
+            "the solver stopped without meeting its tolerances (max_steps reached or failed); "
+            "try more steps, more starts or another solver"
         )
-    message = "converged" if converged else (
-        "the solver stopped without meeting its tolerances (max_steps reached or failed); "
-        "try more steps, more starts or another solver"
-    )
-    result = FitResult(
-        names=names,
-        units=[p.unit for p in problem.parameters],
-        start=problem.start,
-        values=theta,
-        stderr=stderr,
-        at_bound=at_bound,
-        covariance=covariance,
-        correlation=correlation,
-        cost=cost,
-        n_data=problem.n_data,
-        converged=bool(converged),
-        message=message,
-        n_steps=n_steps,
-        solver=solver,
-        start_costs=start_costs,
-        noise={c: float(s) for c, s in zip(problem.channels, sigma)},
-        noise_estimated=noise_estimated,
-        identifiability=identifiability,
-        moments={},
-        predictions=predictions,
-        measurements=problem.measurements,
-        warnings=warnings,
-        seconds=time.perf_counter() - clock,
-        goodness_of_fit=assess_fit(
-            [(m.values - p) / sigma for m, p in zip(problem.measurements, predictions)],
-            problem.channels, identifiability.rank, noise_given=not noise_estimated,
-            sigma=dict(zip(problem.channels, map(float, sigma))),
-            units=dict(zip(problem.channels, problem.models[0].observable_units)),
-            noise_max=problem.noise_max),
-    )
-    result.moments = _vector_spring_moments(problem, theta, identifiability)
-    return result
+        result = FitResult(
+            names=names,
+            units=[p.unit for p in problem.parameters],
+            start=problem.start,
+            values=theta,
+            stderr=stderr,
+            at_bound=at_bound,
+            covariance=covariance,
+            correlation=correlation,
+            cost=cost,
+            n_data=problem.n_data,
+            converged=bool(converged),
+            message=message,
+            n_steps=n_steps,
+            solver=solver_name,
+            start_costs=start_costs,
+            starts={"run": outcome.tried, "skipped": outcome.skipped},
+            noise={c: float(s) for c, s in zip(problem.channels, sigma)},
+            noise_estimated=noise_estimated,
+            identifiability=identifiability,
+            moments={},
+            predictions=predictions,
+            measurements=problem.measurements,
+            warnings=warnings,
+            seconds=time.perf_counter() - clock,
+            goodness_of_fit=assess_fit(
+                [(m.values - p) / sigma for m, p in zip(problem.measurements, predictions)],
+                problem.channels, identifiability.rank, noise_given=not noise_estimated,
+                sigma=dict(zip(problem.channels, map(float, sigma))),
+                units=dict(zip(problem.channels, problem.models[0].observable_units)),
+                noise_max=problem.noise_max),
+        )
+        result.moments = _vector_spring_moments(problem, theta, identifiability)
+        return result
 
 
 def _noise_array(problem: FitProblem, noise: dict[str, float] | None) -> np.ndarray:

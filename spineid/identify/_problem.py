@@ -12,6 +12,7 @@ import numpy as np
 from ..elements._parameters import select_parameters
 from ..io._measurements import Measurement
 from ..io._model_file import ModelFile, load_model_file
+from ..simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL
 from ._transform import Transform
 
 
@@ -30,6 +31,10 @@ class FitProblem:
     - `noise_max`: per-channel largest plausible noise (SI) when the noise is estimated; a fit
       whose estimated noise exceeds it does not explain the data (`GoodnessOfFit`). Default:
       1 mm for a position channel, 1 degree for an angle.
+    - `simulation_rtol`, `simulation_atol`: ODE tolerances of the simulations inside the fit
+      (default `simulate`'s): looser is faster and harmless while the integration error stays
+      far below the measurement noise. `simulation_max_steps`: ODE steps allowed per simulation
+      (default 20 000); a trial point that needs more counts as failed and the solver backs off.
 
     Misuse (missing channels, too few data, nothing exciting the joint, unknown groups) raises
     `ValueError` before anything is solved.
@@ -43,6 +48,10 @@ class FitProblem:
         noise: dict[str, float] | None = None,
         models: Sequence | None = None,
         noise_max: dict[str, float] | None = None,
+        *,
+        simulation_rtol: float = DEFAULT_RTOL,
+        simulation_atol: float = DEFAULT_ATOL,
+        simulation_max_steps: int = 20_000,
     ):
         if isinstance(measurements, Measurement):
             measurements = [measurements]
@@ -59,6 +68,18 @@ class FitProblem:
         self._check_data()
         self.noise = None if noise is None else check_noise(self.channels, noise)
         self.noise_max = check_noise_max(self.channels, noise_max)
+        for name, value in (("simulation_rtol", simulation_rtol),
+                            ("simulation_atol", simulation_atol)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                    math.isfinite(value) and value > 0):
+                raise ValueError(f"{name}={value!r}: expected a positive number")
+        if isinstance(simulation_max_steps, bool) or not isinstance(simulation_max_steps, int) \
+                or simulation_max_steps < 1:
+            raise ValueError(f"simulation_max_steps={simulation_max_steps!r}: expected a "
+                             "positive integer")
+        self.simulation_rtol = float(simulation_rtol)
+        self.simulation_atol = float(simulation_atol)
+        self.simulation_max_steps = simulation_max_steps
         for model in self.models:
             if not model.is_excited():
                 raise ValueError(
@@ -69,15 +90,16 @@ class FitProblem:
                 )
 
     @classmethod
-    def from_files(cls, model_path, data_paths, free, noise=None,
-                   noise_max=None) -> "FitProblem":
-        """Problem from a model file and one or more trajectory CSV files (one model)."""
+    def from_files(cls, model_path, data_paths, free, noise=None, noise_max=None,
+                   **simulation) -> "FitProblem":
+        """Problem from a model file and one or more trajectory CSV files (one model);
+        `simulation`: the `simulation_*` options."""
         model_file = load_model_file(model_path)
         if isinstance(data_paths, (str, pathlib.Path)):
             data_paths = [data_paths]
         channels = model_file.model.observable_names
         return cls(model_file, [Measurement.from_csv(p, channels) for p in data_paths], free,
-                   noise, noise_max=noise_max)
+                   noise, noise_max=noise_max, **simulation)
 
     @property
     def names(self) -> list[str]:

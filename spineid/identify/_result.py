@@ -24,8 +24,9 @@ class FitResult:
     Fields: `names`, `units`, `start`, `values` (SI), `stderr` (Cramer-Rao standard errors, NaN
     where a parameter is not individually identifiable or sits on a bound), `at_bound`,
     `covariance`, `correlation`, `cost` (half the sum of squared noise-weighted residuals),
-    `n_data`, `converged`, `message`, `n_steps`, `solver`, `start_costs` (final cost from each
-    start), `noise` (per channel) and `noise_estimated`, `identifiability`, `moments` (identifiable
+    `n_data`, `converged`, `message`, `n_steps`, `solver` (what ran), `start_costs` (final cost
+    from each start run), `starts` (`run`: starts run, `skipped`: starts whose simulation
+    failed), `noise` (per channel) and `noise_estimated`, `identifiability`, `moments` (identifiable
     summaries of a vector-spring measure, with standard errors), `predictions` (per load case,
     `(k, c)`), `measurements`, `warnings`, `seconds`, `goodness_of_fit` (a `GoodnessOfFit`:
     whether the model explains the data at the returned values; the standard errors mean
@@ -47,6 +48,7 @@ class FitResult:
     n_steps: int
     solver: str
     start_costs: list[float]
+    starts: dict
     noise: dict[str, float]
     noise_estimated: bool
     identifiability: Identifiability
@@ -94,6 +96,7 @@ class FitResult:
             "n_steps": int(self.n_steps),
             "seconds": float(self.seconds),
             "start_costs": [float(c) for c in self.start_costs],
+            "starts": dict(self.starts),
             "noise": {"sigma": self.noise, "estimated_from_residuals": self.noise_estimated},
             "parameters": parameters,
             "correlation": [[number(x) for x in row] for row in self.correlation],

@@ -1,147 +1,356 @@
-"""The least-squares solvers a trajectory fit can use besides spineid's own Levenberg-Marquardt
-(`levenberg_marquardt`): optimistix's and jaxopt's Levenberg-Marquardt, and optax's Adam and
-L-BFGS for first-order fits (gradients by reverse mode), with progress printing.
+"""Least-squares solvers as objects that carry their own options (the optimistix style):
+`fit(problem, LevenbergMarquardt(max_steps=50))`. Local solvers run from one start; `MultiStart`
+runs a local solver from many; `Auto` (the default) runs Levenberg-Marquardt from the given start
+and, when the result does not explain the data, from more starts.
+
+The command line's `--solver` names are aliases of these objects (`SOLVER_NAMES`).
+
+Why these defaults, measured:
+- spineid's Levenberg-Marquardt is the local solver (experiments/solver_comparison.py, 20 poor
+  starts per spread): median 3-9 steps and 0.17-0.89 s on the 4-axial-spring and 8-spring
+  problems, against jaxopt's 8-16 steps and 0.42-1.79 s and optimistix's 18-32 steps and
+  0.81-3.33 s, with the same or better success.
+- A multi-start runs its starts one after the other through one compiled solver, stopping at
+  the first fit that explains the data: vmapped, 100 Levenberg-Marquardt fits of the
+  4-axial-spring benchmark took 18.6 s where one warm fit takes 0.048 s.
+- `Auto` costs one local fit when the start is good (the verdict of the goodness of fit then
+  passes) and turns to the multi-start only when the model, at the local optimum found, does
+  not explain the data: a wrong local optimum leaves residuals far above the noise, or not
+  white (`spineid.GoodnessOfFit`).
 """
 
-import equinox as eqx
+import dataclasses
+import math
+from typing import ClassVar
+
+import diffrax
 import jax
-import jax.numpy as jnp
-import jaxopt
-import optax
-import optimistix as optx
+import numpy as np
+
+from ._least_squares import DECREMENT_TOL, levenberg_marquardt
+from ._routines import (
+    _progress_printer, _solve_jaxopt_lm, _solve_jaxopt_lm_showing_progress, _solve_lm,
+    _solve_optax,
+)
 
 
-SOLVERS = ("lm", "jaxopt-lm", "optimistix-lm", "adam", "lbfgs")
+def _positive_int(owner: str, name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{owner}({name}={value!r}): expected a positive integer")
 
 
-# Chosen by measurement (experiments/solver_comparison.py, 20 poor starts per spread):
-# spineid's own Levenberg-Marquardt (`spineid.levenberg_marquardt`: jaxopt's damping rule, one
-# forward-mode pass per accepted step, a statistical stop) took median 3-9 steps and 0.17-0.89 s
-# on the 4-axial-spring and 8-spring problems, against jaxopt's 8-16 steps and 0.42-1.79 s and
-# optimistix's 18-32 steps and 0.81-3.33 s, with the same or better success. jaxopt's and
-# optimistix's LM remain available (jaxopt is no longer maintained).
-DEFAULT_SOLVER = "lm"
+def _positive_number(owner: str, name: str, value, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            math.isfinite(value) and value > 0):
+        raise ValueError(f"{owner}({name}={value!r}): expected a positive number")
 
 
-# Batches of fits (multi-start, fit_many) run as one vmap. There optimistix is used: vmapped,
-# jaxopt's LM ran 100 fits of the 4-axial-spring benchmark in 122 s with some not converged,
-# optimistix in 24 s, all converged (experiments/benchmark_fit.py, 2-core CPU).
+@dataclasses.dataclass(frozen=True)
+class LevenbergMarquardt:
+    """spineid's Levenberg-Marquardt (`spineid.levenberg_marquardt`): one forward-mode pass
+    through the ODE per accepted step gives residuals and Jacobian together; it stops when the
+    estimate is within about 0.01 standard errors of the optimum (`decrement_tol`, half
+    chi-square units; 0 switches that stop off), or on a small step (`rtol`, relative, in the
+    solver's unconstrained coordinates) or gradient (`atol`), or after `max_steps` steps.
+
+    `jacobian_rtol`, `jacobian_atol`: ODE tolerances of the Jacobians taken on the way to the
+    optimum (the residuals, and the Jacobian that confirms the stop and gives the standard
+    errors, use the problem's simulation tolerances). Default: 100 times the simulation's
+    `rtol`, at most 1e-3 and never tighter than it; `atol` scaled alike. Setting
+    `jacobian_rtol` to the simulation's takes every Jacobian exactly.
+    """
+
+    max_steps: int = 200
+    rtol: float = 1e-10
+    atol: float = 1e-10
+    decrement_tol: float = DECREMENT_TOL
+    jacobian_rtol: float | None = None
+    jacobian_atol: float | None = None
+    name: ClassVar[str] = "lm"
+    first_order: ClassVar[bool] = False
+
+    def __post_init__(self):
+        _positive_int("LevenbergMarquardt", "max_steps", self.max_steps)
+        _positive_number("LevenbergMarquardt", "rtol", self.rtol)
+        _positive_number("LevenbergMarquardt", "atol", self.atol)
+        if not (isinstance(self.decrement_tol, (int, float)) and self.decrement_tol >= 0):
+            raise ValueError(f"LevenbergMarquardt(decrement_tol={self.decrement_tol!r}): "
+                             "expected a number >= 0")
+        _positive_number("LevenbergMarquardt", "jacobian_rtol", self.jacobian_rtol, True)
+        _positive_number("LevenbergMarquardt", "jacobian_atol", self.jacobian_atol, True)
+
+    def adjoint(self):
+        """How the objective is differentiated: forward mode through diffrax."""
+        return diffrax.ForwardMode()
+
+    def jacobian_tolerances(self, rtol: float, atol: float) -> tuple[float, float]:
+        """The ODE tolerances of the Jacobians on the way, for simulation tolerances
+        `(rtol, atol)`; a `ValueError` if tighter than those."""
+        jacobian_rtol = self.jacobian_rtol
+        if jacobian_rtol is None:
+            jacobian_rtol = max(rtol, min(100.0 * rtol, 1e-3))
+        jacobian_atol = self.jacobian_atol
+        if jacobian_atol is None:
+            jacobian_atol = atol * jacobian_rtol / rtol
+        if jacobian_rtol < rtol or jacobian_atol < atol:
+            raise ValueError(
+                f"LevenbergMarquardt(jacobian_rtol={jacobian_rtol}, jacobian_atol="
+                f"{jacobian_atol}): the Jacobians' ODE tolerances cannot be tighter than the "
+                f"simulation's ({rtol}, {atol})")
+        return jacobian_rtol, jacobian_atol
+
+    def solve(self, objective, u0, progress: bool = False):
+        """`(u, converged, steps, (cost, residuals, jacobian))` from `u0` (unconstrained)."""
+        inexact = (objective.coarse_rtol, objective.coarse_atol) != (objective.rtol,
+                                                                    objective.atol)
+        solution = levenberg_marquardt(objective.at_precision if inexact else objective, u0,
+                                       max_steps=self.max_steps,
+                                       decrement_tol=self.decrement_tol, xtol=self.rtol,
+                                       gtol=self.atol, inexact_jacobians=inexact,
+                                       progress=progress)
+        # Its last exact forward-mode pass is at the solution (or one small final step before
+        # it): the cost and the sensitivities of the result come from the solver instead of
+        # being computed again.
+        return (solution.value, bool(solution.converged), int(solution.steps),
+                (solution.cost, solution.residuals, solution.jacobian))
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimistixLevenbergMarquardt:
+    """optimistix's Levenberg-Marquardt (forward-mode Jacobians through the ODE); stops on a
+    relative step `rtol` and an absolute `atol`, or after `max_steps`."""
+
+    max_steps: int = 200
+    rtol: float = 1e-10
+    atol: float = 1e-10
+    name: ClassVar[str] = "optimistix-lm"
+    first_order: ClassVar[bool] = False
+
+    def __post_init__(self):
+        _positive_int("OptimistixLevenbergMarquardt", "max_steps", self.max_steps)
+        _positive_number("OptimistixLevenbergMarquardt", "rtol", self.rtol)
+        _positive_number("OptimistixLevenbergMarquardt", "atol", self.atol)
+
+    def adjoint(self):
+        """Forward mode through diffrax."""
+        return diffrax.ForwardMode()
+
+    def jacobian_tolerances(self, rtol, atol):
+        """Every Jacobian at the simulation's tolerances."""
+        return rtol, atol
+
+    def solve(self, objective, u0, progress: bool = False):
+        """`(u, converged, steps, None)` from `u0`."""
+        u, converged, steps = _solve_lm(objective, u0, self.rtol, self.atol, self.max_steps,
+                                        _progress_printer(progress))
+        return u, bool(converged), int(steps), None
+
+
+@dataclasses.dataclass(frozen=True)
+class JaxoptLevenbergMarquardt:
+    """jaxopt's Levenberg-Marquardt (Madsen-Nielsen stop: a step `rtol` relative to the
+    parameters, a gradient `atol`), forward-mode Jacobians; jaxopt is no longer maintained."""
+
+    max_steps: int = 200
+    rtol: float = 1e-10
+    atol: float = 1e-10
+    name: ClassVar[str] = "jaxopt-lm"
+    first_order: ClassVar[bool] = False
+
+    def __post_init__(self):
+        _positive_int("JaxoptLevenbergMarquardt", "max_steps", self.max_steps)
+        _positive_number("JaxoptLevenbergMarquardt", "rtol", self.rtol)
+        _positive_number("JaxoptLevenbergMarquardt", "atol", self.atol)
+
+    def adjoint(self):
+        """Forward mode through diffrax."""
+        return diffrax.ForwardMode()
+
+    def jacobian_tolerances(self, rtol, atol):
+        """Every Jacobian at the simulation's tolerances."""
+        return rtol, atol
+
+    def solve(self, objective, u0, progress: bool = False):
+        """`(u, converged, steps, None)` from `u0`."""
+        if progress:
+            u, converged, steps = _solve_jaxopt_lm_showing_progress(
+                objective, u0, self.rtol, self.atol, self.max_steps)
+        else:
+            u, converged, steps = _solve_jaxopt_lm(objective, u0, self.rtol, self.atol,
+                                                   self.max_steps)
+        return u, bool(converged), int(steps), None
+
+
+@dataclasses.dataclass(frozen=True)
+class Adam:
+    """optax's Adam on the cost (gradients by reverse mode through the ODE), `max_steps`
+    steps of `learning_rate` (in the unconstrained coordinates); with `batch_size`, each step
+    sees a random mini-batch of that many load cases (drawn with `seed`). Judged converged on a
+    small gradient."""
+
+    learning_rate: float = 0.05
+    max_steps: int = 2000
+    batch_size: int | None = None
+    seed: int = 0
+    name: ClassVar[str] = "adam"
+    first_order: ClassVar[bool] = True
+
+    def __post_init__(self):
+        _positive_number("Adam", "learning_rate", self.learning_rate)
+        _positive_int("Adam", "max_steps", self.max_steps)
+        if self.batch_size is not None:
+            _positive_int("Adam", "batch_size", self.batch_size)
+
+    def adjoint(self):
+        """Reverse mode through diffrax."""
+        return diffrax.RecursiveCheckpointAdjoint()
+
+    def jacobian_tolerances(self, rtol, atol):
+        """No Jacobians: the simulation's tolerances."""
+        return rtol, atol
+
+    def solve(self, objective, u0, progress: bool = False):
+        """`(u, converged, steps, None)` from `u0`."""
+        n_cases = len(objective.models)
+        if self.batch_size is not None and self.batch_size > n_cases:
+            raise ValueError(f"Adam(batch_size={self.batch_size}): at most {n_cases}, the "
+                             "number of load cases")
+        u, converged, steps = _solve_optax(objective, u0, "adam", self.learning_rate,
+                                           self.max_steps, self.batch_size,
+                                           jax.random.PRNGKey(self.seed))
+        return u, bool(converged), int(steps), None
+
+
+@dataclasses.dataclass(frozen=True)
+class LBFGS:
+    """optax's L-BFGS on the cost (gradients by reverse mode), at most `max_steps` steps,
+    stopping on a small gradient."""
+
+    max_steps: int = 2000
+    name: ClassVar[str] = "lbfgs"
+    first_order: ClassVar[bool] = True
+
+    def __post_init__(self):
+        _positive_int("LBFGS", "max_steps", self.max_steps)
+
+    def adjoint(self):
+        """Reverse mode through diffrax."""
+        return diffrax.RecursiveCheckpointAdjoint()
+
+    def jacobian_tolerances(self, rtol, atol):
+        """No Jacobians: the simulation's tolerances."""
+        return rtol, atol
+
+    def solve(self, objective, u0, progress: bool = False):
+        """`(u, converged, steps, None)` from `u0`."""
+        u, converged, steps = _solve_optax(objective, u0, "lbfgs", None, self.max_steps)
+        return u, bool(converged), int(steps), None
+
+
+LOCAL_SOLVERS = (LevenbergMarquardt, OptimistixLevenbergMarquardt, JaxoptLevenbergMarquardt,
+                 Adam, LBFGS)
+
+
+@dataclasses.dataclass(frozen=True)
+class MultiStart:
+    """Runs the local solver `inner` from the given start and from `n - 1` more, drawn with
+    `seed` log-uniformly between `low` and `high` times the start's distance from each
+    parameter's lower bound (a factor on a stiffness), uniformly over most of a two-sided
+    bound, within `high` times the start's scale of an unbounded parameter. The starts are
+    taken in the order of their initial cost (a simulation each); the fits run one after the
+    other through one compiled solver, and with `stop_when_explained` the first fit whose
+    model explains the data ends the search (`spineid.GoodnessOfFit`), as do `agreement` starts
+    that come back to the lowest cost found (within a relative `1e-3`): then that optimum is
+    the model's best, and if it does not explain the data, the model lacks something. The
+    lowest cost wins. A start whose simulation fails is skipped and counted."""
+
+    inner: object = dataclasses.field(default_factory=LevenbergMarquardt)
+    n: int = 16
+    low: float = 0.2
+    high: float = 5.0
+    seed: int = 0
+    stop_when_explained: bool = True
+    agreement: int = 4
+
+    def __post_init__(self):
+        _positive_int("MultiStart", "agreement", self.agreement)
+        if not isinstance(self.inner, LOCAL_SOLVERS):
+            raise ValueError(f"MultiStart(inner={self.inner!r}): expected a local solver "
+                             f"({', '.join(c.__name__ for c in LOCAL_SOLVERS)})")
+        _positive_int("MultiStart", "n", self.n)
+        _positive_number("MultiStart", "low", self.low)
+        _positive_number("MultiStart", "high", self.high)
+        if not self.low < 1.0 < self.high:
+            raise ValueError(f"MultiStart(low={self.low}, high={self.high}): expected "
+                             "low < 1 < high (factors around the start)")
+
+    @property
+    def name(self) -> str:
+        """`multistart(<inner>)`."""
+        return f"multistart({self.inner.name})"
+
+    def draw(self, transform, count: int) -> np.ndarray:
+        """`count` starts in the solver's unconstrained coordinates, `(count, p)`."""
+        rng = np.random.default_rng(self.seed)
+        lower, upper = np.isfinite(transform.lower), np.isfinite(transform.upper)
+        p = transform.start.shape[0]
+        factor = rng.uniform(math.log(self.low), math.log(self.high), (count, p))
+        two_sided = rng.uniform(-4.0, 4.0, (count, p))
+        unbounded = rng.uniform(-self.high, self.high, (count, p))
+        return np.where(lower & upper, two_sided, np.where(lower, factor, unbounded))
+
+
+@dataclasses.dataclass(frozen=True)
+class Auto:
+    """The default: the local solver `inner` from the given start; if the model, at the
+    optimum it finds, does not explain the data (`spineid.GoodnessOfFit`: usually a wrong local
+    optimum), a `MultiStart` of `starts` starts between `low` and `high` times the start, which
+    stops at the first fit that explains the data. The rule is documented with its measurements
+    in the module docstring."""
+
+    inner: object = dataclasses.field(default_factory=LevenbergMarquardt)
+    starts: int = 16
+    low: float = 0.2
+    high: float = 5.0
+    seed: int = 0
+    name: ClassVar[str] = "auto"
+
+    def __post_init__(self):
+        # The same checks as the multi-start it may run.
+        self.multistart()
+
+    def multistart(self) -> MultiStart:
+        """The multi-start `Auto` turns to."""
+        return MultiStart(self.inner, self.starts, self.low, self.high, self.seed, True)
+
+
+
+SAME_OPTIMUM = 1e-3
+"""Two fits whose costs differ by less than this fraction reached the same optimum."""
+
+SOLVER_NAMES = {"auto": Auto, "lm": LevenbergMarquardt,
+                "jaxopt-lm": JaxoptLevenbergMarquardt,
+                "optimistix-lm": OptimistixLevenbergMarquardt, "adam": Adam, "lbfgs": LBFGS}
+"""The command line's `--solver` names and the solver each stands for (default options)."""
+
+DEFAULT_SOLVER = "auto"
+# Batches of fits (fit_many) run as one vmap. There optimistix is used: vmapped, jaxopt's LM
+# ran 100 fits of the 4-axial-spring benchmark in 122 s with some not converged, optimistix in
+# 24 s, all converged (experiments/benchmark_fit.py, 2-core CPU).
 BATCH_SOLVER = "optimistix-lm"
 
 
-def _progress_printer(enabled: bool):
-    if not enabled:
-        return False
-
-    def show(**values):
-        jax.debug.print(
-            "  LM step {step}: cost {cost:.6e} (trial {trial:.6e})",
-            step=values["num_steps"][1],
-            cost=values["loss_last_accepted_step"][1],
-            trial=values["loss_this_step"][1],
-        )
-
-    return show
-
-
-@eqx.filter_jit
-def _solve_lm(objective, u0, rtol, atol, max_steps, verbose):
-    solver = optx.LevenbergMarquardt(rtol=rtol, atol=atol, verbose=verbose)
-    solution = optx.least_squares(objective, solver, u0, max_steps=max_steps, throw=False)
-    return solution.value, solution.result == optx.RESULTS.successful, solution.stats["num_steps"]
-
-
-def _jaxopt_solver(objective, rtol, atol, max_steps):
-    # With a materialised Jacobian jaxopt builds it by jax.jacfwd (forward mode, as diffrax's
-    # ForwardMode needs); jaxopt 0.8.5 ignores a `jac_fun` given together with materialize_jac.
-    return jaxopt.LevenbergMarquardt(
-        residual_fun=objective, materialize_jac=True, solver="cholesky", maxiter=max_steps,
-        stop_criterion="madsen-nielsen", xtol=rtol, gtol=atol, implicit_diff=False,
-    )
-
-
-@eqx.filter_jit
-def _solve_jaxopt_lm(objective, u0, rtol, atol, max_steps):
-    params, state = _jaxopt_solver(objective, rtol, atol, max_steps).run(u0)
-    return params, state.iter_num < max_steps, state.iter_num
-
-
-def _solve_jaxopt_lm_showing_progress(objective, u0, rtol, atol, max_steps):
-    # Same iterations and stopping rule (Madsen-Nielsen) as `run`, one compiled update per
-    # step, so that each step can be printed as it happens.
-    solver = _jaxopt_solver(objective, rtol, atol, max_steps)
-    update = jax.jit(solver.update)
-    u, state = u0, jax.jit(solver.init_state)(u0)
-    for step in range(1, max_steps + 1):
-        u, state = update(u, state)
-        print(f"  LM step {step}: cost {float(state.value):.6e}, damping "
-              f"{float(state.damping_factor):.3g}", flush=True)
-        small_gradient = float(jnp.max(jnp.abs(state.gradient))) <= atol
-        small_step = float(jnp.linalg.norm(state.delta)) <= rtol * (
-            float(jnp.linalg.norm(u)) - rtol
-        )
-        if small_gradient or small_step:
-            return u, jnp.array(True), jnp.array(step)
-    return u, jnp.array(False), jnp.array(max_steps)
-
-
-@eqx.filter_jit
-def _solve_optax(objective, u0, optimizer_name: str, learning_rate, max_steps,
-                 batch_size=None, key=None):
-    def loss(u):
-        return 0.5 * jnp.sum(objective(u) ** 2)
-
-    n_cases = len(objective.models)
-
-    def minibatch_loss(u, step_key):
-        # A random subset of the load cases, scaled to estimate the full cost without bias;
-        # lax.cond simulates only the chosen cases.
-        chosen = jax.random.permutation(step_key, n_cases)[:batch_size]
-        mask = jnp.zeros(n_cases, dtype=bool).at[chosen].set(True)
-        theta = objective.transform.to_physical(u)
-        total = 0.0
-        for case in range(n_cases):
-            total = total + jax.lax.cond(
-                mask[case],
-                lambda th, c=case: 0.5 * jnp.sum(objective.case_residuals(th, c) ** 2),
-                lambda th: jnp.zeros((), dtype=u.dtype),
-                theta,
-            )
-        return total * n_cases / batch_size
-
-    def stationary(value, grad):
-        # First-order methods stop (or are judged converged) on a small gradient.
-        return optax.tree.norm(grad) <= 1e-6 * (1.0 + value)
-
-    if optimizer_name == "adam":
-        optimizer = optax.adam(learning_rate)
-
-        def step(carry, step_key):
-            u, state = carry
-            if batch_size is None:
-                grad = jax.grad(loss)(u)
-            else:
-                grad = jax.grad(minibatch_loss)(u, step_key)
-            updates, state = optimizer.update(grad, state, u)
-            return (optax.apply_updates(u, updates), state), None
-
-        keys = jax.random.split(jax.random.PRNGKey(0) if key is None else key, max_steps)
-        (u, _), _ = jax.lax.scan(step, (u0, optimizer.init(u0)), keys)
-        value, grad = jax.value_and_grad(loss)(u)
-        return u, stationary(value, grad), jnp.array(max_steps)
-    optimizer = optax.lbfgs()
-    value_and_grad = optax.value_and_grad_from_state(loss)
-
-    def body(carry):
-        u, state, count, _ = carry
-        value, grad = value_and_grad(u, state=state)
-        updates, state = optimizer.update(grad, state, u, value=value, grad=grad, value_fn=loss)
-        return optax.apply_updates(u, updates), state, count + 1, stationary(value, grad)
-
-    def cond(carry):
-        return (carry[2] < max_steps) & ~carry[3]
-
-    u, _, count, small = jax.lax.while_loop(
-        cond, body, (u0, optimizer.init(u0), jnp.array(0), jnp.array(False))
-    )
-    return u, small, count
+def as_solver(solver):
+    """A solver object from a solver object or a `SOLVER_NAMES` name; anything else raises a
+    `ValueError` naming what exists."""
+    if isinstance(solver, str):
+        if solver not in SOLVER_NAMES:
+            raise ValueError(f"solver {solver!r}: expected one of {list(SOLVER_NAMES)} or a "
+                             "solver object")
+        return SOLVER_NAMES[solver]()
+    if isinstance(solver, (*LOCAL_SOLVERS, MultiStart, Auto)):
+        return solver
+    raise ValueError(f"solver {solver!r}: expected one of {list(SOLVER_NAMES)} or a solver "
+                     "object (spineid.LevenbergMarquardt(...), spineid.MultiStart(...), ...)")
