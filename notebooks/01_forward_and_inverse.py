@@ -127,3 +127,38 @@ plt.ylabel("theta residual / sigma")
 plt.title(f"a model missing a ligament: 2 x cost = {2 * wrong_result.cost:.3g}")
 plt.show()
 assert wrong_result.cost > 10 * result.cost
+print("does the wrong model explain the data?", wrong_result.explains_data)
+print(wrong_result.goodness_of_fit.summary())
+
+# %% [markdown]
+# The fit says so itself: `explains_data` is `False` for the model missing a ligament, and its
+# standard errors then mean nothing. Every fit carries this verdict (a chi-square test with the
+# noise given, a whiteness test of the residuals with it estimated); `summary()` prints it.
+#
+# ## The same problem without a file
+# A model file is one way to make a model; the classes are the other. Here is the same pair
+# built in Python: two bodies, four axial springs (attachment points in the reference
+# configuration), the torsion-free joint and the three sinusoidal loads. Each element declares
+# its parameters (name, unit, bounds), so the problem names them by their place in the model:
+# `elements[0].stiffness` is the vector of the four spring stiffnesses.
+
+# %%
+springs = truth.document["springs"]
+lower = spineid.PlanarBody.fixed_at([0.0, 0.0, 0.0])
+upper = spineid.PlanarBody(mass=0.5, inertia=1.2e-3, reference_pose=[0.0, 0.03, 0.0])
+ligaments = spineid.AxialSprings.from_reference(
+    [s["lower_point"] for s in springs], [s["upper_point"] for s in springs],
+    stiffness=[15000.0] * 4, damping=[s["damping"] for s in springs],
+    reference_pose_a=lower.reference_pose, reference_pose_b=upper.reference_pose)
+loads = spineid.SinusoidalLoad.from_terms(
+    [("Fx", 6.0, 4.0, 0.3), ("Fy", 4.0, 7.0), ("Mz", 0.08, 5.0, 1.0)])
+pair = spineid.PlanarPair(lower=lower, upper=upper, elements=(ligaments,), loads=(loads,),
+                          gravity=[0.0, 0.0], initial_pose=upper.reference_pose)
+print([p.name for p in spineid.declared_parameters(pair)])
+
+python_result = spineid.fit(spineid.FitProblem(pair, measurement,
+                                               free=["elements[0].stiffness"], noise=noise))
+print(python_result.summary())
+print("largest difference from the file-built fit [N/m]:",
+      np.max(np.abs(python_result.values - result.values)))
+assert np.allclose(python_result.values, result.values, rtol=1e-8)

@@ -10,32 +10,32 @@ import numpy as np
 
 from ..identify import (
     Auto,
+    FitProblem,
+    MultiStart,
+    RecoveryProblem,
     fit,
     fit_load_law,
     fit_segment,
     fit_stiffness_matrix,
-    FitProblem,
-    MultiStart,
     recover,
     recover_grid,
-    RecoveryProblem,
 )
+from ..identify._solvers import SOLVER_NAMES
 from ..io import (
+    Measurement,
+    QuasiStaticTest,
     dataset_path,
     dumps_toml,
     l5_s1_law,
     liu_l5_s1_phases,
     liu_vertebra_nodes,
     load_model_file,
-    Measurement,
-    QuasiStaticTest,
     read_load_displacement,
     read_quasi_static,
     write_model_file,
     write_quasi_static,
     write_trajectory,
 )
-from ..identify._solvers import SOLVER_NAMES
 from ..io._measurements import LOAD_COLUMNS
 from ..plots import (
     plot_chain_snapshots,
@@ -43,6 +43,7 @@ from ..plots import (
     plot_load_laws,
     plot_planar_pair,
     plot_planar_trajectories,
+    plot_profile,
     plot_segment_study,
     plot_spine_geometry,
     plot_stiffness_fit,
@@ -50,7 +51,12 @@ from ..plots import (
 )
 from ..simulation import simulate
 from ..studies import peak_force_sensitivity, segment_study, whiplash_study
-from ._outputs import write_fit_outputs, write_json, write_recovery_outputs
+from ._outputs import (
+    profile_file_name,
+    write_fit_outputs,
+    write_json,
+    write_recovery_outputs,
+)
 
 DEMO_MODELS = ("liu_8_springs.toml", "liu_16_springs.toml")
 DEMO_FIT = ("liu_16_springs.toml", "liu_16_springs_measured.csv")
@@ -175,6 +181,7 @@ def command_fit(arguments) -> int:
         arguments.model, arguments.data, arguments.free, _parse_noise(arguments.noise),
         noise_max=_parse_noise(arguments.noise_max, "--noise-max"),
     )
+    _check_profiles(arguments.profile, problem.names)
     print(
         f"fitting {len(problem.names)} parameter(s) of {arguments.model} to "
         f"{', '.join(arguments.data)} ({problem.n_data} data values) with "
@@ -182,8 +189,12 @@ def command_fit(arguments) -> int:
         flush=True,
     )
     result = fit(problem, solver, progress=True)
-    paths = write_fit_outputs(result, problem, pathlib.Path(arguments.out))
+    profiles = _profiles(result, arguments.profile)
+    out = pathlib.Path(arguments.out)
+    paths = write_fit_outputs(result, problem, out, profiles)
     print(result.summary())
+    for profile in profiles:
+        print(profile.summary())
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0 if result.converged and result.explains_data is not False else 1
 
@@ -245,6 +256,24 @@ def _numbers_argument(text: str | None, what: str) -> np.ndarray | None:
         raise ValueError(f"{what} {text!r}: expected comma-separated numbers") from None
 
 
+def _check_profiles(names: list[str], free: list[str]) -> None:
+    # Refuse, before any fitting, a profile of a parameter the fit does not free.
+    for name in names:
+        if name not in free:
+            raise ValueError(f"--profile {name}: not a free parameter of this fit; the free "
+                             f"parameters are {free}")
+
+
+def _profiles(result, names: list[str]) -> list:
+    # The requested profiles, each announced (a profile refits the others many times).
+    _check_profiles(names, list(result.names))
+    profiles = []
+    for name in names:
+        print(f"profiling {name} ...", flush=True)
+        profiles.append(result.profile(name))
+    return profiles
+
+
 def command_table(arguments) -> int:
     """`spineid table DATA --out DIR`: a nonlinear load law from load-displacement data."""
     data = read_load_displacement(arguments.data)
@@ -256,16 +285,23 @@ def command_table(arguments) -> int:
         smoothing=arguments.smoothing, monotone=not arguments.not_monotone,
         degree=arguments.degree, damping=arguments.damping, inertia=arguments.inertia,
         noise=arguments.noise)
+    profiles = _profiles(result, arguments.profile)
     out = pathlib.Path(arguments.out)
     out.mkdir(parents=True, exist_ok=True)
-    report = write_json(out / "report.json", result.report())
+    report = write_json(out / "report.json", dict(
+        result.report(), profiles=[profile.to_dict() for profile in profiles]))
+    profile_plots = [plot_profile(profile, out / profile_file_name(profile.name))
+                     for profile in profiles]
     (out / "law.toml").write_text(
         "# Fitted by `spineid table` from " + pathlib.Path(arguments.data).name + ": use as the "
         "`law` of a [[torsion]] (rad, N m) or of a table bushing's degree of freedom.\n"
         + dumps_toml({"law": result.law_table()}))
     plot = plot_law_fit(result, data, out / "law_fit.png", unit=arguments.unit)
     print(result.summary())
-    print(f"wrote {report}, {out / 'law.toml'}, {plot}")
+    for profile in profiles:
+        print(profile.summary())
+    print(f"wrote {report}, {out / 'law.toml'}, {plot}"
+          + "".join(f", {path}" for path in profile_plots))
     return 0 if result.converged and result.explains_data is not False else 1
 
 

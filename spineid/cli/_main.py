@@ -47,6 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
     fit_parser.add_argument("--max-steps", type=int, default=None,
                             help="iterations of the local solver (default 200 for the "
                                  "Levenberg-Marquardt solvers, 2000 for adam and lbfgs)")
+    fit_parser.add_argument("--profile", action="append", default=[], metavar="NAME",
+                            help="also the profile-likelihood interval of this free parameter "
+                                 "(profile_NAME.png, `profiles` in report.json); repeat for "
+                                 "several")
     fit_parser.set_defaults(run=verbs.command_fit)
     recover_parser = commands.add_parser(
         "recover", help="recover a stiffness measure (and a pin) on the model's [measure] curve"
@@ -102,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     table_parser.add_argument("--noise", type=float, help="load noise; default: estimated")
     table_parser.add_argument("--unit", default="deg", choices=("deg", "mm"),
                               help="displacement unit of the plot (default deg)")
+    table_parser.add_argument("--profile", action="append", default=[], metavar="NAME",
+                              help="also the profile-likelihood interval of this parameter "
+                                   "(e.g. gap[1]); repeat for several")
     table_parser.set_defaults(run=verbs.command_table)
     database_parser = commands.add_parser(
         "database", help="plot the bundled spine database (geometry, L5-S1 load law)")

@@ -3,13 +3,20 @@ of a fit or a measure recovery, and what else the model can be written as (docs/
 
 import json
 import pathlib
+import re
 
 import jax.numpy as jnp
 
 from ..elements import apply_values
 from ..io import export_model, write_model_file
 from ..io._exports import EXPORT_FORMATS
-from ..plots import plot_fit, plot_identifiability, plot_measure, plot_residuals
+from ..plots import (
+    plot_fit,
+    plot_identifiability,
+    plot_measure,
+    plot_profile,
+    plot_residuals,
+)
 
 
 def write_json(path: pathlib.Path, content: dict) -> pathlib.Path:
@@ -18,18 +25,26 @@ def write_json(path: pathlib.Path, content: dict) -> pathlib.Path:
     return path
 
 
-def write_fit_outputs(result, problem, out: pathlib.Path) -> list[pathlib.Path]:
-    """Write fitted.toml, report.json, the fit plots and, for a model that can be written in
-    another program's format (`export_formats`), that file (e.g. fitted.osim) into `out`;
-    returns the paths."""
+def profile_file_name(name: str) -> str:
+    """The plot file of a parameter's profile: `profile_<name>.png`, the name's brackets and
+    dots made file-safe (`springs[0].stiffness` -> `profile_springs_0_stiffness.png`)."""
+    return "profile_" + re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_") + ".png"
+
+
+def write_fit_outputs(result, problem, out: pathlib.Path, profiles=()) -> list[pathlib.Path]:
+    """Write fitted.toml, report.json, the fit plots, the plots of `profiles` (`Profile`s)
+    and, for a model that can be written in another program's format (`export_formats`), that
+    file (e.g. fitted.osim) into `out`; returns the paths."""
     out.mkdir(parents=True, exist_ok=True)
     channels = problem.channels
+    report = dict(result.report(), profiles=[profile.to_dict() for profile in profiles])
     paths = [
         write_model_file(out / "fitted.toml", problem.model_file, result.fitted_values()),
-        write_json(out / "report.json", result.report()),
+        write_json(out / "report.json", report),
         plot_fit(result, channels, out / "fit.png"),
         plot_residuals(result, channels, out / "residuals.png"),
         plot_identifiability(result, out / "identifiability.png"),
+        *[plot_profile(profile, out / profile_file_name(profile.name)) for profile in profiles],
     ]
     model = problem.model_file.model
     formats = model.export_formats()

@@ -25,7 +25,12 @@ from ._load_laws import (
     PolynomialLaw as PolynomialLaw,
     TanCosLaw as TanCosLaw,
 )
-from ._parameters import apply_values as apply_values, Parameter as Parameter
+from ._parameters import (
+    apply_values as apply_values,
+    declared_parameters as declared_parameters,
+    Parameter as Parameter,
+    ParameterField as ParameterField,
+)
 from ._planar_springs import (
     AxialSprings as AxialSprings,
     NonlinearTorsion as NonlinearTorsion,

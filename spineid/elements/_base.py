@@ -40,6 +40,10 @@ class AbstractPlanarJointElement(eqx.Module):
         """Rayleigh dissipation function (W): damping generalized forces are its negative
         gradient with respect to the velocities."""
 
+    def parameter_fields(self) -> tuple:
+        """The fields holding this element's parameters (`ParameterField`s); none by default."""
+        return ()
+
     def attachment_points(self, pose_a: Float[Array, "3"], pose_b: Float[Array, "3"]
                           ) -> tuple[Float[Array, "n 2"], Float[Array, "n 2"]] | None:
         """Global points (m, `(n, 2)` each) where the element's `n` springs attach to body
@@ -64,6 +68,10 @@ class AbstractSpatialElement(eqx.Module):
     def dissipation(self, lower_pose, upper_pose, lower_velocity, upper_velocity
                     ) -> Float[Array, ""]:
         """Rayleigh dissipation function (W); velocities are pose rates `(6,)`."""
+
+    def parameter_fields(self) -> tuple:
+        """The fields holding this element's parameters (`ParameterField`s); none by default."""
+        return ()
 
 
 class AbstractBushing(AbstractSpatialElement):

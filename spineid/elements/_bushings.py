@@ -6,6 +6,8 @@ A bushing joins frame 1 on the lower body to frame 2 on the upper; its load depe
 relative motion `y = [p, beta]` of frame 2 in frame 1 (`spineid.bushing_deflection`).
 """
 
+import math
+
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
@@ -13,10 +15,20 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ._base import AbstractBushing
 from ._load_laws import AbstractLoadLaw
+from ._parameters import ParameterField
 
 
 UPPER = np.triu_indices(6)
 """Row-major upper-triangle indices of a 6x6 matrix: how bushings pack symmetric matrices."""
+
+
+def bushing_unit(field: str, i: int, j: int) -> str:
+    """SI unit of entry `(i, j)` of a bushing's `field` (`"stiffness"` or `"damping"`): it maps
+    the deflection component `j` (m or rad) to the load component `i` (N or N m)."""
+    load = "N" if i < 3 else "N m"
+    per = "m" if j < 3 else "rad"
+    unit = f"{load}/{per}" if field == "stiffness" else f"{load} s/{per}"
+    return unit.replace("N m/m", "N").replace("N m s/m", "N s")
 
 
 def pack_symmetric(matrix) -> Float[Array, "21"]:
@@ -64,6 +76,16 @@ class Bushing(AbstractBushing):
     stiffness: Float[Array, "21"]
     damping: Float[Array, "21"]
     reference: Float[Array, "6"]
+
+    def parameter_fields(self):
+        """The 21 packed entries of `stiffness` and of `damping` (groups `bushing.stiffness`,
+        `bushing.damping`; units by entry; diagonal entries >= 0, couplings unbounded)."""
+        rows, columns = UPPER
+        return tuple(
+            ParameterField(field, f"bushing.{field}",
+                           tuple(bushing_unit(field, i, j) for i, j in zip(rows, columns)),
+                           tuple(0.0 if i == j else -math.inf for i, j in zip(rows, columns)))
+            for field in ("stiffness", "damping"))
 
     @classmethod
     def create(cls, kind, frame1, frame2, stiffness, damping, lower_pose, upper_pose):
@@ -124,6 +146,17 @@ class TableBushing(AbstractBushing):
     laws: tuple[AbstractLoadLaw, ...]
     damping: Float[Array, "6"]
     reference: Float[Array, "6"]
+
+    def parameter_fields(self):
+        """Each degree of freedom's law (group `bushing.laws`; m to N for `tx, ty, tz`, rad to
+        N m for `rx, ry, rz`) and the 6 `damping` values (group `bushing.damping`, >= 0)."""
+        laws = tuple(field for k, law in enumerate(self.laws)
+                     for field in law.parameter_fields("m" if k < 3 else "rad",
+                                                       "N" if k < 3 else "N m",
+                                                       "bushing.laws", f"laws.{k}."))
+        damping = ParameterField("damping", "bushing.damping",
+                                 tuple(bushing_unit("damping", k, k) for k in range(6)))
+        return (*laws, damping)
 
     @classmethod
     def create(cls, frame1, frame2, laws, damping, lower_pose, upper_pose):

@@ -17,6 +17,7 @@ from ..kinematics._contact_geometry import ContactGeometry, blended_contact
 from ..kinematics._frames import body_points, to_body
 from ..kinematics._rotations import euler123_rotation
 from ._base import AbstractSpatialElement
+from ._parameters import ParameterField
 
 
 def unilateral_dissipation(stretch, rate, stiffness, damping) -> Float[Array, "..."]:
@@ -48,6 +49,12 @@ class SpatialLigaments(AbstractSpatialElement):
     rest_length: Float[Array, " n"]
     stiffness: Float[Array, " n"]
     damping: Float[Array, " n"]
+
+    def parameter_fields(self):
+        """`stiffness` (N/m) and `damping` (N s/m) of each ligament, >= 0 (groups
+        `ligaments.stiffness`, `ligaments.damping`)."""
+        return (ParameterField("stiffness", "ligaments.stiffness", "N/m"),
+                ParameterField("damping", "ligaments.damping", "N s/m"))
 
     @classmethod
     def from_reference(cls, lower_points: Float[ArrayLike, "n 3"],
@@ -110,6 +117,12 @@ class FacetContacts(AbstractSpatialElement):
     stiffness: Float[Array, " n"]
     damping: Float[Array, " n"]
     sharpness: Float[Array, " n"]
+
+    def parameter_fields(self):
+        """One contact `stiffness` (N/m) and one `damping` (N s/m) for every facet, >= 0
+        (groups `facets.stiffness`, `facets.damping`)."""
+        return (ParameterField("stiffness", "facets.stiffness", "N/m", tied=True),
+                ParameterField("damping", "facets.damping", "N s/m", tied=True))
 
     @classmethod
     def from_reference(cls, upper_centres, upper_normals, upper_radii, lower_centres,

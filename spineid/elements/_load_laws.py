@@ -16,12 +16,15 @@ Outside the tabulated range the table laws continue linearly with their end slop
 """
 
 import abc
+import math
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
+
+from ._parameters import ParameterField
 
 
 LAW_KINDS = ("piecewise_linear", "monotone_cubic", "tan_cos", "polynomial")
@@ -42,6 +45,13 @@ class AbstractLoadLaw(eqx.Module):
     def stiffness(self, x: Float[ArrayLike, "*shape"]) -> Float[Array, "*shape"]:
         """Tangent stiffness `dM/dx` (N/m or N m/rad), elementwise over `x` of any shape."""
         return jnp.vectorize(jax.grad(jax.grad(self.energy)))(jnp.asarray(x, dtype=float))
+
+    @abc.abstractmethod
+    def parameter_fields(self, displacement_unit: str, load_unit: str, group: str,
+                         prefix: str = "") -> tuple[ParameterField, ...]:
+        """The fields holding the law's parameters, in `group`, for a law from displacements in
+        `displacement_unit` to loads in `load_unit`; `prefix` is the law's path in its element
+        (e.g. `law.`)."""
 
 
 def _traced(*values) -> bool:
@@ -104,6 +114,10 @@ class PiecewiseLinearLaw(AbstractLoadLaw):
     displacement: Float[Array, " n"]
     load_values: Float[Array, " n"]
     smoothing: Float[Array, ""]
+
+    def parameter_fields(self, displacement_unit, load_unit, group, prefix=""):
+        """The node loads (`load_values`, in `load_unit`, unbounded)."""
+        return (ParameterField(f"{prefix}load_values", group, load_unit, -math.inf),)
 
     def __init__(self, displacement, load, smoothing=0.0, monotone: bool = False):
         """Nodes `(displacement, load)`, shapes `(n,)`; `monotone=True` rejects a decreasing
@@ -229,6 +243,10 @@ class MonotoneCubicLaw(AbstractLoadLaw):
     displacement: Float[Array, " n"]
     load_values: Float[Array, " n"]
 
+    def parameter_fields(self, displacement_unit, load_unit, group, prefix=""):
+        """The node loads (`load_values`, in `load_unit`, unbounded)."""
+        return (ParameterField(f"{prefix}load_values", group, load_unit, -math.inf),)
+
     def __init__(self, displacement, load, monotone: bool = False):
         """Points `(displacement, load)`, shapes `(n,)`, `n >= 2`; `monotone=True` rejects a
         decreasing load. Raises `ValueError` on unsorted points."""
@@ -284,6 +302,11 @@ class TanCosLaw(AbstractLoadLaw):
 
     coefficient: Float[Array, ""]
 
+    def parameter_fields(self, displacement_unit, load_unit, group, prefix=""):
+        """The coefficient `k` (`load_unit/displacement_unit`, >= 0)."""
+        return (ParameterField(f"{prefix}coefficient", group,
+                               f"{load_unit}/{displacement_unit}", 0.0),)
+
     def __init__(self, coefficient):
         self.coefficient = jnp.asarray(coefficient, dtype=float)
 
@@ -299,6 +322,13 @@ class PolynomialLaw(AbstractLoadLaw):
     """
 
     coefficients: Float[Array, " n"]
+
+    def parameter_fields(self, displacement_unit, load_unit, group, prefix=""):
+        """The coefficients `c_k` of `x^(k+1)` (`load_unit/displacement_unit^(k+1)`,
+        unbounded)."""
+        units = tuple(f"{load_unit}/{displacement_unit}^{k + 1}"
+                      for k in range(self.coefficients.shape[0]))
+        return (ParameterField(f"{prefix}coefficients", group, units, -math.inf),)
 
     def __init__(self, coefficients):
         coefficients = jnp.atleast_1d(jnp.asarray(coefficients, dtype=float))

@@ -8,6 +8,7 @@ writes values into the model with `apply_values`, which is traceable (jit, vmap,
 import dataclasses
 import functools
 import math
+import re
 from collections.abc import Sequence
 
 import equinox as eqx
@@ -44,6 +45,45 @@ class Parameter:
         if self.tied:
             return leaf.ravel()[0]
         return leaf if self.row is None else leaf[self.row]
+
+
+@dataclasses.dataclass(frozen=True)
+class ParameterField:
+    """A field of an element (or of a model) that holds parameters, as the element declares it:
+    `field` (attribute path, dotted through nested modules and tuple positions:
+    `law.load_values`, `laws.3.coefficient`), `group` (the name `free=` uses for every such
+    field, e.g. `stiffness`), `unit` (SI; one for every entry, or one per entry), `lower` and
+    `upper` bounds (one for every entry, or one per entry), and `tied` (one value for every
+    entry of the array)."""
+
+    field: str
+    group: str
+    unit: str | tuple[str, ...]
+    lower: float | tuple[float, ...] = 0.0
+    upper: float = math.inf
+    tied: bool = False
+
+
+def declared_parameters(model) -> tuple["Parameter", ...]:
+    """Every parameter a model and its elements declare (`parameter_fields()`), named by their
+    place in the model: `elements[2].stiffness[3]`, `elements[0].law.load_values[1]`,
+    `k_joint`. A model built in Python is fitted with these (`FitProblem(model, ...)`); a model
+    file names the same parameters by their place in the file instead."""
+    owners = [(None, model)] + list(enumerate(getattr(model, "elements", ())))
+    parameters = []
+    for element, owner in owners:
+        for spec in owner.parameter_fields():
+            leaf = _leaf(owner, spec.field)
+            path = re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", spec.field)
+            prefix = path if element is None else f"elements[{element}].{path}"
+            rows = [None] if spec.tied or jnp.ndim(leaf) == 0 else range(jnp.shape(leaf)[0])
+            for row in rows:
+                unit = spec.unit[row] if isinstance(spec.unit, tuple) else spec.unit
+                lower = spec.lower[row] if isinstance(spec.lower, tuple) else spec.lower
+                parameters.append(Parameter(
+                    prefix if row is None else f"{prefix}[{row}]", spec.group, unit, element,
+                    spec.field, row, lower, spec.upper, spec.tied))
+    return tuple(parameters)
 
 
 def _owner(model, element: int | None):
@@ -86,12 +126,19 @@ def apply_values(model, parameters: Sequence[Parameter], values: Float[Array, " 
 def select_parameters(
     parameters: Sequence[Parameter], free: Sequence[str], source: str = "model"
 ) -> tuple[Parameter, ...]:
-    """The parameters named by `free`: group names (`stiffness`) or parameter names
-    (`springs[2].stiffness`). An unknown entry raises `ValueError` listing what exists."""
+    """The parameters named by `free`: group names (`stiffness`), parameter names
+    (`springs[2].stiffness`) or a vector parameter's name without its index (`bushings[0].
+    stiffness` for every `bushings[0].stiffness[k]`). An unknown entry raises `ValueError`
+    listing what exists."""
+    if isinstance(free, str):
+        free = [free]
     groups = sorted({p.group for p in parameters})
     chosen: list[Parameter] = []
     for entry in free:
         matches = [p for p in parameters if p.group == entry or p.name == entry]
+        if not matches:
+            matches = [p for p in parameters if p.name.startswith(entry + "[")
+                       and p.name[len(entry):].count("[") == 1 and p.name.endswith("]")]
         if not matches:
             raise ValueError(
                 f"{source}: --free {entry!r}: no such parameter group in this model; the model "

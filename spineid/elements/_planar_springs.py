@@ -6,12 +6,19 @@ Each element stores its parameters as arrays, so a whole discrete measure of spr
 differentiating `energy` and `dissipation` (no hand-written force laws).
 """
 
+import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from ..kinematics._planar import body_point_position, body_point_velocity, to_body_coordinates
 from ._base import AbstractPlanarJointElement
 from ._load_laws import AbstractLoadLaw
+from ._parameters import ParameterField
+
+
+def _floats(value) -> Array:
+    # Fields given as Python numbers become float arrays (the model's leaves).
+    return jnp.asarray(value, dtype=float)
 
 
 def _span(pose_a, pose_b, points_a, points_b) -> Float[Array, "n 2"]:
@@ -42,6 +49,11 @@ class VectorSprings(AbstractPlanarJointElement):
     points_b: Float[Array, "n 2"]
     stiffness: Float[Array, " n"]
     damping: Float[Array, " n"]
+
+    def parameter_fields(self):
+        """`stiffness` (N/m, group `stiffness`) and `damping` (N s/m, group `damping`), >= 0."""
+        return (ParameterField("stiffness", "stiffness", "N/m"),
+                ParameterField("damping", "damping", "N s/m"))
 
     @classmethod
     def from_reference(
@@ -95,6 +107,11 @@ class AxialSprings(AbstractPlanarJointElement):
     stiffness: Float[Array, " n"]
     damping: Float[Array, " n"]
 
+    def parameter_fields(self):
+        """`stiffness` (N/m, group `stiffness`) and `damping` (N s/m, group `damping`), >= 0."""
+        return (ParameterField("stiffness", "stiffness", "N/m"),
+                ParameterField("damping", "damping", "N s/m"))
+
     @classmethod
     def from_reference(
         cls,
@@ -144,12 +161,17 @@ class TorsionSpring(AbstractPlanarJointElement):
 
     Energy `1/2 k (theta_b - theta_a - rest_angle)^2`, dissipation `1/2 c (omega_b - omega_a)^2`.
     Fields: `stiffness` (N m/rad), `damping` (N m s/rad), `rest_angle` (rad, the relative angle of
-    the reference configuration).
+    the reference configuration; default 0). Numbers are accepted.
     """
 
-    stiffness: Float[Array, ""]
-    damping: Float[Array, ""]
-    rest_angle: Float[Array, ""]
+    stiffness: Float[Array, ""] = eqx.field(converter=_floats)
+    damping: Float[Array, ""] = eqx.field(converter=_floats, default=0.0)
+    rest_angle: Float[Array, ""] = eqx.field(converter=_floats, default=0.0)
+
+    def parameter_fields(self):
+        """`stiffness` (N m/rad) and `damping` (N m s/rad), both in group `torsion`, >= 0."""
+        return (ParameterField("stiffness", "torsion", "N m/rad"),
+                ParameterField("damping", "torsion", "N m s/rad"))
 
     def energy(self, pose_a, pose_b):
         return 0.5 * self.stiffness * (pose_b[2] - pose_a[2] - self.rest_angle) ** 2
@@ -171,6 +193,11 @@ class NonlinearTorsion(AbstractPlanarJointElement):
     law: AbstractLoadLaw
     damping: Float[Array, ""]
     rest_angle: Float[Array, ""]
+
+    def parameter_fields(self):
+        """The law's parameters (rad to N m) and `damping` (N m s/rad), group `torsion`."""
+        return (*self.law.parameter_fields("rad", "N m", "torsion", "law."),
+                ParameterField("damping", "torsion", "N m s/rad"))
 
     def energy(self, pose_a, pose_b):
         return self.law.energy(pose_b[2] - pose_a[2] - self.rest_angle)

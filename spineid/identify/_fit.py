@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..elements._parameters import apply_values
 from ..elements._planar_springs import VectorSprings
 from ._goodness import assess_fit, GoodnessOfFit
 from ._objective import FAILED_RESIDUAL, _cost, _evaluate, _Objective, _objective, _scales
@@ -303,7 +304,49 @@ class _Run:
                 noise_max=problem.noise_max),
         )
         result.moments = _vector_spring_moments(problem, theta, identifiability)
+        result.refit = _HeldRefit(problem, self.local, theta, sigma)
+        result.lower_bounds = np.array([p.lower for p in problem.parameters])
+        result.upper_bounds = np.array([p.upper for p in problem.parameters])
         return result
+
+
+class _HeldRefit:
+    """Least cost of `problem` with free parameter `i` held at `v` and the others refitted by
+    the fit's local solver (the noise held at the fit's), warm-started from the solution at the
+    nearest value held before: the points of a profile (`FitResult.profile`)."""
+
+    def __init__(self, problem: FitProblem, local, theta, sigma):
+        self.problem, self.local = problem, local
+        self.theta, self.sigma = np.asarray(theta, float), np.asarray(sigma, float)
+        self.solutions: dict[tuple[int, float], np.ndarray] = {}
+
+    def __call__(self, i: int, v: float) -> float:
+        problem = self.problem
+        seen = [held for (j, held) in self.solutions if j == i]
+        nearest = min(seen, key=lambda held: abs(held - v)) if seen else None
+        theta = (self.theta if nearest is None else self.solutions[(i, nearest)]).copy()
+        theta[i] = v
+        noise = dict(zip(problem.channels, map(float, self.sigma)))
+        others = [name for j, name in enumerate(problem.names) if j != i]
+        if not others:  # nothing to refit: the cost at v
+            run = _Run(problem, self.local, False)
+            objective = run.objective_for(self.sigma)
+            cost = float(_cost(objective, run.transform.to_unconstrained(jnp.asarray(theta))))
+            self.solutions[(i, v)] = theta
+            return cost
+        held_models = [apply_values(m, problem.parameters, jnp.asarray(theta))
+                       for m in problem.models]
+        sub = FitProblem(problem.model_file or problem.model, problem.measurements, others,
+                         noise, models=held_models, noise_max=problem.noise_max,
+                         simulation_rtol=problem.simulation_rtol,
+                         simulation_atol=problem.simulation_atol,
+                         simulation_max_steps=problem.simulation_max_steps)
+        run = _Run(sub, self.local, False)
+        outcome = run.local_fit(np.zeros(len(others)))
+        theta[np.arange(theta.size) != i] = np.asarray(run.transform.to_physical(
+            jnp.asarray(outcome.u)))
+        self.solutions[(i, v)] = theta
+        return outcome.cost if np.isfinite(outcome.cost) else math.inf
 
 
 def _noise_array(problem: FitProblem, noise: dict[str, float] | None) -> np.ndarray:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..elements._parameters import select_parameters
+from ..elements._parameters import apply_values, declared_parameters, select_parameters
 from ..io._measurements import Measurement
 from ..io._model_file import ModelFile, load_model_file
 from ..simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL
@@ -20,10 +20,14 @@ class FitProblem:
     """What to fit: a model, measured trajectories (one per load case) and the free parameters.
 
     **Arguments:**
-    - `model_file`: a `ModelFile` (named parameters; the model's values of free parameters are
-      the starting guess, the others stay fixed).
+    - `model`: a model built in Python (any model kind: `PlanarPair`, `SpatialPair`,
+      `HeadNeckChain`, ...; its elements declare their parameters, `declared_parameters`, named
+      by place: `elements[0].stiffness[2]`), or a `ModelFile` read from TOML (parameters named
+      by the file: `springs[2].stiffness`). The model's values of the free parameters are the
+      starting guess; the others stay fixed.
     - `measurements`: one `Measurement` per load case.
-    - `free`: `--free` groups (`stiffness`, `damping`, `torsion`) or parameter names.
+    - `free`: groups (`stiffness`, `damping`, `torsion`, ...), parameter names, or the name of
+      a vector parameter without its index (`elements[0].stiffness`: every entry).
     - `noise`: per-channel measurement standard deviation (SI), e.g. `{"x": 5e-6, "y": 5e-6,
       "theta": 1.7e-4}`; `None` estimates it from the residuals.
     - `models`: optional model per load case (same parameters, e.g. other loads); default the
@@ -42,7 +46,7 @@ class FitProblem:
 
     def __init__(
         self,
-        model_file: ModelFile,
+        model,
         measurements: Sequence[Measurement] | Measurement,
         free: Sequence[str],
         noise: dict[str, float] | None = None,
@@ -55,15 +59,24 @@ class FitProblem:
     ):
         if isinstance(measurements, Measurement):
             measurements = [measurements]
-        self.model_file = model_file
+        if isinstance(model, ModelFile):
+            self.model_file, self.model = model, model.model
+            self.source, declared = model.source, model.parameters
+        elif hasattr(model, "observable_names") and hasattr(model, "parameter_fields"):
+            self.model_file, self.model = None, model
+            self.source = f"{type(model).__name__} (built in Python)"
+            declared = declared_parameters(model)
+        else:
+            raise ValueError(f"FitProblem: model is a {type(model).__name__}; expected a model "
+                             "(PlanarPair, SpatialPair, ...) or a ModelFile")
         self.measurements = tuple(measurements)
-        self.models = tuple(models) if models is not None else (model_file.model,) * len(
+        self.models = tuple(models) if models is not None else (self.model,) * len(
             self.measurements
         )
         if len(self.models) != len(self.measurements):
             raise ValueError(f"{len(self.models)} models for {len(self.measurements)} measurements")
-        self.parameters = select_parameters(model_file.parameters, free, model_file.source)
-        self.channels = tuple(model_file.model.observable_names)
+        self.parameters = select_parameters(declared, free, self.source)
+        self.channels = tuple(self.model.observable_names)
         self.start = np.array([float(p.get(self.models[0])) for p in self.parameters])
         self._check_data()
         self.noise = None if noise is None else check_noise(self.channels, noise)
@@ -80,10 +93,10 @@ class FitProblem:
         self.simulation_rtol = float(simulation_rtol)
         self.simulation_atol = float(simulation_atol)
         self.simulation_max_steps = simulation_max_steps
-        for model in self.models:
-            if not model.is_excited():
+        for case_model in self.models:
+            if not case_model.is_excited():
                 raise ValueError(
-                    f"{model_file.source}: nothing excites the joint: all loads are zero, there "
+                    f"{self.source}: nothing excites the joint: all loads are zero, there "
                     "is no gravity and the motion starts at rest in the reference pose, so the "
                     "body never moves and the data cannot determine any parameter. Add loads or "
                     "an initial_pose."
@@ -106,9 +119,18 @@ class FitProblem:
         """Names of the free parameters, in solver order."""
         return [p.name for p in self.parameters]
 
+    def fitted_model(self, values, case: int = 0):
+        """The model of load case `case` with the free parameters set to `values` (SI, `(p,)`,
+        in the order of `names`; e.g. `result.values`)."""
+        values = np.asarray(values, dtype=float)
+        if values.shape != (len(self.parameters),):
+            raise ValueError(f"fitted_model: {values.shape[0] if values.ndim else 0} values for "
+                             f"{len(self.parameters)} free parameters {self.names}")
+        return apply_values(self.models[case], self.parameters, values)
+
     def transform(self) -> Transform:
         """The map between the free parameters and the solver's coordinates, 0 at the start."""
-        return Transform.around(self.parameters, self.start, self.model_file.source)
+        return Transform.around(self.parameters, self.start, self.source)
 
     def channel_ranges(self) -> np.ndarray:
         """Peak-to-peak range of each measured channel over all load cases (SI), `(c,)`."""

@@ -4,6 +4,7 @@ identifiable moments.
 """
 
 import dataclasses
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -14,11 +15,12 @@ from ..io._measurements import Measurement
 from ..kinematics._planar import body_point_position
 from ._problem import FitProblem
 from ._goodness import GoodnessOfFit
+from ._profile import Profiled
 from ._uncertainty import Identifiability
 
 
 @dataclasses.dataclass
-class FitResult:
+class FitResult(Profiled):
     """The outcome of `fit`, explaining itself.
 
     Fields: `names`, `units`, `start`, `values` (SI), `stderr` (Cramer-Rao standard errors, NaN
@@ -30,7 +32,8 @@ class FitResult:
     summaries of a vector-spring measure, with standard errors), `predictions` (per load case,
     `(k, c)`), `measurements`, `warnings`, `seconds`, `goodness_of_fit` (a `GoodnessOfFit`:
     whether the model explains the data at the returned values; the standard errors mean
-    something only if it does).
+    something only if it does). `profile(name)` gives a parameter's profile-likelihood
+    interval.
     """
 
     names: list[str]
@@ -58,6 +61,11 @@ class FitResult:
     warnings: list[str]
     seconds: float
     goodness_of_fit: GoodnessOfFit
+    # Least cost with free parameter i held at v, the others refitted (set by `fit`).
+    refit: Callable[[int, float], float] | None = dataclasses.field(
+        default=None, repr=False, compare=False)
+    lower_bounds: np.ndarray | None = dataclasses.field(default=None, repr=False)
+    upper_bounds: np.ndarray | None = dataclasses.field(default=None, repr=False)
 
     @property
     def explains_data(self) -> bool | None:

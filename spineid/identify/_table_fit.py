@@ -13,7 +13,11 @@ Parameters and what keeps the law monotone (`monotone=True`, the default for tab
 - `monotone_cubic`: the node loads as above at fixed nodes (PCHIP keeps the curve monotone).
 - `polynomial`: the coefficients; `tan_cos`: the coefficient (>= 0).
 - `damping=True`: `c >= 0`.
-Solved by Levenberg-Marquardt (optimistix) in the unconstrained coordinates of
+With free breakpoints of a `piecewise_linear` table the breakpoints are first placed at the
+least-squares optimum by variable projection (`spineid.identify._breakpoints`: exact for one
+interior breakpoint, coordinate-wise for more), so the local solver starts in the optimum's basin
+instead of stopping at a local optimum of the breakpoint. Then all parameters are solved by
+Levenberg-Marquardt (optimistix) in the unconstrained coordinates of
 `spineid.identify._transform.Transform` (converged: its step criterion, or, when a parameter drifts
 into its bound, a cost that no longer falls by 1e-8 relative over 20 further steps); standard
 errors and identifiability from the Fisher matrix (`fisher_analysis`), as for every fit of the
@@ -22,7 +26,9 @@ identification engine.
 
 import dataclasses
 import math
+from collections.abc import Callable
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -33,13 +39,15 @@ from ..elements._load_laws import (
 )
 from ..elements._parameters import Parameter
 from ..io._measurements import LoadDisplacementData
+from ._breakpoints import best_breakpoints, design_matrix
 from ._goodness import GoodnessOfFit, assess_fit
+from ._profile import Profiled
 from ._transform import Transform
 from ._uncertainty import bounded_fisher_analysis, Identifiability
 
 
 @dataclasses.dataclass
-class LawFit:
+class LawFit(Profiled):
     """A load law fitted to load-displacement data, with what the data determine.
 
     Fields: `kind`, `law` (the fitted `AbstractLoadLaw`), `damping` (N s/m or N m s/rad; 0 when
@@ -48,7 +56,9 @@ class LawFit:
     `noise` (load noise), `noise_estimated`, `cost` (half chi-square), `n_data`, `converged`,
     `identifiability`, `warnings`, `predicted` and `residuals` (`(n,)`, load units),
     `goodness_of_fit` (a `GoodnessOfFit`; the residuals taken in the order of time, or of the
-    displacement for a quasi-static table, where a wrong breakpoint leaves runs of one sign).
+    displacement for a quasi-static table, where a wrong breakpoint leaves runs of one sign),
+    `method` (how the optimum was sought, in words). `profile(name)` gives a parameter's
+    profile-likelihood interval.
     """
 
     kind: str
@@ -69,6 +79,12 @@ class LawFit:
     predicted: np.ndarray
     residuals: np.ndarray
     goodness_of_fit: GoodnessOfFit
+    method: str = "Levenberg-Marquardt"
+    # Least cost with free parameter i held at v, the others refitted (`profile`).
+    refit: Callable[[int, float], float] | None = dataclasses.field(
+        default=None, repr=False, compare=False)
+    lower_bounds: np.ndarray | None = dataclasses.field(default=None, repr=False)
+    upper_bounds: np.ndarray | None = dataclasses.field(default=None, repr=False)
 
     @property
     def explains_data(self) -> bool | None:
@@ -98,6 +114,7 @@ class LawFit:
 
         return {
             "converged": self.converged,
+            "method": self.method,
             "cost": self.cost,
             "n_data": self.n_data,
             "law": self.law_table(),
@@ -119,7 +136,7 @@ class LawFit:
         lines = [f"{self.kind} law fitted to {self.n_data} points: "
                  + ("converged" if self.converged else "NOT converged")
                  + f", cost {self.cost:.4g}, load noise {self.noise:.3g}"
-                 + (" (estimated)" if self.noise_estimated else "")]
+                 + (" (estimated)" if self.noise_estimated else ""), f"method: {self.method}"]
         lines.append(f"{'parameter':22s} {'value':>12s} {'stderr':>10s}  unit")
         for n, v, e, u in zip(self.names, self.values, self.stderr, self.units):
             lines.append(f"{n:22s} {v:12.5g} {e:10.3g}  {u}")
@@ -131,6 +148,12 @@ class LawFit:
         return "\n".join(lines)
 
 
+@eqx.filter_jit
+def _law_load(law, x):
+    # The law's load at many displacements, compiled once per law kind and data length.
+    return law.load(x)
+
+
 def _default_nodes(data: LoadDisplacementData, count: int) -> np.ndarray:
     return np.linspace(data.displacement.min(), data.displacement.max(), count)
 
@@ -140,6 +163,25 @@ def _start_loads(data, nodes):
     order = np.argsort(data.displacement)
     x, y = data.displacement[order], data.load[order]
     return np.interp(nodes, x, np.convolve(y, np.ones(5) / 5, mode="same"))
+
+
+def _projected_start(data, nodes, velocity, known_load):
+    # Breakpoints at the least-squares optimum (variable projection), node loads and damper
+    # from the linear solve at those breakpoints.
+    extra = None if velocity is None else velocity[:, None]
+    target = data.load - known_load
+    count = nodes.size - 2
+    knots, _ = best_breakpoints(data.displacement, target, nodes[0], nodes[-1], count, extra,
+                                start=nodes[1:-1])
+    if not np.all(np.isfinite(knots)):
+        return nodes, _start_loads(data, nodes), 0.0, "Levenberg-Marquardt"
+    design = design_matrix(data.displacement, knots, extra)
+    coefficients, *_ = np.linalg.lstsq(design, target, rcond=None)
+    nodes = np.concatenate([nodes[:1], knots, nodes[-1:]])
+    loads = design_matrix(nodes, knots)[:, :count + 2] @ coefficients[:count + 2]
+    how = ("exact" if count == 1 else "coordinate-wise") + " least-squares breakpoint"
+    return (nodes, loads, float(coefficients[-1]) if velocity is not None else 0.0,
+            f"{how}{'s' if count > 1 else ''} by variable projection, then Levenberg-Marquardt")
 
 
 def fit_load_law(
@@ -157,6 +199,7 @@ def fit_load_law(
     rate_window: int = 1,
     noise: float | None = None,
     max_steps: int = 500,
+    search_breakpoints: bool = True,
 ) -> LawFit:
     """Fit a load law (module docstring) to `data` by least squares.
 
@@ -165,7 +208,10 @@ def fit_load_law(
     with `free_breakpoints` the interior nodes move and the end nodes stay;
     `smoothing` of `piecewise_linear`; `monotone`: keep table loads non-decreasing; `degree` of
     `polynomial`; `damping`: fit a damper `c` (needs `data.time`); `inertia`: known `J`
-    (kg m^2 or kg) of a dynamic test; `noise`: load noise (default estimated from residuals).
+    (kg m^2 or kg) of a dynamic test; `noise`: load noise (default estimated from residuals);
+    `search_breakpoints`: place free breakpoints of a `piecewise_linear` table at the
+    least-squares optimum first (module docstring); `False` starts the local solver from
+    `nodes` as given (a local optimum of the breakpoints is then possible).
 
     **Returns:** a `LawFit`. Raises `ValueError` on unusable arguments.
     """
@@ -176,6 +222,7 @@ def fit_load_law(
         velocity, acceleration = data.rates(rate_window)
     x, observed = jnp.asarray(data.displacement), jnp.asarray(data.load)
     load_unit = "load"
+    damping_start, method = 0.0, "Levenberg-Marquardt"
     parameters: list[Parameter] = []
     starts: list[float] = []
 
@@ -197,6 +244,9 @@ def fit_load_law(
         if free_breakpoints:
             if node_x.size < 3:
                 raise ValueError("free_breakpoints needs at least 3 nodes (interior ones move)")
+            if kind == "piecewise_linear" and search_breakpoints:
+                node_x, start, damping_start, method = _projected_start(
+                    data, node_x, velocity if damping else None, inertia * acceleration)
             # The end nodes stay (beyond them the end phases continue, so moving an end node
             # along its phase changes nothing: not identifiable). The interior nodes move with
             # positive gaps, all but the last free: x_j = x_0 + span * cumsum(g)_j / sum(g).
@@ -205,7 +255,7 @@ def fit_load_law(
         add("load[0]", load_unit, float(start[0]))
         for k, rise in enumerate(np.diff(start), start=1):
             if monotone:
-                add(f"rise[{k}]", load_unit, float(max(rise, 1e-3 * spread)), 0.0)
+                add(f"rise[{k}]", load_unit, float(rise if rise > 0 else 1e-3 * spread), 0.0)
             else:
                 add(f"rise[{k}]", load_unit, float(rise))
     elif kind == "polynomial":
@@ -219,7 +269,8 @@ def fit_load_law(
         add("coefficient", "load/displacement", float(max(2.0 * ratio, 1e-6)), 0.0)
     if damping:
         scale = np.ptp(data.load) / max(np.ptp(velocity), 1e-300)
-        add("damping", "load s/displacement", float(1e-2 * scale), 0.0)
+        add("damping", "load s/displacement",
+            float(damping_start if damping_start > 0 else 1e-2 * scale), 0.0)
     n_law = len(parameters) - int(damping)
     fixed_nodes = None if not table or free_breakpoints else jnp.asarray(node_x)
 
@@ -247,7 +298,7 @@ def fit_load_law(
     def predict(theta):
         law = build(theta)
         c = theta[-1] if damping else 0.0
-        return law.load(x) + c * velocity_j + inertia * acceleration_j
+        return _law_load(law, x) + c * velocity_j + inertia * acceleration_j
 
     transform = Transform.around(parameters, np.array(starts), "load law fit")
 
@@ -274,12 +325,23 @@ def fit_load_law(
     sigma = 1.0 if noise_estimated else float(noise)
     if sigma <= 0:
         raise ValueError(f"noise {sigma:g}: expected a positive load noise")
-    theta, converged = solve(sigma)
+    # One breakpoint of a sharp table whose least-squares loads satisfy the bounds: the
+    # projected solution is the optimum itself (no local search needed).
+    exact = (method.startswith("exact") and float(smoothing) == 0.0
+             and (not monotone or bool(np.all(np.diff(start) > 0)))
+             and (not damping or damping_start > 0))
+    if exact:
+        method = ("exact least-squares breakpoint by variable projection (Hudson 1966), loads "
+                  "by linear least squares")
+        theta, converged = jnp.asarray(starts), True
+    else:
+        theta, converged = solve(sigma)
     if noise_estimated:
         raw = np.asarray(predict(theta) - observed)
         sigma = max(float(np.sqrt(np.sum(raw**2) / max(raw.size - len(parameters), 1))),
                     1e-12 * max(np.ptp(data.load), 1e-300))
-        theta, converged = solve(sigma)
+        if not exact:
+            theta, converged = solve(sigma)
     values = np.asarray(theta)
     predicted = np.asarray(predict(theta))
     residuals = predicted - data.load
@@ -295,17 +357,19 @@ def fit_load_law(
         messages.append("on a bound (no standard error): "
                         + ", ".join(n for n, b in zip(names, on_bound) if b))
     if table:
-        def with_errors(function):
-            out = []
-            gradient = np.asarray(jax.jacfwd(function)(theta))
-            for value, row in zip(np.asarray(function(theta)), np.atleast_2d(gradient)):
-                out.append((float(value), identifiability.standard_error_of(row)))
-            return out
+        def nodes_and_slopes(th):
+            table_law = build(th)
+            xs, ys = table_law.displacement, table_law.load_values
+            return jnp.concatenate([xs, ys, jnp.diff(ys) / jnp.diff(xs)])
 
-        derived["node_displacement"] = with_errors(lambda th: build(th).displacement)
-        derived["node_load"] = with_errors(lambda th: build(th).load_values)
-        derived["slopes"] = with_errors(
-            lambda th: jnp.diff(build(th).load_values) / jnp.diff(build(th).displacement))
+        values_all = np.asarray(nodes_and_slopes(theta))
+        rows = np.asarray(jax.jacfwd(nodes_and_slopes)(theta))
+        with_errors = [(float(v), identifiability.standard_error_of(row))
+                       for v, row in zip(values_all, rows)]
+        k = len(law.displacement)
+        derived["node_displacement"] = with_errors[:k]
+        derived["node_load"] = with_errors[k:2 * k]
+        derived["slopes"] = with_errors[2 * k:]
         if monotone:
             check_monotone(np.asarray(law.load_values), "fitted law")
     if not converged:
@@ -314,13 +378,56 @@ def fit_load_law(
     # Residuals in the order of the record (time), or of the displacement for a table.
     order = np.arange(residuals.size) if data.time is not None else np.argsort(
         data.displacement, kind="stable")
+    held = _HeldLawRefit(predict, observed, sigma, transform, np.asarray(theta))
     return LawFit(
+        refit=held, lower_bounds=np.array([p.lower for p in parameters]),
+        upper_bounds=np.array([p.upper for p in parameters]),
         kind=kind, law=law, damping=float(values[-1]) if damping else 0.0, names=names,
         units=units, values=values, stderr=stderr, derived=derived, noise=float(sigma),
         noise_estimated=noise_estimated, cost=0.5 * float(np.sum((residuals / sigma) ** 2)),
         n_data=int(residuals.size), converged=converged, identifiability=identifiability,
-        warnings=messages, predicted=predicted, residuals=residuals,
+        warnings=messages, predicted=predicted, residuals=residuals, method=method,
         goodness_of_fit=assess_fit(
             [(residuals / sigma)[order][:, None]], ("load",), identifiability.rank,
             noise_given=not noise_estimated, sigma={"load": float(sigma)}),
     )
+
+
+class _HeldLawRefit:
+    """Least cost of a law fit with parameter `i` held at `v` and the others refitted
+    (Levenberg-Marquardt in the unconstrained coordinates, warm-started from the solution at
+    the nearest value held before), at the fit's noise: the points of `LawFit.profile`."""
+
+    def __init__(self, predict, observed, sigma, transform, theta):
+        self.predict, self.observed, self.sigma = predict, observed, sigma
+        self.transform, self.theta = transform, theta
+        self.functions, self.solutions = {}, {}
+
+    def _residuals(self, i):
+        if i not in self.functions:
+            def held(u_rest, u_i):
+                u = jnp.concatenate([u_rest[:i], u_i[None], u_rest[i:]])
+                return (self.predict(self.transform.to_physical(u)) - self.observed) / self.sigma
+
+            self.functions[i] = held
+        return self.functions[i]
+
+    def __call__(self, i: int, v: float) -> float:
+        seen = [held for (j, held) in self.solutions if j == i]
+        nearest = min(seen, key=lambda held: abs(held - v)) if seen else None
+        theta = np.array(self.theta if nearest is None else self.solutions[(i, nearest)])
+        theta[i] = v
+        u = np.asarray(self.transform.to_unconstrained(jnp.asarray(theta)))
+        residuals = self._residuals(i)
+        u_rest, u_i = jnp.asarray(np.delete(u, i)), jnp.asarray(u[i])
+        if u_rest.size:
+            solution = optx.least_squares(
+                residuals, optx.LevenbergMarquardt(rtol=1e-10, atol=1e-10), u_rest, args=u_i,
+                max_steps=500, throw=False)
+            u_rest = solution.value
+        cost = 0.5 * float(jnp.sum(residuals(u_rest, u_i) ** 2))
+        full = np.insert(np.asarray(u_rest), i, float(u_i))
+        theta = np.array(self.transform.to_physical(jnp.asarray(full)))
+        theta[i] = v
+        self.solutions[(i, v)] = theta
+        return cost if np.isfinite(cost) else math.inf

@@ -9,6 +9,7 @@ from ._head_neck import (
 )
 from ._loads import (
     AbstractLoad as AbstractLoad,
+    PLANAR_LOAD_COMPONENTS as PLANAR_LOAD_COMPONENTS,
     SinusoidalLoad as SinusoidalLoad,
     TabulatedLoad as TabulatedLoad,
 )
@@ -28,4 +29,8 @@ from ._spatial_chain import (
     prescribed_motion as prescribed_motion,
     SpatialChain as SpatialChain,
 )
-from ._spatial_pair import SpatialBody as SpatialBody, SpatialPair as SpatialPair
+from ._spatial_pair import (
+    SPATIAL_LOAD_COMPONENTS as SPATIAL_LOAD_COMPONENTS,
+    SpatialBody as SpatialBody,
+    SpatialPair as SpatialPair,
+)

@@ -31,6 +31,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ..elements._load_laws import TanCosLaw
+from ..elements._parameters import ParameterField
 from ._mechanics import AbstractLagrangianSystem, active_forces, lagrangian_vector_field
 
 
@@ -138,6 +139,19 @@ class HeadNeckChain(AbstractLagrangianSystem):
     pulse: TriangularPulse
     rest_anterior: Float[Array, " n"]
     rest_posterior: Float[Array, " n"]
+
+    def parameter_fields(self) -> tuple[ParameterField, ...]:
+        """The ligament and joint stiffnesses and dampings, each one value for every level
+        (tied), >= 0: groups `ligaments.stiffness` (`k_anterior`, `k_posterior`, N/m),
+        `ligaments.damping` (N s/m), `joints.stiffness` (`k_joint`, N m/rad), `joints.damping`
+        (N m s/rad)."""
+        return tuple(ParameterField(field, group, unit, tied=True) for field, group, unit in (
+            ("k_anterior", "ligaments.stiffness", "N/m"),
+            ("k_posterior", "ligaments.stiffness", "N/m"),
+            ("c_anterior", "ligaments.damping", "N s/m"),
+            ("c_posterior", "ligaments.damping", "N s/m"),
+            ("k_joint", "joints.stiffness", "N m/rad"),
+            ("c_joint", "joints.damping", "N m s/rad")))
 
     @classmethod
     def create(cls, *, links, centres, anterior_lower, anterior_upper, posterior_lower,

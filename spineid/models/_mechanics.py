@@ -64,6 +64,11 @@ class AbstractLagrangianSystem(eqx.Module):
         (the default). Fits use them for plausible noise levels, plots for display."""
         return ("",) * len(self.observable_names)
 
+    def parameter_fields(self) -> tuple:
+        """Fields of the model itself (not of its elements) that hold parameters
+        (`spineid.ParameterField`s); none by default."""
+        return ()
+
     def is_excited(self) -> bool:
         """Whether anything drives the motion away from its start: a load that is not zero,
         gravity, or a start away from rest in the reference configuration. A fit refuses a

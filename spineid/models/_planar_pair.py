@@ -9,18 +9,29 @@ from ._loads import AbstractLoad
 from ._pair import AbstractVertebralPair
 
 
+def _floats(value) -> Array:
+    # Fields given as Python numbers or lists become float arrays (the model's leaves).
+    return jnp.asarray(value, dtype=float)
+
+
 class PlanarBody(eqx.Module):
     """A rigid body in the plane whose frame origin is its centre of mass.
 
     Fields: `mass` (kg), `inertia` (kg m^2, about the centre of mass, out-of-plane axis),
     `reference_pose` (`[x, y, theta]`, m, m, rad) and `fixed` (static: a fixed body never moves,
-    and its mass and inertia are ignored).
+    and its mass and inertia are ignored). Numbers and lists are accepted for the arrays.
     """
 
-    mass: Float[Array, ""]
-    inertia: Float[Array, ""]
-    reference_pose: Float[Array, "3"]
+    mass: Float[Array, ""] = eqx.field(converter=_floats)
+    inertia: Float[Array, ""] = eqx.field(converter=_floats)
+    reference_pose: Float[Array, "3"] = eqx.field(converter=_floats)
     fixed: bool = eqx.field(static=True, default=False)
+
+    @classmethod
+    def fixed_at(cls, pose) -> "PlanarBody":
+        """A fixed body (the ground, or a lower vertebra held by the rig) at `pose`
+        (`[x, y, theta]`, m, m, rad)."""
+        return cls(mass=1.0, inertia=1.0, reference_pose=pose, fixed=True)
 
 
 class PlanarPair(AbstractVertebralPair):
@@ -35,15 +46,16 @@ class PlanarPair(AbstractVertebralPair):
     Fields: `lower`, `upper` (`PlanarBody`), `elements` (tuple of joint elements from lower to
     upper), `loads` (tuple of `AbstractLoad` with 3 components), `gravity` (m/s^2, shape `(2,)`),
     `initial_pose` (start pose of the upper body; the lower starts at its reference pose).
-    The motion starts at rest.
+    The motion starts at rest. Numbers and lists are accepted for `gravity` and `initial_pose`;
+    a model built here is fitted like one read from a file (`FitProblem(pair, ...)`).
     """
 
     lower: PlanarBody
     upper: PlanarBody
     elements: tuple[AbstractPlanarJointElement, ...]
     loads: tuple[AbstractLoad, ...]
-    gravity: Float[Array, "2"]
-    initial_pose: Float[Array, "3"]
+    gravity: Float[Array, "2"] = eqx.field(converter=_floats)
+    initial_pose: Float[Array, "3"] = eqx.field(converter=_floats)
 
     @property
     def n_dof(self) -> int:

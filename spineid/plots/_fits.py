@@ -146,3 +146,32 @@ def plot_law_fit(fit, data, path: str | pathlib.Path, unit: str = "deg") -> path
     for axis in (load_axis, residual_axis):
         axis.grid(alpha=0.3)
     return _save(figure, path)
+
+
+def plot_profile(profile, path: str | pathlib.Path | None = None):
+    """A parameter's profile likelihood: `2 (PL - cost_min)` at the profile points, the
+    Cramer-Rao parabola `((v - value) / stderr)^2` for comparison, the threshold of the
+    confidence level and the interval (a `Profile` of `FitResult.profile` or
+    `LawFit.profile`). Where the two curves part, the linear (Cramer-Rao) interval is not to be
+    trusted. Returns the PNG path, or the figure without a path."""
+    figure, axis = plt.subplots(figsize=(6.5, 4))
+    order = np.argsort(profile.points)
+    points, delta = profile.points[order], profile.delta[order]
+    axis.plot(points, delta, "o-", color="C0", ms=4, label="profile (others refitted)")
+    if np.isfinite(profile.stderr) and profile.stderr > 0:
+        grid = np.linspace(points.min(), points.max(), 200)
+        axis.plot(grid, ((grid - profile.value) / profile.stderr) ** 2, "--", color="C1",
+                  label="Cramer-Rao (linearised)")
+    axis.axhline(profile.threshold, color="k", lw=0.8,
+                 label=f"{profile.level:.0%} threshold ({profile.threshold:.2f})")
+    for end in profile.interval:
+        if np.isfinite(end):
+            axis.axvline(end, color="C0", lw=0.8, ls=":")
+    axis.set_xlabel(f"{profile.name} [{profile.unit}]")
+    axis.set_ylabel("2 (profile cost - best cost)")
+    axis.set_ylim(bottom=0.0, top=max(2.5 * profile.threshold, float(np.min(delta[-1:]))))
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize="small")
+    lower, upper = profile.interval
+    axis.set_title(f"{profile.name}: [{lower:.4g}, {upper:.4g}] {profile.unit}", fontsize=10)
+    return _save(figure, path)

@@ -2,8 +2,6 @@
 laws, loads (sinusoids and load tables) and the `[measure]` curve.
 """
 
-import math
-
 import jax.numpy as jnp
 import numpy as np
 
@@ -12,13 +10,12 @@ from ...elements._load_laws import (
 )
 from ...elements._parameters import Parameter
 from ...elements._planar_springs import NonlinearTorsion, TorsionSpring
-from ...models._loads import AbstractLoad, SinusoidalLoad, TabulatedLoad
+from ...models._loads import (
+    PLANAR_LOAD_COMPONENTS, AbstractLoad, SinusoidalLoad, TabulatedLoad,
+)
 from ...models._planar_pair import PlanarBody
 from .._tables import read_loads_csv
 from .._toml import DocumentChecker, simulation_settings
-
-
-PLANAR_LOAD_COMPONENTS = ("Fx", "Fy", "Mz")
 
 
 def planar_body(table, key, check, allow_fixed: bool) -> tuple[PlanarBody, np.ndarray | None]:
@@ -93,18 +90,23 @@ def load_law(table, key: str, check: "DocumentChecker", displacement_unit: str, 
                 law = MonotoneCubicLaw(x, y)
         except ValueError as error:
             raise ValueError(f"{check.source}: {key}: {error}") from None
-        return law, [(f"load[{k}]", "load_values", k, load_unit, -math.inf)
-                     for k in range(len(x))]
-    if kind == "tan_cos":
+    elif kind == "tan_cos":
         check.keys(table, key, {"kind", "coefficient"}, {"coefficient"})
         law = TanCosLaw(check.number(table, "coefficient", f"{key}.coefficient", positive=True))
-        return law, [("coefficient", "coefficient", None, f"{load_unit}/{displacement_unit}",
-                      0.0)]
-    check.keys(table, key, {"kind", "coefficients"}, {"coefficients"})
-    coefficients = check.vector(table, "coefficients", f"{key}.coefficients", None)
-    return PolynomialLaw(coefficients), [
-        (f"coefficients[{k}]", "coefficients", k, f"{load_unit}/{displacement_unit}^{k + 1}",
-         -math.inf) for k in range(len(coefficients))]
+    else:
+        check.keys(table, key, {"kind", "coefficients"}, {"coefficients"})
+        law = PolynomialLaw(check.vector(table, "coefficients", f"{key}.coefficients", None))
+    # The law declares its parameters (units, bounds); the file names them by its own keys.
+    key_of = {"load_values": "load", "coefficient": "coefficient",
+              "coefficients": "coefficients"}
+    parameters = []
+    for spec in law.parameter_fields(displacement_unit, load_unit, ""):
+        leaf = getattr(law, spec.field)
+        for row in [None] if np.ndim(leaf) == 0 else range(np.shape(leaf)[0]):
+            unit = spec.unit[row] if isinstance(spec.unit, tuple) else spec.unit
+            name = key_of[spec.field] if row is None else f"{key_of[spec.field]}[{row}]"
+            parameters.append((name, spec.field, row, unit, spec.lower))
+    return law, parameters
 
 
 def planar_common_tables(document, check, folder) -> tuple[AbstractLoad, ...]:

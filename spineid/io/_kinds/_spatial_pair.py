@@ -9,7 +9,7 @@ import warnings
 import jax.numpy as jnp
 import numpy as np
 
-from ...elements._bushings import Bushing, TableBushing, UPPER
+from ...elements._bushings import Bushing, bushing_unit, TableBushing, UPPER
 from ...elements._ligaments_facets import FacetContacts, SpatialLigaments
 from ...elements._parameters import Parameter
 from ...models._spatial_pair import SPATIAL_LOAD_COMPONENTS, SpatialBody, SpatialPair
@@ -87,14 +87,6 @@ def bushing_matrix(check, table, name, key) -> tuple[np.ndarray, list[tuple[str,
         check.fail(f"{key}.{name}", f"a nonnegative diagonal ({BUSHING_AXES[i]} entry)",
                    float(matrix[i, i]))
     return matrix, entries
-
-
-def bushing_unit(field: str, i: int, j: int) -> str:
-    # Entry (i, j) maps the deflection component j (m or rad) to the load component i (N or N m).
-    load = "N" if i < 3 else "N m"
-    per = "m" if j < 3 else "rad"
-    unit = f"{load}/{per}" if field == "stiffness" else f"{load} s/{per}"
-    return unit.replace("N m/m", "N").replace("N m s/m", "N s")
 
 
 def bushing_frame(check, bushing, name, key, bodies: tuple[str, ...]):

@@ -1,0 +1,127 @@
+"""Breakpoints of piecewise-linear laws at the least-squares optimum (variable projection):
+checked against a brute-force search over a dense grid of breakpoints, each a separate
+least-squares solve by numpy, and against the local solver from a start in the wrong basin."""
+
+import numpy as np
+import pytest
+
+import spineid
+from spineid.identify._breakpoints import best_breakpoint, best_breakpoints
+
+N = 1500
+
+
+def three_phase(seed, quantum=0.0):
+    """A test with three stiffness phases (10, 50, 90 N/mm; knees at 0.6 and 2.4 mm) over 0-3 mm:
+    a two-phase law fitted to it has two basins of its breakpoint (near 0.8 mm and 2.2 mm).
+    `quantum`: displacements rounded to a resolution (m), as a tester records them."""
+    rng = np.random.default_rng(seed)
+    x = np.sort(rng.uniform(0.0, 3e-3, N))
+    if quantum:
+        x = np.round(x / quantum) * quantum
+    y = 1e4 * x + 4e4 * np.maximum(x - 0.6e-3, 0) + 4e4 * np.maximum(x - 2.4e-3, 0)
+    return x, y + 0.5 * rng.standard_normal(N)
+
+
+def toe(seed):
+    """A toe region (exponential) running into a linear phase: no exact breakpoint."""
+    rng = np.random.default_rng(seed)
+    x = np.sort(rng.uniform(-1e-3, 2e-3, N))
+    knee = 0.3e-3
+    y = np.where(x < knee, 50 * (np.exp(x / 0.4e-3) - 1),
+                 50 * (np.exp(knee / 0.4e-3) - 1) + 125e3 * np.exp(knee / 0.4e-3) * (x - knee))
+    return x, y + 2.0 * rng.standard_normal(N)
+
+
+def brute_force(x, y, breakpoints_grid, extra=None):
+    """(cost, breakpoint) of the best of separate least-squares solves, one per grid value."""
+    best = (np.inf, np.nan)
+    for b in breakpoints_grid:
+        columns = [np.ones_like(x), x, np.maximum(x - b, 0.0)]
+        if extra is not None:
+            columns.append(extra)
+        design = np.stack(columns, axis=1)
+        residual = design @ np.linalg.lstsq(design, y, rcond=None)[0] - y
+        best = min(best, (float(residual @ residual), float(b)))
+    return best
+
+
+CASES = {
+    "three phases": lambda: three_phase(0),
+    "three phases, 10 um resolution": lambda: three_phase(1, quantum=1e-5),
+    "toe region": lambda: toe(2),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_one_breakpoint_is_the_brute_force_optimum(case):
+    x, y = CASES[case]()
+    breakpoint, cost = best_breakpoint(x, y, x.min(), x.max())
+    grid_cost, grid_breakpoint = brute_force(x, y, np.linspace(x.min(), x.max(), 6001)[1:-1])
+    # Never worse than any grid value, and where the grid is fine enough, as good.
+    assert cost <= grid_cost * (1 + 1e-12)
+    assert cost >= grid_cost * (1 - 1e-3)
+    assert abs(breakpoint - grid_breakpoint) < 2e-5
+    # The breakpoint's own cost is what was reported (not a cancellation artefact).
+    assert brute_force(x, y, [breakpoint])[0] == pytest.approx(cost, rel=1e-10)
+
+
+def test_one_breakpoint_with_a_damper_column():
+    x, y = three_phase(3)
+    rate = np.random.default_rng(4).standard_normal(N)
+    y = y + 30.0 * rate
+    _, cost = best_breakpoint(x, y, x.min(), x.max(), rate[:, None])
+    grid_cost, _ = brute_force(x, y, np.linspace(x.min(), x.max(), 3001)[1:-1], rate)
+    assert grid_cost * (1 - 1e-3) <= cost <= grid_cost * (1 + 1e-12)
+
+
+def test_two_breakpoints_at_least_as_good_as_a_grid_of_pairs():
+    x, y = three_phase(5)
+    knots, cost = best_breakpoints(x, y, x.min(), x.max(), 2)
+    np.testing.assert_allclose(knots, [0.6e-3, 2.4e-3], atol=2e-5)
+    grid = np.linspace(x.min(), x.max(), 61)[1:-1]
+    pair_costs = []
+    for i, a in enumerate(grid):
+        for b in grid[i + 1:]:
+            design = np.stack([np.ones_like(x), x, np.maximum(x - a, 0), np.maximum(x - b, 0)],
+                              axis=1)
+            residual = design @ np.linalg.lstsq(design, y, rcond=None)[0] - y
+            pair_costs.append(residual @ residual)
+    assert cost <= min(pair_costs) * (1 + 1e-12)
+
+
+def test_table_fit_escapes_the_wrong_basin_of_the_breakpoint():
+    x, y = three_phase(0)
+    data = spineid.LoadDisplacementData(x, y)
+    start = [x.min(), 0.6e-3, x.max()]
+    local = spineid.fit_load_law(data, "piecewise_linear", start, free_breakpoints=True,
+                                 search_breakpoints=False)
+    default = spineid.fit_load_law(data, "piecewise_linear", start, free_breakpoints=True)
+    grid_cost, grid_breakpoint = brute_force(x, y, np.linspace(x.min(), x.max(), 6001)[1:-1])
+
+    def sum_of_squares(fit):
+        return float(np.sum(fit.residuals ** 2))
+
+    # The local solver stays in the basin of its start (near 0.8 mm) ...
+    assert abs(local.derived["node_displacement"][1][0] - 0.83e-3) < 0.05e-3
+    assert sum_of_squares(local) > 1.01 * grid_cost
+    # ... the default finds the global optimum, exactly.
+    assert default.converged and default.method.startswith("exact")
+    assert sum_of_squares(default) <= grid_cost * (1 + 1e-12)
+    assert abs(default.derived["node_displacement"][1][0] - grid_breakpoint) < 2e-5
+    # Both are flagged: a two-phase law does not explain three phases.
+    assert default.explains_data is False and local.explains_data is False
+
+
+def test_table_fit_of_a_two_phase_test_is_exact_and_explains_it():
+    rng = np.random.default_rng(8)
+    x = np.sort(rng.uniform(0.0, 2e-3, N))
+    y = 5e3 * x + 45e3 * np.maximum(x - 0.7e-3, 0) + 0.2 * rng.standard_normal(N)
+    fit = spineid.fit_load_law(spineid.LoadDisplacementData(x, y), "piecewise_linear",
+                               n_nodes=3, free_breakpoints=True, noise=0.2)
+    assert fit.method.startswith("exact") and fit.explains_data
+    (breakpoint, error), = fit.derived["node_displacement"][1:2]
+    assert abs(breakpoint - 0.7e-3) < 4 * error
+    slopes = [v for v, _ in fit.derived["slopes"]]
+    np.testing.assert_allclose(slopes, [5e3, 50e3], rtol=0.02)
+    assert "method" in fit.report() and "exact" in fit.summary()

@@ -1,0 +1,145 @@
+"""Problems built in Python: a model assembled from spineid's classes (no file) is fitted like one
+read from a model file, with the parameters its elements declare; the file readers name the same
+parameters, with the same units and bounds."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import spineid
+from helpers import AXIAL_SPRINGS, LOADS, MODEL_KINDS, TORSION, document
+
+# The fits share compiled solves with the identification tests (same shapes and solver).
+pytestmark = pytest.mark.xdist_group("identify")
+
+TS = np.linspace(0.0, 0.2, 101)
+NOISE = {"x": 5e-6, "y": 5e-6, "theta": 1.7e-4}
+STIFFNESS = [spring["stiffness"] for spring in AXIAL_SPRINGS]
+FACTORS = np.array([1.3, 0.7, 1.2])
+
+
+def python_pair(stiffness) -> spineid.PlanarPair:
+    """The planar pair of `helpers.document(springs=AXIAL_SPRINGS, torsion=TORSION,
+    loads=LOADS)`, assembled from the classes."""
+    lower = spineid.PlanarBody.fixed_at([0.0, 0.0, 0.0])
+    upper = spineid.PlanarBody(mass=0.5, inertia=1.2e-3, reference_pose=[0.0, 0.03, 0.0])
+    springs = spineid.AxialSprings.from_reference(
+        [s["lower_point"] for s in AXIAL_SPRINGS], [s["upper_point"] for s in AXIAL_SPRINGS],
+        stiffness, [s["damping"] for s in AXIAL_SPRINGS], lower.reference_pose,
+        upper.reference_pose)
+    torsion = spineid.TorsionSpring(stiffness=TORSION[0]["stiffness"],
+                                    damping=TORSION[0]["damping"])
+    loads = spineid.SinusoidalLoad.from_terms(
+        [(load["component"], load["amplitude"], load["frequency"], load["phase"])
+         for load in LOADS])
+    return spineid.PlanarPair(lower=lower, upper=upper, elements=(springs, torsion),
+                              loads=(loads,), gravity=[0.0, 0.0],
+                              initial_pose=upper.reference_pose)
+
+
+def file_pair(stiffness) -> spineid.ModelFile:
+    springs = [dict(spring, stiffness=float(k)) for spring, k in zip(AXIAL_SPRINGS, stiffness)]
+    return spineid.ModelFile.from_document(document(springs=springs, torsion=TORSION,
+                                                    loads=LOADS))
+
+
+def observed(model) -> np.ndarray:
+    simulation = spineid.simulate(model, jnp.asarray(TS))
+    return np.asarray(jax.vmap(model.observe)(simulation.q))
+
+
+@pytest.fixture(scope="module")
+def measurement():
+    data = observed(file_pair(STIFFNESS).model)
+    sigma = np.array([NOISE[c] for c in ("x", "y", "theta")])
+    data = data + np.random.default_rng(7).normal(size=data.shape) * sigma
+    return spineid.Measurement(TS, data, ("x", "y", "theta"))
+
+
+def test_python_model_is_the_file_model():
+    # The same motion to roundoff: the classes and the reader build the same model.
+    np.testing.assert_allclose(observed(python_pair(STIFFNESS)),
+                               observed(file_pair(STIFFNESS).model), rtol=0, atol=1e-13)
+
+
+def test_python_model_fits_as_the_file_model(measurement):
+    start = np.array(STIFFNESS) * FACTORS
+    from_python = spineid.fit(spineid.FitProblem(python_pair(start), measurement,
+                                                 free=["elements[0].stiffness"], noise=NOISE))
+    from_file = spineid.fit(spineid.FitProblem(file_pair(start), measurement, ["stiffness"],
+                                               NOISE))
+    assert from_python.names == [f"elements[0].stiffness[{k}]" for k in range(3)]
+    assert from_python.units == ["N/m"] * 3
+    assert from_python.converged and from_python.explains_data
+    np.testing.assert_allclose(from_python.values, from_file.values, rtol=1e-8)
+    np.testing.assert_allclose(from_python.stderr, from_file.stderr, rtol=1e-6)
+    # Recovered within a few standard errors of the truth, from 30% off.
+    assert np.all(np.abs(from_python.values - STIFFNESS) < 4 * from_python.stderr)
+
+
+def test_group_names_and_fitted_model(measurement):
+    pair = python_pair(STIFFNESS)
+    problem = spineid.FitProblem(pair, measurement, ["stiffness", "torsion"], NOISE)
+    assert problem.names == ["elements[0].stiffness[0]", "elements[0].stiffness[1]",
+                             "elements[0].stiffness[2]", "elements[1].stiffness",
+                             "elements[1].damping"]
+    assert problem.model_file is None and "PlanarPair" in problem.source
+    values = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    fitted = problem.fitted_model(values)
+    np.testing.assert_array_equal(fitted.elements[0].stiffness, values[:3])
+    assert float(fitted.elements[1].stiffness) == 4.0
+    assert float(fitted.elements[1].damping) == 5.0
+    # The problem's model itself is left as it was.
+    np.testing.assert_array_equal(pair.elements[0].stiffness, STIFFNESS)
+
+
+@pytest.mark.parametrize("free, match", [
+    (["elements[3].stiffness"], "no such parameter"),
+    (["elements[0].stiff"], "no such parameter"),
+])
+def test_unknown_names_are_refused(measurement, free, match):
+    with pytest.raises(ValueError, match=match):
+        spineid.FitProblem(python_pair(STIFFNESS), measurement, free, NOISE)
+
+
+def test_not_a_model_is_refused(measurement):
+    with pytest.raises(ValueError, match="expected a model"):
+        spineid.FitProblem({"kind": "planar_pair"}, measurement, ["stiffness"], NOISE)
+    problem = spineid.FitProblem(python_pair(STIFFNESS), measurement, ["stiffness"], NOISE)
+    with pytest.raises(ValueError, match="2 values for 3 free"):
+        problem.fitted_model([1.0, 2.0])
+
+
+def test_load_terms_are_checked():
+    with pytest.raises(ValueError, match="component"):
+        spineid.SinusoidalLoad.from_terms([("Fz", 1.0, 2.0)])
+    with pytest.raises(ValueError, match="frequency"):
+        spineid.SinusoidalLoad.from_terms([("Fx", 1.0, -2.0)])
+
+
+BUNDLED = ["axial_4_springs", "liu_8_springs", "pinned_pair", "spatial_pair", "l5_s1_pair",
+           "c5_c6", "head_neck"]
+
+
+@pytest.mark.parametrize("name", BUNDLED + [f"kind:{kind}" for kind in MODEL_KINDS])
+def test_reader_parameters_are_the_declared_ones(name):
+    # Every parameter a model file names is one its elements declare, with the same unit, bounds
+    # and tying: the reader adds names, not physics.
+    if name.startswith("kind:"):
+        model_file = spineid.ModelFile.from_document(MODEL_KINDS[name[5:]].document)
+    else:
+        model_file = spineid.load_model_file(spineid.dataset_path(f"{name}.toml"))
+    declared = {(p.element, p.field, p.row): p
+                for p in spineid.declared_parameters(model_file.model)}
+    for parameter in model_file.parameters:
+        key = (parameter.element, parameter.field, parameter.row)
+        if key not in declared and parameter.row is not None:
+            # A file may name one entry of a field the element ties (one value for all).
+            key = (parameter.element, parameter.field, None)
+            assert declared[key].tied, parameter.name
+            continue
+        twin = declared[key]
+        assert (parameter.unit, parameter.group, parameter.lower, parameter.upper,
+                parameter.tied) == (twin.unit, twin.group, twin.lower, twin.upper,
+                                    twin.tied), parameter.name
