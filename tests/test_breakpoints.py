@@ -125,3 +125,23 @@ def test_table_fit_of_a_two_phase_test_is_exact_and_explains_it():
     slopes = [v for v, _ in fit.derived["slopes"]]
     np.testing.assert_allclose(slopes, [5e3, 50e3], rtol=0.02)
     assert "method" in fit.report() and "exact" in fit.summary()
+
+
+def test_window_inside_the_data_and_a_large_offset():
+    # End nodes inside the data range: the best breakpoint may sit at the window's end; and a
+    # load offset far larger than the load's span must not change the answer.
+    x, y = three_phase(6)
+    low, high = 0.3e-3, 2.0e-3
+    breakpoint, cost = best_breakpoint(x, y, low, high)
+    grid_cost, grid_breakpoint = brute_force(x, y, np.linspace(low, high, 4001)[1:-1])
+    assert cost <= grid_cost * (1 + 1e-12)
+    assert abs(breakpoint - grid_breakpoint) < 2e-6
+    shifted, shifted_cost = best_breakpoint(x, y + 1e6, low, high)
+    assert shifted == pytest.approx(breakpoint, abs=1e-9)
+    assert shifted_cost == pytest.approx(cost, rel=1e-6)
+    # A window left of which the cost keeps falling (the basin near 0.83 mm lies outside it):
+    # its best point is its own end.
+    end, end_cost = best_breakpoint(x, y, 0.95e-3, 1.5e-3)
+    grid_cost, _ = brute_force(x, y, np.linspace(0.95e-3, 1.5e-3, 1001)[1:-1])
+    assert end_cost <= grid_cost * (1 + 1e-12)
+    assert end == pytest.approx(0.95e-3, abs=1e-8)

@@ -43,7 +43,6 @@ from ..plots import (
     plot_load_laws,
     plot_planar_pair,
     plot_planar_trajectories,
-    plot_profile,
     plot_segment_study,
     plot_spine_geometry,
     plot_stiffness_fit,
@@ -52,9 +51,9 @@ from ..plots import (
 from ..simulation import simulate
 from ..studies import peak_force_sensitivity, segment_study, whiplash_study
 from ._outputs import (
-    profile_file_name,
     write_fit_outputs,
     write_json,
+    write_profile_outputs,
     write_recovery_outputs,
 )
 
@@ -189,12 +188,13 @@ def command_fit(arguments) -> int:
         flush=True,
     )
     result = fit(problem, solver, progress=True)
-    profiles = _profiles(result, arguments.profile)
     out = pathlib.Path(arguments.out)
-    paths = write_fit_outputs(result, problem, out, profiles)
+    paths = write_fit_outputs(result, problem, out)
     print(result.summary())
-    for profile in profiles:
-        print(profile.summary())
+    # Profiles after the fit's files are written: a long fit is never lost to a profile.
+    profiles = _profiles(result, arguments.profile)
+    if profiles:
+        paths += write_profile_outputs(result.report(), profiles, out)[1:]
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0 if result.converged and result.explains_data is not False else 1
 
@@ -265,12 +265,14 @@ def _check_profiles(names: list[str], free: list[str]) -> None:
 
 
 def _profiles(result, names: list[str]) -> list:
-    # The requested profiles, each announced (a profile refits the others many times).
+    # The requested profiles (each name once), announced and summarised (a profile refits the
+    # others many times).
     _check_profiles(names, list(result.names))
     profiles = []
-    for name in names:
+    for name in dict.fromkeys(names):
         print(f"profiling {name} ...", flush=True)
         profiles.append(result.profile(name))
+        print(profiles[-1].summary(), flush=True)
     return profiles
 
 
@@ -285,21 +287,17 @@ def command_table(arguments) -> int:
         smoothing=arguments.smoothing, monotone=not arguments.not_monotone,
         degree=arguments.degree, damping=arguments.damping, inertia=arguments.inertia,
         noise=arguments.noise)
-    profiles = _profiles(result, arguments.profile)
     out = pathlib.Path(arguments.out)
     out.mkdir(parents=True, exist_ok=True)
-    report = write_json(out / "report.json", dict(
-        result.report(), profiles=[profile.to_dict() for profile in profiles]))
-    profile_plots = [plot_profile(profile, out / profile_file_name(profile.name))
-                     for profile in profiles]
+    report = write_json(out / "report.json", dict(result.report(), profiles=[]))
     (out / "law.toml").write_text(
         "# Fitted by `spineid table` from " + pathlib.Path(arguments.data).name + ": use as the "
         "`law` of a [[torsion]] (rad, N m) or of a table bushing's degree of freedom.\n"
         + dumps_toml({"law": result.law_table()}))
     plot = plot_law_fit(result, data, out / "law_fit.png", unit=arguments.unit)
     print(result.summary())
-    for profile in profiles:
-        print(profile.summary())
+    profiles = _profiles(result, arguments.profile)
+    profile_plots = write_profile_outputs(result.report(), profiles, out)[1:] if profiles else []
     print(f"wrote {report}, {out / 'law.toml'}, {plot}"
           + "".join(f", {path}" for path in profile_plots))
     return 0 if result.converged and result.explains_data is not False else 1

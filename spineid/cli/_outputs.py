@@ -31,20 +31,27 @@ def profile_file_name(name: str) -> str:
     return "profile_" + re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_") + ".png"
 
 
-def write_fit_outputs(result, problem, out: pathlib.Path, profiles=()) -> list[pathlib.Path]:
-    """Write fitted.toml, report.json, the fit plots, the plots of `profiles` (`Profile`s)
-    and, for a model that can be written in another program's format (`export_formats`), that
-    file (e.g. fitted.osim) into `out`; returns the paths."""
+def write_profile_outputs(report: dict, profiles, out: pathlib.Path) -> list[pathlib.Path]:
+    """Add `profiles` (`Profile`s) to a fit's `report` (its `profiles` entry), write it again
+    as report.json, and plot each profile into `out`; returns the paths."""
+    report = dict(report, profiles=[profile.to_dict() for profile in profiles])
+    return [write_json(out / "report.json", report),
+            *[plot_profile(profile, out / profile_file_name(profile.name))
+              for profile in profiles]]
+
+
+def write_fit_outputs(result, problem, out: pathlib.Path) -> list[pathlib.Path]:
+    """Write fitted.toml, report.json (with `profiles: []`), the fit plots and, for a model that
+    can be written in another program's format (`export_formats`), that file (e.g.
+    fitted.osim) into `out`; returns the paths."""
     out.mkdir(parents=True, exist_ok=True)
     channels = problem.channels
-    report = dict(result.report(), profiles=[profile.to_dict() for profile in profiles])
     paths = [
         write_model_file(out / "fitted.toml", problem.model_file, result.fitted_values()),
-        write_json(out / "report.json", report),
+        write_json(out / "report.json", dict(result.report(), profiles=[])),
         plot_fit(result, channels, out / "fit.png"),
         plot_residuals(result, channels, out / "residuals.png"),
         plot_identifiability(result, out / "identifiability.png"),
-        *[plot_profile(profile, out / profile_file_name(profile.name)) for profile in profiles],
     ]
     model = problem.model_file.model
     formats = model.export_formats()

@@ -52,6 +52,10 @@ def best_breakpoint(x, y, low: float, high: float, extra=None) -> tuple[float, f
     two distinct displacements lie on each side of every candidate."""
     order = np.argsort(x, kind="stable")
     x, y = np.asarray(x, float)[order], np.asarray(y, float)[order]
+    # Costs come from running sums, yy - rhs . coef: take out the best straight line first (it
+    # lies in every candidate's span, so no cost changes) to keep that difference accurate.
+    line = np.stack([np.ones_like(x), x - x.mean()], axis=1)
+    y = y - line @ np.linalg.lstsq(line, y, rcond=None)[0]
     base = np.ones((x.size, 1)) if extra is None else np.column_stack(
         [np.ones(x.size), np.asarray(extra, float).reshape(x.size, -1)[order]])
     # Scaled displacements keep the normal equations well conditioned.
@@ -101,13 +105,19 @@ def best_breakpoint(x, y, low: float, high: float, extra=None) -> tuple[float, f
 
     candidates = np.concatenate([t, meet[inside]]) * scale + centre
     costs = np.concatenate([knot_costs, split_costs[inside]])
+    # A window end inside the data cuts an interval: its best point may be the end itself.
+    held = None if extra is None else np.asarray(extra, float).reshape(x.size, -1)[order]
+    for end, inward in ((low, 1.0), (high, -1.0)):
+        if x[0] < end < x[-1]:
+            nudged = end + inward * 1e-9 * (x[-1] - x[0])
+            candidates = np.append(candidates, nudged)
+            costs = np.append(costs, projected_cost(x, y, [nudged], held))
     allowed = (candidates > low) & (candidates < high)
     if not np.any(allowed):
         return float("nan"), np.inf
     candidates, costs = candidates[allowed], costs[allowed]
     # The running sums choose; a direct solve confirms the few best (cancellation-free costs).
     best_few = np.argsort(costs)[:8]
-    held = None if extra is None else np.asarray(extra, float).reshape(x.size, -1)[order]
     confirmed = [(projected_cost(x, y, [candidates[k]], held), candidates[k])
                  for k in best_few]
     cost, breakpoint = min(confirmed)

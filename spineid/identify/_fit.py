@@ -322,9 +322,10 @@ class _HeldRefit:
 
     def __call__(self, i: int, v: float) -> float:
         problem = self.problem
+        self.solutions.setdefault((i, float(self.theta[i])), self.theta)  # the optimum itself
         seen = [held for (j, held) in self.solutions if j == i]
-        nearest = min(seen, key=lambda held: abs(held - v)) if seen else None
-        theta = (self.theta if nearest is None else self.solutions[(i, nearest)]).copy()
+        nearest = min(seen, key=lambda held: abs(held - v))
+        theta = self.solutions[(i, nearest)].copy()
         theta[i] = v
         noise = dict(zip(problem.channels, map(float, self.sigma)))
         others = [name for j, name in enumerate(problem.names) if j != i]

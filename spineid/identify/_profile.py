@@ -13,14 +13,16 @@ With the noise estimated, the profile holds the noise at its estimate (the usual
 approximation; the interval is then slightly too narrow for few data).
 
 The walk: from the optimum, steps of half a Cramer-Rao standard error (or 5% of the value
-where the standard error is unknown) outward on each side, each point refitted from the last
-one's solution, until the profile exceeds the threshold; the crossing is then placed by the
-parabola through the last three points (exact for a quadratic profile) and confirmed by a
-refit there, repeated until the profile at the crossing is within 1% of the threshold.
+where the standard error is unknown) outward on each side, doubling while the profile stays
+below a tenth of the threshold, each point refitted from the nearest one's solution, until the
+profile exceeds the threshold; the crossing is then placed by linear interpolation of the square
+root of the profile between the bracketing points (exact for a quadratic profile) and confirmed
+by a refit there, repeated until the profile at the crossing is within 1% of the threshold.
 """
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Callable
 
 import numpy as np
@@ -99,17 +101,24 @@ class Profile:
 
 
 def walk_profile(refit: Callable[[float], float], value: float, stderr: float,
-                 bounds: tuple[float, float], cost_min: float, level: float = 0.95
+                 bounds: tuple[float, float], cost_min: float, level: float = 0.95,
+                 scale: float | None = None
                  ) -> tuple[np.ndarray, np.ndarray, tuple[float, float], float | None, int]:
     """The profile walk (module docstring) of one parameter.
 
     `refit(v)` returns the least cost with the parameter held at `v` (the caller refits the
-    others, warm-started from the solution at the nearest value it has seen); `value`, `stderr`: the fitted value and its
-    Cramer-Rao error; `bounds` of the parameter; `cost_min` the fit's cost. Returns `(points,
-    delta, interval, lower_cost, fits)` as the `Profile` fields.
+    others, warm-started from the solution at the nearest value it has seen; `inf` when the
+    refit fails, which counts as beyond the threshold); `value`, `stderr`: the fitted value and
+    its Cramer-Rao error; `bounds` of the parameter; `cost_min` the fit's cost; `scale`: a
+    typical magnitude of the parameter, for the first step where the standard error is
+    unknown. Steps double while the profile stays below a tenth of the threshold. Returns
+    `(points, delta, interval, lower_cost, fits)` as the `Profile` fields.
     """
     threshold = chi_square_quantile_1(level)
-    step = 0.5 * stderr if np.isfinite(stderr) and stderr > 0 else 0.05 * max(abs(value), 1e-12)
+    if np.isfinite(stderr) and stderr > 0:
+        first_step = 0.5 * stderr
+    else:
+        first_step = 0.05 * max(abs(value), abs(scale or 0.0), 1e-12)
     seen: dict[float, float] = {value: 0.0}
     lowest = cost_min
     fits = 0
@@ -126,10 +135,10 @@ def walk_profile(refit: Callable[[float], float], value: float, stderr: float,
     ends = []
     for side in (-1.0, 1.0):
         end = side * math.inf
-        previous = [(value, 0.0)]
         bound = bounds[0] if side < 0 else bounds[1]
-        for k in range(1, MAX_STEPS + 1):
-            v = value + side * k * step
+        inner, step, v = (value, 0.0), first_step, value
+        for _ in range(MAX_STEPS):
+            v = v + side * step
             if not bounds[0] < v < bounds[1]:
                 # Next to the bound: if the profile is still below the threshold there, the
                 # bound, not the data, ends the interval.
@@ -137,64 +146,72 @@ def walk_profile(refit: Callable[[float], float], value: float, stderr: float,
                     break
                 v = bound + 1e-6 * (value - bound)
                 d = delta(v)
-                previous.append((v, d))
-                end = bound if d < threshold else _crossing(delta, previous[-3:], threshold)
+                end = bound if d < threshold else _crossing(delta, inner, (v, d), threshold)
                 break
             d = delta(v)
-            previous.append((v, d))
             if d >= threshold:
-                end = _crossing(delta, previous[-3:], threshold)
+                end = _crossing(delta, inner, (v, d), threshold)
                 break
+            inner = (v, d)
+            if d < 0.1 * threshold:
+                step *= 2.0
         ends.append(end)
     points = np.array(sorted(seen))
-    lower_cost = lowest if lowest < cost_min - 1e-9 * max(abs(cost_min), 1.0) else None
+    # A lower cost counts when it matters on the scale of the threshold (the fit's own stop
+    # leaves it within about 1e-4 of the optimum in these units).
+    lower_cost = lowest if 2.0 * (cost_min - lowest) > 1e-2 else None
     return points, np.array([seen[v] for v in points]), (ends[0], ends[1]), lower_cost, fits
 
 
-def _crossing(delta, last, threshold, rounds: int = 6) -> float:
-    # The threshold crossing between the last two walk points: the parabola through the last
-    # three (a line through two), refined by evaluating there until within 1% of the threshold.
-    inner, outer = last[-2][0], last[-1][0]
-    estimate = outer
+def _crossing(delta, inner, outer, threshold, rounds: int = 8) -> float:
+    # The threshold crossing inside the bracket [inner (below), outer (at or above)], by linear
+    # interpolation of sqrt(delta) (exact for a quadratic profile, whose square root is linear
+    # on each side of the optimum), or bisection where that cannot apply (an infinite value: a
+    # failed refit). Refined until the profile there is within 1% of the threshold, keeping
+    # the bracket, or until the bracket has shrunk to 1e-9 of its width.
+    width = abs(outer[0] - inner[0])
+    estimate = outer[0]
     for _ in range(rounds):
-        xs = np.array([p[0] for p in last])
-        ys = np.array([p[1] for p in last])
-        degree = min(2, len(last) - 1)
-        coefficients = np.polyfit(xs - inner, ys - threshold, degree)
-        roots = np.roots(coefficients)
-        real = [r.real + inner for r in roots if abs(r.imag) < 1e-12
-                and min(inner, outer) - 1e-15 <= r.real + inner <= max(inner, outer) + 1e-15]
-        estimate = real[0] if real else 0.5 * (inner + outer)
-        d = delta(estimate)
-        if abs(d - threshold) <= 1e-2 * threshold:
-            return float(estimate)
-        # Keep the bracket: the new point replaces the bracket end on its side.
-        if d < threshold:
-            inner = estimate
+        (a, da), (b, db) = inner, outer
+        root_a, root_b = math.sqrt(max(da, 0.0)), math.sqrt(db) if np.isfinite(db) else math.inf
+        target = math.sqrt(threshold)
+        if np.isfinite(root_b) and root_b > root_a:
+            estimate = a + (target - root_a) * (b - a) / (root_b - root_a)
         else:
-            outer = estimate
-        last = sorted(last + [(estimate, d)], key=lambda p: abs(p[0] - estimate))[:3]
+            estimate = 0.5 * (a + b)
+        if not min(a, b) < estimate < max(a, b):
+            estimate = 0.5 * (a + b)
+        d = delta(estimate)
+        if np.isfinite(d) and abs(d - threshold) <= 1e-2 * threshold:
+            return float(estimate)
+        if d < threshold:
+            inner = (estimate, d)
+        else:
+            outer = (estimate, d)
+        if abs(outer[0] - inner[0]) <= 1e-9 * width:
+            break
     return float(estimate)
 
 
 def profile_parameter(refit: Callable[[int, float], float], names, units, values, stderr,
                       lower_bounds, upper_bounds, cost, noise_estimated: bool, name: str,
-                      level: float = 0.95) -> Profile:
+                      level: float = 0.95, scales=None) -> Profile:
     """The `Profile` of the free parameter `name` of a fit with `names`, `units`, fitted
     `values`, `stderr`, bounds and `cost`; `refit(i, v)`: least cost with parameter `i` held at
-    `v`. Raises `ValueError` for a name that is not a free parameter, or a level outside
-    (0, 1)."""
+    `v`; `scales`: typical magnitudes (e.g. the start values), for a parameter without a
+    standard error. Raises `ValueError` for a name that is not a free parameter, or a level
+    outside (0, 1)."""
     if name not in names:
         raise ValueError(f"profile: {name!r} is not a free parameter of this fit; the free "
                          f"parameters are {list(names)} (a fixed parameter has no profile: "
                          "free it and fit again)")
-    if not (isinstance(level, (int, float)) and 0 < level < 1):
+    if isinstance(level, bool) or not isinstance(level, numbers.Real) or not 0 < level < 1:
         raise ValueError(f"profile: level={level!r}: expected a confidence between 0 and 1")
     i = list(names).index(name)
     value, error = float(values[i]), float(stderr[i])
     points, delta, interval, lower_cost, fits = walk_profile(
         lambda v: refit(i, v), value, error, (float(lower_bounds[i]), float(upper_bounds[i])),
-        float(cost), level)
+        float(cost), float(level), None if scales is None else float(scales[i]))
     z = math.sqrt(chi_square_quantile_1(level))
     return Profile(name=name, unit=units[i], value=value, stderr=error, level=float(level),
                    threshold=chi_square_quantile_1(level), points=points, delta=delta,
@@ -217,4 +234,5 @@ class Profiled:
             raise ValueError("profile: this result holds no problem to refit")
         return profile_parameter(self.refit, self.names, self.units, self.values, self.stderr,
                                  self.lower_bounds, self.upper_bounds, self.cost,
-                                 self.noise_estimated, name, level)
+                                 self.noise_estimated, name, level,
+                                 getattr(self, "start", None))

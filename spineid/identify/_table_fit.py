@@ -165,15 +165,17 @@ def _start_loads(data, nodes):
     return np.interp(nodes, x, np.convolve(y, np.ones(5) / 5, mode="same"))
 
 
-def _projected_start(data, nodes, velocity, known_load):
+def _projected_start(data, nodes, velocity, known_load, smoothing):
     # Breakpoints at the least-squares optimum (variable projection), node loads and damper
-    # from the linear solve at those breakpoints.
+    # from the linear solve at those breakpoints; the given nodes where no search result
+    # fits (a phase left narrower than the smoothing width).
     extra = None if velocity is None else velocity[:, None]
     target = data.load - known_load
     count = nodes.size - 2
     knots, _ = best_breakpoints(data.displacement, target, nodes[0], nodes[-1], count, extra,
                                 start=nodes[1:-1])
-    if not np.all(np.isfinite(knots)):
+    moved = np.concatenate([nodes[:1], knots, nodes[-1:]])
+    if not np.all(np.isfinite(knots)) or np.min(np.diff(moved)) <= smoothing:
         return nodes, _start_loads(data, nodes), 0.0, "Levenberg-Marquardt"
     design = design_matrix(data.displacement, knots, extra)
     coefficients, *_ = np.linalg.lstsq(design, target, rcond=None)
@@ -222,7 +224,7 @@ def fit_load_law(
         velocity, acceleration = data.rates(rate_window)
     x, observed = jnp.asarray(data.displacement), jnp.asarray(data.load)
     load_unit = "load"
-    damping_start, method = 0.0, "Levenberg-Marquardt"
+    damping_start, method, exact = 0.0, "Levenberg-Marquardt", False
     parameters: list[Parameter] = []
     starts: list[float] = []
 
@@ -246,16 +248,23 @@ def fit_load_law(
                 raise ValueError("free_breakpoints needs at least 3 nodes (interior ones move)")
             if kind == "piecewise_linear" and search_breakpoints:
                 node_x, start, damping_start, method = _projected_start(
-                    data, node_x, velocity if damping else None, inertia * acceleration)
+                    data, node_x, velocity if damping else None, inertia * acceleration,
+                    smoothing)
             # The end nodes stay (beyond them the end phases continue, so moving an end node
             # along its phase changes nothing: not identifiable). The interior nodes move with
             # positive gaps, all but the last free: x_j = x_0 + span * cumsum(g)_j / sum(g).
             for k, gap in enumerate(np.diff(node_x)[:-1], start=1):
                 add(f"gap[{k}]", "displacement", float(gap), 0.0)
+        # One breakpoint of a sharp table whose least-squares loads (and damper) satisfy the
+        # bounds: the projected solution is the optimum itself (no local search follows).
+        exact = (method.startswith("exact") and float(smoothing) == 0.0
+                 and (not monotone or bool(np.all(np.diff(start) > 0)))
+                 and (not damping or damping_start > 0))
         add("load[0]", load_unit, float(start[0]))
         for k, rise in enumerate(np.diff(start), start=1):
             if monotone:
-                add(f"rise[{k}]", load_unit, float(rise if rise > 0 else 1e-3 * spread), 0.0)
+                add(f"rise[{k}]", load_unit, float(rise if exact else max(rise, 1e-3 * spread)),
+                    0.0)
             else:
                 add(f"rise[{k}]", load_unit, float(rise))
     elif kind == "polynomial":
@@ -325,11 +334,6 @@ def fit_load_law(
     sigma = 1.0 if noise_estimated else float(noise)
     if sigma <= 0:
         raise ValueError(f"noise {sigma:g}: expected a positive load noise")
-    # One breakpoint of a sharp table whose least-squares loads satisfy the bounds: the
-    # projected solution is the optimum itself (no local search needed).
-    exact = (method.startswith("exact") and float(smoothing) == 0.0
-             and (not monotone or bool(np.all(np.diff(start) > 0)))
-             and (not damping or damping_start > 0))
     if exact:
         method = ("exact least-squares breakpoint by variable projection (Hudson 1966), loads "
                   "by linear least squares")
@@ -413,9 +417,10 @@ class _HeldLawRefit:
         return self.functions[i]
 
     def __call__(self, i: int, v: float) -> float:
+        self.solutions.setdefault((i, float(self.theta[i])), self.theta)  # the optimum itself
         seen = [held for (j, held) in self.solutions if j == i]
-        nearest = min(seen, key=lambda held: abs(held - v)) if seen else None
-        theta = np.array(self.theta if nearest is None else self.solutions[(i, nearest)])
+        nearest = min(seen, key=lambda held: abs(held - v))
+        theta = np.array(self.solutions[(i, nearest)])
         theta[i] = v
         u = np.asarray(self.transform.to_unconstrained(jnp.asarray(theta)))
         residuals = self._residuals(i)
