@@ -54,7 +54,9 @@ def main():
         covered["cramer-rao"] += profile.crlb_interval[0] <= truth <= profile.crlb_interval[1]
         asymmetry.append(profile.asymmetry)
         if (rep + 1) % 20 == 0:
-            print(f"  {rep + 1} repetitions, {time.perf_counter() - clock:.0f} s", flush=True)
+            print(f"  {rep + 1} repetitions, {time.perf_counter() - clock:.0f} s: coverage so "
+                  f"far profile {covered['profile'] / (rep + 1):.3f}, Cramer-Rao "
+                  f"{covered['cramer-rao'] / (rep + 1):.3f}", flush=True)
     n = arguments.reps
     error = np.sqrt(arguments.level * (1 - arguments.level) / n)
     print(f"\n{n} repetitions, noise {arguments.noise_scale:g} x tracking, {PARAMETER} "
