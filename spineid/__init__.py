@@ -184,6 +184,7 @@ from .identify import (  # noqa: E402
     LevenbergMarquardt as LevenbergMarquardt,
     MeasureCurve as MeasureCurve,
     MeasureResult as MeasureResult,
+    MultipleShooting as MultipleShooting,
     MultiStart as MultiStart,
     OptimistixLevenbergMarquardt as OptimistixLevenbergMarquardt,
     recover as recover,

@@ -11,6 +11,7 @@ import numpy as np
 from ..identify import (
     Auto,
     FitProblem,
+    MultipleShooting,
     MultiStart,
     RecoveryProblem,
     fit,
@@ -160,9 +161,15 @@ def _parse_noise(text: str | None, option: str = "--noise") -> dict[str, float] 
 
 def _fit_solver(arguments):
     # The solver object the --solver, --starts, --seed and --max-steps options stand for.
-    local = SOLVER_NAMES["lm" if arguments.solver == "auto" else arguments.solver]
+    local = SOLVER_NAMES["lm" if arguments.solver in ("auto", "shooting") else arguments.solver]
     options = {} if arguments.max_steps is None else {"max_steps": arguments.max_steps}
     inner = local(**options)
+    if arguments.solver == "shooting":
+        if arguments.starts is not None and arguments.starts != 1:
+            raise ValueError(f"--starts {arguments.starts} with --solver shooting: multiple "
+                             "shooting runs from the file's values only (use --solver auto, "
+                             "which turns to it and then to more starts)")
+        return MultipleShooting(inner=inner)
     if arguments.solver == "auto":
         starts = {} if arguments.starts is None else {"starts": arguments.starts}
         return Auto(inner=inner, seed=arguments.seed, **starts)

@@ -24,6 +24,7 @@ from ._solvers import (
     JaxoptLevenbergMarquardt as JaxoptLevenbergMarquardt,
     LBFGS as LBFGS,
     LevenbergMarquardt as LevenbergMarquardt,
+    MultipleShooting as MultipleShooting,
     MultiStart as MultiStart,
     OptimistixLevenbergMarquardt as OptimistixLevenbergMarquardt,
 )

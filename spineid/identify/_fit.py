@@ -18,14 +18,34 @@ import numpy as np
 
 from ..elements._parameters import apply_values
 from ..elements._planar_springs import VectorSprings
-from ._goodness import assess_fit, GoodnessOfFit
-from ._objective import FAILED_RESIDUAL, _cost, _evaluate, _Objective, _objective, _scales
+from ._goodness import GoodnessOfFit, assess_fit
+from ._objective import (
+    FAILED_RESIDUAL,
+    _cost,
+    _evaluate,
+    _Objective,
+    _objective,
+    _scales,
+)
 from ._problem import FitProblem, check_noise, noise_from_residuals
-from ._result import FitResult, VECTOR_MEASURE_NOTE, _vector_spring_moments
+from ._result import VECTOR_MEASURE_NOTE, FitResult, _vector_spring_moments
 from ._routines import _solve_jaxopt_lm, _solve_lm
-from ._solvers import as_solver, Auto, BATCH_SOLVER, MultiStart, SAME_OPTIMUM
+from ._shooting import (
+    n_states,
+    segments_problem,
+    shooting_objective,
+    shortest_record,
+    solve_shooting,
+)
+from ._solvers import (
+    BATCH_SOLVER,
+    SAME_OPTIMUM,
+    Auto,
+    MultipleShooting,
+    MultiStart,
+    as_solver,
+)
 from ._uncertainty import Identifiability, fisher_analysis
-
 
 # A parameter closer to a bound than this fraction of its standard error counts as on it.
 BOUND_STDERR_FRACTION = 0.05
@@ -52,21 +72,36 @@ def fit(problem: FitProblem, solver="auto", *, progress: bool = False) -> FitRes
     """
     solver = as_solver(solver)
     clock = time.perf_counter()
-    local = solver.inner if isinstance(solver, (MultiStart, Auto)) else solver
+    local = solver.inner if isinstance(solver, (MultiStart, Auto, MultipleShooting)) else solver
     run = _Run(problem, local, progress)
     zero = np.zeros(len(problem.parameters))
     if isinstance(solver, Auto):
         outcome = run.local_fit(zero)
         name = f"auto: {local.name} from the start"
+        shooting = solver.shooting()
+        if shooting is not None and segments_problem(run.objective, run.segments(shooting)):
+            shooting = None  # records too short to cut
+        if run.verdict(outcome).explains_data is False and shooting is not None:
+            if progress:
+                print("  the fit from the start does not explain the data (a local optimum?): "
+                      f"multiple shooting, {shooting.segments} segments", flush=True)
+            shot = run.shooting_fit(shooting, zero)
+            name += f", then multiple-shooting({run.segments(shooting)} segments)"
+            costs = outcome.start_costs + shot.start_costs
+            outcome = dataclasses.replace(min(outcome, shot, key=lambda o: o.cost),
+                                          start_costs=costs, tried=2,
+                                          steps=outcome.steps + shot.steps)
         if run.verdict(outcome).explains_data is False:
             multistart = solver.multistart()
             if progress:
-                print(f"  the fit from the start does not explain the data (a local optimum?): "
-                      f"{multistart.n} more starts, {multistart.low:g}x-{multistart.high:g}x",
-                      flush=True)
+                print(f"  the fit does not explain the data: {multistart.n - 1} more starts, "
+                      f"{multistart.low:g}x-{multistart.high:g}x", flush=True)
             outcome = run.multistart(multistart, first=outcome)
-            name = (f"auto: {local.name} from the start, then {multistart.name} "
-                    f"({outcome.tried} start(s) run)")
+            name += (f", then {multistart.name} ({outcome.tried} fit(s) in all)")
+    elif isinstance(solver, MultipleShooting):
+        outcome = run.shooting_fit(solver, zero)
+        name = (f"multiple-shooting({run.segments(solver)} segments), then {local.name} "
+                "(single shooting)")
     elif isinstance(solver, MultiStart):
         outcome = run.multistart(solver)
         name = f"{solver.name} ({outcome.tried} start(s) run)"
@@ -128,6 +163,26 @@ class _Run:
                      else _cost(self.objective, u))
         return _Outcome(np.asarray(u), converged, steps, linearisation, cost, [cost])
 
+    def shooting_fit(self, shooting: MultipleShooting, u0) -> _Outcome:
+        """Multiple shooting from the unconstrained start `u0` `(p,)`, then the local solver
+        (single shooting) from the parameters it finds."""
+        segments = self.segments(shooting)
+        objective = shooting_objective(self.objective, segments, shooting.continuity_weight)
+        inner = shooting.inner
+        if self.progress:
+            print(f"  multiple shooting: {segments} segments per load case", flush=True)
+        u, _, steps = solve_shooting(objective, u0, max_steps=inner.max_steps,
+                                     decrement_tol=inner.decrement_tol, xtol=inner.rtol,
+                                     gtol=inner.atol, progress=self.progress)
+        if self.progress:
+            print("  single shooting from the parameters found", flush=True)
+        outcome = self.local_fit(u)
+        return dataclasses.replace(outcome, steps=outcome.steps + steps)
+
+    def segments(self, shooting: MultipleShooting) -> int:
+        """The segments per record `shooting` uses on this problem."""
+        return shooting.segments_for(shortest_record(self.objective), n_states(self.objective))
+
     def verdict(self, outcome: _Outcome) -> GoodnessOfFit:
         """Whether the model explains the data at `outcome` (`assess_fit`), with the noise as
         given or as the residuals estimate it."""
@@ -172,7 +227,7 @@ class _Run:
         usable = [i for i in np.argsort(initial) if np.isfinite(initial[i])]
         skipped = len(candidates) - len(usable)
         best, start_costs = first, list(first.start_costs) if first is not None else []
-        tried = 1 if first is not None else 0
+        tried = first.tried if first is not None else 0
         agreed = 0
         for rank, index in enumerate(usable):
             outcome = self.local_fit(candidates[index])

@@ -97,7 +97,7 @@ def _decrement(gradient, normal):
 def levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 200,
                         decrement_tol: float = DECREMENT_TOL, xtol: float = 1e-10,
                         gtol: float = 1e-10, inexact_jacobians: bool = False,
-                        progress: bool = False) -> LeastSquaresSolution:
+                        progress: bool = False, linearise=None) -> LeastSquaresSolution:
     """Minimise `1/2 |function(u)|^2` from `u0` (the method and its stops: the docstring of
     the module `spineid/identify/_least_squares.py`; Madsen, Nielsen and Tingleff 2004,
     Algorithm 3.16).
@@ -112,6 +112,9 @@ def levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 20
     looser tolerance): the Jacobians on the way to the optimum are taken with `exact` false,
     every residual used for a cost and the Jacobian that confirms the stop with `exact` true
     (the module docstring says when the solver falls back to exact Jacobians).
+    `linearise(u, exact) -> (residuals, jacobian)`, if given, replaces the forward-mode
+    pass over `function` (a problem whose Jacobian has a known sparsity, such as multiple
+    shooting, builds it block by block).
 
     **Returns:** a `LeastSquaresSolution`. Jit-compiled; `vmap`-able over `u0` (then both
     branches of the step run for every member, as `lax.cond` becomes a select).
@@ -153,7 +156,9 @@ def levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 20
         u, step, stale = state["u"], state["step"], state["stale"]
         fresh_residuals, jacobian, passes = jax.lax.cond(
             stale,
-            lambda: _linearise(function, u, state["exact_next"]) + (state["passes"] + 1,),
+            lambda: (_linearise(function, u, state["exact_next"]) if linearise is None
+                     else tuple(linearise(u, state["exact_next"])))
+            + (state["passes"] + 1,),
             lambda: (state["residuals"], state["jacobian"], state["passes"]))
         # An inexact pass's residuals are used only at the start, where there are no others.
         residuals = jnp.where(stale & (state["exact_next"] | (state["passes"] == 0)),

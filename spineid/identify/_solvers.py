@@ -14,9 +14,16 @@ Why these defaults, measured:
   the first fit that explains the data: vmapped, 100 Levenberg-Marquardt fits of the
   4-axial-spring benchmark took 18.6 s where one warm fit takes 0.048 s.
 - `Auto` costs one local fit when the start is good (the verdict of the goodness of fit then
-  passes) and turns to the multi-start only when the model, at the local optimum found, does
-  not explain the data: a wrong local optimum leaves residuals far above the noise, or not
-  white (`spineid.GoodnessOfFit`).
+  passes) and turns to the globalisations only when the model, at the local optimum found,
+  does not explain the data: a wrong local optimum leaves residuals far above the noise, or not
+  white (`spineid.GoodnessOfFit`). First multiple shooting from the same start: on the spatial
+  pair (datasets/spatial_pair.toml, 6 stiffnesses, starts 0.2x-5x) single shooting reached the
+  optimum from 2 of 12 starts, multiple shooting from 6 of 6 in 4-7 s warm; on a lightly
+  damped planar pair it reached 10 of 10 where single shooting reached 0 (tests/test_shooting.py
+  and experiments/benchmark_robustness.py). Running it first on every problem would cost 2-3
+  times a single-shooting fit where that already succeeds (0.43 s against 0.15 s on the
+  4-axial-spring pair), so it comes second. The multi-start comes last: it is what tells a
+  model that lacks an effect (every start comes back to the same cost) from a bad start.
 """
 
 import dataclasses
@@ -29,7 +36,10 @@ import numpy as np
 
 from ._least_squares import DECREMENT_TOL, levenberg_marquardt
 from ._routines import (
-    _progress_printer, _solve_jaxopt_lm, _solve_jaxopt_lm_showing_progress, _solve_lm,
+    _progress_printer,
+    _solve_jaxopt_lm,
+    _solve_jaxopt_lm_showing_progress,
+    _solve_lm,
     _solve_optax,
 )
 
@@ -254,6 +264,66 @@ LOCAL_SOLVERS = (LevenbergMarquardt, OptimistixLevenbergMarquardt, JaxoptLevenbe
 
 
 @dataclasses.dataclass(frozen=True)
+class MultipleShooting:
+    """Multiple shooting (Bock 1981) for trajectory fits: each record cut into segments whose
+    start states are extra unknowns, tied by continuity residuals weighted by
+    `continuity_weight` (1: a gap of one noise standard deviation counts as one residual of
+    the data), solved by `inner` (spineid's `LevenbergMarquardt`, its options used for both
+    phases) and then polished by single shooting from the parameters found, so that the
+    result is that of the ordinary problem (`spineid/identify/_shooting.py` explains the
+    method).
+
+    `segments`: segments per record; default (`None`) as many as give each about
+    `segment_samples` samples (at least 2 segments, at most `max_segments`). Short segments
+    are what removes the local optima: on a lightly damped planar pair (0.6 s, 301 samples,
+    starts 0.2x-5x) 6 segments of 50 samples reached the optimum from 4 of 10 starts, 25 of 12
+    samples from all 10, in about a second each (single shooting: 0 of 10). A segment needs at
+    least as many samples as the model has states (`2 n_dof`).
+    """
+
+    segments: int | None = None
+    inner: object = dataclasses.field(default_factory=LevenbergMarquardt)
+    continuity_weight: float = 1.0
+    segment_samples: int = 12
+    max_segments: int = 64
+    first_order: ClassVar[bool] = False
+
+    def __post_init__(self):
+        if self.segments is not None:
+            _positive_int("MultipleShooting", "segments", self.segments)
+            if self.segments < 2:
+                raise ValueError(f"MultipleShooting(segments={self.segments}): expected at "
+                                 "least 2 (one segment is single shooting: "
+                                 "spineid.LevenbergMarquardt)")
+        if not isinstance(self.inner, LevenbergMarquardt):
+            raise ValueError(f"MultipleShooting(inner={self.inner!r}): expected a "
+                             "spineid.LevenbergMarquardt (its options are used); other solvers "
+                             "cannot exploit the shooting problem's block Jacobian")
+        _positive_number("MultipleShooting", "continuity_weight", self.continuity_weight)
+        _positive_int("MultipleShooting", "segment_samples", self.segment_samples)
+        if self.segment_samples < 2:
+            raise ValueError(f"MultipleShooting(segment_samples={self.segment_samples}): "
+                             "expected at least 2")
+        _positive_int("MultipleShooting", "max_segments", self.max_segments)
+        if self.max_segments < 2:
+            raise ValueError(f"MultipleShooting(max_segments={self.max_segments}): expected "
+                             "at least 2")
+
+    @property
+    def name(self) -> str:
+        """`multiple-shooting(<segments>)`."""
+        return f"multiple-shooting({'auto' if self.segments is None else self.segments})"
+
+    def segments_for(self, n_samples: int, n_states: int) -> int:
+        """Segments per record for the shortest record's `n_samples` and the model's
+        `n_states` (`segments` if given)."""
+        if self.segments is not None:
+            return self.segments
+        per = max(self.segment_samples, n_states) - 1
+        return int(min(max((n_samples - 1) // per, 2), self.max_segments))
+
+
+@dataclasses.dataclass(frozen=True)
 class MultiStart:
     """Runs the local solver `inner` from the given start and from `n - 1` more, drawn with
     `seed` log-uniformly between `low` and `high` times the start's distance from each
@@ -306,31 +376,42 @@ class MultiStart:
 class Auto:
     """The default: the local solver `inner` from the given start; if the model, at the
     optimum it finds, does not explain the data (`spineid.GoodnessOfFit`: usually a wrong local
-    optimum), a `MultiStart` of `starts` starts between `low` and `high` times the start, which
-    stops at the first fit that explains the data. The rule is documented with its measurements
-    in the module docstring."""
+    optimum), multiple shooting from the same start (`MultipleShooting(segments)`, when `inner`
+    is spineid's Levenberg-Marquardt and the records are long enough; `shooting_enabled=False`
+    skips it); if that does not explain the data either, a `MultiStart` of `starts` starts between
+    `low` and `high` times the start, which stops at the first fit that explains the data. The
+    rule is documented with its measurements in the module docstring."""
 
     inner: object = dataclasses.field(default_factory=LevenbergMarquardt)
     starts: int = 16
     low: float = 0.2
     high: float = 5.0
     seed: int = 0
+    segments: int | None = None
+    shooting_enabled: bool = True
     name: ClassVar[str] = "auto"
 
     def __post_init__(self):
-        # The same checks as the multi-start it may run.
+        # The same checks as the multi-start and the multiple shooting it may run.
         self.multistart()
+        if self.segments is not None and isinstance(self.inner, LevenbergMarquardt):
+            MultipleShooting(self.segments, self.inner)
 
     def multistart(self) -> MultiStart:
-        """The multi-start `Auto` turns to."""
+        """The multi-start `Auto` turns to last."""
         return MultiStart(self.inner, self.starts, self.low, self.high, self.seed, True)
 
+    def shooting(self) -> "MultipleShooting | None":
+        """The multiple shooting `Auto` turns to first (`None` if it does not)."""
+        if not self.shooting_enabled or not isinstance(self.inner, LevenbergMarquardt):
+            return None
+        return MultipleShooting(self.segments, self.inner)
 
 
 SAME_OPTIMUM = 1e-3
 """Two fits whose costs differ by less than this fraction reached the same optimum."""
 
-SOLVER_NAMES = {"auto": Auto, "lm": LevenbergMarquardt,
+SOLVER_NAMES = {"auto": Auto, "lm": LevenbergMarquardt, "shooting": MultipleShooting,
                 "jaxopt-lm": JaxoptLevenbergMarquardt,
                 "optimistix-lm": OptimistixLevenbergMarquardt, "adam": Adam, "lbfgs": LBFGS}
 """The command line's `--solver` names and the solver each stands for (default options)."""
@@ -350,7 +431,8 @@ def as_solver(solver):
             raise ValueError(f"solver {solver!r}: expected one of {list(SOLVER_NAMES)} or a "
                              "solver object")
         return SOLVER_NAMES[solver]()
-    if isinstance(solver, (*LOCAL_SOLVERS, MultiStart, Auto)):
+    if isinstance(solver, (*LOCAL_SOLVERS, MultipleShooting, MultiStart, Auto)):
         return solver
     raise ValueError(f"solver {solver!r}: expected one of {list(SOLVER_NAMES)} or a solver "
-                     "object (spineid.LevenbergMarquardt(...), spineid.MultiStart(...), ...)")
+                     "object (spineid.LevenbergMarquardt(...), spineid.MultipleShooting(...), "
+                     "spineid.MultiStart(...), ...)")

@@ -76,8 +76,10 @@ def simulate(
     max_steps: int = 100_000,
     throw: bool = True,
     t0: float | None = None,
+    y0: tuple | None = None,
 ) -> Simulation:
-    """Integrate a system from its `initial_state()` at `t0`, saving at every time in `ts`.
+    """Integrate a system from its `initial_state()` (or `y0`) at `t0`, saving at every time
+    in `ts`.
 
     **Arguments:**
     - `system`: any `AbstractLagrangianSystem` (e.g. `PlanarPair`); its equations of motion are
@@ -93,11 +95,14 @@ def simulate(
     - `throw`: raise on failure (default). With `throw=False` the failure is reported in
       `result`, as needed inside fits that must back off instead of crashing.
     - `t0`: start time of the motion (s), at most `ts[0]`; default `ts[0]`.
+    - `y0`: start state `(q, qdot)` (`(n_dof,)` each) instead of the system's
+      `initial_state()`: a segment of a motion started from a state other than rest (the
+      segments of multiple shooting, `spineid.MultipleShooting`).
 
     **Returns:** a `Simulation`. Jit-compiled; `jax.vmap` over systems (parameters, loads) works.
     """
     ts = jnp.asarray(ts, dtype=float)
-    y0 = system.initial_state()
+    y0 = system.initial_state() if y0 is None else y0
     solution = diffrax.diffeqsolve(
         diffrax.ODETerm(lagrangian_vector_field),
         _solver_for(system) if solver is None else solver,

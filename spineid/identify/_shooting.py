@@ -1,0 +1,307 @@
+"""Multiple shooting for trajectory fits (Bock 1981; Bock and Plitt 1984).
+
+Single shooting integrates each load case from its start over the whole record, so that a
+stiffness a few times off puts the simulated oscillation out of phase with the data after a
+few periods, and the cost, as a function of the stiffness, has a valley for every phase slip:
+Levenberg-Marquardt stops in whichever it starts in. Multiple shooting cuts each record into
+`M` segments at sample times `t_0 < t_{i_1} < ... < t_{i_{M-1}}` and makes the state
+`x_j = (q, qdot)` at the start of every segment but the first an unknown of its own. Each
+segment is integrated from its own state over its own short stretch, where the phase cannot
+slip far, and continuity residuals
+
+    c_j = (x(t_{i_{j+1}}; theta, x_j) - x_{j+1}) / s_c,        j = 0 .. M-2,
+
+tie the segments together (`s_c`: the state change that one noise standard deviation of the
+data stands for, divided by `continuity_weight`). The unknowns are
+`z = (u, s_1, ..., s_{M-1})`, the solver's parameter coordinates and the segment states in
+units of the motion's range, started at states read off the data (positions by a few
+Gauss-Newton steps of `observe` from the simulated start, velocities from a local quadratic
+fit of the data). The problem is solved by spineid's Levenberg-Marquardt with a Jacobian built
+block by block: each segment's sensitivities to `u` and to its own state only, one
+forward-mode pass of `p + 2 n` directions over all segments at once (vmapped), not `p + 2 n
+(M - 1)`. The estimate is then polished by single shooting from the parameters found, so
+that the result, its standard errors and its verdict are those of the ordinary problem.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from ..elements._parameters import apply_values
+from ..simulation._simulate import SimulationResult, simulate
+from ._least_squares import levenberg_marquardt
+from ._objective import FAILED_RESIDUAL, _Objective
+
+
+class _Case(eqx.Module):
+    """The segments of one load case: padded save times `ts` `(M, L)` (a segment saves from
+    its start sample through the next segment's start sample, then pads beyond it), start
+    times `t0` `(M,)`, data indices `index` `(M, L)`, `counted` `(M, L)` (the sample is a
+    data residual of this segment), `end` `(M,)` (position of the next segment's start in a
+    segment's saves), the states' offsets `(M, 2, n)` and scales `(2, n)`, and the
+    continuity scale `(2, n)`."""
+
+    ts: Float[Array, "M L"]
+    t0: Float[Array, " M"]
+    index: Array
+    counted: Array
+    end: Array
+    offset: Float[Array, "M 2 n"]
+    scale: Float[Array, "2 n"]
+    continuity: Float[Array, "2 n"]
+
+
+def segment_bounds(n_samples: int, segments: int) -> np.ndarray:
+    """Sample indices where the `segments` segments of a record of `n_samples` start, and its
+    last sample: `(segments + 1,)`, as even as the samples allow."""
+    return np.round(np.linspace(0, n_samples - 1, segments + 1)).astype(int)
+
+
+def n_states(objective: _Objective) -> int:
+    """The length `2 n_dof` of the models' state `(q, qdot)`."""
+    return 2 * objective.models[0].initial_state()[0].shape[0]
+
+
+def shortest_record(objective: _Objective) -> int:
+    """Samples of the shortest load case."""
+    return min(len(ts) for ts in objective.ts)
+
+
+def segments_problem(objective: _Objective, segments: int, owner: str = "MultipleShooting"
+                     ) -> str | None:
+    """Why the records of `objective` cannot be cut into `segments` segments (a segment would
+    hold fewer samples than the model has states, so its start state could not be determined
+    by its data), or `None` if they can."""
+    states = n_states(objective)
+    shortest = shortest_record(objective)
+    per_segment = (shortest - 1) // segments + 1
+    if per_segment >= states:
+        return None
+    return (f"{owner}(segments={segments}): the shortest record has {shortest} samples, so a "
+            f"segment would hold about {per_segment}, fewer than the {states} states (q and "
+            f"qdot) the segment starts from; use at most {max((shortest - 1) // states, 1)} "
+            "segments")
+
+
+def _data_rate(ts: np.ndarray, values: np.ndarray, i: int, half: int) -> np.ndarray:
+    """The time derivative of the data at sample `i`: slope of a least-squares quadratic over
+    the samples within `half` of it, `(c,)`."""
+    window = slice(max(i - half, 0), min(i + half + 1, len(ts)))
+    dt = ts[window] - ts[i]
+    design = np.stack([np.ones_like(dt), dt, dt**2], axis=1)
+    coefficients = np.linalg.lstsq(design, values[window], rcond=None)[0]
+    return coefficients[1]
+
+
+def _start_states(model, ts: np.ndarray, data: np.ndarray, bounds: np.ndarray,
+                  rtol: float, atol: float, max_steps: int) -> np.ndarray:
+    """States `(M, 2, n)` at the segments' start samples: the simulation at the start
+    parameters, moved onto the data (positions by Gauss-Newton on `observe`, velocities by the
+    pseudo-inverse of its Jacobian applied to the data's rate), `(q, qdot)` per segment."""
+    simulation = simulate(model, jnp.asarray(ts), throw=False, t0=0.0, rtol=rtol, atol=atol,
+                          max_steps=max_steps)
+    q_all, qdot_all = np.asarray(simulation.q), np.asarray(simulation.qdot)
+    rest_q, rest_qdot = (np.asarray(x) for x in model.initial_state())
+    observe = eqx.filter_jit(lambda q: model.observe(q))
+    observe_jacobian = eqx.filter_jit(jax.jacfwd(lambda q: model.observe(q)))
+    half = max(2, min(10, int(np.min(np.diff(bounds))) // 2))
+    states = []
+    for i in bounds[:-1]:
+        q = q_all[i] if np.all(np.isfinite(q_all[i])) else rest_q
+        qdot = qdot_all[i] if np.all(np.isfinite(qdot_all[i])) else rest_qdot
+        for _ in range(3):
+            pinv = np.linalg.pinv(np.asarray(observe_jacobian(jnp.asarray(q))))
+            q = q + pinv @ (data[i] - np.asarray(observe(jnp.asarray(q))))
+        jacobian = np.asarray(observe_jacobian(jnp.asarray(q)))
+        rate = _data_rate(ts, data, i, half)
+        qdot = qdot + np.linalg.pinv(jacobian) @ (rate - jacobian @ qdot)
+        states.append(np.stack([q, qdot]))
+    return np.stack(states)
+
+
+def _case_layout(objective: _Objective, case: int, segments: int, continuity_weight: float
+                 ) -> _Case:
+    ts = np.asarray(objective.ts[case])
+    data = np.asarray(objective.data[case])
+    sigma = np.asarray(objective.sigma)
+    model = objective.models[case]
+    bounds = segment_bounds(len(ts), segments)
+    length = int(np.max(np.diff(bounds))) + 1
+    step = float(np.min(np.diff(ts))) if len(ts) > 1 else 1.0
+    seg_ts, index, counted, end = [], [], [], []
+    for j in range(segments):
+        first, last = bounds[j], bounds[j + 1]
+        own = np.arange(first, last + 1)
+        pad = length - own.size
+        seg_ts.append(np.concatenate([ts[own], ts[last] + step * np.arange(1, pad + 1)]))
+        index.append(np.concatenate([own, np.full(pad, last)]))
+        mask = np.zeros(length, bool)
+        mask[:own.size - 1] = True
+        if j == segments - 1:
+            mask[own.size - 1] = True  # the record's last sample
+        counted.append(mask)
+        end.append(own.size - 1)
+    offset = _start_states(model, ts, data, bounds, objective.rtol, objective.atol,
+                           objective.max_steps)
+    jacobian = np.asarray(jax.jacfwd(model.observe)(jnp.asarray(offset[0, 0])))
+    pinv = np.abs(np.linalg.pinv(jacobian))
+    motion = np.ptp(offset, axis=0)  # (2, n) range over the segment starts
+    range_q = np.maximum(motion[0], pinv @ np.ptp(data, axis=0))
+    range_q = np.where(range_q > 0, range_q, 1.0)
+    duration = max(float(ts[-1] - ts[0]) / segments, step)
+    range_qdot = np.maximum(motion[1], range_q / duration)
+    noise_q = pinv @ sigma
+    noise_q = np.where(noise_q > 0, noise_q, 1e-6 * range_q)
+    continuity = np.stack([noise_q, noise_q / duration]) / continuity_weight
+    t0 = np.array([0.0] + [ts[b] for b in bounds[1:-1]])
+    return _Case(ts=jnp.asarray(np.stack(seg_ts)), t0=jnp.asarray(t0),
+                 index=jnp.asarray(np.stack(index)), counted=jnp.asarray(np.stack(counted)),
+                 end=jnp.asarray(np.array(end)), offset=jnp.asarray(offset),
+                 scale=jnp.asarray(np.stack([range_q, range_qdot])),
+                 continuity=jnp.asarray(continuity))
+
+
+class _ShootingObjective(eqx.Module):
+    """Residuals of the multiple-shooting problem (module docstring) as a function of
+    `z = (u, states)`: per load case the data residuals of every segment (zeros where a saved
+    point is not that segment's sample) and the continuity residuals."""
+
+    base: _Objective
+    cases: tuple
+
+    @property
+    def n_parameters(self) -> int:
+        return self.base.transform.start.shape[0]
+
+    def _states(self, z, case: int) -> Float[Array, "M 2 n"]:
+        # The scaled segment states of `case` out of z, with zeros for the first segment.
+        layout = self.cases[case]
+        n_segments, _, n = layout.offset.shape
+        first = self.n_parameters + sum(
+            (c.offset.shape[0] - 1) * 2 * c.offset.shape[2] for c in self.cases[:case])
+        free = z[first:first + (n_segments - 1) * 2 * n].reshape(n_segments - 1, 2, n)
+        return jnp.concatenate([jnp.zeros((1, 2, n), z.dtype), free])
+
+    def _segment(self, u, s, case: int, j):
+        # Data residuals `(L c,)` and end state `(2, n)` of segment `j` of `case` (traced j).
+        base, layout = self.base, self.cases[case]
+        model = apply_values(base.models[case], base.parameters, base.transform.to_physical(u))
+        rest = jnp.stack(model.initial_state())
+        x = jnp.where(j == 0, rest, layout.offset[j] + layout.scale * s)
+        solution = simulate(model, layout.ts[j], adjoint=base.adjoint, throw=False,
+                            t0=layout.t0[j], y0=(x[0], x[1]), max_steps=base.max_steps,
+                            rtol=base.rtol, atol=base.atol)
+        ok = solution.result == SimulationResult.successful
+        predicted = jax.vmap(model.observe)(solution.q)
+        data = base.data[case][layout.index[j]]
+        residuals = jnp.where(layout.counted[j][:, None], (predicted - data) / base.sigma, 0.0)
+        end = jnp.stack([solution.q[layout.end[j]], solution.qdot[layout.end[j]]])
+        return jnp.where(ok, residuals.ravel(), jnp.inf), jnp.where(ok, end, jnp.inf)
+
+    def _continuity(self, ends, states, case: int):
+        layout = self.cases[case]
+        following = layout.offset[1:] + layout.scale * states[1:]
+        return ((ends[:-1] - following) / layout.continuity).ravel()
+
+    def __call__(self, z, args=None) -> Float[Array, " n"]:
+        u = z[:self.n_parameters]
+        parts = []
+        for case, layout in enumerate(self.cases):
+            states = self._states(z, case)
+            segments = jnp.arange(layout.offset.shape[0])
+            data, ends = jax.vmap(lambda s, j, c=case: self._segment(u, s, c, j))(states,
+                                                                                    segments)
+            parts += [data.ravel(), self._continuity(ends, states, case)]
+        residuals = jnp.concatenate(parts)
+        return jnp.where(jnp.isfinite(residuals), residuals, FAILED_RESIDUAL)
+
+    def linearise(self, z, exact=None):
+        """`(residuals, jacobian)` at `z`: each segment differentiated in forward mode with
+        respect to `u` and its own state only, the blocks placed in the sparse pattern of the
+        whole problem (module docstring)."""
+        p = self.n_parameters
+        u = z[:p]
+        residual_blocks, jacobian_blocks = [], []
+        column = p
+        for case, layout in enumerate(self.cases):
+            n_segments, _, n = layout.offset.shape
+            states = self._states(z, case)
+
+            def one(s, j, case=case):
+                def of(u_, s_):
+                    data, end = self._segment(u_, s_, case, j)
+                    return (data, end), (data, end)
+
+                jac, values = jax.jacfwd(of, argnums=(0, 1), has_aux=True)(u, s)
+                return values, jac
+
+            (data, ends), ((d_u, d_s), (e_u, e_s)) = jax.vmap(one)(
+                states, jnp.arange(n_segments))
+            # d_u (M, Lc, p), d_s (M, Lc, 2, n), e_u (M, 2, n, p), e_s (M, 2, n, 2, n).
+            # Segment j >= 1 owns state block j - 1; `own[j, b]` says so, `next_[j, b]` marks
+            # the block of segment j + 1, which continuity residual j subtracts.
+            m, k = n_segments, 2 * n
+            own = jnp.eye(m, m - 1, k=-1, dtype=z.dtype)
+            next_ = jnp.eye(m - 1, m - 1, dtype=z.dtype)
+            rows_data = data.shape[1]
+            data_states = jnp.einsum("jrs,jb->jrbs", d_s.reshape(m, rows_data, k), own)
+            data_jacobian = jnp.concatenate(
+                [d_u, data_states.reshape(m, rows_data, (m - 1) * k)], axis=2
+            ).reshape(m * rows_data, -1)
+            continuity = layout.continuity.ravel()
+            scale = layout.scale.ravel()
+            end_states = jnp.einsum("jrs,jb->jrbs", e_s[:-1].reshape(m - 1, k, k), own[:-1])
+            following = jnp.einsum("jb,s,rs->jrbs", next_, scale, jnp.eye(k, dtype=z.dtype))
+            link_jacobian = jnp.concatenate(
+                [e_u[:-1].reshape(m - 1, k, p),
+                 (end_states - following).reshape(m - 1, k, (m - 1) * k)], axis=2
+            ) / continuity[None, :, None]
+            link_jacobian = link_jacobian.reshape((m - 1) * k, -1)
+            width = (m - 1) * k
+            # Place this case's state columns after the previous cases'.
+            total = p + sum((c.offset.shape[0] - 1) * 2 * c.offset.shape[2] for c in self.cases)
+            for part in (data_jacobian, link_jacobian):
+                full = jnp.zeros((part.shape[0], total), z.dtype)
+                full = full.at[:, :p].set(part[:, :p])
+                full = full.at[:, column:column + width].set(part[:, p:])
+                jacobian_blocks.append(full)
+            residual_blocks += [data.ravel(), self._continuity(ends, states, case)]
+            column += width
+        residuals = jnp.concatenate(residual_blocks)
+        jacobian = jnp.concatenate(jacobian_blocks)
+        finite = jnp.isfinite(residuals)
+        return (jnp.where(finite, residuals, FAILED_RESIDUAL),
+                jnp.where(finite[:, None] & jnp.isfinite(jacobian), jacobian, 0.0))
+
+
+def shooting_objective(objective: _Objective, segments: int, continuity_weight: float
+                       ) -> _ShootingObjective:
+    """The multiple-shooting problem of a single-shooting `objective` (its models, data, noise
+    weights, transform and tolerances), each load case cut into `segments` segments; a
+    `ValueError` if a segment would be shorter than the model's state."""
+    problem = segments_problem(objective, segments)
+    if problem is not None:
+        raise ValueError(problem)
+    return _ShootingObjective(objective, tuple(
+        _case_layout(objective, case, segments, continuity_weight)
+        for case in range(len(objective.models))))
+
+
+def shooting_start(objective: _ShootingObjective, u0) -> Float[Array, " P"]:
+    """The unknowns `z` at the start: parameters `u0` and every segment state on its offset."""
+    extra = sum((c.offset.shape[0] - 1) * 2 * c.offset.shape[2] for c in objective.cases)
+    return jnp.concatenate([jnp.asarray(u0, dtype=float), jnp.zeros(extra)])
+
+
+def solve_shooting(objective: _ShootingObjective, u0, *, max_steps: int, decrement_tol: float,
+                   xtol: float, gtol: float, progress: bool = False):
+    """Levenberg-Marquardt on the multiple-shooting problem from parameters `u0`
+    (unconstrained): `(u, converged, steps)`."""
+    solution = levenberg_marquardt(objective, shooting_start(objective, u0),
+                                   max_steps=max_steps, decrement_tol=decrement_tol,
+                                   xtol=xtol, gtol=gtol, progress=progress,
+                                   linearise=objective.linearise)
+    p = objective.n_parameters
+    return np.asarray(solution.value[:p]), bool(solution.converged), int(solution.steps)

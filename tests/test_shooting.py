@@ -1,0 +1,122 @@
+"""Multiple shooting: its block Jacobian against forward mode over the whole residual vector,
+agreement with single shooting where both converge, escape from the local optima of a lightly
+damped oscillation (where single shooting is shown to fail from the same starts), the default
+solver's use of it, and refusal of unusable options."""
+
+import re
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import AXIAL_SPRINGS, LOADS, TORSION, document
+
+import spineid
+from spineid.identify._fit import _Run
+from spineid.identify._shooting import shooting_objective, shooting_start
+
+pytestmark = pytest.mark.xdist_group("shooting")
+
+NOISE = {"x": 5e-6, "y": 5e-6, "theta": 1.7e-4}
+FREE = ["springs[0].stiffness", "springs[1].stiffness", "springs[2].stiffness"]
+
+
+def planar_problem(factors, *, damping=1.0, t_end=0.2, n=101, noise=NOISE, seed=0):
+    """The 3-axial-spring pair (damping scaled by `damping`), data of `n` samples over
+    `t_end` s with tracking noise, stiffnesses started at `factors` times the truth."""
+    truth = document(springs=AXIAL_SPRINGS, torsion=TORSION, loads=LOADS)
+    for element in truth["springs"] + truth["torsion"]:
+        element["damping"] *= damping
+    ts = np.linspace(0.0, t_end, n)
+    model = spineid.model_from_document(truth)
+    clean = np.asarray(jax.vmap(model.observe)(spineid.simulate(model, jnp.asarray(ts)).q))
+    sigma = np.array([NOISE[c] for c in ("x", "y", "theta")])
+    data = clean + np.random.default_rng(seed).normal(size=clean.shape) * sigma
+    values = np.array([s["stiffness"] for s in truth["springs"]])
+    start = [dict(s, stiffness=float(v * f)) for s, v, f in
+             zip(truth["springs"], values, factors)]
+    model_file = spineid.ModelFile.from_document(dict(truth, springs=start))
+    problem = spineid.FitProblem(model_file, spineid.Measurement(ts, data, ("x", "y", "theta")),
+                                 FREE, noise)
+    return values, problem
+
+
+def test_block_jacobian_equals_forward_mode_over_all_residuals():
+    _, problem = planar_problem((1.4, 0.8, 1.2), n=41)
+    run = _Run(problem, spineid.LevenbergMarquardt(), False)
+    objective = shooting_objective(run.objective, 4, 1.0)
+    z = shooting_start(objective, jnp.array([0.1, -0.2, 0.05]))
+    z = z + 0.01 * jnp.asarray(np.random.default_rng(3).normal(size=z.shape))
+    residuals, jacobian = eqx.filter_jit(lambda o, z: o.linearise(z))(objective, z)
+    dense = eqx.filter_jit(lambda o, z: jax.jacfwd(o)(z))(objective, z)
+    assert jacobian.shape == dense.shape == (residuals.size, z.size)
+    np.testing.assert_allclose(residuals, objective(z), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(jacobian, dense, rtol=1e-6, atol=1e-8 * np.max(np.abs(dense)))
+    # The continuity residuals vanish where the segment states are those of one simulation.
+    assert np.all(np.isfinite(np.asarray(residuals)))
+
+
+def test_multiple_and_single_shooting_agree_where_both_converge():
+    _, problem = planar_problem((1.3, 0.7, 1.2))
+    single = spineid.fit(problem, spineid.LevenbergMarquardt())
+    multiple = spineid.fit(problem, spineid.MultipleShooting(segments=5))
+    assert single.converged and multiple.converged and single.explains_data
+    assert "multiple-shooting(5 segments)" in multiple.solver
+    # Each stops within about 0.014 standard errors of the optimum (the statistical stop).
+    assert np.all(np.abs(multiple.values - single.values) <= 0.03 * single.stderr)
+    assert multiple.cost == pytest.approx(single.cost, rel=1e-6)
+    np.testing.assert_allclose(multiple.stderr, single.stderr, rtol=1e-3)
+
+
+# Starts (factors on the three stiffnesses) from which single shooting stops in a wrong valley
+# of the lightly damped pair's cost (checked below, not assumed).
+FAR_STARTS = [(2.87, 0.75, 1.17), (0.49, 0.95, 4.7)]
+
+
+@pytest.mark.parametrize("factors", FAR_STARTS, ids=str)
+def test_escapes_the_local_optima_single_shooting_stops_in(factors):
+    truth, problem = planar_problem(factors, damping=0.1, t_end=0.4, n=201)
+    single = spineid.fit(problem, spineid.LevenbergMarquardt())
+    assert np.max(np.abs(single.values / truth - 1)) > 0.1  # a wrong optimum ...
+    assert single.explains_data is False  # ... and its verdict says so
+    multiple = spineid.fit(problem, spineid.MultipleShooting())
+    assert multiple.converged and multiple.explains_data
+    assert np.all(np.abs(multiple.values - truth) <= 4 * multiple.stderr)
+    assert multiple.cost < 1e-3 * single.cost
+    # The default solver gets there too, by way of multiple shooting, and says so.
+    default = spineid.fit(problem)
+    assert "multiple-shooting" in default.solver and default.explains_data
+    assert default.cost == pytest.approx(multiple.cost, rel=1e-6)
+
+
+def test_multiple_shooting_with_the_noise_estimated():
+    truth, problem = planar_problem(FAR_STARTS[0], damping=0.1, t_end=0.4, n=201)
+    estimated = spineid.FitProblem(problem.model_file, problem.measurements, FREE, None)
+    result = spineid.fit(estimated, spineid.MultipleShooting())
+    assert result.explains_data and result.noise_estimated
+    assert np.all(np.abs(result.values - truth) <= 4 * result.stderr)
+    assert result.noise["x"] == pytest.approx(NOISE["x"], rel=0.2)
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(segments=1), "MultipleShooting(segments=1)"),
+    (dict(segments=2.5), "MultipleShooting(segments=2.5)"),
+    (dict(inner=spineid.Adam()), "MultipleShooting(inner=Adam("),
+    (dict(continuity_weight=0.0), "MultipleShooting(continuity_weight=0.0)"),
+    (dict(segment_samples=1), "MultipleShooting(segment_samples=1)"),
+], ids=lambda x: str(x))
+def test_unusable_options_are_refused_naming_them(options, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        spineid.MultipleShooting(**options)
+
+
+def test_segments_shorter_than_the_state_are_refused():
+    _, problem = planar_problem((1.3, 0.7, 1.2), n=41)
+    # 41 samples in 20 segments: 3 samples each, fewer than the 6 states (q, qdot).
+    with pytest.raises(ValueError, match=re.escape("MultipleShooting(segments=20)") + ".*"
+                       + "fewer than the 6 states"):
+        spineid.fit(problem, spineid.MultipleShooting(segments=20))
+    assert spineid.MultipleShooting().segments_for(41, 6) == 3
+    assert isinstance(spineid.identify._solvers.as_solver("shooting"),
+                      spineid.MultipleShooting)
