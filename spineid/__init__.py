@@ -162,6 +162,7 @@ from .io import (  # noqa: E402
 
 # identify: fits, measure recovery, stiffness and law fits, uncertainty and identifiability
 from .identify import (  # noqa: E402
+    AbstractResult as AbstractResult,
     Adam as Adam,
     analyse as analyse,
     assess_fit as assess_fit,

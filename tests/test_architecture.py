@@ -3,6 +3,7 @@ inside a function, no module over about 600 lines, `import spineid` without matp
 model kind added from outside the package that every command then handles."""
 
 import ast
+import inspect
 import json
 import pathlib
 import subprocess
@@ -191,3 +192,15 @@ def test_model_kinds_are_refused_clearly(oscillator_kind, tmp_path):
         spineid.unregister_model_kind("pendulum")
     with pytest.raises(ValueError, match=r"kind: expected one of .*'oscillator'.*got 'pendulum'"):
         spineid.model_from_document({"kind": "pendulum"}, source="p.toml")
+
+
+@pytest.mark.parametrize("result_class", [spineid.FitResult, spineid.LawFit,
+                                          spineid.StiffnessFit, spineid.SegmentFit,
+                                          spineid.MeasureResult], ids=lambda c: c.__name__)
+def test_every_fit_returns_one_result_family(result_class):
+    # One family: the verdict in one place, summary() and report() on every member.
+    assert issubclass(result_class, spineid.AbstractResult)
+    assert result_class.explains_data is spineid.AbstractResult.explains_data
+    for method in ("summary", "report"):
+        assert getattr(result_class, method) is not getattr(spineid.AbstractResult, method)
+    assert not inspect.isabstract(result_class)

@@ -36,10 +36,23 @@ def test_profile_is_the_cramer_rao_interval_on_a_linear_problem():
         np.testing.assert_allclose(
             profile.delta, ((profile.points - profile.value) / profile.stderr) ** 2,
             rtol=1e-6, atol=1e-9)
+    assert profile.explains_data is True and "WARNING" not in profile.summary()
     # A narrower level gives a narrower interval, at z = 1 exactly one standard error.
     one_sigma = fit.profile("rise[1]", level=0.6826894921370859)
     i = fit.names.index("rise[1]")
     np.testing.assert_allclose(np.diff(one_sigma.interval), 2 * fit.stderr[i], rtol=1e-6)
+
+
+def test_profile_of_a_fit_that_does_not_explain_the_data_says_it_means_nothing():
+    # One straight line through two-phase data: the interval would be computed as usual, but
+    # the likelihood it comes from assumes a model that explains the data.
+    fit = spineid.fit_load_law(two_phase(), "piecewise_linear", [0.0, 2e-3], monotone=False,
+                               noise=0.2)
+    assert fit.explains_data is False
+    profile = fit.profile(fit.names[-1])
+    assert profile.explains_data is False
+    assert "does not explain the data" in profile.summary()
+    assert profile.to_dict()["explains_data"] is False
 
 
 @pytest.fixture(scope="module")

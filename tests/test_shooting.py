@@ -120,3 +120,24 @@ def test_segments_shorter_than_the_state_are_refused():
     assert spineid.MultipleShooting().segments_for(41, 6) == 3
     assert isinstance(spineid.identify._solvers.as_solver("shooting"),
                       spineid.MultipleShooting)
+
+
+def test_a_multistart_of_multiple_shooting():
+    truth, problem = planar_problem(FAR_STARTS[1], damping=0.1, t_end=0.4, n=201)
+    result = spineid.fit(problem, spineid.MultiStart(spineid.MultipleShooting(), n=3))
+    assert result.solver.startswith("multistart(multiple-shooting(auto))")
+    assert result.explains_data and result.starts["run"] == 1  # the first start explained it
+    assert np.all(np.abs(result.values - truth) <= 4 * result.stderr)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: spineid.LevenbergMarquardt(learning_rate=0.1),
+     "LevenbergMarquardt(learning_rate=...): LevenbergMarquardt has no option 'learning_rate'; "
+     "it is an option of Adam"),
+    (lambda: spineid.MultiStart(segments=4),
+     "MultiStart has no option 'segments'; it is an option of MultipleShooting, Auto"),
+    (lambda: spineid.Adam(segmets=4), "Adam has no option 'segmets'. Its options: "),
+], ids=["lm given adam's", "multistart given shooting's", "a misspelling"])
+def test_a_solver_given_options_of_another_names_them(make, message):
+    with pytest.raises(TypeError, match=re.escape(message)):
+        make()

@@ -17,6 +17,7 @@ from ._recovery_problem import (
 )
 from ._recovery_result import MeasureResult as MeasureResult
 from ._result import FitResult as FitResult
+from ._result_family import AbstractResult as AbstractResult
 from ._segment_fit import fit_segment as fit_segment, SegmentFit as SegmentFit
 from ._solvers import (
     Adam as Adam,

@@ -72,7 +72,9 @@ def fit(problem: FitProblem, solver="auto", *, progress: bool = False) -> FitRes
     """
     solver = as_solver(solver)
     clock = time.perf_counter()
-    local = solver.inner if isinstance(solver, (MultiStart, Auto, MultipleShooting)) else solver
+    local = solver
+    while isinstance(local, (MultiStart, Auto, MultipleShooting)):
+        local = local.inner
     run = _Run(problem, local, progress)
     zero = np.zeros(len(problem.parameters))
     if isinstance(solver, Auto):
@@ -145,6 +147,7 @@ class _Run:
         else:
             self.sigma = np.array([problem.noise[c] for c in problem.channels])
         self.objective = self.objective_for(self.sigma)
+        self.shooting_objectives = {}
 
     def objective_for(self, sigma) -> _Objective:
         """The residual objective with noise weights `sigma` `(c,)`."""
@@ -167,7 +170,11 @@ class _Run:
         """Multiple shooting from the unconstrained start `u0` `(p,)`, then the local solver
         (single shooting) from the parameters it finds."""
         segments = self.segments(shooting)
-        objective = shooting_objective(self.objective, segments, shooting.continuity_weight)
+        key = (segments, shooting.continuity_weight)
+        if key not in self.shooting_objectives:  # built once per problem (a simulation)
+            self.shooting_objectives[key] = shooting_objective(
+                self.objective, segments, shooting.continuity_weight)
+        objective = self.shooting_objectives[key]
         inner = shooting.inner
         if self.progress:
             print(f"  multiple shooting: {segments} segments per load case", flush=True)
@@ -230,7 +237,9 @@ class _Run:
         tried = first.tried if first is not None else 0
         agreed = 0
         for rank, index in enumerate(usable):
-            outcome = self.local_fit(candidates[index])
+            outcome = (self.shooting_fit(multistart.inner, candidates[index])
+                       if isinstance(multistart.inner, MultipleShooting)
+                       else self.local_fit(candidates[index]))
             tried += 1
             start_costs.append(outcome.cost)
             if best is None or outcome.cost < best.cost:

@@ -28,6 +28,8 @@ from collections.abc import Callable
 import numpy as np
 from jax.scipy.special import ndtri
 
+from ._result_family import AbstractResult
+
 # Largest number of walk steps per side before the interval is declared open.
 MAX_STEPS = 16
 
@@ -48,7 +50,9 @@ class Profile:
     where it does not reach the threshold within the walk: the data do not bound the parameter
     on that side), `crlb_interval` (`value +- z stderr`),
     `noise_estimated`, `lower_cost` (a point of the walk with a cost below the fit's: the fit
-    had not reached the optimum; `None` normally), `fits` (refits made).
+    had not reached the optimum; `None` normally), `fits` (refits made), `explains_data` (the
+    fit's verdict, `spineid.GoodnessOfFit`: where it is false the interval means nothing, as
+    the likelihood it comes from assumes a model that explains the data; `None` unknown).
     """
 
     name: str
@@ -64,6 +68,7 @@ class Profile:
     noise_estimated: bool
     lower_cost: float | None
     fits: int
+    explains_data: bool | None = None
 
     @property
     def asymmetry(self) -> float:
@@ -84,7 +89,7 @@ class Profile:
                 "noise_estimated": self.noise_estimated,
                 "points": [float(v) for v in self.points],
                 "delta_chi_square": [float(d) for d in self.delta],
-                "lower_cost_found": self.lower_cost}
+                "lower_cost_found": self.lower_cost, "explains_data": self.explains_data}
 
     def summary(self) -> str:
         """One line per interval: profile against Cramer-Rao."""
@@ -97,6 +102,9 @@ class Profile:
         if self.lower_cost is not None:
             line += ("; WARNING: the profile found a lower cost than the fit "
                      f"({self.lower_cost:.6g}): the fit had not reached the optimum")
+        if self.explains_data is False:
+            line += ("; WARNING: the fit does not explain the data, so this interval (like its "
+                     "standard error) means nothing: fix the fit first")
         return line
 
 
@@ -195,12 +203,13 @@ def _crossing(delta, inner, outer, threshold, rounds: int = 8) -> float:
 
 def profile_parameter(refit: Callable[[int, float], float], names, units, values, stderr,
                       lower_bounds, upper_bounds, cost, noise_estimated: bool, name: str,
-                      level: float = 0.95, scales=None) -> Profile:
+                      level: float = 0.95, scales=None, explains_data: bool | None = None
+                      ) -> Profile:
     """The `Profile` of the free parameter `name` of a fit with `names`, `units`, fitted
     `values`, `stderr`, bounds and `cost`; `refit(i, v)`: least cost with parameter `i` held at
     `v`; `scales`: typical magnitudes (e.g. the start values), for a parameter without a
-    standard error. Raises `ValueError` for a name that is not a free parameter, or a level
-    outside (0, 1)."""
+    standard error; `explains_data`: the fit's verdict, carried into the profile. Raises
+    `ValueError` for a name that is not a free parameter, or a level outside (0, 1)."""
     if name not in names:
         raise ValueError(f"profile: {name!r} is not a free parameter of this fit; the free "
                          f"parameters are {list(names)} (a fixed parameter has no profile: "
@@ -216,13 +225,21 @@ def profile_parameter(refit: Callable[[int, float], float], names, units, values
     return Profile(name=name, unit=units[i], value=value, stderr=error, level=float(level),
                    threshold=chi_square_quantile_1(level), points=points, delta=delta,
                    interval=interval, crlb_interval=(value - z * error, value + z * error),
-                   noise_estimated=noise_estimated, lower_cost=lower_cost, fits=fits)
+                   noise_estimated=noise_estimated, lower_cost=lower_cost, fits=fits,
+                   explains_data=explains_data)
 
 
-class Profiled:
-    """What a result needs for `profile(name)`: `refit(i, v)` (least cost with free parameter
-    `i` held at `v`, the others refitted; set by the fit that made the result), the bounds,
-    and the fields `names`, `units`, `values`, `stderr`, `cost`, `noise_estimated`."""
+@dataclasses.dataclass
+class Profiled(AbstractResult):
+    """A result whose parameters have profiles (`profile(name)`): it holds `refit(i, v)` (least
+    cost with free parameter `i` held at `v`, the others refitted; set by the fit that made
+    the result) and the parameters' bounds, and has the fields `names`, `units`, `values`,
+    `stderr`, `cost`, `noise_estimated`."""
+
+    refit: Callable[[int, float], float] | None = dataclasses.field(
+        default=None, repr=False, compare=False, kw_only=True)
+    lower_bounds: np.ndarray | None = dataclasses.field(default=None, repr=False, kw_only=True)
+    upper_bounds: np.ndarray | None = dataclasses.field(default=None, repr=False, kw_only=True)
 
     def profile(self, name: str, level: float = 0.95) -> Profile:
         """The profile-likelihood interval of free parameter `name` at confidence `level`
@@ -235,4 +252,4 @@ class Profiled:
         return profile_parameter(self.refit, self.names, self.units, self.values, self.stderr,
                                  self.lower_bounds, self.upper_bounds, self.cost,
                                  self.noise_estimated, name, level,
-                                 getattr(self, "start", None))
+                                 getattr(self, "start", None), self.explains_data)

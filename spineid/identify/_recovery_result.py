@@ -12,6 +12,7 @@ import numpy as np
 
 from ..io._measurements import Measurement
 from ..io._model_file import ModelFile
+from ._result_family import AbstractResult
 from ._goodness import GoodnessOfFit, assess_fit
 from ._objective import FAILED_RESIDUAL
 from ._problem import noise_from_residuals
@@ -21,7 +22,7 @@ from ._uncertainty import Identifiability, fisher_analysis
 
 
 @dataclasses.dataclass
-class MeasureResult:
+class MeasureResult(AbstractResult):
     """A recovered stiffness measure, explaining itself.
 
     Fields: `method` (`"grid"` or `"off-grid"`); `positions` (m, arc length from the curve's
@@ -63,11 +64,6 @@ class MeasureResult:
     seconds: float
     curve: MeasureCurve
     goodness_of_fit: GoodnessOfFit
-
-    @property
-    def explains_data(self) -> bool | None:
-        """Whether the recovered measure explains the data (`GoodnessOfFit`)."""
-        return self.goodness_of_fit.explains_data
 
     @property
     def solver(self) -> str:

@@ -4,7 +4,6 @@ identifiable moments.
 """
 
 import dataclasses
-from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -61,16 +60,6 @@ class FitResult(Profiled):
     warnings: list[str]
     seconds: float
     goodness_of_fit: GoodnessOfFit
-    # Least cost with free parameter i held at v, the others refitted (set by `fit`).
-    refit: Callable[[int, float], float] | None = dataclasses.field(
-        default=None, repr=False, compare=False)
-    lower_bounds: np.ndarray | None = dataclasses.field(default=None, repr=False)
-    upper_bounds: np.ndarray | None = dataclasses.field(default=None, repr=False)
-
-    @property
-    def explains_data(self) -> bool | None:
-        """Whether the model explains the data at the fitted values (`GoodnessOfFit`)."""
-        return self.goodness_of_fit.explains_data
 
     def fitted_values(self) -> dict[str, float]:
         """Free parameter name -> fitted value (SI)."""

@@ -23,6 +23,7 @@ from ..io._measurements import DEFLECTION_COLUMNS, QuasiStaticTest
 from ..io._model_file import ModelFile
 from ..models._spatial_pair import SpatialPair
 from ..simulation._equilibrium import equilibrium, pose_change
+from ._result_family import AbstractResult
 from ._goodness import GoodnessOfFit, assess_fit
 from ._problem import check_noise, noise_from_residuals
 from ._transform import Transform
@@ -81,7 +82,7 @@ def _levenberg_marquardt(evaluate, u, sigma, max_steps, rtol=1e-10):
 
 
 @dataclasses.dataclass
-class SegmentFit:
+class SegmentFit(AbstractResult):
     """The outcome of `fit_segment`.
 
     Fields: `names`, `units`, `start`, `values` (SI), `stderr` (Cramer-Rao, NaN where not
@@ -113,11 +114,6 @@ class SegmentFit:
     warnings: list[str]
     seconds: float
     goodness_of_fit: GoodnessOfFit
-
-    @property
-    def explains_data(self) -> bool | None:
-        """Whether the segment model explains the test (`GoodnessOfFit`)."""
-        return self.goodness_of_fit.explains_data
 
     def report(self) -> dict:
         """JSON-ready report (`report.json` of `spineid segment --fit`, docs/cli.md)."""

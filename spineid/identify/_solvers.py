@@ -27,6 +27,7 @@ Why these defaults, measured:
 """
 
 import dataclasses
+import functools
 import math
 from typing import ClassVar
 
@@ -44,6 +45,32 @@ from ._routines import (
 )
 
 
+def _options_checked(cls):
+    """Class decorator for a solver dataclass: an option it does not have is refused with a
+    `TypeError` naming the option, the solver(s) that do have it and this solver's options
+    (instead of Python's bare 'unexpected keyword argument')."""
+    init = cls.__init__
+    own = [f.name for f in dataclasses.fields(cls)]
+
+    @functools.wraps(init)
+    def checked(self, *args, **options):
+        for option in options:
+            if option not in own:
+                others = [c.__name__ for c in _CHECKED if option in
+                          [f.name for f in dataclasses.fields(c)]]
+                where = (f"; it is an option of {', '.join(others)}" if others else "")
+                raise TypeError(f"{cls.__name__}({option}=...): {cls.__name__} has no option "
+                                f"{option!r}{where}. Its options: {', '.join(own)}")
+        init(self, *args, **options)
+
+    cls.__init__ = checked
+    _CHECKED.append(cls)
+    return cls
+
+
+_CHECKED: list[type] = []
+
+
 def _positive_int(owner: str, name: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{owner}({name}={value!r}): expected a positive integer")
@@ -57,8 +84,35 @@ def _positive_number(owner: str, name: str, value, allow_none: bool = False) -> 
         raise ValueError(f"{owner}({name}={value!r}): expected a positive number")
 
 
+class _ForwardMode:
+    """A solver of Jacobians: the objective differentiated in forward mode through diffrax,
+    every Jacobian at the simulation's tolerances unless the solver says otherwise."""
+
+    def adjoint(self):
+        """How the objective is differentiated: forward mode through diffrax."""
+        return diffrax.ForwardMode()
+
+    def jacobian_tolerances(self, rtol: float, atol: float) -> tuple[float, float]:
+        """The ODE tolerances of the Jacobians on the way: the simulation's `(rtol, atol)`."""
+        return rtol, atol
+
+
+class _ReverseMode:
+    """A first-order solver: gradients of the cost by reverse mode through diffrax, no
+    Jacobians (so no tolerances of their own)."""
+
+    def adjoint(self):
+        """How the objective is differentiated: reverse mode through diffrax."""
+        return diffrax.RecursiveCheckpointAdjoint()
+
+    def jacobian_tolerances(self, rtol: float, atol: float) -> tuple[float, float]:
+        """No Jacobians: the simulation's tolerances."""
+        return rtol, atol
+
+
+@_options_checked
 @dataclasses.dataclass(frozen=True)
-class LevenbergMarquardt:
+class LevenbergMarquardt(_ForwardMode):
     """spineid's Levenberg-Marquardt (`spineid.levenberg_marquardt`): one forward-mode pass
     through the ODE per accepted step gives residuals and Jacobian together; it stops when the
     estimate is within about 0.01 standard errors of the optimum (`decrement_tol`, half
@@ -79,7 +133,6 @@ class LevenbergMarquardt:
     jacobian_rtol: float | None = None
     jacobian_atol: float | None = None
     name: ClassVar[str] = "lm"
-    first_order: ClassVar[bool] = False
 
     def __post_init__(self):
         _positive_int("LevenbergMarquardt", "max_steps", self.max_steps)
@@ -90,10 +143,6 @@ class LevenbergMarquardt:
                              "expected a number >= 0")
         _positive_number("LevenbergMarquardt", "jacobian_rtol", self.jacobian_rtol, True)
         _positive_number("LevenbergMarquardt", "jacobian_atol", self.jacobian_atol, True)
-
-    def adjoint(self):
-        """How the objective is differentiated: forward mode through diffrax."""
-        return diffrax.ForwardMode()
 
     def jacobian_tolerances(self, rtol: float, atol: float) -> tuple[float, float]:
         """The ODE tolerances of the Jacobians on the way, for simulation tolerances
@@ -127,8 +176,9 @@ class LevenbergMarquardt:
                 (solution.cost, solution.residuals, solution.jacobian))
 
 
+@_options_checked
 @dataclasses.dataclass(frozen=True)
-class OptimistixLevenbergMarquardt:
+class OptimistixLevenbergMarquardt(_ForwardMode):
     """optimistix's Levenberg-Marquardt (forward-mode Jacobians through the ODE); stops on a
     relative step `rtol` and an absolute `atol`, or after `max_steps`."""
 
@@ -136,20 +186,11 @@ class OptimistixLevenbergMarquardt:
     rtol: float = 1e-10
     atol: float = 1e-10
     name: ClassVar[str] = "optimistix-lm"
-    first_order: ClassVar[bool] = False
 
     def __post_init__(self):
         _positive_int("OptimistixLevenbergMarquardt", "max_steps", self.max_steps)
         _positive_number("OptimistixLevenbergMarquardt", "rtol", self.rtol)
         _positive_number("OptimistixLevenbergMarquardt", "atol", self.atol)
-
-    def adjoint(self):
-        """Forward mode through diffrax."""
-        return diffrax.ForwardMode()
-
-    def jacobian_tolerances(self, rtol, atol):
-        """Every Jacobian at the simulation's tolerances."""
-        return rtol, atol
 
     def solve(self, objective, u0, progress: bool = False):
         """`(u, converged, steps, None)` from `u0`."""
@@ -158,8 +199,9 @@ class OptimistixLevenbergMarquardt:
         return u, bool(converged), int(steps), None
 
 
+@_options_checked
 @dataclasses.dataclass(frozen=True)
-class JaxoptLevenbergMarquardt:
+class JaxoptLevenbergMarquardt(_ForwardMode):
     """jaxopt's Levenberg-Marquardt (Madsen-Nielsen stop: a step `rtol` relative to the
     parameters, a gradient `atol`), forward-mode Jacobians; jaxopt is no longer maintained."""
 
@@ -167,20 +209,11 @@ class JaxoptLevenbergMarquardt:
     rtol: float = 1e-10
     atol: float = 1e-10
     name: ClassVar[str] = "jaxopt-lm"
-    first_order: ClassVar[bool] = False
 
     def __post_init__(self):
         _positive_int("JaxoptLevenbergMarquardt", "max_steps", self.max_steps)
         _positive_number("JaxoptLevenbergMarquardt", "rtol", self.rtol)
         _positive_number("JaxoptLevenbergMarquardt", "atol", self.atol)
-
-    def adjoint(self):
-        """Forward mode through diffrax."""
-        return diffrax.ForwardMode()
-
-    def jacobian_tolerances(self, rtol, atol):
-        """Every Jacobian at the simulation's tolerances."""
-        return rtol, atol
 
     def solve(self, objective, u0, progress: bool = False):
         """`(u, converged, steps, None)` from `u0`."""
@@ -193,8 +226,9 @@ class JaxoptLevenbergMarquardt:
         return u, bool(converged), int(steps), None
 
 
+@_options_checked
 @dataclasses.dataclass(frozen=True)
-class Adam:
+class Adam(_ReverseMode):
     """optax's Adam on the cost (gradients by reverse mode through the ODE), `max_steps`
     steps of `learning_rate` (in the unconstrained coordinates); with `batch_size`, each step
     sees a random mini-batch of that many load cases (drawn with `seed`). Judged converged on a
@@ -205,21 +239,12 @@ class Adam:
     batch_size: int | None = None
     seed: int = 0
     name: ClassVar[str] = "adam"
-    first_order: ClassVar[bool] = True
 
     def __post_init__(self):
         _positive_number("Adam", "learning_rate", self.learning_rate)
         _positive_int("Adam", "max_steps", self.max_steps)
         if self.batch_size is not None:
             _positive_int("Adam", "batch_size", self.batch_size)
-
-    def adjoint(self):
-        """Reverse mode through diffrax."""
-        return diffrax.RecursiveCheckpointAdjoint()
-
-    def jacobian_tolerances(self, rtol, atol):
-        """No Jacobians: the simulation's tolerances."""
-        return rtol, atol
 
     def solve(self, objective, u0, progress: bool = False):
         """`(u, converged, steps, None)` from `u0`."""
@@ -233,25 +258,17 @@ class Adam:
         return u, bool(converged), int(steps), None
 
 
+@_options_checked
 @dataclasses.dataclass(frozen=True)
-class LBFGS:
+class LBFGS(_ReverseMode):
     """optax's L-BFGS on the cost (gradients by reverse mode), at most `max_steps` steps,
     stopping on a small gradient."""
 
     max_steps: int = 2000
     name: ClassVar[str] = "lbfgs"
-    first_order: ClassVar[bool] = True
 
     def __post_init__(self):
         _positive_int("LBFGS", "max_steps", self.max_steps)
-
-    def adjoint(self):
-        """Reverse mode through diffrax."""
-        return diffrax.RecursiveCheckpointAdjoint()
-
-    def jacobian_tolerances(self, rtol, atol):
-        """No Jacobians: the simulation's tolerances."""
-        return rtol, atol
 
     def solve(self, objective, u0, progress: bool = False):
         """`(u, converged, steps, None)` from `u0`."""
@@ -263,6 +280,7 @@ LOCAL_SOLVERS = (LevenbergMarquardt, OptimistixLevenbergMarquardt, JaxoptLevenbe
                  Adam, LBFGS)
 
 
+@_options_checked
 @dataclasses.dataclass(frozen=True)
 class MultipleShooting:
     """Multiple shooting (Bock 1981) for trajectory fits: each record cut into segments whose
@@ -286,7 +304,6 @@ class MultipleShooting:
     continuity_weight: float = 1.0
     segment_samples: int = 12
     max_segments: int = 64
-    first_order: ClassVar[bool] = False
 
     def __post_init__(self):
         if self.segments is not None:
@@ -323,11 +340,12 @@ class MultipleShooting:
         return int(min(max((n_samples - 1) // per, 2), self.max_segments))
 
 
+@_options_checked
 @dataclasses.dataclass(frozen=True)
 class MultiStart:
-    """Runs the local solver `inner` from the given start and from `n - 1` more, drawn with
-    `seed` log-uniformly between `low` and `high` times the start's distance from each
-    parameter's lower bound (a factor on a stiffness), uniformly over most of a two-sided
+    """Runs the local solver `inner` (or `MultipleShooting`) from the given start and from
+    `n - 1` more, drawn with `seed` log-uniformly between `low` and `high` times the start's
+    distance from each parameter's lower bound (a factor on a stiffness), uniformly over most of a two-sided
     bound, within `high` times the start's scale of an unbounded parameter. The starts are
     taken in the order of their initial cost (a simulation each); the fits run one after the
     other through one compiled solver, and with `stop_when_explained` the first fit whose
@@ -346,9 +364,10 @@ class MultiStart:
 
     def __post_init__(self):
         _positive_int("MultiStart", "agreement", self.agreement)
-        if not isinstance(self.inner, LOCAL_SOLVERS):
+        if not isinstance(self.inner, (*LOCAL_SOLVERS, MultipleShooting)):
             raise ValueError(f"MultiStart(inner={self.inner!r}): expected a local solver "
-                             f"({', '.join(c.__name__ for c in LOCAL_SOLVERS)})")
+                             f"({', '.join(c.__name__ for c in LOCAL_SOLVERS)}) or "
+                             "MultipleShooting")
         _positive_int("MultiStart", "n", self.n)
         _positive_number("MultiStart", "low", self.low)
         _positive_number("MultiStart", "high", self.high)
@@ -372,6 +391,7 @@ class MultiStart:
         return np.where(lower & upper, two_sided, np.where(lower, factor, unbounded))
 
 
+@_options_checked
 @dataclasses.dataclass(frozen=True)
 class Auto:
     """The default: the local solver `inner` from the given start; if the model, at the

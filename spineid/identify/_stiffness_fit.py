@@ -30,6 +30,7 @@ import numpy as np
 
 from ..io._measurements import LOAD_COLUMNS, QuasiStaticTest
 from ..kinematics._rotations import euler_basis
+from ._result_family import AbstractResult
 from ._goodness import GoodnessOfFit, assess_fit
 from ._uncertainty import fisher_analysis, Identifiability
 
@@ -71,7 +72,7 @@ def entry_unit(i: int, j: int) -> str:
 
 
 @dataclasses.dataclass
-class StiffnessFit:
+class StiffnessFit(AbstractResult):
     """A stiffness matrix fitted to a quasi-static test, with what the test determines.
 
     Fields: `matrix` (`(6, 6)`, SI, `[tx, ty, tz, rx, ry, rz]`), `stderr` (`(6, 6)`, NaN where
@@ -100,11 +101,6 @@ class StiffnessFit:
     residuals: np.ndarray
     predicted: np.ndarray
     goodness_of_fit: GoodnessOfFit
-
-    @property
-    def explains_data(self) -> bool | None:
-        """Whether the matrix explains the test's loads (`GoodnessOfFit`)."""
-        return self.goodness_of_fit.explains_data
 
     def report(self) -> dict:
         """JSON-ready report (`report.json` of `spineid stiffness`, docs/cli.md): the fit

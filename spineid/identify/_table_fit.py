@@ -26,7 +26,6 @@ identification engine.
 
 import dataclasses
 import math
-from collections.abc import Callable
 
 import equinox as eqx
 import jax
@@ -80,16 +79,6 @@ class LawFit(Profiled):
     residuals: np.ndarray
     goodness_of_fit: GoodnessOfFit
     method: str = "Levenberg-Marquardt"
-    # Least cost with free parameter i held at v, the others refitted (`profile`).
-    refit: Callable[[int, float], float] | None = dataclasses.field(
-        default=None, repr=False, compare=False)
-    lower_bounds: np.ndarray | None = dataclasses.field(default=None, repr=False)
-    upper_bounds: np.ndarray | None = dataclasses.field(default=None, repr=False)
-
-    @property
-    def explains_data(self) -> bool | None:
-        """Whether the law explains the data (`GoodnessOfFit`)."""
-        return self.goodness_of_fit.explains_data
 
     def law_table(self) -> dict:
         """The fitted law as a model-file `law` table (docs/formats/model-files.md), e.g. for
