@@ -100,6 +100,8 @@ def scipy_fit(data, start_factors=START, rtol=1e-10, damping_factor=1.0):
         solution = solve_ivp(rhs, (0.0, 0.5), np.concatenate([upper, np.zeros(3)]),
                              method="DOP853", t_eval=ts, rtol=rtol, atol=rtol * 1e-2,
                              args=(np.exp(log_stiffness),))
+        if solution.status != 0 or solution.y.shape[1] != ts.size:  # failed: back off
+            return np.full(data.size, 1e8)
         return ((solution.y[:3].T - data) / SIGMA).ravel()
 
     truth = np.array([s["stiffness"] for s in document["springs"]])

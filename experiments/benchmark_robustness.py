@@ -131,6 +131,8 @@ def run_trajectory(name, methods, budget, count):
         # Warm up: compile once from the first start (not counted).
         if method in solvers:
             spineid.fit(problem(starts[0]), solvers[method])
+            if method == "default":  # the paths it may take: multiple shooting too
+                spineid.fit(problem(starts[0]), spineid.MultipleShooting())
         clock, records = time.perf_counter(), []
         for factors in starts:
             if time.perf_counter() - clock > budget:
@@ -187,7 +189,11 @@ def run_law(methods, budget, count):
 
 
 def summarise(name, rows):
-    best = min(c for records in rows.values() for c, _, _ in records)
+    costs = [c for records in rows.values() for c, _, _ in records]
+    if not costs:
+        print(f"  {name}: no fit finished within the budget")
+        return
+    best = min(costs)
     print(f"  {name}: lowest cost {best:.6g}")
     lm_times = [t for c, t, _ in rows.get("lm", []) if c <= best * (1 + SAME)]
     for method, records in rows.items():

@@ -111,6 +111,16 @@ def test_unusable_options_are_refused_naming_them(options, message):
         spineid.MultipleShooting(**options)
 
 
+@pytest.mark.parametrize("options, message", [
+    (dict(inner=spineid.MultipleShooting()), "Auto(inner=MultipleShooting("),
+    (dict(inner=spineid.Adam(), segments=1), "MultipleShooting(segments=1)"),
+    (dict(shooting_enabled="no"), "Auto(shooting_enabled='no')"),
+], ids=["shooting inside auto", "segments with another inner", "not a bool"])
+def test_auto_refuses_options_it_cannot_honour(options, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        spineid.Auto(**options)
+
+
 def test_segments_shorter_than_the_state_are_refused():
     _, problem = planar_problem((1.3, 0.7, 1.2), n=41)
     # 41 samples in 20 segments: 3 samples each, fewer than the 6 states (q, qdot).

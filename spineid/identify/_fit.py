@@ -47,6 +47,10 @@ from ._solvers import (
 )
 from ._uncertainty import Identifiability, fisher_analysis
 
+# Most segment-state unknowns a default multiple shooting adds (all load cases together):
+# its Jacobian and normal matrix are dense.
+MAX_SHOOTING_STATES = 1024
+
 # A parameter closer to a bound than this fraction of its standard error counts as on it.
 BOUND_STDERR_FRACTION = 0.05
 
@@ -82,16 +86,20 @@ def fit(problem: FitProblem, solver="auto", *, progress: bool = False) -> FitRes
         name = f"auto: {local.name} from the start"
         shooting = solver.shooting()
         if shooting is not None and segments_problem(run.objective, run.segments(shooting)):
+            if solver.segments is not None:
+                raise ValueError(segments_problem(run.objective, solver.segments, "Auto"))
             shooting = None  # records too short to cut
         if run.verdict(outcome).explains_data is False and shooting is not None:
+            segments = run.segments(shooting)
             if progress:
                 print("  the fit from the start does not explain the data (a local optimum?): "
-                      f"multiple shooting, {shooting.segments} segments", flush=True)
+                      f"multiple shooting, {segments} segments", flush=True)
             shot = run.shooting_fit(shooting, zero)
-            name += f", then multiple-shooting({run.segments(shooting)} segments)"
-            costs = outcome.start_costs + shot.start_costs
-            outcome = dataclasses.replace(min(outcome, shot, key=lambda o: o.cost),
-                                          start_costs=costs, tried=2,
+            name += f", then multiple-shooting({segments} segments)"
+            # Both ran from the same start: one start, its better fit (the multi-start's
+            # agreement rule counts distinct starts).
+            best = min(outcome, shot, key=lambda o: o.cost)
+            outcome = dataclasses.replace(best, start_costs=[best.cost], tried=1,
                                           steps=outcome.steps + shot.steps)
         if run.verdict(outcome).explains_data is False:
             multistart = solver.multistart()
@@ -187,8 +195,15 @@ class _Run:
         return dataclasses.replace(outcome, steps=outcome.steps + steps)
 
     def segments(self, shooting: MultipleShooting) -> int:
-        """The segments per record `shooting` uses on this problem."""
-        return shooting.segments_for(shortest_record(self.objective), n_states(self.objective))
+        """The segments per record `shooting` uses on this problem: its own, or by default as
+        many as its rule gives within `MAX_SHOOTING_STATES` state unknowns in all (the
+        shooting Jacobian is dense)."""
+        states = n_states(self.objective)
+        segments = shooting.segments_for(shortest_record(self.objective), states)
+        if shooting.segments is None:
+            cases = len(self.problem.measurements)
+            segments = min(segments, max(2, 1 + MAX_SHOOTING_STATES // (states * cases)))
+        return segments
 
     def verdict(self, outcome: _Outcome) -> GoodnessOfFit:
         """Whether the model explains the data at `outcome` (`assess_fit`), with the noise as

@@ -95,6 +95,16 @@ def _data_rate(ts: np.ndarray, values: np.ndarray, i: int, half: int) -> np.ndar
     return coefficients[1]
 
 
+@eqx.filter_jit
+def _observe(model, q):
+    return model.observe(q)
+
+
+@eqx.filter_jit
+def _observe_jacobian(model, q):
+    return jax.jacfwd(model.observe)(q)
+
+
 def _start_states(model, ts: np.ndarray, data: np.ndarray, bounds: np.ndarray,
                   rtol: float, atol: float, max_steps: int) -> np.ndarray:
     """States `(M, 2, n)` at the segments' start samples: the simulation at the start
@@ -104,17 +114,15 @@ def _start_states(model, ts: np.ndarray, data: np.ndarray, bounds: np.ndarray,
                           max_steps=max_steps)
     q_all, qdot_all = np.asarray(simulation.q), np.asarray(simulation.qdot)
     rest_q, rest_qdot = (np.asarray(x) for x in model.initial_state())
-    observe = eqx.filter_jit(lambda q: model.observe(q))
-    observe_jacobian = eqx.filter_jit(jax.jacfwd(lambda q: model.observe(q)))
     half = max(2, min(10, int(np.min(np.diff(bounds))) // 2))
     states = []
     for i in bounds[:-1]:
         q = q_all[i] if np.all(np.isfinite(q_all[i])) else rest_q
         qdot = qdot_all[i] if np.all(np.isfinite(qdot_all[i])) else rest_qdot
         for _ in range(3):
-            pinv = np.linalg.pinv(np.asarray(observe_jacobian(jnp.asarray(q))))
-            q = q + pinv @ (data[i] - np.asarray(observe(jnp.asarray(q))))
-        jacobian = np.asarray(observe_jacobian(jnp.asarray(q)))
+            pinv = np.linalg.pinv(np.asarray(_observe_jacobian(model, jnp.asarray(q))))
+            q = q + pinv @ (data[i] - np.asarray(_observe(model, jnp.asarray(q))))
+        jacobian = np.asarray(_observe_jacobian(model, jnp.asarray(q)))
         rate = _data_rate(ts, data, i, half)
         qdot = qdot + np.linalg.pinv(jacobian) @ (rate - jacobian @ qdot)
         states.append(np.stack([q, qdot]))
@@ -145,7 +153,7 @@ def _case_layout(objective: _Objective, case: int, segments: int, continuity_wei
         end.append(own.size - 1)
     offset = _start_states(model, ts, data, bounds, objective.rtol, objective.atol,
                            objective.max_steps)
-    jacobian = np.asarray(jax.jacfwd(model.observe)(jnp.asarray(offset[0, 0])))
+    jacobian = np.asarray(_observe_jacobian(model, jnp.asarray(offset[0, 0])))
     pinv = np.abs(np.linalg.pinv(jacobian))
     motion = np.ptp(offset, axis=0)  # (2, n) range over the segment starts
     range_q = np.maximum(motion[0], pinv @ np.ptp(data, axis=0))
@@ -153,7 +161,8 @@ def _case_layout(objective: _Objective, case: int, segments: int, continuity_wei
     duration = max(float(ts[-1] - ts[0]) / segments, step)
     range_qdot = np.maximum(motion[1], range_q / duration)
     noise_q = pinv @ sigma
-    noise_q = np.where(noise_q > 0, noise_q, 1e-6 * range_q)
+    # A coordinate the channels do not see: a continuity tolerance of 0.1% of its range.
+    noise_q = np.where(noise_q > 0, noise_q, 1e-3 * range_q)
     continuity = np.stack([noise_q, noise_q / duration]) / continuity_weight
     t0 = np.array([0.0] + [ts[b] for b in bounds[1:-1]])
     return _Case(ts=jnp.asarray(np.stack(seg_ts)), t0=jnp.asarray(t0),
@@ -220,7 +229,9 @@ class _ShootingObjective(eqx.Module):
     def linearise(self, z, exact=None):
         """`(residuals, jacobian)` at `z`: each segment differentiated in forward mode with
         respect to `u` and its own state only, the blocks placed in the sparse pattern of the
-        whole problem (module docstring)."""
+        whole problem (module docstring). `exact` is ignored: the shooting phase takes every
+        Jacobian at the simulation's tolerances (`levenberg_marquardt` without
+        `inexact_jacobians`)."""
         p = self.n_parameters
         u = z[:p]
         residual_blocks, jacobian_blocks = [], []

@@ -286,8 +286,9 @@ class MultipleShooting:
     """Multiple shooting (Bock 1981) for trajectory fits: each record cut into segments whose
     start states are extra unknowns, tied by continuity residuals weighted by
     `continuity_weight` (1: a gap of one noise standard deviation counts as one residual of
-    the data), solved by `inner` (spineid's `LevenbergMarquardt`, its options used for both
-    phases) and then polished by single shooting from the parameters found, so that the
+    the data), solved by `inner` (spineid's `LevenbergMarquardt`: its steps and stopping tests
+    serve both phases; the shooting phase takes every Jacobian at the simulation's tolerances)
+    and then polished by single shooting from the parameters found, so that the
     result is that of the ordinary problem (`spineid/identify/_shooting.py` explains the
     method).
 
@@ -413,9 +414,16 @@ class Auto:
 
     def __post_init__(self):
         # The same checks as the multi-start and the multiple shooting it may run.
+        if not isinstance(self.inner, LOCAL_SOLVERS):
+            raise ValueError(f"Auto(inner={self.inner!r}): expected a local solver "
+                             f"({', '.join(c.__name__ for c in LOCAL_SOLVERS)}); Auto adds "
+                             "the multiple shooting and the multi-start itself")
         self.multistart()
-        if self.segments is not None and isinstance(self.inner, LevenbergMarquardt):
-            MultipleShooting(self.segments, self.inner)
+        if not isinstance(self.shooting_enabled, bool):
+            raise ValueError(f"Auto(shooting_enabled={self.shooting_enabled!r}): expected "
+                             "True or False")
+        if self.segments is not None:
+            MultipleShooting(self.segments)  # its checks, whatever the inner solver
 
     def multistart(self) -> MultiStart:
         """The multi-start `Auto` turns to last."""
