@@ -127,6 +127,8 @@ def test_segments_shorter_than_the_state_are_refused():
     with pytest.raises(ValueError, match=re.escape("MultipleShooting(segments=20)") + ".*"
                        + "fewer than the 6 states"):
         spineid.fit(problem, spineid.MultipleShooting(segments=20))
+    with pytest.raises(ValueError, match=re.escape("Auto(segments=20)")):
+        spineid.fit(problem, spineid.Auto(segments=20))
     assert spineid.MultipleShooting().segments_for(41, 6) == 3
     assert isinstance(spineid.identify._solvers.as_solver("shooting"),
                       spineid.MultipleShooting)

@@ -82,13 +82,13 @@ def fit(problem: FitProblem, solver="auto", *, progress: bool = False) -> FitRes
     run = _Run(problem, local, progress)
     zero = np.zeros(len(problem.parameters))
     if isinstance(solver, Auto):
-        outcome = run.local_fit(zero)
-        name = f"auto: {local.name} from the start"
         shooting = solver.shooting()
         if shooting is not None and segments_problem(run.objective, run.segments(shooting)):
-            if solver.segments is not None:
+            if solver.segments is not None:  # asked for: refused before anything runs
                 raise ValueError(segments_problem(run.objective, solver.segments, "Auto"))
             shooting = None  # records too short to cut
+        outcome = run.local_fit(zero)
+        name = f"auto: {local.name} from the start"
         if run.verdict(outcome).explains_data is False and shooting is not None:
             segments = run.segments(shooting)
             if progress:
