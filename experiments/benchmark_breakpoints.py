@@ -7,8 +7,8 @@ a displacement resolution of 1 um), fitted three ways from the same evenly space
 
 - spineid's default (`spineid table --n-nodes 3 --free-breakpoints`: variable projection, then
   a local refinement only where the projected optimum is not already the answer);
-- spineid's Levenberg-Marquardt alone from the start (`search_breakpoints=False`, what the
-  command did before);
+- spineid's Levenberg-Marquardt alone from the start (`solver="lm"`, `spineid table --solver
+  lm`);
 - the peer, numpy brute force: one least-squares solve (`numpy.linalg.lstsq`) per breakpoint on a
   grid of 3000, then a golden-section refinement between the neighbours of the best grid point.
 
@@ -94,7 +94,7 @@ def main():
             data, "piecewise_linear", n_nodes=3, free_breakpoints=True))
         local, t_local = timed(lambda: spineid.fit_load_law(
             data, "piecewise_linear", n_nodes=3, free_breakpoints=True,
-            search_breakpoints=False), repeats=1)
+            solver="lm"), repeats=1)
         brute, t_brute = timed(lambda: brute_force(data), repeats=1)
         found = {"default": sum_of_squares(default), "lm": sum_of_squares(local),
                  "brute": brute}

@@ -11,6 +11,9 @@ the truth per parameter, the same starts for every method):
   diagonal stiffnesses, sinusoidal loads of 5-11 Hz on all six components, 0.6 s;
 - `head-neck`: the head-neck chain of datasets/head_neck.toml (a base pulse), its joint
   stiffness and posterior ligament, head position tracked to 0.5 mm;
+- `segment`: the C5-C6 motion segment (datasets/c5_c6.toml), its two facet stiffnesses and the
+  five disc-bushing stiffnesses fitted to the displacements of the nine quasi-static load cases
+  (5 um / 0.01 deg noise) through the equilibrium solves (`spineid.fit_segment`);
 - `law`: a two-phase law with a free breakpoint on toe-region records of 1500 points
   (experiments/benchmark_breakpoints.py), the start breakpoint drawn uniformly over the data.
 
@@ -18,7 +21,10 @@ Methods: spineid's default (`spineid.Auto()`), spineid's single-shooting Levenbe
 optimistix's Levenberg-Marquardt through spineid's objective, and scipy `least_squares` (trf)
 around `solve_ivp` (DOP853) on hand-written NumPy right-hand sides (the same peers as
 benchmark_fit.py and benchmark_spatial.py; none is written for `vector16` and `head-neck`).
-C5-C6 segment fits are not in it yet. For the law the peer is numpy brute force
+For the segment, spineid's default is `fit_segment` (its Levenberg-Marquardt), and the peer is
+scipy `least_squares` (trf, finite-difference Jacobian) whose residuals solve each equilibrium
+with `scipy.optimize.root` (hybrj) on spineid's compiled equilibrium residual and Jacobian
+(as benchmark_segment.py). For the law the peer is numpy brute force
 (benchmark_breakpoints.py), and spineid's local solver is its LM without the breakpoint search.
 
 Printed per problem and method: the fraction of starts reaching the global optimum (a cost
@@ -170,7 +176,7 @@ def run_law(methods, budget, count):
             continue
         if method != "scipy":  # compile once, not counted
             spineid.fit_load_law(data, nodes=[low, breakpoints[0], high], free_breakpoints=True,
-                                 search_breakpoints=(method == "default"))
+                                 solver="auto" if method == "default" else "lm")
         records = []
         clock = time.perf_counter()
         for b in breakpoints:
@@ -181,8 +187,73 @@ def run_law(methods, budget, count):
                 cost, explains = 0.5 * benchmark_breakpoints.brute_force(data), None
             else:
                 fit = spineid.fit_load_law(data, nodes=[low, b, high], free_breakpoints=True,
-                                           search_breakpoints=(method == "default"))
+                                           solver="auto" if method == "default" else "lm")
                 cost, explains = 0.5 * float(np.sum(fit.residuals**2)), fit.explains_data
+            records.append((cost, time.perf_counter() - tic, explains))
+        rows[method] = records
+    return rows
+
+
+def run_segment(methods, budget, count):
+    import dataclasses
+
+    import scipy.optimize
+    from spineid.elements._parameters import select_parameters
+    from spineid.simulation._equilibrium import equilibrium_residual, pose_change
+
+    model_file = spineid.load_model_file(spineid.dataset_path("c5_c6.toml"))
+    study = spineid.segment_study(model_file.model)
+    sigma = np.array([5e-6] * 3 + [np.radians(0.01)] * 3)
+    rng = np.random.default_rng(5)
+    test = spineid.QuasiStaticTest(study.loads, study.displacements
+                                   + sigma * rng.normal(size=study.displacements.shape))
+    free = ["facets.stiffness", "bushing.stiffness"]
+    parameters = select_parameters(model_file.parameters, free)
+    truth = np.array([float(p.get(model_file.model)) for p in parameters])
+    noise = dict(zip(("dx", "dy", "dz", "b1", "b2", "b3"), sigma))
+    starts = draw_starts(count, truth.size)
+
+    def ours(factors):
+        start = spineid.apply_values(model_file.model, parameters, truth * factors)
+        fit = spineid.fit_segment(dataclasses.replace(model_file, model=start), test, free,
+                                  noise)
+        return float(fit.cost), fit.explains_data
+
+    residual = jax.jit(lambda pair, q, load: equilibrium_residual(pair, q, load))
+    jacobian = jax.jit(jax.jacfwd(equilibrium_residual, argnums=1))
+    change = jax.jit(pose_change)
+    reference = np.asarray(model_file.model.upper.reference_pose)
+    measured = np.asarray(test.deflections)
+
+    def peer(factors):
+        def residuals(log_stiffness):
+            pair = spineid.apply_values(model_file.model, parameters, np.exp(log_stiffness))
+            rows = []
+            for load in np.asarray(test.loads):
+                solution = scipy.optimize.root(
+                    lambda q, load=load: np.asarray(residual(pair, q, load)), reference,
+                    jac=lambda q, load=load: np.asarray(jacobian(pair, q, load)), method="hybr",
+                    options={"xtol": 1e-13})
+                if not solution.success:
+                    return np.full(measured.size, 1e6)
+                rows.append(np.asarray(change(pair, solution.x)))
+            return ((np.array(rows) - measured) / sigma).ravel()
+
+        result = scipy.optimize.least_squares(residuals, np.log(truth * factors), method="trf")
+        return float(result.cost), None
+
+    rows = {}
+    for method in methods:
+        if method in ("lm", "optimistix"):
+            continue  # the default is spineid's LM itself; no optimistix path is written
+        run = ours if method == "default" else peer
+        run(starts[0])  # compile once, not counted
+        clock, records = time.perf_counter(), []
+        for factors in starts:
+            if time.perf_counter() - clock > budget:
+                break
+            tic = time.perf_counter()
+            cost, explains = run(factors)
             records.append((cost, time.perf_counter() - tic, explains))
         rows[method] = records
     return rows
@@ -223,7 +294,8 @@ def summarise(name, rows):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--starts", type=int, default=50)
-    parser.add_argument("--problems", default="axial,axial-light,vector16,spatial,head-neck,law")
+    parser.add_argument("--problems",
+                        default="axial,axial-light,vector16,spatial,head-neck,segment,law")
     parser.add_argument("--methods", default="default,lm,optimistix,scipy")
     parser.add_argument("--budget", type=float, default=math.inf,
                         help="seconds per method and problem")
@@ -232,8 +304,12 @@ def main():
     print(f"robustness benchmark: {args.starts} starts 0.2x-5x per parameter, "
           f"methods {methods} (CPU)")
     for name in args.problems.split(","):
-        rows = (run_law(methods, args.budget, args.starts) if name == "law"
-                else run_trajectory(name, methods, args.budget, args.starts))
+        if name == "law":
+            rows = run_law(methods, args.budget, args.starts)
+        elif name == "segment":
+            rows = run_segment(methods, args.budget, args.starts)
+        else:
+            rows = run_trajectory(name, methods, args.budget, args.starts)
         summarise(name, rows)
 
 

@@ -186,6 +186,7 @@ from .identify import (  # noqa: E402
     MeasureCurve as MeasureCurve,
     MeasureResult as MeasureResult,
     MultipleShooting as MultipleShooting,
+    VariableProjection as VariableProjection,
     MultiStart as MultiStart,
     OptimistixLevenbergMarquardt as OptimistixLevenbergMarquardt,
     recover as recover,

@@ -95,7 +95,7 @@ def test_table_fit_escapes_the_wrong_basin_of_the_breakpoint():
     data = spineid.LoadDisplacementData(x, y)
     start = [x.min(), 0.6e-3, x.max()]
     local = spineid.fit_load_law(data, "piecewise_linear", start, free_breakpoints=True,
-                                 search_breakpoints=False)
+                                 solver="lm")
     default = spineid.fit_load_law(data, "piecewise_linear", start, free_breakpoints=True)
     grid_cost, grid_breakpoint = brute_force(x, y, np.linspace(x.min(), x.max(), 6001)[1:-1])
 
@@ -111,6 +111,34 @@ def test_table_fit_escapes_the_wrong_basin_of_the_breakpoint():
     assert abs(default.derived["node_displacement"][1][0] - grid_breakpoint) < 2e-5
     # Both are flagged: a two-phase law does not explain three phases.
     assert default.explains_data is False and local.explains_data is False
+    # The default is the variable projection, named or given as an object.
+    for solver in ("varpro", spineid.VariableProjection()):
+        again = spineid.fit_load_law(data, "piecewise_linear", start, free_breakpoints=True,
+                                     solver=solver)
+        np.testing.assert_allclose(again.values, default.values, rtol=1e-12)
+
+
+@pytest.mark.parametrize("arguments, error, message", [
+    (dict(kind="polynomial", solver="varpro"), ValueError, "has none"),
+    (dict(kind="piecewise_linear", solver=spineid.VariableProjection()), ValueError,
+     "free_breakpoints=False"),
+    (dict(kind="piecewise_linear", solver="scipy"), ValueError, "VariableProjection"),
+    (dict(kind="piecewise_linear", solver=spineid.Adam()), ValueError, "LevenbergMarquardt"),
+    (dict(kind="polynomial", degree=0), ValueError, "degree 0"),
+    (dict(kind="polynomial", degree=-2), ValueError, "degree -2"),
+])
+def test_law_fit_solver_refusals_name_the_argument(arguments, error, message):
+    x = np.linspace(0.0, 1e-3, 50)
+    data = spineid.LoadDisplacementData(x, 1e4 * x)
+    with pytest.raises(error, match=message):
+        spineid.fit_load_law(data, n_nodes=3, **arguments)
+
+
+def test_variable_projection_takes_only_a_levenberg_marquardt():
+    with pytest.raises(ValueError, match=r"VariableProjection\(local="):
+        spineid.VariableProjection(local=spineid.Adam())
+    with pytest.raises(TypeError, match="segments"):
+        spineid.VariableProjection(segments=4)
 
 
 def test_table_fit_of_a_two_phase_test_is_exact_and_explains_it():

@@ -137,6 +137,10 @@ def test_confidence_intervals_cover_the_truth_about_95_percent():
     # The Cramer-Rao errors match the spread of the estimates.
     spread = batch["values"].std(axis=0)
     np.testing.assert_allclose(spread, batch["stderr"].mean(axis=0), rtol=0.3)
+    # The batch takes a vmappable solver object that carries its options, nothing else.
+    for solver in (spineid.LevenbergMarquardt(), "auto"):
+        with pytest.raises(ValueError, match="vmapped over a batch"):
+            spineid.fit_many(problem, [draws[:2]], solver)
 
 
 def vector_problem(points, noise=NOISE):

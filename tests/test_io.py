@@ -180,3 +180,49 @@ def test_bad_trajectories_fail_clearly(tmp_path, case):
     with pytest.raises(ValueError, match=pattern) as error:
         spineid.read_trajectory(path)
     assert str(path) in str(error.value)
+
+
+def test_outputs_are_written_atomically(tmp_path):
+    # A writer interrupted half-way leaves the old file whole and no temporary behind.
+    path = tmp_path / "cases.csv"
+    spineid.write_table(path, {"t": [0.0, 1.0]})
+    before = path.read_text()
+
+    class Interrupted(Exception):
+        pass
+
+    def interrupting(value):
+        if value > 0.5:
+            raise Interrupted
+        return repr(value)
+
+    with pytest.raises(Interrupted):
+        spineid.write_table(path, {"t": [0.0, 0.25, 0.75]}, number_format=interrupting)
+    assert path.read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cases.csv"]
+    # The new file has the permissions a plainly created one gets (not mkstemp's 0600).
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    written = spineid.io.write_text_atomically(tmp_path / "atomic.txt", "y")
+    assert written.read_text() == "y"
+    assert (written.stat().st_mode & 0o777) == (plain.stat().st_mode & 0o777)
+    # A figure goes through the same rename, in the format of the target's suffix.
+    import matplotlib.pyplot as plt
+
+    from spineid.plots._common import _save, use_file_backend
+
+    use_file_backend()
+    saved = _save(plt.figure(), tmp_path / "figure.png")
+    assert saved.read_bytes()[:4] == b"\x89PNG"
+    # Without a suffix, matplotlib's default format and its suffix, as savefig does.
+    assert _save(plt.figure(), tmp_path / "bare") == tmp_path / "bare.png"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "atomic.txt", "bare.png", "cases.csv", "figure.png", "plain.txt"]
+    # A replaced file keeps its permissions; a link is written through.
+    written.chmod(0o640)
+    spineid.io.write_text_atomically(written, "z")
+    assert (written.stat().st_mode & 0o777) == 0o640
+    link = tmp_path / "link.txt"
+    link.symlink_to(written)
+    spineid.io.write_text_atomically(link, "through")
+    assert link.is_symlink() and written.read_text() == "through"

@@ -299,6 +299,10 @@ def test_table_command_rejects_bad_data(tmp_path, capsys):
     csv.write_text("t,displacement,load\n0,0.0,1.0\n0,0.1,2.0\n1,0.2,3.0\n")
     assert main(["table", str(csv), "--damping", "--out", str(tmp_path / "out")]) == 2
     assert "strictly increasing" in capsys.readouterr().err
+    # Variable projection needs free breakpoints: refused before anything is written.
+    csv.write_text("displacement,load\n0.0,0.0\n0.1,1.0\n0.2,2.5\n0.3,4.0\n")
+    assert main(["table", str(csv), "--solver", "varpro", "--out", str(tmp_path / "vp")]) == 2
+    assert "free_breakpoints" in capsys.readouterr().err and not (tmp_path / "vp").exists()
 
 
 def test_database_tables_hold_known_cells():
@@ -341,3 +345,21 @@ def test_database_command_plots_geometry_and_laws(tmp_path):
     assert main(["database", "--out", str(tmp_path)]) == 0
     for name in ("geometry.png", "l5_s1_law.png"):
         assert (tmp_path / name).stat().st_size > 20_000
+
+
+@pytest.mark.parametrize("solver", ["lm", spineid.LevenbergMarquardt()])
+def test_polynomial_law_fit_is_the_linear_least_squares_solution(solver):
+    # Oracle: numpy's linear least squares (the coefficients enter linearly). A test in m has
+    # coefficients 1e2 .. 5e7 apart, and the loads are small: neither may stop the solver
+    # short or inflate the estimated noise, whatever the solver's statistical stop.
+    rng = np.random.default_rng(0)
+    x = np.linspace(-1e-3, 1e-3, 400)
+    y = 0.1 * (x / 1e-3) + 0.05 * (x / 1e-3) ** 3 + 1e-6 * rng.standard_normal(400)
+    fit = spineid.fit_load_law(spineid.LoadDisplacementData(x, y), "polynomial", degree=3,
+                               solver=solver)
+    powers = np.stack([x, x**2, x**3], axis=1)
+    exact, *_ = np.linalg.lstsq(powers, y, rcond=None)
+    residual = y - powers @ exact
+    assert fit.converged
+    np.testing.assert_allclose(fit.values, exact, rtol=1e-6, atol=1e-3 * np.max(fit.stderr))
+    assert fit.noise == pytest.approx(np.sqrt(residual @ residual / (400 - 3)), rel=1e-6)

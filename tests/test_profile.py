@@ -30,8 +30,10 @@ def test_profile_is_the_cramer_rao_interval_on_a_linear_problem():
         profile = fit.profile(name)
         assert profile.threshold == pytest.approx(3.8415, abs=1e-4)
         width = profile.crlb_interval[1] - profile.crlb_interval[0]
+        # (1e-7 of the width: the solver accepts a step only if the cost falls, and a cost
+        # near 750 resolves an optimum to about 1e-7 standard errors in double precision.)
         np.testing.assert_allclose(profile.interval, profile.crlb_interval, rtol=0,
-                                   atol=1e-8 * width)
+                                   atol=1e-7 * width)
         # The walk's points lie on the parabola ((v - value) / stderr)^2.
         np.testing.assert_allclose(
             profile.delta, ((profile.points - profile.value) / profile.stderr) ** 2,

@@ -131,6 +131,13 @@ def test_fit_recovers_facet_and_disc_stiffness(segment):
     assert result.report()["parameters"][0]["name"] == "facets.stiffness"
 
 
+def test_segment_fit_takes_a_levenberg_marquardt_only(segment):
+    model_file, study = segment
+    test = QuasiStaticTest(study.loads, study.displacements)
+    with pytest.raises(TypeError, match="LevenbergMarquardt"):
+        fit_segment(model_file, test, ["facets.stiffness"], solver=spineid.MultiStart())
+
+
 def test_segment_command_runs_the_nine_cases_and_fits(tmp_path, capsys):
     out = tmp_path / "seg"
     assert main(["segment", "--out", str(out)]) == 0

@@ -35,6 +35,7 @@ from ..io import (
     read_quasi_static,
     write_model_file,
     write_quasi_static,
+    write_text_atomically,
     write_trajectory,
 )
 from ..io._measurements import LOAD_COLUMNS
@@ -244,7 +245,8 @@ def command_stiffness(arguments) -> int:
     out.mkdir(parents=True, exist_ok=True)
     report = write_json(out / "report.json", result.report())
     fragment = {"bushings": [{"kind": "spine", "stiffness": result.matrix.tolist()}]}
-    (out / "stiffness.toml").write_text(
+    write_text_atomically(
+        out / "stiffness.toml",
         "# Fitted by `spineid stiffness` from " + pathlib.Path(arguments.data).name + ": paste "
         "into a spatial_pair model and add frame1, frame2 (and damping).\n"
         + dumps_toml(fragment))
@@ -293,11 +295,12 @@ def command_table(arguments) -> int:
         n_nodes=arguments.n_nodes, free_breakpoints=arguments.free_breakpoints,
         smoothing=arguments.smoothing, monotone=not arguments.not_monotone,
         degree=arguments.degree, damping=arguments.damping, inertia=arguments.inertia,
-        noise=arguments.noise)
+        noise=arguments.noise, solver=arguments.solver)
     out = pathlib.Path(arguments.out)
     out.mkdir(parents=True, exist_ok=True)
     report = write_json(out / "report.json", dict(result.report(), profiles=[]))
-    (out / "law.toml").write_text(
+    write_text_atomically(
+        out / "law.toml",
         "# Fitted by `spineid table` from " + pathlib.Path(arguments.data).name + ": use as the "
         "`law` of a [[torsion]] (rad, N m) or of a table bushing's degree of freedom.\n"
         + dumps_toml({"law": result.law_table()}))

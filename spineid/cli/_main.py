@@ -104,6 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
     table_parser.add_argument("--inertia", type=float, default=0.0,
                               help="known inertia of a dynamic test (kg m^2 or kg)")
     table_parser.add_argument("--noise", type=float, help="load noise; default: estimated")
+    table_parser.add_argument(
+        "--solver", default="auto", choices=("auto", "varpro", "lm"),
+        help="auto (default): variable projection for free breakpoints of a piecewise_linear "
+             "law (the least-squares breakpoints first), Levenberg-Marquardt otherwise; "
+             "varpro: variable projection; lm: Levenberg-Marquardt from the given nodes")
     table_parser.add_argument("--unit", default="deg", choices=("deg", "mm"),
                               help="displacement unit of the plot (default deg)")
     table_parser.add_argument("--profile", action="append", default=[], metavar="NAME",

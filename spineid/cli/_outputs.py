@@ -8,7 +8,7 @@ import re
 import jax.numpy as jnp
 
 from ..elements import apply_values
-from ..io import export_model, write_model_file
+from ..io import export_model, write_model_file, write_text_atomically
 from ..io._exports import EXPORT_FORMATS
 from ..plots import (
     plot_fit,
@@ -20,9 +20,8 @@ from ..plots import (
 
 
 def write_json(path: pathlib.Path, content: dict) -> pathlib.Path:
-    """Write `content` as indented JSON; returns the path."""
-    path.write_text(json.dumps(content, indent=2) + "\n")
-    return path
+    """Write `content` as indented JSON, atomically; returns the path."""
+    return write_text_atomically(path, json.dumps(content, indent=2) + "\n")
 
 
 def profile_file_name(name: str) -> str:

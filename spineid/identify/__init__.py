@@ -26,6 +26,7 @@ from ._solvers import (
     LBFGS as LBFGS,
     LevenbergMarquardt as LevenbergMarquardt,
     MultipleShooting as MultipleShooting,
+    VariableProjection as VariableProjection,
     MultiStart as MultiStart,
     OptimistixLevenbergMarquardt as OptimistixLevenbergMarquardt,
 )

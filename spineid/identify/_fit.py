@@ -41,8 +41,10 @@ from ._solvers import (
     BATCH_SOLVER,
     SAME_OPTIMUM,
     Auto,
+    JaxoptLevenbergMarquardt,
     MultipleShooting,
     MultiStart,
+    OptimistixLevenbergMarquardt,
     as_solver,
 )
 from ._uncertainty import Identifiability, fisher_analysis
@@ -83,9 +85,11 @@ def fit(problem: FitProblem, solver="auto", *, progress: bool = False) -> FitRes
     zero = np.zeros(len(problem.parameters))
     if isinstance(solver, Auto):
         shooting = solver.shooting()
-        if shooting is not None and segments_problem(run.objective, run.segments(shooting)):
+        problem_with_segments = None if shooting is None else segments_problem(
+            run.objective, run.segments(shooting), "Auto")
+        if problem_with_segments is not None:
             if solver.segments is not None:  # asked for: refused before anything runs
-                raise ValueError(segments_problem(run.objective, solver.segments, "Auto"))
+                raise ValueError(problem_with_segments)
             shooting = None  # records too short to cut
         outcome = run.local_fit(zero)
         name = f"auto: {local.name} from the start"
@@ -473,34 +477,36 @@ def _solve_batch(objective, batch, solver: str, rtol: float, atol: float, max_st
     return jax.vmap(one)(batch)
 
 
-def fit_many(
-    problem: FitProblem,
-    data: Sequence[np.ndarray],
-    *,
-    rtol: float = 1e-10,
-    atol: float = 1e-10,
-    max_steps: int = 200,
-    solver: str = BATCH_SOLVER,
-) -> dict[str, np.ndarray]:
+def fit_many(problem: FitProblem, data: Sequence[np.ndarray],
+             solver=BATCH_SOLVER) -> dict[str, np.ndarray]:
     """Fit the same problem to a batch of data sets at once (`vmap` over LM solves).
 
     **Arguments:** `data`, one array per load case of shape `(batch, k, c)` (e.g. noise draws
-    for a Monte Carlo study); the problem's noise must be given; `solver` one of the
-    Levenberg-Marquardt solvers (`"jaxopt-lm"`, `"optimistix-lm"`).
+    for a Monte Carlo study); the problem's noise must be given; `solver` a vmappable
+    Levenberg-Marquardt that carries its options: `spineid.OptimistixLevenbergMarquardt(...)`
+    (the default, `"optimistix-lm"`) or `spineid.JaxoptLevenbergMarquardt(...)`
+    (`"jaxopt-lm"`), each with `max_steps`, `rtol`, `atol`.
 
     **Returns:** `values` `(batch, p)`, Cramer-Rao `stderr` `(batch, p)` (full-rank problems;
     NaN where the Fisher information is singular), `converged` `(batch,)`, `cost` `(batch,)`.
+    Raises `ValueError` for another solver or a data array per load case missing.
     """
-    if solver not in ("jaxopt-lm", "optimistix-lm"):
-        raise ValueError(f"fit_many solver {solver!r}: expected 'jaxopt-lm' or 'optimistix-lm'")
+    batch_solvers = (OptimistixLevenbergMarquardt, JaxoptLevenbergMarquardt)
+    if isinstance(solver, str) and solver in ("optimistix-lm", "jaxopt-lm"):
+        solver = as_solver(solver)
+    if not isinstance(solver, batch_solvers):
+        raise ValueError(f"fit_many(solver={solver!r}): expected "
+                         "spineid.OptimistixLevenbergMarquardt(...) ('optimistix-lm') or "
+                         "spineid.JaxoptLevenbergMarquardt(...) ('jaxopt-lm'): the solvers "
+                         "that run vmapped over a batch")
     sigma = _noise_array(problem, None)
     objective = _objective(problem, sigma, problem.transform(), diffrax.ForwardMode(), 20_000)
     batch = tuple(jnp.asarray(d) for d in data)
     if len(batch) != len(problem.measurements):
         raise ValueError(f"{len(batch)} data arrays for {len(problem.measurements)} load cases")
 
-    theta, jacobian, converged, cost = _solve_batch(objective, batch, solver, rtol, atol,
-                                                    max_steps)
+    theta, jacobian, converged, cost = _solve_batch(objective, batch, solver.name,
+                                                    solver.rtol, solver.atol, solver.max_steps)
     fisher = np.einsum("bni,bnj->bij", np.asarray(jacobian), np.asarray(jacobian))
     stderr = np.full(np.shape(theta), np.nan)
     for b, information in enumerate(fisher):

@@ -6,7 +6,10 @@ upper vertebra and its displacement from the reference pose, `dx, dy, dz` in m a
 angles `b1, b2, b3` in rad). Residuals are `(displacement(theta) - measured) / sigma` per
 channel; the derivative of the equilibrium with respect to the parameters comes from the
 implicit function theorem (optimistix's implicit adjoint, forward mode), so a fit costs a few
-Newton solves per Levenberg-Marquardt step, all load cases at once. Standard errors and the
+Newton solves per Levenberg-Marquardt step, all load cases at once. The minimiser is spineid's
+Levenberg-Marquardt in its stepwise form (`spineid.identify._least_squares`): compiling the
+equilibria dominates a segment fit, so the loop runs in Python over one compiled function that
+gives residuals and Jacobian together. Standard errors and the
 identifiability report are those of the trajectory fits (`spineid.Identifiability`): a facet
 stiffness is determined only by cases that bring the facets into contact.
 """
@@ -14,18 +17,22 @@ stiffness is determined only by cases that bring the facets into contact.
 import dataclasses
 import time
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array, Float
 
-from ..elements._parameters import apply_values, select_parameters
+from ..elements._parameters import apply_values, Parameter, select_parameters
 from ..io._measurements import DEFLECTION_COLUMNS, QuasiStaticTest
 from ..io._model_file import ModelFile
 from ..models._spatial_pair import SpatialPair
 from ..simulation._equilibrium import equilibrium, pose_change
 from ._result_family import AbstractResult
 from ._goodness import GoodnessOfFit, assess_fit
+from ._least_squares import stepwise_levenberg_marquardt
 from ._problem import check_noise, noise_from_residuals
+from ._solvers import LevenbergMarquardt
 from ._transform import Transform
 from ._uncertainty import bounded_fisher_analysis, Identifiability
 
@@ -33,52 +40,38 @@ from ._uncertainty import bounded_fisher_analysis, Identifiability
 _NO_EQUILIBRIUM = 1e6  # residual (in noise units) of a load case without equilibrium
 
 
-def _levenberg_marquardt(evaluate, u, sigma, max_steps, rtol=1e-10):
-    """Levenberg-Marquardt (Nielsen's damping update) on `evaluate(u, sigma) -> (r, J, _)`.
+class _SegmentObjective(eqx.Module):
+    """Noise-weighted displacement residuals of every row of a quasi-static test, as a function
+    of the unconstrained parameters `u` (`(p,)`): `(displacement(theta(u)) - measured) / sigma`,
+    `(k * 6,)`, row by row; a row without equilibrium gets `_NO_EQUILIBRIUM` in every channel,
+    so that a solver refuses the step. A module (not a closure), so that the compiled solver
+    is shared by every fit of the same layout (the noise re-estimate refits with the same
+    compilation)."""
 
-    Every trial point costs one call of the compiled `evaluate`, which returns the residuals
-    and the Jacobian together, so a segment fit compiles one function: the recover-the-truth
-    fit of tests/test_segment.py took 16 s in all on a 2-core CPU, against 77 s with
-    optimistix's LevenbergMarquardt through the same equilibrium solve (one measurement each,
-    same answer), whose time went to compiling its linearisation and transpose.
-    Returns `(u, converged, steps)`; converged when the gradient, the relative cost change or
-    the step (relative to `u`) falls below `rtol`: the last also when no smaller cost can be
-    found at all (noise-free data fitted to roundoff).
-    """
-    sigma = jnp.asarray(sigma)
-    residuals, jacobian = (np.asarray(x) for x in evaluate(jnp.asarray(u), sigma)[:2])
-    cost = 0.5 * residuals @ residuals
-    damping, growth = None, 2.0
-    for step in range(1, max_steps + 1):
-        gradient = jacobian.T @ residuals
-        normal = jacobian.T @ jacobian
-        if damping is None:
-            damping = 1e-3 * np.max(np.diag(normal))
-        if np.max(np.abs(gradient)) <= rtol * max(cost, 1.0):
-            return u, True, step - 1
-        change = np.linalg.solve(normal + damping * np.diag(np.maximum(np.diag(normal), 1e-12)),
-                                 -gradient)
-        trial = u + change
-        tiny_step = np.max(np.abs(change)) <= rtol * (1.0 + np.max(np.abs(u)))
-        trial_residuals, trial_jacobian, _ = evaluate(jnp.asarray(trial), sigma)
-        trial_residuals = np.asarray(trial_residuals)
-        trial_cost = 0.5 * trial_residuals @ trial_residuals
-        predicted_gain = -(gradient @ change + 0.5 * change @ normal @ change)
-        ratio = (cost - trial_cost) / max(predicted_gain, 1e-300)
-        if np.isfinite(trial_cost) and ratio > 0:
-            relative = (cost - trial_cost) / max(cost, 1e-300)
-            u, residuals, jacobian, cost = trial, trial_residuals, np.asarray(trial_jacobian), \
-                trial_cost
-            damping *= max(1.0 / 3.0, 1.0 - (2.0 * ratio - 1.0) ** 3)
-            growth = 2.0
-            if relative <= rtol or tiny_step:
-                return u, True, step
-        elif tiny_step:
-            return u, True, step
-        else:
-            damping *= growth
-            growth *= 2.0
-    return u, False, max_steps
+    model: SpatialPair
+    loads: Float[Array, "k 6"]
+    data: Float[Array, "k 6"]
+    sigma: Float[Array, " 6"]
+    transform: Transform
+    parameters: tuple[Parameter, ...] = eqx.field(static=True)
+
+    def solve_all(self, theta):
+        """Displacements `(k, 6)` (m, rad) and equilibrium flags `(k,)` at physical `theta`."""
+        fitted = apply_values(self.model, self.parameters, theta)
+        solved = jax.vmap(lambda load: equilibrium(fitted, load))(self.loads)
+        return jax.vmap(lambda q: pose_change(fitted, q))(solved.pose), solved.converged
+
+    def __call__(self, u, args=None):
+        displacements, converged = self.solve_all(self.transform.to_physical(u))
+        misfit = (displacements - self.data) / self.sigma
+        return jnp.where(converged[:, None], misfit, _NO_EQUILIBRIUM).ravel()
+
+    def predictions_from(self, residuals) -> tuple[np.ndarray, np.ndarray]:
+        """The displacements `(k, 6)` and equilibrium flags `(k,)` that produced `residuals`
+        (`data + sigma r`; no equilibrium solved again: compiling one costs seconds)."""
+        weighted = np.asarray(residuals).reshape(self.data.shape)
+        solved = ~np.all(weighted == _NO_EQUILIBRIUM, axis=1)
+        return np.asarray(self.data) + weighted * np.asarray(self.sigma), solved
 
 
 @dataclasses.dataclass
@@ -157,19 +150,30 @@ class SegmentFit(AbstractResult):
 
 
 def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
-                max_steps: int = 100) -> SegmentFit:
+                solver: LevenbergMarquardt | None = None) -> SegmentFit:
     """Fit the free parameters of a segment model (a `spatial_pair` model file) to the
     displacements of a quasi-static test, through the equilibrium solve of every row.
 
     **Arguments:** `model_file` (its values of free parameters are the start), `test` (rows of
     load and displacement), `free` (groups such as `facets.stiffness`, `bushing.stiffness`,
     `ligaments.stiffness`, or parameter names), `noise` (`{dx, dy, dz: m, b1, b2, b3: rad}`;
-    default: estimated per channel from the residuals, then refitted with those weights).
+    default: estimated per channel from the residuals, then refitted with those weights),
+    `solver` (a `spineid.LevenbergMarquardt` carrying `max_steps` and the stopping
+    tolerances; default `LevenbergMarquardt()`). The residuals are those of the module
+    docstring; spineid's Levenberg-Marquardt (`spineid.levenberg_marquardt`, the one every
+    fit uses) minimises them, with the Jacobian through the equilibrium solve by the implicit
+    function theorem.
 
     **Returns:** a `SegmentFit`. Raises `ValueError` for a model that is not a spatial pair,
-    fewer data than parameters or bad noise.
+    fewer data than parameters or bad noise; `TypeError` for a solver that is not a
+    `LevenbergMarquardt`.
     """
     started = time.perf_counter()
+    if solver is None:
+        solver = LevenbergMarquardt()
+    if not isinstance(solver, LevenbergMarquardt):
+        raise TypeError(f"fit_segment(solver={solver!r}): expected a spineid.LevenbergMarquardt "
+                        "(a segment fit solves equilibria, not trajectories)")
     model = model_file.model
     if not isinstance(model, SpatialPair):
         raise ValueError(f"{model_file.source}: a segment fit needs a kind = \"spatial_pair\" "
@@ -183,43 +187,31 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
                    np.array(list(check_noise(DEFLECTION_COLUMNS, noise).values())))
     start = np.array([float(p.get(model)) for p in parameters])
     transform = Transform.around(parameters, start, model_file.source)
-    loads = jnp.asarray(test.loads)
-    data = jnp.asarray(measured)
-
-    def solve_all(theta):
-        fitted = apply_values(model, parameters, theta)
-        solved = jax.vmap(lambda load: equilibrium(fitted, load))(loads)
-        return jax.vmap(lambda q: pose_change(fitted, q))(solved.pose), solved.converged
-
-    @jax.jit
-    def evaluate(u, sigma):
-        # Residuals (noise units; a load case without equilibrium gets a large finite misfit so
-        # that the step is refused), their Jacobian with respect to u, and the equilibria.
-        def weighted(v):
-            displacements, converged = solve_all(transform.to_physical(v))
-            misfit = (displacements - data) / sigma
-            residuals = jnp.where(converged[:, None], misfit, _NO_EQUILIBRIUM).ravel()
-            return residuals, (residuals, displacements, converged)
-
-        jacobian, (residuals, displacements, converged) = jax.jacfwd(weighted, has_aux=True)(u)
-        return residuals, jacobian, (displacements, converged)
-
     ranges = np.maximum(np.ptp(measured, axis=0), np.abs(measured).max(axis=0))
     sigma = sigma_given if sigma_given is not None else np.maximum(1e-3 * ranges, 1e-12)
-    u, converged, steps = _levenberg_marquardt(evaluate, np.zeros(len(parameters)), sigma,
-                                               max_steps)
+    objective = _SegmentObjective(model, jnp.asarray(test.loads), jnp.asarray(measured),
+                                  jnp.asarray(sigma), transform, tuple(parameters))
+
+    def minimise(objective, u0):
+        solution = stepwise_levenberg_marquardt(
+            objective, u0, max_steps=solver.max_steps, decrement_tol=solver.decrement_tol,
+            xtol=solver.rtol, gtol=solver.atol)
+        return solution, bool(solution.converged), int(solution.steps)
+
+    solution, converged, steps = minimise(objective, jnp.zeros(len(parameters)))
     if sigma_given is None:
-        raw = np.asarray(evaluate(u, sigma)[2][0]) - measured
+        raw = objective.predictions_from(solution.residuals)[0] - measured
         sigma = noise_from_residuals(raw, len(parameters), ranges)
-        u, converged, more = _levenberg_marquardt(evaluate, u, sigma, max_steps)
+        objective = dataclasses.replace(objective, sigma=jnp.asarray(sigma))
+        solution, converged, more = minimise(objective, solution.value)
         steps += more
+    u = solution.value
     values = np.asarray(transform.to_physical(u))
-    _, jacobian_u, (predicted, equilibria) = evaluate(u, sigma)
-    predicted, equilibria = np.asarray(predicted), np.asarray(equilibria)
+    predicted, equilibria = objective.predictions_from(solution.residuals)
     # Chain rule from u to the physical parameters: d theta / d u is diagonal.
     slope = np.asarray(jax.vmap(jax.grad(lambda v, i: transform.to_physical(v)[i]),
-                                in_axes=(None, 0))(jnp.asarray(u), jnp.arange(len(u))))
-    jacobian = np.asarray(jacobian_u) / np.diag(slope)[None, :]
+                                in_axes=(None, 0))(u, jnp.arange(len(u))))
+    jacobian = np.asarray(solution.jacobian) / np.diag(slope)[None, :]
     names = [p.name for p in parameters]
     covariance, identifiability, on_bound = bounded_fisher_analysis(jacobian, values, transform,
                                                                     names)
@@ -235,7 +227,9 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
         messages.append("on a bound (no standard error): "
                         + ", ".join(n for n, b in zip(names, on_bound) if b))
     if not converged:
-        messages.append("Levenberg-Marquardt did not converge within max_steps")
+        messages.append(f"Levenberg-Marquardt did not converge (the limit of "
+                        f"{solver.max_steps} steps per pass reached, or no step lowered the "
+                        "cost)")
     residuals = (predicted - measured) / sigma
     return SegmentFit(
         names=names, units=[p.unit for p in parameters], start=start, values=values,

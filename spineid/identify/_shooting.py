@@ -52,6 +52,13 @@ class _Case(eqx.Module):
     scale: Float[Array, "2 n"]
     continuity: Float[Array, "2 n"]
 
+    @property
+    def width(self) -> int:
+        """The number of this case's state unknowns, `(M - 1) 2 n` (the first segment starts
+        from the model's own initial state)."""
+        segments, _, n = self.offset.shape
+        return (segments - 1) * 2 * n
+
 
 def segment_bounds(n_samples: int, segments: int) -> np.ndarray:
     """Sample indices where the `segments` segments of a record of `n_samples` start, and its
@@ -188,9 +195,8 @@ class _ShootingObjective(eqx.Module):
         # The scaled segment states of `case` out of z, with zeros for the first segment.
         layout = self.cases[case]
         n_segments, _, n = layout.offset.shape
-        first = self.n_parameters + sum(
-            (c.offset.shape[0] - 1) * 2 * c.offset.shape[2] for c in self.cases[:case])
-        free = z[first:first + (n_segments - 1) * 2 * n].reshape(n_segments - 1, 2, n)
+        first = self.n_parameters + sum(c.width for c in self.cases[:case])
+        free = z[first:first + layout.width].reshape(n_segments - 1, 2, n)
         return jnp.concatenate([jnp.zeros((1, 2, n), z.dtype), free])
 
     def _segment(self, u, s, case: int, j):
@@ -270,9 +276,9 @@ class _ShootingObjective(eqx.Module):
                  (end_states - following).reshape(m - 1, k, (m - 1) * k)], axis=2
             ) / continuity[None, :, None]
             link_jacobian = link_jacobian.reshape((m - 1) * k, -1)
-            width = (m - 1) * k
+            width = self.cases[case].width
             # Place this case's state columns after the previous cases'.
-            total = p + sum((c.offset.shape[0] - 1) * 2 * c.offset.shape[2] for c in self.cases)
+            total = p + sum(c.width for c in self.cases)
             for part in (data_jacobian, link_jacobian):
                 full = jnp.zeros((part.shape[0], total), z.dtype)
                 full = full.at[:, :p].set(part[:, :p])
@@ -302,7 +308,7 @@ def shooting_objective(objective: _Objective, segments: int, continuity_weight: 
 
 def shooting_start(objective: _ShootingObjective, u0) -> Float[Array, " P"]:
     """The unknowns `z` at the start: parameters `u0` and every segment state on its offset."""
-    extra = sum((c.offset.shape[0] - 1) * 2 * c.offset.shape[2] for c in objective.cases)
+    extra = sum(c.width for c in objective.cases)
     return jnp.concatenate([jnp.asarray(u0, dtype=float), jnp.zeros(extra)])
 
 

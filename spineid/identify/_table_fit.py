@@ -16,10 +16,12 @@ Parameters and what keeps the law monotone (`monotone=True`, the default for tab
 With free breakpoints of a `piecewise_linear` table the breakpoints are first placed at the
 least-squares optimum by variable projection (`spineid.identify._breakpoints`: exact for one
 interior breakpoint, coordinate-wise for more), so the local solver starts in the optimum's basin
-instead of stopping at a local optimum of the breakpoint. Then all parameters are solved by
-Levenberg-Marquardt (optimistix) in the unconstrained coordinates of
-`spineid.identify._transform.Transform` (converged: its step criterion, or, when a parameter drifts
-into its bound, a cost that no longer falls by 1e-8 relative over 20 further steps); standard
+instead of stopping at a local optimum of the breakpoint. Then, unless that projected
+solution is already the optimum (one breakpoint, no smoothing, loads within their bounds), all
+parameters are solved by spineid's Levenberg-Marquardt (`spineid.levenberg_marquardt`, the one
+every fit uses; its gradient and step stops also end the drift of a parameter heading for its
+bound, such as the rise of a flat neutral zone) in the unconstrained coordinates of `spineid.identify._transform.Transform`. The solver object
+(`spineid.VariableProjection`, `spineid.LevenbergMarquardt`) chooses; standard
 errors and identifiability from the Fisher matrix (`fisher_analysis`), as for every fit of the
 identification engine.
 """
@@ -31,7 +33,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optimistix as optx
+from jaxtyping import Array, Float
 
 from ..elements._load_laws import (
     LAW_KINDS, MonotoneCubicLaw, PiecewiseLinearLaw, PolynomialLaw, TanCosLaw, check_monotone,
@@ -40,7 +42,9 @@ from ..elements._parameters import Parameter
 from ..io._measurements import LoadDisplacementData
 from ._breakpoints import best_breakpoints, design_matrix
 from ._goodness import GoodnessOfFit, assess_fit
+from ._least_squares import levenberg_marquardt
 from ._profile import Profiled
+from ._solvers import LAW_SOLVER, LevenbergMarquardt, VariableProjection
 from ._transform import Transform
 from ._uncertainty import bounded_fisher_analysis, Identifiability
 
@@ -143,6 +147,74 @@ def _law_load(law, x):
     return law.load(x)
 
 
+class _LawModel(eqx.Module):
+    """The modelled load `M(x; theta) + c x' + J x''` at the data (module docstring) as a function
+    of the physical parameters `theta` (`(p,)`, in the order `fit_load_law` declares them).
+    A module, so that fits of the same layout (law kind, number of parameters, data length)
+    share one compilation."""
+
+    x: Float[Array, " n"]
+    velocity: Float[Array, " n"]
+    known: Float[Array, " n"]  # J x'': the inertial load, known
+    node_x: Float[Array, " k"]  # the nodes (fixed), or the end nodes' span (free breakpoints)
+    kind: str = eqx.field(static=True)
+    n_law: int = eqx.field(static=True)
+    free_breakpoints: bool = eqx.field(static=True)
+    damping: bool = eqx.field(static=True)
+    smoothing: float = eqx.field(static=True)
+
+    def law(self, theta):
+        """The law (`spineid.elements` load law) at parameters `theta`."""
+        if self.kind in ("piecewise_linear", "monotone_cubic"):
+            node_x = self.node_x
+            moving = node_x.size - 2 if self.free_breakpoints else 0
+            if self.free_breakpoints:
+                gaps = jnp.concatenate([theta[:moving], node_x[-1:] - node_x[-2:-1]])
+                fractions = jnp.cumsum(gaps) / jnp.sum(gaps)
+                xs = node_x[0] + (node_x[-1] - node_x[0]) * jnp.concatenate(
+                    [jnp.zeros(1), fractions])
+            else:
+                xs = node_x
+            loads = theta[moving] + jnp.concatenate(
+                [jnp.zeros(1), jnp.cumsum(theta[moving + 1:self.n_law])])
+            if self.kind == "piecewise_linear":
+                return PiecewiseLinearLaw(xs, loads, self.smoothing)
+            return MonotoneCubicLaw(xs, loads)
+        if self.kind == "polynomial":
+            return PolynomialLaw(theta[:self.n_law])
+        return TanCosLaw(theta[0])
+
+    def __call__(self, theta):
+        c = theta[-1] if self.damping else 0.0
+        return _law_load(self.law(theta), self.x) + c * self.velocity + self.known
+
+
+class _LawResiduals(eqx.Module):
+    """Noise-weighted residuals `(M(theta(u)) - observed) / sigma`, `(n,)`, of the unconstrained
+    parameters `u`; with `held` (an index) that parameter is held at `held_value` (unconstrained)
+    and `u` holds the others (a profile's refit)."""
+
+    model: _LawModel
+    observed: Float[Array, " n"]
+    sigma: Float[Array, ""]
+    transform: Transform
+    held_value: Float[Array, ""]
+    held: int | None = eqx.field(static=True, default=None)
+
+    def __call__(self, u, args=None):
+        if self.held is not None:
+            u = jnp.concatenate([u[:self.held], self.held_value[None], u[self.held:]])
+        return (self.model(self.transform.to_physical(u)) - self.observed) / self.sigma
+
+
+def _minimise(residuals: _LawResiduals, u0, solver: LevenbergMarquardt):
+    """spineid's Levenberg-Marquardt on a law's residuals: `(u, converged)`."""
+    solution = levenberg_marquardt(residuals, jnp.asarray(u0), max_steps=solver.max_steps,
+                                   decrement_tol=solver.decrement_tol, xtol=solver.rtol,
+                                   gtol=solver.atol)
+    return solution.value, bool(solution.converged)
+
+
 def _default_nodes(data: LoadDisplacementData, count: int) -> np.ndarray:
     return np.linspace(data.displacement.min(), data.displacement.max(), count)
 
@@ -189,8 +261,7 @@ def fit_load_law(
     inertia: float = 0.0,
     rate_window: int = 1,
     noise: float | None = None,
-    max_steps: int = 500,
-    search_breakpoints: bool = True,
+    solver="auto",
 ) -> LawFit:
     """Fit a load law (module docstring) to `data` by least squares.
 
@@ -200,14 +271,29 @@ def fit_load_law(
     `smoothing` of `piecewise_linear`; `monotone`: keep table loads non-decreasing; `degree` of
     `polynomial`; `damping`: fit a damper `c` (needs `data.time`); `inertia`: known `J`
     (kg m^2 or kg) of a dynamic test; `noise`: load noise (default estimated from residuals);
-    `search_breakpoints`: place free breakpoints of a `piecewise_linear` table at the
-    least-squares optimum first (module docstring); `False` starts the local solver from
-    `nodes` as given (a local optimum of the breakpoints is then possible).
+    `solver`: `"auto"` (the default: `"varpro"` for free breakpoints of a `piecewise_linear`
+    table, `"lm"` otherwise); `"varpro"` or a `spineid.VariableProjection` (the breakpoints
+    at the least-squares optimum first, module docstring; its `local` refines); `"lm"`
+    (`spineid.LevenbergMarquardt(max_steps=500, rtol=1e-12, atol=1e-12, decrement_tol=0)`:
+    a law fit is cheap, so it runs to the classical stops) or any `LevenbergMarquardt`,
+    which starts from `nodes` as given (a local optimum of the breakpoints is then possible).
 
-    **Returns:** a `LawFit`. Raises `ValueError` on unusable arguments.
+    **Returns:** a `LawFit`. Raises `ValueError` on unusable arguments (a `VariableProjection`
+    for a law without free breakpoints of a `piecewise_linear` table: nothing to project).
     """
     if kind not in LAW_KINDS:
         raise ValueError(f"law kind {kind!r}: expected one of {list(LAW_KINDS)}")
+    projectable = kind == "piecewise_linear" and free_breakpoints
+    if isinstance(solver, str) and solver in ("auto", "varpro", "lm"):
+        solver = (VariableProjection() if solver == "varpro" or (solver == "auto" and projectable)
+                  else LAW_SOLVER)
+    if not isinstance(solver, (VariableProjection, LevenbergMarquardt)):
+        raise ValueError(f"solver {solver!r}: a load-law fit takes \"auto\", "
+                         "spineid.VariableProjection(...) or spineid.LevenbergMarquardt(...)")
+    if isinstance(solver, VariableProjection) and not projectable:
+        raise ValueError("solver VariableProjection: it searches the breakpoints of a "
+                         "piecewise_linear law with free_breakpoints=True; this fit has none "
+                         f"(kind {kind!r}, free_breakpoints={free_breakpoints})")
     velocity = acceleration = np.zeros_like(data.displacement)
     if damping or inertia:
         velocity, acceleration = data.rates(rate_window)
@@ -235,7 +321,7 @@ def fit_load_law(
         if free_breakpoints:
             if node_x.size < 3:
                 raise ValueError("free_breakpoints needs at least 3 nodes (interior ones move)")
-            if kind == "piecewise_linear" and search_breakpoints:
+            if isinstance(solver, VariableProjection):
                 node_x, start, damping_start, method = _projected_start(
                     data, node_x, velocity if damping else None, inertia * acceleration,
                     smoothing)
@@ -257,9 +343,18 @@ def fit_load_law(
             else:
                 add(f"rise[{k}]", load_unit, float(rise))
     elif kind == "polynomial":
-        slope = np.polyfit(data.displacement, data.load, 1)[0]
+        if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or degree < 1:
+            raise ValueError(f"degree {degree!r}: expected a whole number >= 1 (the number of "
+                             "polynomial coefficients)")
+        # The coefficients enter linearly: start at their least-squares values (without the
+        # damper), so that each has the scale of its own power of the displacement (a cubic
+        # coefficient of a test in m is ~1e7 times the linear one) and the solver starts near
+        # the optimum.
+        powers = np.stack([data.displacement ** (k + 1) for k in range(degree)], axis=1)
+        coefficients = np.linalg.lstsq(powers, data.load - inertia * acceleration,
+                                       rcond=None)[0]
         for k in range(degree):
-            add(f"coefficients[{k}]", f"load/displacement^{k + 1}", float(slope if k == 0 else 0))
+            add(f"coefficients[{k}]", f"load/displacement^{k + 1}", float(coefficients[k]))
     else:
         small = np.abs(data.displacement) < 0.5 * np.max(np.abs(data.displacement))
         ratio = np.sum(data.load[small] * data.displacement[small]) / max(
@@ -270,54 +365,24 @@ def fit_load_law(
         add("damping", "load s/displacement",
             float(damping_start if damping_start > 0 else 1e-2 * scale), 0.0)
     n_law = len(parameters) - int(damping)
-    fixed_nodes = None if not table or free_breakpoints else jnp.asarray(node_x)
-
-    def build(theta):
-        if table:
-            moving = node_x.size - 2 if free_breakpoints else 0
-            if free_breakpoints:
-                gaps = jnp.concatenate([theta[:moving], jnp.array([node_x[-1] - node_x[-2]])])
-                fractions = jnp.cumsum(gaps) / jnp.sum(gaps)
-                xs = node_x[0] + (node_x[-1] - node_x[0]) * jnp.concatenate(
-                    [jnp.zeros(1), fractions])
-            else:
-                xs = fixed_nodes
-            loads = theta[moving] + jnp.concatenate(
-                [jnp.zeros(1), jnp.cumsum(theta[moving + 1:n_law])])
-            if kind == "piecewise_linear":
-                return PiecewiseLinearLaw(xs, loads, smoothing)
-            return MonotoneCubicLaw(xs, loads)
-        if kind == "polynomial":
-            return PolynomialLaw(theta[:n_law])
-        return TanCosLaw(theta[0])
-
-    velocity_j, acceleration_j = jnp.asarray(velocity), jnp.asarray(acceleration)
-
-    def predict(theta):
-        law = build(theta)
-        c = theta[-1] if damping else 0.0
-        return _law_load(law, x) + c * velocity_j + inertia * acceleration_j
-
+    model = _LawModel(x, jnp.asarray(velocity), jnp.asarray(inertia * acceleration),
+                      jnp.asarray(node_x if table else np.zeros(2)), kind, n_law,
+                      bool(table and free_breakpoints), bool(damping), float(smoothing))
+    build, predict = model.law, model
     transform = Transform.around(parameters, np.array(starts), "load law fit")
+    local = solver.local if isinstance(solver, VariableProjection) else solver
 
-    def solve(sigma):
-        def residuals(u, args):
-            return (predict(transform.to_physical(u)) - observed) / sigma
-
-        solver = optx.LevenbergMarquardt(rtol=1e-10, atol=1e-10)
-        solution = optx.least_squares(residuals, solver, jnp.zeros(len(parameters)),
-                                      max_steps=max_steps, throw=False)
-        converged = bool(solution.result == optx.RESULTS.successful)
-        if not converged:
-            # A parameter running into its bound (a flat neutral zone: rise -> 0) drifts
-            # in log coordinates without end; the fit is done when the cost stops falling.
-            cost = float(jnp.sum(residuals(solution.value, None) ** 2))
-            again = optx.least_squares(residuals, solver, solution.value, max_steps=20,
-                                       throw=False)
-            later = float(jnp.sum(residuals(again.value, None) ** 2))
-            converged = cost - later <= 1e-8 * max(cost, 1.0)
-            solution = again
-        return transform.to_physical(solution.value), converged
+    def solve(sigma, theta=None, placeholder=False):
+        # From `theta` (default: the start). With a placeholder noise (the first pass of an
+        # estimated one) the statistical stop would be measured against a noise the data do
+        # not have, so that pass runs to the classical stops.
+        residuals = _LawResiduals(model, observed, jnp.asarray(sigma, float), transform,
+                                  jnp.asarray(0.0))
+        u0 = (jnp.zeros(len(parameters)) if theta is None
+              else transform.to_unconstrained(jnp.asarray(theta)))
+        solver = dataclasses.replace(local, decrement_tol=0.0) if placeholder else local
+        u, converged = _minimise(residuals, u0, solver)
+        return transform.to_physical(u), converged
 
     noise_estimated = noise is None
     sigma = 1.0 if noise_estimated else float(noise)
@@ -328,13 +393,13 @@ def fit_load_law(
                   "by linear least squares")
         theta, converged = jnp.asarray(starts), True
     else:
-        theta, converged = solve(sigma)
+        theta, converged = solve(sigma, placeholder=noise_estimated)
     if noise_estimated:
         raw = np.asarray(predict(theta) - observed)
         sigma = max(float(np.sqrt(np.sum(raw**2) / max(raw.size - len(parameters), 1))),
                     1e-12 * max(np.ptp(data.load), 1e-300))
         if not exact:
-            theta, converged = solve(sigma)
+            theta, converged = solve(sigma, theta)
     values = np.asarray(theta)
     predicted = np.asarray(predict(theta))
     residuals = predicted - data.load
@@ -366,12 +431,14 @@ def fit_load_law(
         if monotone:
             check_monotone(np.asarray(law.load_values), "fitted law")
     if not converged:
-        messages.append("Levenberg-Marquardt did not converge within max_steps")
+        messages.append(f"Levenberg-Marquardt did not converge (the limit of {local.max_steps} "
+                        "steps reached, or no step lowered the cost)")
     units = [p.unit for p in parameters]
     # Residuals in the order of the record (time), or of the displacement for a table.
     order = np.arange(residuals.size) if data.time is not None else np.argsort(
         data.displacement, kind="stable")
-    held = _HeldLawRefit(predict, observed, sigma, transform, np.asarray(theta))
+    held = _HeldLawRefit(_LawResiduals(model, observed, jnp.asarray(sigma, float), transform,
+                                       jnp.asarray(0.0)), np.asarray(theta), local)
     return LawFit(
         refit=held, lower_bounds=np.array([p.lower for p in parameters]),
         upper_bounds=np.array([p.upper for p in parameters]),
@@ -388,22 +455,13 @@ def fit_load_law(
 
 class _HeldLawRefit:
     """Least cost of a law fit with parameter `i` held at `v` and the others refitted
-    (Levenberg-Marquardt in the unconstrained coordinates, warm-started from the solution at
-    the nearest value held before), at the fit's noise: the points of `LawFit.profile`."""
+    (spineid's Levenberg-Marquardt in the unconstrained coordinates, warm-started from the
+    solution at the nearest value held before), at the fit's noise: the points of
+    `LawFit.profile`. Every refit of the same layout shares one compilation."""
 
-    def __init__(self, predict, observed, sigma, transform, theta):
-        self.predict, self.observed, self.sigma = predict, observed, sigma
-        self.transform, self.theta = transform, theta
-        self.functions, self.solutions = {}, {}
-
-    def _residuals(self, i):
-        if i not in self.functions:
-            def held(u_rest, u_i):
-                u = jnp.concatenate([u_rest[:i], u_i[None], u_rest[i:]])
-                return (self.predict(self.transform.to_physical(u)) - self.observed) / self.sigma
-
-            self.functions[i] = held
-        return self.functions[i]
+    def __init__(self, residuals: _LawResiduals, theta, solver: LevenbergMarquardt):
+        self.residuals, self.theta, self.solver = residuals, theta, solver
+        self.solutions = {}
 
     def __call__(self, i: int, v: float) -> float:
         self.solutions.setdefault((i, float(self.theta[i])), self.theta)  # the optimum itself
@@ -411,17 +469,15 @@ class _HeldLawRefit:
         nearest = min(seen, key=lambda held: abs(held - v))
         theta = np.array(self.solutions[(i, nearest)])
         theta[i] = v
-        u = np.asarray(self.transform.to_unconstrained(jnp.asarray(theta)))
-        residuals = self._residuals(i)
-        u_rest, u_i = jnp.asarray(np.delete(u, i)), jnp.asarray(u[i])
+        transform = self.residuals.transform
+        u = np.asarray(transform.to_unconstrained(jnp.asarray(theta)))
+        residuals = dataclasses.replace(self.residuals, held=i, held_value=jnp.asarray(u[i]))
+        u_rest = jnp.asarray(np.delete(u, i))
         if u_rest.size:
-            solution = optx.least_squares(
-                residuals, optx.LevenbergMarquardt(rtol=1e-10, atol=1e-10), u_rest, args=u_i,
-                max_steps=500, throw=False)
-            u_rest = solution.value
-        cost = 0.5 * float(jnp.sum(residuals(u_rest, u_i) ** 2))
-        full = np.insert(np.asarray(u_rest), i, float(u_i))
-        theta = np.array(self.transform.to_physical(jnp.asarray(full)))
+            u_rest = _minimise(residuals, u_rest, self.solver)[0]
+        cost = 0.5 * float(jnp.sum(residuals(u_rest) ** 2))
+        full = np.insert(np.asarray(u_rest), i, float(u[i]))
+        theta = np.array(transform.to_physical(jnp.asarray(full)))
         theta[i] = v
         self.solutions[(i, v)] = theta
         return cost if np.isfinite(cost) else math.inf

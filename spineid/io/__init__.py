@@ -1,6 +1,10 @@
 """Files in and out: model files (one reader per model kind, in a registry), CSV tables and
 measured data, TOML documents, the bundled datasets, and export to other programs."""
 
+from ._atomic import (
+    atomic_path as atomic_path,
+    write_text_atomically as write_text_atomically,
+)
 from ._datasets import (
     christophy_stiffness as christophy_stiffness,
     DataTable as DataTable,

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..elements._parameters import Parameter
 from ..models._mechanics import AbstractLagrangianSystem
+from ._atomic import write_text_atomically
 from ._kinds._head_neck import read_head_neck
 from ._kinds._pinned_pair import read_pinned_pair
 from ._kinds._planar_pair import read_planar_pair
@@ -163,5 +164,5 @@ def write_model_file(
         if "loads_file" in load:
             target = (model_file.folder / load["loads_file"]).resolve()
             load["loads_file"] = os.path.relpath(target, path.parent.resolve())
-    path.write_text(dumps_toml(document))
+    write_text_atomically(path, dumps_toml(document))
     return path

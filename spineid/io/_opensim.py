@@ -20,6 +20,7 @@ import numpy as np
 from ..elements._bushings import Bushing
 from ..kinematics._rotations import euler123_angles, euler123_rotation
 from ..models._spatial_pair import SpatialPair
+from ._atomic import write_text_atomically
 
 _OPENSIM_VARIABLES = ("delta_x", "delta_y", "delta_z", "theta_x", "theta_y", "theta_z")
 
@@ -134,5 +135,5 @@ def write_opensim_model(model: SpatialPair, path: str | pathlib.Path,
                         name: str = "spineid_export") -> pathlib.Path:
     """Write `opensim_model_xml(model)` to `path` (.osim) and return the path."""
     path = pathlib.Path(path)
-    path.write_text(opensim_model_xml(model, name))
+    write_text_atomically(path, opensim_model_xml(model, name))
     return path

@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from ._atomic import atomic_path
+
 PLANAR_TRAJECTORY_COLUMNS = ("t", "x", "y", "theta")
 
 
@@ -107,7 +109,8 @@ def write_table(
     *,
     number_format: Callable[[float], str] = lambda value: repr(float(value)),
 ) -> pathlib.Path:
-    """Write named columns (equal lengths) as a CSV with a header row.
+    """Write named columns (equal lengths) as a CSV with a header row, atomically (the file is
+    the old one or the whole new one, `spineid.io.atomic_path`).
 
     Numbers are written by `number_format` (default: `repr`, the shortest text that reads back
     to the same float64); text cells as they are. **Returns:** the path.
@@ -118,7 +121,7 @@ def write_table(
     lengths = {len(column) for column in values}
     if len(lengths) > 1:
         raise ValueError(f"{path}: columns of unequal lengths {sorted(lengths)} for {names}")
-    with path.open("w", newline="") as file:
+    with atomic_path(path) as temporary, temporary.open("w", newline="") as file:
         writer = csv.writer(file)
         writer.writerow(names)
         for row in zip(*values):

@@ -10,6 +10,8 @@ import pathlib
 import matplotlib
 import matplotlib.pyplot as plt
 
+from ..io import atomic_path
+
 
 def use_file_backend() -> None:
     """Draw into files only (matplotlib's non-interactive `Agg` backend), as the command line
@@ -22,6 +24,12 @@ def _save(figure, path):
     figure.tight_layout()
     if path is None:
         return figure
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return pathlib.Path(path)
+    path = pathlib.Path(path)
+    if not path.suffix:  # matplotlib's rule: no suffix, its default format and suffix
+        path = path.with_name(f"{path.name}.{matplotlib.rcParams['savefig.format']}")
+    try:
+        with atomic_path(path) as temporary:  # written whole or not at all
+            figure.savefig(temporary, dpi=120)
+    finally:
+        plt.close(figure)
+    return path

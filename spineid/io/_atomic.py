@@ -1,0 +1,78 @@
+"""Atomic file output: a file is either its old content or the whole new content, never a
+half-written one, when the writer is interrupted (an error, Ctrl-C, SIGTERM, a full disk).
+
+The new content goes to a temporary file in the same folder, which is flushed to disk and then
+renamed over the target (`os.replace`: atomic within one file system, on POSIX and Windows);
+the folder is flushed after the rename where the system allows it (POSIX), so the rename
+survives a crash of the machine too. On failure the temporary file is removed and the target is
+left as it was. A target that is a symbolic link is written through (the file it points to is
+replaced); the new file keeps the permissions of the file it replaces, or gets those of a
+newly created file.
+"""
+
+import contextlib
+import os
+import pathlib
+import stat
+import tempfile
+from collections.abc import Iterator
+
+
+def _read_umask() -> int:
+    # The process's file-creation mask: setting it is the only portable way to read it, so it
+    # is read once, when spineid is imported.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
+def _flush_folder(folder: pathlib.Path) -> None:
+    # Make a rename in `folder` durable (POSIX); a no-op where folders cannot be opened.
+    try:
+        handle = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(handle)
+    except OSError:
+        pass
+    finally:
+        os.close(handle)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | pathlib.Path) -> Iterator[pathlib.Path]:
+    """A temporary path beside `path` to write to (by any writer: matplotlib's `savefig`, a
+    CSV writer); renamed over `path` when the block ends without an error, removed otherwise
+    (module docstring). The temporary name ends with the suffix of `path`, so writers that
+    choose a format by the suffix write the right one."""
+    path = pathlib.Path(path)
+    if path.is_symlink():
+        path = path.resolve()
+    mode = (stat.S_IMODE(path.stat().st_mode) if path.is_file()
+            else 0o666 & ~_UMASK)
+    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix or ".part",
+                                    dir=path.parent)
+    os.close(handle)
+    temporary = pathlib.Path(name)
+    try:
+        yield temporary
+        with open(temporary, "rb+") as file:
+            os.fsync(file.fileno())
+        os.chmod(temporary, mode)  # mkstemp makes the file private
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    _flush_folder(path.parent)
+
+
+def write_text_atomically(path: str | pathlib.Path, text: str) -> pathlib.Path:
+    """Write `text` (UTF-8) to `path` atomically (module docstring); returns the path."""
+    path = pathlib.Path(path)
+    with atomic_path(path) as temporary:
+        temporary.write_text(text, encoding="utf-8")
+    return path
