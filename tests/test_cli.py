@@ -95,3 +95,66 @@ def test_fit_with_unknown_group_is_a_clear_error(tmp_path, capsys):
     assert "no such parameter group" in capsys.readouterr().err
     assert main(["fit", str(model), str(data), "--free", "stiffness", "--noise", "x:1",
                  "--out", str(tmp_path / "fit")]) == 2
+
+
+@pytest.mark.parametrize("verb", [
+    ["table", "DATA"], ["stiffness", "DATA"], ["fit", "MODEL", "DATA", "--free", "stiffness"],
+    ["demo"], ["database"], ["whiplash"], ["segment"], ["recover", "MODEL", "DATA"],
+])
+def test_an_output_place_that_cannot_be_used_is_refused_before_any_work(tmp_path, capsys,
+                                                                         verb):
+    # An existing file as the output folder: one line naming it, exit 2, before the inputs
+    # are even read (DATA and MODEL do not exist).
+    blocked = tmp_path / "taken"
+    blocked.write_text("keep me")
+    arguments = [str(tmp_path / a) if a in ("DATA", "MODEL") else a for a in verb]
+    assert main(arguments + ["--out", str(blocked)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "taken: an existing file, not a folder" in error
+    assert blocked.read_text() == "keep me"
+
+
+def test_simulate_output_file_is_checked_and_its_folder_created(tmp_path, capsys):
+    model = spineid.dataset_path("axial_4_springs.toml")
+    assert main(["simulate", str(model), "--out", str(tmp_path)]) == 2
+    assert "a folder; give a file name" in capsys.readouterr().err
+    nested = tmp_path / "new" / "deeper" / "motion.csv"
+    assert main(["simulate", str(model), "--out", str(nested)]) == 0
+    assert nested.read_text().startswith("t,")
+
+
+def test_os_errors_are_one_line(tmp_path, capsys):
+    # A folder given as the data file: the operating system's reason, with the path.
+    assert main(["table", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and str(tmp_path) in error and "Traceback" not in error
+
+
+@pytest.mark.parametrize("stop, status, word", [
+    (lambda: (_ for _ in ()).throw(KeyboardInterrupt), 130, "interrupted"),
+    (lambda: __import__("os").kill(__import__("os").getpid(),
+                                   __import__("signal").SIGTERM), 143, "terminated"),
+])
+def test_interrupt_and_sigterm_end_with_one_line_and_no_partial_file(tmp_path, capsys,
+                                                                      monkeypatch, stop,
+                                                                      status, word):
+    import threading
+
+    from spineid.cli import _commands
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers need the main thread")
+    target = tmp_path / "out" / "report.json"
+
+    def interrupted_while_writing(arguments):
+        with spineid.io.atomic_path(target) as temporary:
+            temporary.write_text("{half")
+            stop()
+            import time
+            time.sleep(5)  # the signal arrives here at the latest
+        return 0
+
+    monkeypatch.setattr(_commands, "command_demo", interrupted_while_writing)
+    assert main(["demo", "--out", str(tmp_path / "out")]) == status
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and word in error
+    assert list((tmp_path / "out").iterdir()) == []  # neither report.json nor a temporary

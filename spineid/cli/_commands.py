@@ -53,6 +53,7 @@ from ..plots import (
 from ..simulation import simulate
 from ..studies import peak_force_sensitivity, segment_study, whiplash_study
 from ._outputs import (
+    output_file,
     write_fit_outputs,
     write_json,
     write_profile_outputs,
@@ -80,8 +81,8 @@ def _simulate_file(model_path: pathlib.Path):
 def command_simulate(arguments) -> int:
     """`spineid simulate MODEL [--out CSV]`: simulate a model file, write its trajectory."""
     path = pathlib.Path(arguments.model)
+    out = output_file(arguments.out or f"{path.stem}_trajectory.csv")  # before the work
     model, ts, poses, solution, seconds = _simulate_file(path)
-    out = pathlib.Path(arguments.out or f"{path.stem}_trajectory.csv")
     write_trajectory(out, ts, poses, model.observable_names)
     print(
         f"simulated {path} over {ts[-1]:g} s ({len(ts)} samples, {int(solution.n_steps)} "

@@ -2,12 +2,15 @@
 of spineid that parses arguments (docs/cli.md describes every verb)."""
 
 import argparse
+import signal
 import sys
+import threading
 
 from ..elements._load_laws import LAW_KINDS
 from ..identify._solvers import DEFAULT_SOLVER, SOLVER_NAMES
 from ..plots import use_file_backend
 from . import _commands as verbs
+from ._outputs import output_folder
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -165,8 +168,36 @@ def main(argv: list[str] | None = None) -> int:
     that did not converge, 2 bad input with a one-line error)."""
     arguments = build_parser().parse_args(argv)
     use_file_backend()  # files only: no display is needed
+    terminate = None
+    if threading.current_thread() is threading.main_thread():
+        terminate = signal.signal(signal.SIGTERM, _terminated)
     try:
+        # The output folder is checked before any work (simulate checks its file itself).
+        if getattr(arguments, "out", None) is not None and \
+                arguments.run is not verbs.command_simulate:
+            output_folder(arguments.out)
         return arguments.run(arguments)
     except ValueError as error:
         print(f"spineid: error: {error}", file=sys.stderr)
         return 2
+    except OSError as error:  # a file that cannot be read or written: one line, no traceback
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"spineid: error: {where}{error.strerror or error}", file=sys.stderr)
+        return 2
+    except (KeyboardInterrupt, _Terminated) as stop:
+        print(f"spineid: {'terminated' if isinstance(stop, _Terminated) else 'interrupted'}; "
+              "every file already written is whole (files are written atomically), the rest "
+              "were not written", file=sys.stderr)
+        return 143 if isinstance(stop, _Terminated) else 130
+    finally:
+        if terminate is not None:
+            signal.signal(signal.SIGTERM, terminate)
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised where the program is, so that it ends like Ctrl-C: the file being
+    written is removed, nothing half-written is left."""
+
+
+def _terminated(signum, frame):
+    raise _Terminated

@@ -2,6 +2,7 @@
 of a fit or a measure recovery, and what else the model can be written as (docs/cli.md)."""
 
 import json
+import os
 import pathlib
 import re
 
@@ -17,6 +18,34 @@ from ..plots import (
     plot_profile,
     plot_residuals,
 )
+
+
+def output_folder(out: str | pathlib.Path) -> pathlib.Path:
+    """The output folder `--out` of a verb, checked before any computation: created with its
+    parents if missing; a `ValueError` with one line if it is an existing file, cannot be
+    created, or is not writable (so that no fit runs for minutes and then fails to save)."""
+    out = pathlib.Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: an existing file, not a folder; give a folder (it is "
+                         "created if missing)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"--out {out}: cannot create the folder ({error.strerror})") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {out}: the folder is not writable")
+    return out
+
+
+def output_file(path: str | pathlib.Path) -> pathlib.Path:
+    """An output file (`simulate --out`), checked before any computation: its folder created
+    if missing; a `ValueError` with one line if `path` is a folder or its folder cannot be
+    created or written."""
+    path = pathlib.Path(path)
+    if path.is_dir():
+        raise ValueError(f"--out {path}: a folder; give a file name (e.g. {path / 'out.csv'})")
+    output_folder(path.parent if str(path.parent) else ".")
+    return path
 
 
 def write_json(path: pathlib.Path, content: dict) -> pathlib.Path:
