@@ -24,6 +24,19 @@ def test_simulate_bad_file_is_a_clear_error(tmp_path, capsys):
     assert "upper.mass" in capsys.readouterr().err
 
 
+def test_simulate_that_fails_says_why_in_one_line_and_writes_nothing(tmp_path, capsys):
+    # A stiffness of 2.7e15 N/m makes the explicit solver take ~1e5 steps: the step limit.
+    text = spineid.dataset_path("axial_4_springs.toml").read_text()
+    path = tmp_path / "stiff.toml"
+    path.write_text(text.replace("stiffness = 27000.0", "stiffness = 2.7e15", 1))
+    out = tmp_path / "motion.csv"
+    assert main(["simulate", str(path), "--out", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "Traceback" not in error
+    assert "maximum number of solver steps" in error and "requested 0 to 0.5 s" in error
+    assert not out.exists()
+
+
 def test_demo_writes_trajectories_and_plots(tmp_path, capsys):
     assert main(["demo", "--out", str(tmp_path)]) == 0
     for name in ("liu_8_springs.csv", "liu_16_springs.csv", "trajectories.png",

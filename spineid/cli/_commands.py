@@ -72,7 +72,10 @@ def _simulate_file(model_path: pathlib.Path):
     model = model_file.model
     ts = jnp.asarray(model_file.simulation_times())
     start = time.perf_counter()
-    solution = simulate(model, ts)
+    solution = simulate(model, ts, throw=False)
+    failure = solution.failure()
+    if failure is not None:  # one sentence naming the limit hit, when, and what to change
+        raise ValueError(f"{model_path}: {failure}")
     poses = np.asarray(jax.vmap(model.observe)(solution.q))
     seconds = time.perf_counter() - start
     return model, np.asarray(ts), poses, solution, seconds

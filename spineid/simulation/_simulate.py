@@ -3,6 +3,7 @@
 import diffrax
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ..models._mechanics import AbstractLagrangianSystem, lagrangian_vector_field
@@ -40,6 +41,23 @@ class Simulation(eqx.Module):
     qdot: Float[Array, "k n"]
     result: SimulationResult
     n_steps: Array
+
+    def failure(self) -> str | None:
+        """`None` where the integration reached the last requested time; otherwise one
+        sentence: why it failed (the `SimulationResult` message, which says what to change)
+        and the last saved time with a finite state. For one simulation (not a vmapped batch);
+        outside `jit`."""
+        if bool(self.result == SimulationResult.successful):
+            return None
+        ts = np.asarray(self.ts)
+        finite = np.all(np.isfinite(np.asarray(self.q)), axis=1) & np.all(
+            np.isfinite(np.asarray(self.qdot)), axis=1)
+        bad = np.flatnonzero(~finite)
+        reached = (f"the last finite state is at t = {ts[bad[0] - 1]:g} s" if bad.size and bad[0]
+                   else "no requested time was reached" if bad.size
+                   else f"at t = {ts[-1]:g} s")
+        return (f"{SimulationResult[self.result]} (requested {ts[0]:g} to {ts[-1]:g} s; "
+                f"{reached}; {int(self.n_steps)} steps taken)")
 
 
 DEFAULT_RTOL = 1e-8
