@@ -98,6 +98,27 @@ def test_fit_writes_model_report_and_plots(tmp_path, capsys):
     assert "LM step" in capsys.readouterr().out
 
 
+def test_a_fit_whose_cost_overflows_writes_nothing(tmp_path, capsys):
+    # One data cell of 1e300: the residuals overflow. Before, report.json said converged with
+    # cost Infinity and fitted.toml held the start; now nothing is written and the reason is
+    # one line (status 2).
+    model = spineid.dataset_path("axial_4_springs.toml")
+    data = tmp_path / "data.csv"
+    assert main(["simulate", str(model), "--out", str(data)]) == 0
+    lines = data.read_text().splitlines()
+    cells = lines[100].split(",")
+    cells[1] = "1e300"
+    lines[100] = ",".join(cells)
+    data.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "fit"
+    code = main(["fit", str(model), str(data), "--free", "stiffness", "--noise",
+                 "x=5e-6,y=5e-6,theta=1.7e-4", "--solver", "lm", "--out", str(out)])
+    assert code == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "non-finite number (cost)" in error
+    assert list(out.iterdir()) == []
+
+
 def test_fit_with_unknown_group_is_a_clear_error(tmp_path, capsys):
     model = spineid.dataset_path("axial_4_springs.toml")
     data = tmp_path / "data.csv"

@@ -6,6 +6,8 @@ import signal
 import sys
 import threading
 
+import numpy as np
+
 from ..elements._load_laws import LAW_KINDS
 from ..identify._solvers import DEFAULT_SOLVER, SOLVER_NAMES
 from ..plots import use_file_backend
@@ -176,7 +178,10 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(arguments, "out", None) is not None and \
                 arguments.run is not verbs.command_simulate:
             output_folder(arguments.out)
-        return arguments.run(arguments)
+        # Overflowing numbers are caught where they matter (a result holding one is never
+        # written); numpy's warnings about them would only clutter the one-line answer.
+        with np.errstate(over="ignore", invalid="ignore"):
+            return arguments.run(arguments)
     except ValueError as error:
         print(f"spineid: error: {error}", file=sys.stderr)
         return 2

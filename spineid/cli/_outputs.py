@@ -2,6 +2,7 @@
 of a fit or a measure recovery, and what else the model can be written as (docs/cli.md)."""
 
 import json
+import math
 import os
 import pathlib
 import re
@@ -48,9 +49,40 @@ def output_file(path: str | pathlib.Path) -> pathlib.Path:
     return path
 
 
+def non_finite_field(content, where: str = "") -> str | None:
+    """The first field of a report (nested dicts and lists) holding NaN or infinity, as
+    `cost` or `parameters[2].value`; `None` if every number is finite. Reports write a
+    quantity that does not exist (a standard error of an unidentifiable parameter) as null,
+    so a non-finite number in one is a result that must not be presented."""
+    if isinstance(content, float):
+        return None if math.isfinite(content) else where
+    items = (content.items() if isinstance(content, dict)
+             else enumerate(content) if isinstance(content, (list, tuple)) else ())
+    for key, value in items:
+        found = non_finite_field(value, f"{where}.{key}" if isinstance(key, str) and where
+                                 else key if isinstance(key, str) else f"{where}[{key}]")
+        if found is not None:
+            return found
+    return None
+
+
+def refuse_non_finite(report: dict, what: str) -> None:
+    """A `ValueError` (one line, before anything is written) if `report` holds NaN or
+    infinity as a value (`non_finite_field`)."""
+    field = non_finite_field(report)
+    if field is not None:
+        raise ValueError(
+            f"the {what} gave a non-finite number ({field}), so nothing was written: a data "
+            "value, a noise or a start far outside its physical range makes the residuals "
+            "overflow; check the data and the options")
+
+
 def write_json(path: pathlib.Path, content: dict) -> pathlib.Path:
-    """Write `content` as indented JSON, atomically; returns the path."""
-    return write_text_atomically(path, json.dumps(content, indent=2) + "\n")
+    """Write `content` as indented JSON, atomically; returns the path. A `ValueError` if it
+    holds NaN or infinity (`refuse_non_finite`): JSON has no such numbers, and a result file
+    never presents one as a value."""
+    refuse_non_finite(content, f"result for {path.name}")
+    return write_text_atomically(path, json.dumps(content, indent=2, allow_nan=False) + "\n")
 
 
 def profile_file_name(name: str) -> str:
@@ -71,7 +103,9 @@ def write_profile_outputs(report: dict, profiles, out: pathlib.Path) -> list[pat
 def write_fit_outputs(result, problem, out: pathlib.Path) -> list[pathlib.Path]:
     """Write fitted.toml, report.json (with `profiles: []`), the fit plots and, for a model that
     can be written in another program's format (`export_formats`), that file (e.g.
-    fitted.osim) into `out`; returns the paths."""
+    fitted.osim) into `out`; returns the paths. Nothing is written for a result that holds a
+    non-finite number (`refuse_non_finite`)."""
+    refuse_non_finite(result.report(), "fit")
     out.mkdir(parents=True, exist_ok=True)
     channels = problem.channels
     paths = [
@@ -93,7 +127,8 @@ def write_fit_outputs(result, problem, out: pathlib.Path) -> list[pathlib.Path]:
 
 def write_recovery_outputs(result, problem, out: pathlib.Path) -> list[pathlib.Path]:
     """Write fitted.toml (the atoms as [[springs]]), report.json and the plots of a measure
-    recovery into `out`; returns the paths."""
+    recovery into `out`; returns the paths (none for a result with a non-finite number)."""
+    refuse_non_finite(result.report(), "recovery")
     out.mkdir(parents=True, exist_ok=True)
     channels = problem.channels
     document = result.fitted_document(problem.model_file)

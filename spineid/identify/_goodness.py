@@ -32,6 +32,7 @@ Reduced chi-square, AIC and BIC are reported as lmfit reports them (`n ln(chi2 /
 """
 
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping, Sequence
 
@@ -52,6 +53,18 @@ def chi_square_sf(statistic: float, dof: float) -> float:
     return float(special.gammaincc(0.5 * dof, 0.5 * max(statistic, 0.0)))
 
 
+def _quiet_overflow(function):
+    # Residuals that overflow are a verdict (infinite chi-square, not explained), not a
+    # warning to print: numpy's overflow warnings would reach the user's terminal.
+    @functools.wraps(function)
+    def quiet(*args, **kwargs):
+        with np.errstate(over="ignore", invalid="ignore"):
+            return function(*args, **kwargs)
+
+    return quiet
+
+
+@_quiet_overflow
 def lag_one_z(series: np.ndarray) -> tuple[float, float]:
     """`(rho_1, z)` of a series `(k,)`: its lag-one autocorrelation (mean removed) and
     `z = (rho_1 + 1/k) sqrt(k)`, about N(0, 1) for white noise (Durbin-Watson form)."""
@@ -153,6 +166,7 @@ class GoodnessOfFit:
         return "\n".join(lines)
 
 
+@_quiet_overflow
 def assess_fit(
     residuals: Sequence[np.ndarray],
     channels: Sequence[str],
