@@ -192,3 +192,36 @@ def test_interrupt_and_sigterm_end_with_one_line_and_no_partial_file(tmp_path, c
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and word in error
     assert list((tmp_path / "out").iterdir()) == []  # neither report.json nor a temporary
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["fit", "M", "D", "--free", "s", "--out", "o", "--max-steps", "0"],
+     "--max-steps: '0': expected a whole number >= 1"),
+    (["fit", "M", "D", "--free", "s", "--out", "o", "--starts", "-1"], "--starts"),
+    (["table", "D", "--out", "o", "--inertia", "-1"], "--inertia: '-1': expected a number >= 0"),
+    (["table", "D", "--out", "o", "--degree", "0"], "--degree"),
+    (["table", "D", "--out", "o", "--n-nodes", "1"], "--n-nodes"),
+    (["whiplash", "--t-end", "nan"], "--t-end"),
+    (["whiplash", "--t-end", "1e5"], "at most 600"),
+    (["whiplash", "--rtol=-1e-5"], "--rtol"),
+    (["whiplash", "--rtol", "0"], "--rtol"),
+    (["segment", "--force", "-3"], "--force"),
+    (["recover", "M", "D", "--out", "o", "--grid", "1"], "--grid"),
+])
+def test_option_values_out_of_range_are_refused_before_any_work(arguments, message, capsys,
+                                                                tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        main(arguments)
+    assert stop.value.code == 2
+    assert message in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # nothing created
+
+
+def test_a_noise_channel_given_twice_is_refused(tmp_path, capsys):
+    model = spineid.dataset_path("axial_4_springs.toml")
+    data = tmp_path / "data.csv"
+    data.write_text("t,x,y,theta\n0,0,0,0\n0.1,0,0,0\n")
+    code = main(["fit", str(model), str(data), "--free", "stiffness", "--noise",
+                 "x=5e-6,x=1,y=1,theta=1", "--out", str(tmp_path / "out")])
+    assert code == 2 and "channel 'x' is given twice" in capsys.readouterr().err

@@ -363,3 +363,12 @@ def test_polynomial_law_fit_is_the_linear_least_squares_solution(solver):
     assert fit.converged
     np.testing.assert_allclose(fit.values, exact, rtol=1e-6, atol=1e-3 * np.max(fit.stderr))
     assert fit.noise == pytest.approx(np.sqrt(residual @ residual / (400 - 3)), rel=1e-6)
+
+
+def test_table_nodes_must_be_fewer_than_points_and_extrapolation_is_said():
+    x = np.linspace(0.0, 1e-3, 20)
+    data = spineid.LoadDisplacementData(x, 1e4 * x)
+    with pytest.raises(ValueError, match="20 nodes for 20 data points"):
+        spineid.fit_load_law(data, n_nodes=20)
+    fit = spineid.fit_load_law(data, nodes=[0.0, 0.5e-3, 2e-3])
+    assert any("outside the data" in w and "0.002" in w for w in fit.warnings)

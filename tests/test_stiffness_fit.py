@@ -154,3 +154,9 @@ def test_stiffness_command_writes_report_matrix_and_plot(tmp_path):
     np.testing.assert_allclose(np.asarray(model.elements[0].stiffness_matrix),
                                np.asarray(report["matrix"]))
     assert main(["stiffness", str(path), "--out", str(out), "--noise", "Fx=2"]) == 2
+
+
+def test_a_test_without_any_deflection_is_refused():
+    loads = np.random.default_rng(0).normal(size=(8, 6))
+    with pytest.raises(ValueError, match="every deflection is zero"):
+        fit_stiffness_matrix(QuasiStaticTest(loads, np.zeros((8, 6))))

@@ -154,6 +154,8 @@ def _parse_noise(text: str | None, option: str = "--noise") -> dict[str, float] 
     noise = {}
     for item in text.split(","):
         channel, _, value = item.partition("=")
+        if channel.strip() in noise:
+            raise ValueError(f"{option} {text!r}: channel {channel.strip()!r} is given twice")
         try:
             noise[channel.strip()] = float(value)
         except ValueError:

@@ -2,6 +2,7 @@
 of spineid that parses arguments (docs/cli.md describes every verb)."""
 
 import argparse
+import math
 import signal
 import sys
 import threading
@@ -13,6 +14,32 @@ from ..identify._solvers import DEFAULT_SOLVER, SOLVER_NAMES
 from ..plots import use_file_backend
 from . import _commands as verbs
 from ._outputs import output_folder
+
+
+def _checked(convert, test, expected: str):
+    # An argparse `type`: convert the text, then refuse a value that fails `test` with the
+    # option's name and what was expected (argparse adds the option; status 2, the usage line).
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {expected}") from None
+        if not test(value):
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {expected}")
+        return value
+
+    parse.__name__ = expected  # argparse names the type in some messages
+    return parse
+
+
+POSITIVE_INT = _checked(int, lambda v: v > 0, "a whole number >= 1")
+AT_LEAST_TWO = _checked(int, lambda v: v >= 2, "a whole number >= 2")
+POSITIVE = _checked(float, lambda v: math.isfinite(v) and v > 0, "a positive number")
+NON_NEGATIVE = _checked(float, lambda v: math.isfinite(v) and v >= 0, "a number >= 0")
+WHIPLASH_END = _checked(float, lambda v: math.isfinite(v) and 0 < v <= 600,
+                        "a positive time in s, at most 600 (1000 samples are saved per second)")
+TOLERANCE = _checked(float, lambda v: math.isfinite(v) and 0 < v < 1,
+                     "a relative tolerance between 0 and 1 (e.g. 1e-6)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,11 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
                             help=f"least-squares solver (default {DEFAULT_SOLVER}: spineid's "
                                  "Levenberg-Marquardt from the start, then more starts if the "
                                  "model does not explain the data there)")
-    fit_parser.add_argument("--starts", type=int, default=None,
+    fit_parser.add_argument("--starts", type=POSITIVE_INT, default=None,
                             help="number of starts (multi-start, drawn 0.2x-5x around the "
                                  "model's values); with auto, those it may turn to (default 16)")
     fit_parser.add_argument("--seed", type=int, default=0, help="seed of the random starts")
-    fit_parser.add_argument("--max-steps", type=int, default=None,
+    fit_parser.add_argument("--max-steps", type=POSITIVE_INT, default=None,
                             help="iterations of the local solver (default 200 for the "
                                  "Levenberg-Marquardt solvers, 2000 for adam and lbfgs)")
     fit_parser.add_argument("--profile", action="append", default=[], metavar="NAME",
@@ -65,11 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
     recover_parser.add_argument("--out", required=True, help="output folder")
     recover_parser.add_argument("--noise", metavar="CH=SIGMA,...",
                                 help="measurement noise per channel (SI); default: estimated")
-    recover_parser.add_argument("--grid", type=int, metavar="N",
+    recover_parser.add_argument("--grid", type=AT_LEAST_TWO, metavar="N",
                                 help="fit N equally spaced springs instead of off-grid atoms")
-    recover_parser.add_argument("--max-atoms", type=int, default=4,
+    recover_parser.add_argument("--max-atoms", type=POSITIVE_INT, default=4,
                                 help="most atoms off the grid (default 4)")
-    recover_parser.add_argument("--max-stiffness", type=float, metavar="N_PER_M",
+    recover_parser.add_argument("--max-stiffness", type=POSITIVE, metavar="N_PER_M",
                                 help="ceiling on the total stiffness (default: translational "
                                      "frequency at the data's Nyquist frequency)")
     recover_parser.set_defaults(run=verbs.command_recover)
@@ -96,19 +123,19 @@ def build_parser() -> argparse.ArgumentParser:
     table_parser.add_argument("--nodes", metavar="X0,X1,...",
                               help="node displacements of a table law (default: --n-nodes "
                                    "evenly over the data)")
-    table_parser.add_argument("--n-nodes", type=int, default=6)
+    table_parser.add_argument("--n-nodes", type=AT_LEAST_TWO, default=6)
     table_parser.add_argument("--free-breakpoints", action="store_true",
                               help="also fit the interior node displacements (phase bounds)")
-    table_parser.add_argument("--smoothing", type=float, default=0.0,
+    table_parser.add_argument("--smoothing", type=NON_NEGATIVE, default=0.0,
                               help="smoothing width of piecewise_linear (SI; default 0)")
     table_parser.add_argument("--not-monotone", action="store_true",
                               help="allow a table load to decrease (negative stiffness)")
-    table_parser.add_argument("--degree", type=int, default=3, help="polynomial degree")
+    table_parser.add_argument("--degree", type=POSITIVE_INT, default=3, help="polynomial degree")
     table_parser.add_argument("--damping", action="store_true",
                               help="fit a damper on the displacement rate (needs column t)")
-    table_parser.add_argument("--inertia", type=float, default=0.0,
+    table_parser.add_argument("--inertia", type=NON_NEGATIVE, default=0.0,
                               help="known inertia of a dynamic test (kg m^2 or kg)")
-    table_parser.add_argument("--noise", type=float, help="load noise; default: estimated")
+    table_parser.add_argument("--noise", type=POSITIVE, help="load noise; default: estimated")
     table_parser.add_argument(
         "--solver", default="auto", choices=("auto", "varpro", "lm"),
         help="auto (default): variable projection for free breakpoints of a piecewise_linear "
@@ -130,9 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
                                  help="kind = \"head_neck\" model file (default: the bundled "
                                       "datasets/head_neck.toml)")
     whiplash_parser.add_argument("--out", default="spineid-whiplash", help="output folder")
-    whiplash_parser.add_argument("--t-end", type=float, default=5.0,
+    whiplash_parser.add_argument("--t-end", type=WHIPLASH_END, default=5.0,
                                  help="simulated time (s, default 5)")
-    whiplash_parser.add_argument("--rtol", type=float, default=1e-5,
+    whiplash_parser.add_argument("--rtol", type=TOLERANCE, default=1e-5,
                                  help="relative tolerance of the integrator (default 1e-5)")
     whiplash_parser.add_argument("--sensitivity", action="store_true",
                                  help="also the elasticities of the peak ligament force with "
@@ -145,9 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 help="spatial_pair model file with bushings, [[ligaments]] and "
                                      "[[facets]] (default: the bundled datasets/c5_c6.toml)")
     segment_parser.add_argument("--out", default="spineid-segment", help="output folder")
-    segment_parser.add_argument("--force", type=float, default=20.0,
+    segment_parser.add_argument("--force", type=POSITIVE, default=20.0,
                                 help="shear, tension and compression load (N, default 20)")
-    segment_parser.add_argument("--moment", type=float, default=1.8,
+    segment_parser.add_argument("--moment", type=POSITIVE, default=1.8,
                                 help="bending and torsion moment (N m, default 1.8)")
     segment_parser.add_argument("--fit", metavar="DATA.csv",
                                 help="fit the --free parameters to a quasi-static test "

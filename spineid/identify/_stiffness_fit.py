@@ -172,6 +172,9 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
     if n * 6 < len(entries):
         raise ValueError(f"{test.source}: {n} rows give {6 * n} equations for "
                          f"{len(entries)} entries; record more load cases")
+    if not np.any(np.asarray(test.deflections)):
+        raise ValueError(f"{test.source}: every deflection is zero, so the loads determine no "
+                         "stiffness; check the displacement columns (dx..b3)")
 
     def design(deflections):
         # Rows: load component i of each test row; columns: the entries (symmetric pairs).

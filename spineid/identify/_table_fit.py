@@ -302,6 +302,7 @@ def fit_load_law(
     damping_start, method, exact = 0.0, "Levenberg-Marquardt", False
     parameters: list[Parameter] = []
     starts: list[float] = []
+    notes: list[str] = []  # warnings found while setting up
 
     def add(name, unit, start, lower=-math.inf):
         parameters.append(Parameter(name, "law", unit, 0, "", None, lower))
@@ -313,6 +314,15 @@ def fit_load_law(
         if node_x.ndim != 1 or node_x.size < 2 or np.any(np.diff(node_x) <= 0):
             raise ValueError(f"nodes {node_x.tolist()}: expected at least 2 increasing "
                              "displacements")
+        if node_x.size >= data.displacement.size:
+            raise ValueError(f"{node_x.size} nodes for {data.displacement.size} data points: "
+                             "a table law needs fewer nodes than points")
+        low, high = float(np.min(data.displacement)), float(np.max(data.displacement))
+        span = max(high - low, 1e-300)
+        beyond = node_x[(node_x < low - 1e-9 * span) | (node_x > high + 1e-9 * span)]
+        if beyond.size:
+            notes.append(f"nodes {', '.join(f'{v:g}' for v in beyond)} lie outside the data "
+                         f"({low:g} to {high:g}): their loads are extrapolated, not measured")
         if kind == "piecewise_linear" and not 0 <= smoothing <= np.min(np.diff(node_x)):
             raise ValueError(f"smoothing {smoothing:g}: expected between 0 and the shortest "
                              f"phase {np.min(np.diff(node_x)):g}")
@@ -410,7 +420,7 @@ def fit_load_law(
     stderr = np.sqrt(np.diag(covariance))
     law = build(theta)
     derived = {}
-    messages = list(identifiability.warnings)
+    messages = notes + list(identifiability.warnings)
     if np.any(on_bound):
         messages.append("on a bound (no standard error): "
                         + ", ".join(n for n, b in zip(names, on_bound) if b))
