@@ -8,6 +8,7 @@ import pathlib
 import re
 
 import jax.numpy as jnp
+import numpy as np
 
 from ..elements import apply_values
 from ..io import export_model, write_model_file, write_text_atomically
@@ -106,6 +107,11 @@ def write_fit_outputs(result, problem, out: pathlib.Path) -> list[pathlib.Path]:
     fitted.osim) into `out`; returns the paths. Nothing is written for a result that holds a
     non-finite number (`refuse_non_finite`)."""
     refuse_non_finite(result.report(), "fit")
+    if not all(np.all(np.isfinite(p)) for p in result.predictions):
+        raise ValueError(
+            "the simulation fails at the parameters the fit ended with (they cannot be "
+            "simulated over the whole record), so nothing was written: start from values "
+            "nearer the truth or bound the parameters; the solver's steps are printed above")
     out.mkdir(parents=True, exist_ok=True)
     channels = problem.channels
     paths = [
