@@ -109,9 +109,9 @@ def write_fit_outputs(result, problem, out: pathlib.Path) -> list[pathlib.Path]:
     refuse_non_finite(result.report(), "fit")
     if not all(np.all(np.isfinite(p)) for p in result.predictions):
         raise ValueError(
-            "the simulation fails at the parameters the fit ended with (they cannot be "
-            "simulated over the whole record), so nothing was written: start from values "
-            "nearer the truth or bound the parameters; the solver's steps are printed above")
+            "the simulation fails at the parameters the fit ended with (or, for a fit that "
+            "could not begin, at the start), so nothing was written: start from values nearer "
+            "the truth")
     out.mkdir(parents=True, exist_ok=True)
     channels = problem.channels
     paths = [

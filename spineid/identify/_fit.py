@@ -45,6 +45,7 @@ from ._solvers import (
     MultipleShooting,
     MultiStart,
     OptimistixLevenbergMarquardt,
+    _ReverseMode,
     as_solver,
 )
 from ._uncertainty import Identifiability, fisher_analysis
@@ -171,7 +172,15 @@ class _Run:
                           coarse_rtol=coarse_rtol, coarse_atol=coarse_atol)
 
     def local_fit(self, u0) -> _Outcome:
-        """The local solver from the unconstrained start `u0` `(p,)`."""
+        """The local solver from the unconstrained start `u0` `(p,)`. A first-order solver
+        (reverse mode: thousands of simulations) is not started where the start itself cannot
+        be simulated: the outcome is then the start, not converged (Adam from 1e12 N/m ran
+        for minutes with no output before)."""
+        if isinstance(self.local, _ReverseMode):
+            start_cost = float(_cost(self.objective, jnp.asarray(u0, dtype=float)))
+            if start_cost >= 0.5 * FAILED_RESIDUAL**2:
+                return _Outcome(np.asarray(u0, dtype=float), False, 0, None, start_cost,
+                                [start_cost])
         u, converged, steps, linearisation = self.local.solve(
             self.objective, jnp.asarray(u0, dtype=float), self.progress)
         cost = float(linearisation[0] if linearisation is not None
