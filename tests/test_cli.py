@@ -199,6 +199,7 @@ def test_interrupt_and_sigterm_end_with_one_line_and_no_partial_file(tmp_path, c
     target = tmp_path / "out" / "report.json"
 
     def interrupted_while_writing(arguments):
+        target.parent.mkdir()
         with spineid.io.atomic_path(target) as temporary:
             temporary.write_text("{half")
             stop()

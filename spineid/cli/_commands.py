@@ -86,6 +86,7 @@ def command_simulate(arguments) -> int:
     path = pathlib.Path(arguments.model)
     out = output_file(arguments.out or f"{path.stem}_trajectory.csv")  # before the work
     model, ts, poses, solution, seconds = _simulate_file(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
     write_trajectory(out, ts, poses, model.observable_names)
     print(
         f"simulated {path} over {ts[-1]:g} s ({len(ts)} samples, {int(solution.n_steps)} "

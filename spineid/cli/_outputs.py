@@ -23,30 +23,37 @@ from ..plots import (
 
 
 def output_folder(out: str | pathlib.Path) -> pathlib.Path:
-    """The output folder `--out` of a verb, checked before any computation: created with its
-    parents if missing; a `ValueError` with one line if it is an existing file, cannot be
-    created, or is not writable (so that no fit runs for minutes and then fails to save)."""
+    """The output folder `--out` of a verb, checked before any computation (so that no fit
+    runs for minutes and then fails to save): a `ValueError` with one line if it is an
+    existing file, or if it (or, when missing, the nearest folder above it, where the verb
+    will create it) is not a writable folder. Nothing is created here: refused input leaves
+    no empty folder behind."""
     out = pathlib.Path(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out}: an existing file, not a folder; give a folder (it is "
                          "created if missing)")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise ValueError(f"--out {out}: cannot create the folder ({error.strerror})") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise ValueError(f"--out {out}: the folder is not writable")
+    existing = out.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ValueError(f"--out {out}: cannot be created, {existing} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {out}: {'the folder' if existing == out.absolute() else existing}"
+                         " is not writable")
     return out
 
 
 def output_file(path: str | pathlib.Path) -> pathlib.Path:
-    """An output file (`simulate --out`), checked before any computation: its folder created
-    if missing; a `ValueError` with one line if `path` is a folder or its folder cannot be
-    created or written."""
+    """An output file (`simulate --out`), checked before any computation: a `ValueError` with
+    one line if `path` is a folder or its folder cannot be created or written
+    (`output_folder`)."""
     path = pathlib.Path(path)
     if path.is_dir():
         raise ValueError(f"--out {path}: a folder; give a file name (e.g. {path / 'out.csv'})")
-    output_folder(path.parent if str(path.parent) else ".")
+    try:
+        output_folder(path.parent)  # created by the writer, once there is something to write
+    except ValueError as error:
+        raise ValueError(f"--out {path}: its folder cannot be used ({error})") from None
     return path
 
 
