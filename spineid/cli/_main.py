@@ -194,12 +194,34 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `spineid` console script; returns the exit status (0 done, 1 a fit
-    that did not converge, 2 bad input with a one-line error)."""
+    that did not converge, 2 bad input with a one-line error, 130 and 143 interrupted and
+    terminated)."""
     arguments = build_parser().parse_args(argv)
     use_file_backend()  # files only: no display is needed
-    terminate = None
-    if threading.current_thread() is threading.main_thread():
-        terminate = signal.signal(signal.SIGTERM, _terminated)
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    if in_main_thread:
+        previous = signal.getsignal(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, _terminated)
+    try:
+        try:
+            return _run(arguments)
+        except (KeyboardInterrupt, _Terminated) as stop:
+            # (Python handles signals between bytecodes: during a long compiled computation
+            # the answer comes when it returns.)
+            terminated = isinstance(stop, _Terminated)
+            print(f"spineid: {'terminated' if terminated else 'interrupted'}; every file "
+                  "already written is whole (files are written atomically), the rest were not "
+                  "written", file=sys.stderr)
+            return 143 if terminated else 130
+    except (KeyboardInterrupt, _Terminated):  # a second signal while answering the first
+        return 130
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _run(arguments) -> int:
+    # The verb, with refused input and unusable files turned into one line (status 2).
     try:
         # The output folder is checked before any work (simulate checks its file itself).
         if getattr(arguments, "out", None) is not None and \
@@ -207,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             output_folder(arguments.out)
         # Overflowing numbers are caught where they matter (a result holding one is never
         # written); numpy's warnings about them would only clutter the one-line answer.
-        with np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             return arguments.run(arguments)
     except ValueError as error:
         print(f"spineid: error: {error}", file=sys.stderr)
@@ -216,14 +238,6 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{error.filename}: " if error.filename else ""
         print(f"spineid: error: {where}{error.strerror or error}", file=sys.stderr)
         return 2
-    except (KeyboardInterrupt, _Terminated) as stop:
-        print(f"spineid: {'terminated' if isinstance(stop, _Terminated) else 'interrupted'}; "
-              "every file already written is whole (files are written atomically), the rest "
-              "were not written", file=sys.stderr)
-        return 143 if isinstance(stop, _Terminated) else 130
-    finally:
-        if terminate is not None:
-            signal.signal(signal.SIGTERM, terminate)
 
 
 class _Terminated(BaseException):
@@ -232,4 +246,6 @@ class _Terminated(BaseException):
 
 
 def _terminated(signum, frame):
+    # Once: a second SIGTERM while the first is being answered is ignored.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise _Terminated

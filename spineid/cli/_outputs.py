@@ -29,6 +29,8 @@ def output_folder(out: str | pathlib.Path) -> pathlib.Path:
     will create it) is not a writable folder. Nothing is created here: refused input leaves
     no empty folder behind."""
     out = pathlib.Path(out)
+    if out.is_symlink() and not out.exists():
+        raise ValueError(f"--out {out}: a link to nothing; give a folder")
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out}: an existing file, not a folder; give a folder (it is "
                          "created if missing)")
@@ -53,7 +55,8 @@ def output_file(path: str | pathlib.Path) -> pathlib.Path:
     try:
         output_folder(path.parent)  # created by the writer, once there is something to write
     except ValueError as error:
-        raise ValueError(f"--out {path}: its folder cannot be used ({error})") from None
+        reason = str(error).split(": ", 1)[-1]
+        raise ValueError(f"--out {path}: its folder cannot be used ({reason})") from None
     return path
 
 

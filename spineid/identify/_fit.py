@@ -178,7 +178,7 @@ class _Run:
         for minutes with no output before)."""
         if isinstance(self.local, _ReverseMode):
             start_cost = float(_cost(self.objective, jnp.asarray(u0, dtype=float)))
-            if start_cost >= 0.5 * FAILED_RESIDUAL**2:
+            if not math.isfinite(start_cost) or start_cost >= 0.5 * FAILED_RESIDUAL**2:
                 return _Outcome(np.asarray(u0, dtype=float), False, 0, None, start_cost,
                                 [start_cost])
         u, converged, steps, linearisation = self.local.solve(
@@ -298,7 +298,8 @@ class _Run:
             self.sigma
         start_costs = outcome.start_costs
         theta = np.asarray(transform.to_physical(u))
-        if noise_estimated:
+        unusable = not math.isfinite(outcome.cost) or outcome.cost >= 0.5 * FAILED_RESIDUAL**2
+        if noise_estimated and not unusable:  # (no noise to estimate where nothing simulates)
             sigma = _estimate_noise(problem, theta, objective)
             if self.progress:
                 print("  noise estimated from the residuals: "

@@ -88,7 +88,8 @@ class Profile:
                 "crlb_interval": [number(v) for v in self.crlb_interval],
                 "noise_estimated": self.noise_estimated,
                 "points": [float(v) for v in self.points],
-                "delta_chi_square": [float(d) for d in self.delta],
+                "delta_chi_square": [float(d) if math.isfinite(d) else None
+                                     for d in self.delta],
                 "lower_cost_found": self.lower_cost, "explains_data": self.explains_data}
 
     def summary(self) -> str:

@@ -16,7 +16,7 @@ class SimulationResult(eqx.Enumeration):
     max_steps_reached = (
         "spineid.simulate: the maximum number of solver steps was reached before the last "
         "requested time. The model may be very stiff or unstable (check stiffness signs, masses "
-        "and loads), or raise `max_steps`."
+        "and loads), or raise `max_steps` of `spineid.simulate`."
     )
     non_finite_state = (
         "spineid.simulate: the state became infinite or NaN. The model is unstable or its "

@@ -139,22 +139,30 @@ class SegmentStudy:
 
     def summary(self) -> dict:
         """JSON-ready summary: per case the loads, displacements (mm, deg), contact forces and
-        tensions; the rotational stiffnesses against `MORONEY_STIFFNESS`; warnings."""
+        tensions; the rotational stiffnesses against `MORONEY_STIFFNESS`; warnings. A number
+        that does not exist (a case without equilibrium has no pose) is `None` (JSON null)."""
+
+        def numbers(values):
+            return [float(v) if np.isfinite(v) else None for v in np.asarray(values).ravel()]
+
+        def number(value):
+            return float(value) if np.isfinite(value) else None
+
         rows = []
         for k, case in enumerate(self.cases):
             d = self.displacements[k]
             rows.append({
                 "case": case, "converged": bool(self.converged[k]),
                 "load": self.loads[k].tolist(),
-                "translation_mm": (1e3 * d[:3]).tolist(),
-                "rotation_deg": np.degrees(d[3:]).tolist(),
-                "facet_force_N": dict(zip(self.facet_names, self.facet_forces[k].tolist())),
+                "translation_mm": numbers(1e3 * d[:3]),
+                "rotation_deg": numbers(np.degrees(d[3:])),
+                "facet_force_N": dict(zip(self.facet_names, numbers(self.facet_forces[k]))),
                 "ligament_tension_N": dict(zip(self.ligament_names,
-                                               self.ligament_tensions[k].tolist())),
+                                               numbers(self.ligament_tensions[k]))),
             })
         stiffness = self.rotational_stiffness()
-        comparison = {case: {"model": stiffness[case], "moroney_anybody": reference,
-                             "ratio": stiffness[case] / reference}
+        comparison = {case: {"model": number(stiffness[case]), "moroney_anybody": reference,
+                             "ratio": number(stiffness[case] / reference)}
                       for case, reference in MORONEY_STIFFNESS.items() if case in stiffness}
         summary = {"cases": rows, "rotational_stiffness_N_m_per_deg": comparison,
                    "warnings": self.warnings()}
