@@ -192,13 +192,18 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
     objective = _SegmentObjective(model, jnp.asarray(test.loads), jnp.asarray(measured),
                                   jnp.asarray(sigma), transform, tuple(parameters))
 
-    def minimise(objective, u0):
+    def minimise(objective, u0, placeholder=False):
+        # With a placeholder noise (the first pass of an estimated one) the statistical stop
+        # would be measured against a noise the data do not have: that pass runs to the
+        # classical stops, so the noise is estimated at the optimum.
         solution = stepwise_levenberg_marquardt(
-            objective, u0, max_steps=solver.max_steps, decrement_tol=solver.decrement_tol,
-            xtol=solver.rtol, gtol=solver.atol)
+            objective, u0, max_steps=solver.max_steps,
+            decrement_tol=0.0 if placeholder else solver.decrement_tol, xtol=solver.rtol,
+            gtol=solver.atol)
         return solution, bool(solution.converged), int(solution.steps)
 
-    solution, converged, steps = minimise(objective, jnp.zeros(len(parameters)))
+    solution, converged, steps = minimise(objective, jnp.zeros(len(parameters)),
+                                          placeholder=sigma_given is None)
     if sigma_given is None:
         raw = objective.predictions_from(solution.residuals)[0] - measured
         sigma = noise_from_residuals(raw, len(parameters), ranges)
