@@ -156,7 +156,8 @@ def test_a_model_kind_registered_from_outside_works_in_every_command(oscillator_
     fitted = spineid.load_model_file(out / "fitted.toml")
     assert float(fitted.model.stiffness) == pytest.approx(400.0, rel=1e-6)
     assert sorted(p.name for p in out.iterdir()) == [
-        "fit.png", "fitted.toml", "identifiability.png", "report.json", "residuals.png"]
+        "fit.png", "fitted.toml", "identifiability.png", "report.json", "residuals.png",
+        "spineid-outputs.json"]
     assert "oscillator" in spineid.model_kinds()
     assert report["goodness_of_fit"]["explains_data"] is True
 

@@ -178,7 +178,7 @@ def test_simulate_output_file_is_checked_and_its_folder_created(tmp_path, capsys
     assert "a folder; give a file name" in capsys.readouterr().err
     nested = tmp_path / "new" / "deeper" / "motion.csv"
     assert main(["simulate", str(model), "--out", str(nested)]) == 0
-    assert nested.read_text().startswith("t,")
+    assert nested.read_text().startswith("# spineid: 501 rows\nt,")
 
 
 def test_os_errors_are_one_line(tmp_path, capsys):
@@ -223,6 +223,7 @@ def test_interrupt_and_sigterm_end_with_one_line_and_no_partial_file(tmp_path, c
     (["fit", "M", "D", "--free", "s", "--out", "o", "--max-steps", "0"],
      "--max-steps: '0': expected a whole number >= 1"),
     (["fit", "M", "D", "--free", "s", "--out", "o", "--starts", "-1"], "--starts"),
+    (["fit", "M", "D", "--free", "s", "--out", "o", "--seed", "-1"], "--seed"),
     (["table", "D", "--out", "o", "--inertia", "-1"], "--inertia: '-1': expected a number >= 0"),
     (["table", "D", "--out", "o", "--degree", "0"], "--degree"),
     (["table", "D", "--out", "o", "--n-nodes", "1"], "--n-nodes"),

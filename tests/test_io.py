@@ -1,6 +1,7 @@
 """Model and trajectory files: valid files load, bad ones fail naming the file and key."""
 
 import copy
+import re
 
 import numpy as np
 import pytest
@@ -226,3 +227,72 @@ def test_outputs_are_written_atomically(tmp_path):
     link.symlink_to(written)
     spineid.io.write_text_atomically(link, "through")
     assert link.is_symlink() and written.read_text() == "through"
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("pose = [0.0, 0.03, 0.0]", "pose = [0.0, 1e300, 0.0]",
+     "upper.pose: expected numbers of magnitude at most 1000 (SI units: a position in m"),
+    ("stiffness = 27000.0", "stiffness = 1e25",
+     "springs[0].stiffness: expected a number of magnitude at most 1e+20"),
+])
+def test_magnitudes_outside_any_physical_range_are_refused(tmp_path, old, new, message):
+    # A pose of 1e300 m simulated to a wrong trajectory (the motion lost in rounding), exit 0.
+    text = spineid.dataset_path("axial_4_springs.toml").read_text()
+    path = tmp_path / "model.toml"
+    path.write_text(text.replace(old, new, 1))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        spineid.load_model_file(path)
+
+
+@pytest.mark.parametrize("content", [b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe",
+                                     "t,x\n0,1\n".encode("utf-16")])
+def test_files_that_are_not_utf8_text_are_refused_with_their_name(tmp_path, content):
+    for name, read in (("data.csv", spineid.io.read_table),
+                       ("model.toml", spineid.load_model_file)):
+        path = tmp_path / name
+        path.write_bytes(content)
+        with pytest.raises(ValueError, match=re.escape(f"{path}: not a UTF-8 text file")):
+            read(path)
+
+
+def test_a_truncated_trajectory_is_refused(tmp_path):
+    path = tmp_path / "motion.csv"
+    spineid.io.write_trajectory(path, np.linspace(0, 1, 11), np.zeros((11, 3)))
+    text = path.read_text()
+    assert text.startswith("# spineid: 11 rows\n")
+    ts, _ = spineid.read_trajectory(path)  # whole: read as written
+    assert len(ts) == 11
+    for cut in (text[:text.rindex("\n", 0, -1) + 1],  # the last row lost
+                text[:-3]):  # the last row cut short
+        path.write_text(cut)
+        with pytest.raises(ValueError, match="truncated"):
+            spineid.read_trajectory(path)
+    # Errors name the file's own line numbers, the comment counted.
+    lines = text.splitlines()
+    lines[5] = "0.3,abc,0,0"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match="line 6, column x"):
+        spineid.read_trajectory(path)
+
+
+def test_a_table_law_whose_load_decreases_is_read_with_a_warning(tmp_path):
+    # Negative stiffness: allowed (softening), but the solver gave up on it without a word.
+    text = spineid.dataset_path("l5_s1_pair.toml").read_text()
+    path = tmp_path / "softening.toml"
+    path.write_text(text.replace("load = [-10.0, -5.0, 0.0, 0.0, 2.5, 10.0]",
+                                 "load = [-10.0, -5.0, 0.0, 0.0, 12.5, 10.0]"))
+    with pytest.warns(UserWarning, match=r"torsion\[0\]\.law: load decreases from entry 4"):
+        spineid.load_model_file(path)
+
+
+def test_a_time_column_in_milliseconds_is_read_with_a_warning(tmp_path):
+    path = tmp_path / "motion.csv"
+    spineid.io.write_trajectory(path, np.arange(501.0), np.zeros((501, 3)))  # 0-500 "s"
+    with pytest.warns(UserWarning, match="t spans 500 s in steps of 1 s: if it is in "
+                                         "milliseconds"):
+        spineid.Measurement.from_csv(path, ("x", "y", "theta"))
+    spineid.io.write_trajectory(path, np.linspace(0, 0.5, 501), np.zeros((501, 3)))
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        spineid.Measurement.from_csv(path, ("x", "y", "theta"))  # seconds: no warning

@@ -156,3 +156,37 @@ def test_single_pass_refuses_inexact_jacobians():
     with pytest.raises(ValueError, match="single_pass and inexact_jacobians"):
         levenberg_marquardt(lambda u, exact: misra1a(u), jnp.zeros(2), single_pass=True,
                             inexact_jacobians=True)
+
+
+@pytest.mark.parametrize("loop", ["two-pass", "single-pass", "stepwise"])
+def test_a_placeholder_noise_far_too_large_does_not_stop_the_fit_early(loop):
+    """Weights of a placeholder noise 100x the real one: the statistical stop, floored at the
+    assumed noise, stops about 1.4 real standard errors short; `provisional=True` measures it
+    against the residuals' own level and stops within about 0.014 of them."""
+    from spineid.identify._least_squares import stepwise_levenberg_marquardt
+
+    residuals = _Misra1a(jnp.asarray(MISRA1A_X), jnp.asarray(MISRA1A_Y))
+    placeholder = lambda u: residuals(u) / 100.0  # noqa: E731
+    start = jnp.array([1.5, -1.0])
+
+    def run(provisional):
+        if loop == "stepwise":
+            scaled = _Scaled(residuals, 0.01)
+            return stepwise_levenberg_marquardt(scaled, start, provisional=provisional)
+        return levenberg_marquardt(placeholder, start, single_pass=loop == "single-pass",
+                                   provisional=provisional)
+
+    provisional, floored = run(True), run(False)
+    for solution in (provisional, floored):
+        assert bool(solution.converged)
+    off = lambda s: np.abs(START * np.exp(s.value) - CERTIFIED) / CERTIFIED_SD  # noqa: E731
+    assert np.all(off(provisional) <= 0.02)
+    assert np.all(off(floored) <= 1.5)  # within the 1.4 real standard errors it allows
+
+
+class _Scaled(__import__("equinox").Module):
+    inner: _Misra1a
+    factor: float
+
+    def __call__(self, u):
+        return self.inner(u) * self.factor

@@ -108,8 +108,30 @@ def test_whiplash_command_bends_the_neck_and_writes_the_study(tmp_path, capsys):
     for name in ("whiplash.png", "snapshots.png"):
         assert (out / name).stat().st_size > 10_000
     capsys.readouterr()
-    assert main(["whiplash", "--t-end", "0.08", "--out", str(out)]) == 2
+    # Refused before anything is written: the earlier outputs stay whole.
+    assert main(["whiplash", "--t-end", "0.08", "--out", str(out), "--overwrite"]) == 2
     assert "before the pulse does" in capsys.readouterr().err
+    assert json.loads((out / "spineid-outputs.json").read_text())["complete"]
+    assert json.loads((out / "summary.json").read_text()) == summary
+
+
+def test_a_whiplash_run_that_fails_says_why_in_one_line_and_writes_nothing(tmp_path, capsys,
+                                                                            monkeypatch):
+    # A model the implicit solver cannot finish (gravity of 1e19 m/s^2 took 110k steps, minutes)
+    # printed a 37-line equinox traceback; here the step limit is lowered so it fails at once.
+    import functools
+
+    from spineid.studies import _whiplash
+
+    monkeypatch.setattr(_whiplash, "energy_work_check",
+                        functools.partial(_whiplash.energy_work_check, max_steps=20))
+    out = tmp_path / "whiplash"
+    assert main(["whiplash", "--t-end", "0.2", "--out", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "Traceback" not in error
+    assert "the whiplash simulation failed" in error and "maximum number of solver steps" in error
+    assert "requested 0 to 0.2 s" in error and "steps taken" in error
+    assert not out.exists()
 
 
 def test_model_file_parameters_set_every_level():

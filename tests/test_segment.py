@@ -17,7 +17,7 @@ from spineid import (
     QuasiStaticTest, segment_study, SpatialLigaments,
 )
 from spineid.elements._parameters import select_parameters
-from spineid.io import dumps_toml, read_toml
+from spineid.io import dumps_toml, read_quasi_static, read_toml
 from spineid.studies._segment import MAIN_COMPONENT
 from spineid.simulation._equilibrium import equilibrium_residual
 
@@ -130,17 +130,21 @@ def test_fit_recovers_facet_and_disc_stiffness(segment):
     assert np.all(result.stderr / truth < 0.06)
     assert result.report()["parameters"][0]["name"] == "facets.stiffness"
     # With the noise estimated, the estimate is made at the optimum, whatever the start: two
-    # starts give the same noise and cost (before, the first pass stopped on a statistical
-    # test measured against its provisional noise, and the estimate depended on the start).
+    # starts give the same noise and cost to 1e-3 (before, the first pass stopped on a
+    # statistical test measured against its provisional noise, and the estimate depended on
+    # the start).
+    # The statistical stop, measured against the residuals' own level, leaves the cost within
+    # about 1e-4 of it: far inside the noise estimate's own uncertainty (about 10% with 47
+    # degrees of freedom).
     estimated = [
         fit_segment(dataclasses.replace(model_file, model=spineid.apply_values(
             model_file.model, parameters, truth * factors)), test, free)
         for factors in (np.array([1.3, 0.8, 1.2, 0.75, 1.25, 0.8, 1.2]),
                         np.array([0.6, 1.7, 0.9, 1.4, 0.7, 1.5, 0.8]))]
     assert all(fit.converged and fit.noise_estimated for fit in estimated)
-    assert estimated[0].cost == pytest.approx(estimated[1].cost, rel=1e-6)
+    assert estimated[0].cost == pytest.approx(estimated[1].cost, rel=1e-3)
     np.testing.assert_allclose(list(estimated[0].noise.values()),
-                               list(estimated[1].noise.values()), rtol=1e-6)
+                               list(estimated[1].noise.values()), rtol=1e-3)
 
 
 def test_segment_fit_takes_a_levenberg_marquardt_only(segment):
@@ -173,6 +177,20 @@ def test_segment_command_runs_the_nine_cases_and_fits(tmp_path, capsys):
     assert report["parameters"][0]["value"] == pytest.approx(2.0e5, rel=1e-6)
     again = read_toml(fitted / "fitted.toml")
     assert [t["stiffness"] for t in again["facets"]] == pytest.approx([2.0e5, 2.0e5], rel=1e-6)
+    # Loads far beyond the segment's: cases without equilibrium are flagged (exit 1) and left
+    # out of cases.csv (before, their poses, kilometres away, were written as data).
+    capsys.readouterr()
+    huge = tmp_path / "huge"
+    assert main(["segment", "--out", str(huge), "--force", "1e9"]) == 1
+    summary = json.loads((huge / "summary.json").read_text())
+    solved = [row["converged"] for row in summary["cases"]]
+    assert not all(solved)
+    assert "without equilibrium" in capsys.readouterr().out
+    if any(solved):
+        assert len(read_quasi_static(huge / "cases.csv").loads) == sum(solved)
+    else:
+        assert not (huge / "cases.csv").exists()
+    assert json.loads((huge / "spineid-outputs.json").read_text())["complete"]
 
 
 @pytest.mark.parametrize("change, message", [

@@ -124,7 +124,7 @@ def test_unstable_fit_warns():
     assert any("unstable" in w for w in fit.warnings)
 
 
-def test_stiffness_command_writes_report_matrix_and_plot(tmp_path):
+def test_stiffness_command_writes_report_matrix_and_plot(tmp_path, capsys):
     import json
     import tomllib
 
@@ -153,7 +153,10 @@ def test_stiffness_command_writes_report_matrix_and_plot(tmp_path):
     model = ModelFile.from_document(document).model
     np.testing.assert_allclose(np.asarray(model.elements[0].stiffness_matrix),
                                np.asarray(report["matrix"]))
-    assert main(["stiffness", str(path), "--out", str(out), "--noise", "Fx=2"]) == 2
+    capsys.readouterr()
+    assert main(["stiffness", str(path), "--out", str(tmp_path / "other"), "--noise",
+                 "Fx=2"]) == 2
+    assert "--noise: give all of" in capsys.readouterr().err
 
 
 def test_a_test_without_any_deflection_is_refused():

@@ -54,6 +54,8 @@ from ..simulation import simulate
 from ..studies import peak_force_sensitivity, segment_study, whiplash_study
 from ._outputs import (
     output_file,
+    refuse_non_finite,
+    refuse_unphysical,
     write_fit_outputs,
     write_json,
     write_profile_outputs,
@@ -84,7 +86,8 @@ def _simulate_file(model_path: pathlib.Path):
 def command_simulate(arguments) -> int:
     """`spineid simulate MODEL [--out CSV]`: simulate a model file, write its trajectory."""
     path = pathlib.Path(arguments.model)
-    out = output_file(arguments.out or f"{path.stem}_trajectory.csv")  # before the work
+    out = output_file(arguments.out or f"{path.stem}_trajectory.csv",  # before the work
+                      arguments.overwrite)
     model, ts, poses, solution, seconds = _simulate_file(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_trajectory(out, ts, poses, model.observable_names)
@@ -97,8 +100,7 @@ def command_simulate(arguments) -> int:
 
 def command_demo(arguments) -> int:
     """`spineid demo [--out DIR]`: the main job on bundled data."""
-    out = pathlib.Path(arguments.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = arguments.output
     print(f"spineid demo: bundled Liu-style spring pairs -> {out}/")
     header = (f"{'model':22s} {'springs':>7s} {'sum K [N/m]':>12s} {'steps':>6s} "
               f"{'first run [s]':>13s} {'warm [ms]':>9s} {'max |dx| [mm]':>13s} "
@@ -127,11 +129,12 @@ def command_demo(arguments) -> int:
     plot_planar_trajectories(ts, trajectories, out / "trajectories.png",
                              title="Liu-style pairs under the same sinusoidal loads")
     print(f"wrote {len(DEMO_MODELS)} trajectories (CSV), model pictures and trajectories.png")
-    _demo_fit(out / "fit_liu_16_springs")
+    _demo_fit(out.subfolder("fit_liu_16_springs"))
+    out.finish()
     return 0
 
 
-def _demo_fit(out: pathlib.Path) -> None:
+def _demo_fit(out) -> None:
     model_name, data_name = DEMO_FIT
     truth = load_model_file(dataset_path(model_name))
     neutral = {p.name: NEUTRAL_STIFFNESS for p in truth.parameters if p.group == "stiffness"}
@@ -203,13 +206,14 @@ def command_fit(arguments) -> int:
         flush=True,
     )
     result = fit(problem, solver, progress=True)
-    out = pathlib.Path(arguments.out)
+    out = arguments.output
     paths = write_fit_outputs(result, problem, out)
     print(result.summary())
     # Profiles after the fit's files are written: a long fit is never lost to a profile.
     profiles = _profiles(result, arguments.profile)
     if profiles:
         paths += write_profile_outputs(result.report(), profiles, out)[1:]
+    out.finish()
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0 if result.converged and result.explains_data is not False else 1
 
@@ -228,7 +232,8 @@ def command_recover(arguments) -> int:
         result = recover(problem, max_atoms=arguments.max_atoms, progress=True)
     else:
         result = recover_grid(problem, arguments.grid, progress=True)
-    paths = write_recovery_outputs(result, problem, pathlib.Path(arguments.out))
+    paths = write_recovery_outputs(result, problem, arguments.output)
+    arguments.output.finish()
     print(result.summary())
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0 if result.converged and result.explains_data is not False else 1
@@ -248,8 +253,8 @@ def command_stiffness(arguments) -> int:
         noise = np.array([noise[c] for c in LOAD_COLUMNS])
     result = fit_stiffness_matrix(test, arguments.structure, noise,
                                   exact=not arguments.linearised)
-    out = pathlib.Path(arguments.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = arguments.output
+    refuse_non_finite(result.report(), "stiffness fit")
     report = write_json(out / "report.json", result.report())
     fragment = {"bushings": [{"kind": "spine", "stiffness": result.matrix.tolist()}]}
     write_text_atomically(
@@ -258,6 +263,7 @@ def command_stiffness(arguments) -> int:
         "into a spatial_pair model and add frame1, frame2 (and damping).\n"
         + dumps_toml(fragment))
     plot = plot_stiffness_fit(result, test, out / "loads.png")
+    out.finish()
     print(result.summary())
     print(f"wrote {report}, {out / 'stiffness.toml'}, {plot}")
     return 0 if result.explains_data is not False else 1
@@ -303,8 +309,8 @@ def command_table(arguments) -> int:
         smoothing=arguments.smoothing, monotone=not arguments.not_monotone,
         degree=arguments.degree, damping=arguments.damping, inertia=arguments.inertia,
         noise=arguments.noise, solver=arguments.solver)
-    out = pathlib.Path(arguments.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = arguments.output
+    refuse_non_finite(result.report(), "law fit")  # before the first file is written
     report = write_json(out / "report.json", dict(result.report(), profiles=[]))
     write_text_atomically(
         out / "law.toml",
@@ -315,6 +321,7 @@ def command_table(arguments) -> int:
     print(result.summary())
     profiles = _profiles(result, arguments.profile)
     profile_plots = write_profile_outputs(result.report(), profiles, out)[1:] if profiles else []
+    out.finish()
     print(f"wrote {report}, {out / 'law.toml'}, {plot}"
           + "".join(f", {path}" for path in profile_plots))
     return 0 if result.converged and result.explains_data is not False else 1
@@ -322,8 +329,7 @@ def command_table(arguments) -> int:
 
 def command_database(arguments) -> int:
     """`spineid database [--out DIR]`: plots of the bundled spine database."""
-    out = pathlib.Path(arguments.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = arguments.output
     nodes = liu_vertebra_nodes()
     paths = [plot_spine_geometry(nodes, out / "geometry.png",
                                  "T1-L5 primary nodes (Liu 2001, Tables A1-A17)")]
@@ -331,6 +337,7 @@ def command_database(arguments) -> int:
     span = (phases["lower"][0] - 0.01, phases["upper"][-1] + 0.01)
     paths.append(plot_load_laws({"L5-S1 flexion-extension phases": l5_s1_law()},
                                 out / "l5_s1_law.png", span))
+    out.finish()
     print(f"{nodes.source}: {len(nodes)} nodes; {phases.source}: {len(phases)} phases")
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0
@@ -348,8 +355,7 @@ def command_whiplash(arguments) -> int:
     path = pathlib.Path(arguments.model or dataset_path("head_neck.toml"))
     model_file = _model_file_of_kind(path, "head_neck", "whiplash")
     chain = model_file.model
-    out = pathlib.Path(arguments.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = arguments.output
     print(f"spineid whiplash: {path}, 0-{arguments.t_end:g} s (Kvaerno4, rtol "
           f"{arguments.rtol:g}) -> {out}/", flush=True)
     study = whiplash_study(chain, arguments.t_end, rtol=arguments.rtol)
@@ -361,11 +367,14 @@ def command_whiplash(arguments) -> int:
         summary["peak_force_sensitivity"] = {
             "window_s": 0.3, "peak_force_N": float(force),
             "elasticity": {p.name: float(e) for p, e in zip(model_file.parameters, elasticity)}}
-    write_trajectory(out / "head.csv", study.ts, study.head, chain.observable_names)
-    paths = [out / "head.csv",
+    refuse_non_finite(summary, "whiplash study")  # before the first file is written
+    head = out / "head.csv"
+    write_trajectory(head, study.ts, study.head, chain.observable_names)
+    paths = [head,
              plot_whiplash(study, out / "whiplash.png"),
              plot_chain_snapshots(study, (0.0, 0.06, 0.1, 0.14, 0.2, 0.3), out / "snapshots.png"),
              write_json(out / "summary.json", summary)]
+    out.finish()
     strongest = max(summary["peak_ligament_force"].items(), key=lambda kv: kv[1]["force_N"])
     print(f"  {summary['n_steps']} steps, {study.seconds:.2f} s warm; peak e_R "
           f"{summary['peak_relative_error_e_R']:.2e} (paper 0.0103)")
@@ -396,16 +405,12 @@ def command_segment(arguments) -> int:
     facet_names = [t.get("name", f"facets[{i}]") for i, t in enumerate(document.get("facets", []))]
     ligament_names = [t.get("name", f"ligaments[{i}]")
                       for i, t in enumerate(document.get("ligaments", []))]
-    out = pathlib.Path(arguments.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = arguments.output
     print(f"spineid segment: {path}, nine load cases ({arguments.force:g} N, "
           f"{arguments.moment:g} N m) -> {out}/", flush=True)
     study = segment_study(pair, arguments.force, arguments.moment, facet_names, ligament_names,
                           timed=True)
     summary = study.summary()
-    # One row per case in LOAD_CASES order, as a quasi-static test file (fit-ready).
-    cases_path = write_quasi_static(out / "cases.csv",
-                                    QuasiStaticTest(study.loads, study.displacements))
     print(f"  {'case':4s} {'dx':>8s} {'dy':>8s} {'dz':>8s} {'b1':>7s} {'b2':>7s} {'b3':>7s}  "
           f"(mm, deg)  facet forces [N]")
     for k, case in enumerate(study.cases):
@@ -419,17 +424,35 @@ def command_segment(arguments) -> int:
         for case, entry in summary["rotational_stiffness_N_m_per_deg"].items()))
     print(f"  nine equilibria vmapped: {study.timing['first_with_compilation']:.2f} s with "
           f"compilation, {1e3 * study.timing['warm_best_of_5']:.2f} ms warm")
-    paths = [cases_path, plot_segment_study(study, out / "segment.png")]
+    result = None
     if arguments.fit:
         test = read_quasi_static(arguments.fit)
-        result = fit_segment(model_file, test, arguments.free, _parse_noise(arguments.noise))
+        print(f"fitting {', '.join(arguments.free)} to {arguments.fit} through the equilibria "
+              "(the first step waits for their compilation, about 20 s) ...", flush=True)
+        result = fit_segment(model_file, test, arguments.free, _parse_noise(arguments.noise),
+                             progress=True)
+        refuse_non_finite(result.report(), "segment fit")
+        refuse_unphysical(result.names, result.values, "segment fit")
+        print(result.summary())
+    refuse_non_finite(summary, "segment study")  # every check before the first file
+    for warning in summary["warnings"]:
+        print(f"  note: {warning}")
+    # The cases with an equilibrium, in LOAD_CASES order, as a quasi-static test (fit-ready);
+    # a case without one has no pose to write.
+    solved = np.asarray(study.converged, dtype=bool)
+    paths = []
+    if np.any(solved):
+        paths.append(write_quasi_static(out / "cases.csv", QuasiStaticTest(
+            study.loads[solved], study.displacements[solved])))
+    if not np.all(solved):
+        print(f"  cases.csv leaves out the {int(np.sum(~solved))} case(s) without equilibrium")
+    paths.append(plot_segment_study(study, out / "segment.png"))
+    if result is not None:
         paths.append(write_json(out / "report.json", result.report()))
         paths.append(write_model_file(out / "fitted.toml", model_file,
                                       dict(zip(result.names, map(float, result.values)))))
-        print(result.summary())
-    for warning in summary["warnings"]:
-        print(f"  note: {warning}")
     paths.append(write_json(out / "summary.json", summary))
+    out.finish()
     print("wrote " + ", ".join(str(p) for p in paths))
     if arguments.fit:
         return 0 if result.converged and result.explains_data is not False else 1

@@ -6,14 +6,17 @@ import math
 import signal
 import sys
 import threading
+import time
+import warnings
 
+import equinox as eqx
 import numpy as np
 
 from ..elements._load_laws import LAW_KINDS
 from ..identify._solvers import DEFAULT_SOLVER, SOLVER_NAMES
 from ..plots import use_file_backend
 from . import _commands as verbs
-from ._outputs import output_folder
+from ._outputs import OutputFolder
 
 
 def _checked(convert, test, expected: str):
@@ -34,12 +37,27 @@ def _checked(convert, test, expected: str):
 
 POSITIVE_INT = _checked(int, lambda v: v > 0, "a whole number >= 1")
 AT_LEAST_TWO = _checked(int, lambda v: v >= 2, "a whole number >= 2")
+SEED = _checked(int, lambda v: 0 <= v < 2**32, "a whole number from 0 to 2**32 - 1")
 POSITIVE = _checked(float, lambda v: math.isfinite(v) and v > 0, "a positive number")
 NON_NEGATIVE = _checked(float, lambda v: math.isfinite(v) and v >= 0, "a number >= 0")
 WHIPLASH_END = _checked(float, lambda v: math.isfinite(v) and 0 < v <= 600,
                         "a positive time in s, at most 600 (1000 samples are saved per second)")
 TOLERANCE = _checked(float, lambda v: math.isfinite(v) and 0 < v < 1,
                      "a relative tolerance between 0 and 1 (e.g. 1e-6)")
+
+
+def _add_output(parser, required: bool = False, default: str | None = None,
+                help: str = "output folder") -> None:
+    # --out and --overwrite, the same for every verb (docs/cli.md, "Output folders").
+    parser.add_argument("--out", required=required, default=default,
+                        help=help + (f" (default {default})" if default else ""))
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the outputs of an earlier run in --out (other files "
+                             "there are kept); without it a folder holding files, or an "
+                             "existing file, is refused")
+    parser.add_argument("--time-limit", type=POSITIVE, metavar="SECONDS",
+                        help="stop after this many seconds (status 124), writing nothing more "
+                             "(default: no limit)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     simulate_parser = commands.add_parser("simulate", help="simulate a model file, write a CSV")
     simulate_parser.add_argument("model", help="model file (TOML)")
-    simulate_parser.add_argument("--out", help="trajectory CSV (default: MODEL_trajectory.csv)")
+    _add_output(simulate_parser, help="trajectory CSV (default: MODEL_trajectory.csv)")
     simulate_parser.set_defaults(run=verbs.command_simulate)
     fit_parser = commands.add_parser(
         "fit", help="fit model parameters to measured trajectories by least squares"
@@ -67,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
                             help="largest plausible estimated noise per channel (SI); an "
                                  "estimate above it means the model does not explain the data "
                                  "(default: 1 mm for positions, 1 deg for angles)")
-    fit_parser.add_argument("--out", required=True, help="output folder")
+    _add_output(fit_parser, required=True)
     fit_parser.add_argument("--solver", default=DEFAULT_SOLVER, choices=list(SOLVER_NAMES),
                             help=f"least-squares solver (default {DEFAULT_SOLVER}: spineid's "
                                  "Levenberg-Marquardt from the start, then more starts if the "
@@ -75,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit_parser.add_argument("--starts", type=POSITIVE_INT, default=None,
                             help="number of starts (multi-start, drawn 0.2x-5x around the "
                                  "model's values); with auto, those it may turn to (default 16)")
-    fit_parser.add_argument("--seed", type=int, default=0, help="seed of the random starts")
+    fit_parser.add_argument("--seed", type=SEED, default=0, help="seed of the random starts")
     fit_parser.add_argument("--max-steps", type=POSITIVE_INT, default=None,
                             help="iterations of the local solver (default 200 for the "
                                  "Levenberg-Marquardt solvers, 2000 for adam and lbfgs)")
@@ -89,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     recover_parser.add_argument("model", help="model file (TOML) with a [measure] table")
     recover_parser.add_argument("data", help="trajectory CSV of the upper body")
-    recover_parser.add_argument("--out", required=True, help="output folder")
+    _add_output(recover_parser, required=True)
     recover_parser.add_argument("--noise", metavar="CH=SIGMA,...",
                                 help="measurement noise per channel (SI); default: estimated")
     recover_parser.add_argument("--grid", type=AT_LEAST_TWO, metavar="N",
@@ -104,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
         "stiffness", help="fit a 6x6 stiffness matrix to a quasi-static load-displacement test"
     )
     stiffness_parser.add_argument("data", help="CSV with Fx,Fy,Fz,Mx,My,Mz,dx,dy,dz,b1,b2,b3")
-    stiffness_parser.add_argument("--out", required=True, help="output folder")
+    _add_output(stiffness_parser, required=True)
     stiffness_parser.add_argument("--structure", default="full",
                                   choices=("full", "sagittal", "diagonal"),
                                   help="symmetric 21 entries, sagittal-symmetric 12 (eq 24 "
@@ -118,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     table_parser = commands.add_parser(
         "table", help="fit a nonlinear load law to load-displacement data (a test or a loop)")
     table_parser.add_argument("data", help="CSV with displacement,load[,t] (m or rad; N or N m)")
-    table_parser.add_argument("--out", required=True, help="output folder")
+    _add_output(table_parser, required=True)
     table_parser.add_argument("--law", default="piecewise_linear", choices=LAW_KINDS)
     table_parser.add_argument("--nodes", metavar="X0,X1,...",
                               help="node displacements of a table law (default: --n-nodes "
@@ -149,14 +167,14 @@ def build_parser() -> argparse.ArgumentParser:
     table_parser.set_defaults(run=verbs.command_table)
     database_parser = commands.add_parser(
         "database", help="plot the bundled spine database (geometry, L5-S1 load law)")
-    database_parser.add_argument("--out", default="spineid-database", help="output folder")
+    _add_output(database_parser, default="spineid-database")
     database_parser.set_defaults(run=verbs.command_database)
     whiplash_parser = commands.add_parser(
         "whiplash", help="the head-neck chain in a rear-end pulse: plots, energy check, summary")
     whiplash_parser.add_argument("model", nargs="?",
                                  help="kind = \"head_neck\" model file (default: the bundled "
                                       "datasets/head_neck.toml)")
-    whiplash_parser.add_argument("--out", default="spineid-whiplash", help="output folder")
+    _add_output(whiplash_parser, default="spineid-whiplash")
     whiplash_parser.add_argument("--t-end", type=WHIPLASH_END, default=5.0,
                                  help="simulated time (s, default 5)")
     whiplash_parser.add_argument("--rtol", type=TOLERANCE, default=1e-5,
@@ -171,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     segment_parser.add_argument("model", nargs="?",
                                 help="spatial_pair model file with bushings, [[ligaments]] and "
                                      "[[facets]] (default: the bundled datasets/c5_c6.toml)")
-    segment_parser.add_argument("--out", default="spineid-segment", help="output folder")
+    _add_output(segment_parser, default="spineid-segment")
     segment_parser.add_argument("--force", type=POSITIVE, default=20.0,
                                 help="shear, tension and compression load (N, default 20)")
     segment_parser.add_argument("--moment", type=POSITIVE, default=1.8,
@@ -187,52 +205,81 @@ def build_parser() -> argparse.ArgumentParser:
                                      "default: estimated from the residuals")
     segment_parser.set_defaults(run=verbs.command_segment)
     demo_parser = commands.add_parser("demo", help="the main job on bundled data")
-    demo_parser.add_argument("--out", default="spineid-demo", help="output folder")
+    _add_output(demo_parser, default="spineid-demo")
     demo_parser.set_defaults(run=verbs.command_demo)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `spineid` console script; returns the exit status (0 done, 1 a fit
-    that did not converge, 2 bad input with a one-line error, 130 and 143 interrupted and
-    terminated)."""
+    that did not converge, 2 bad input with a one-line error, 124 stopped at `--time-limit`,
+    130 and 143 interrupted and terminated)."""
     arguments = build_parser().parse_args(argv)
     use_file_backend()  # files only: no display is needed
     in_main_thread = threading.current_thread() is threading.main_thread()
-    if in_main_thread:
-        previous = signal.getsignal(signal.SIGTERM)
-        signal.signal(signal.SIGTERM, _terminated)
+    limit = getattr(arguments, "time_limit", None)
+    timed = in_main_thread and limit is not None
+    if in_main_thread:  # (signals reach only the main thread)
+        previous = signal.signal(signal.SIGTERM, _terminated)
+    if timed:
+        previous_alarm = signal.signal(signal.SIGALRM, _timed_out)
+        signal.setitimer(signal.ITIMER_REAL, limit)
     try:
         try:
             return _run(arguments)
-        except (KeyboardInterrupt, _Terminated) as stop:
+        except (KeyboardInterrupt, _Terminated, _TimedOut) as stop:
             # (Python handles signals between bytecodes: during a long compiled computation
             # the answer comes when it returns.)
-            terminated = isinstance(stop, _Terminated)
-            print(f"spineid: {'terminated' if terminated else 'interrupted'}; every file "
-                  "already written is whole (files are written atomically), the rest were not "
-                  "written", file=sys.stderr)
-            return 143 if terminated else 130
-    except (KeyboardInterrupt, _Terminated):  # a second signal while answering the first
+            _ANSWERING.set()
+            how, status = (("interrupted", 130) if isinstance(stop, KeyboardInterrupt)
+                           else ("terminated", 143) if isinstance(stop, _Terminated)
+                           else (f"stopped at the time limit of {limit:g} s", 124))
+            print(f"spineid: {how}; every file already written is whole (files are written "
+                  "atomically), the rest were not written, and an output folder begun says it "
+                  "is incomplete (spineid-outputs.json)", file=sys.stderr)
+            return status
+    except (KeyboardInterrupt, _Terminated, _TimedOut):  # a second one while answering
         return 130
     finally:
+        _ANSWERING.set()  # the run is over: a signal during the clean-up is not answered
+        if timed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM,
+                          signal.SIG_DFL if previous_alarm is None else previous_alarm)
         if in_main_thread:
             signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+        _ANSWERING.clear()
 
 
 def _run(arguments) -> int:
     # The verb, with refused input and unusable files turned into one line (status 2).
     try:
         # The output folder is checked before any work (simulate checks its file itself).
-        if getattr(arguments, "out", None) is not None and \
-                arguments.run is not verbs.command_simulate:
-            output_folder(arguments.out)
+        if arguments.run is not verbs.command_simulate:
+            arguments.output = OutputFolder(arguments.out, arguments.command,
+                                            arguments.overwrite)
         # Overflowing numbers are caught where they matter (a result holding one is never
         # written); numpy's warnings about them would only clutter the one-line answer.
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        # spineid's own warnings are one line each, without Python's source location.
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"), \
+                warnings.catch_warnings():
+            warnings.showwarning = _show_warning
             return arguments.run(arguments)
     except ValueError as error:
         print(f"spineid: error: {error}", file=sys.stderr)
+        return 2
+    except eqx.EquinoxRuntimeError as error:
+        # A check inside compiled code that is not turned into a result code: its own message
+        # (the line spineid wrote), without equinox's stack.
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        ours = [line[line.index("spineid."):] for line in lines if "spineid." in line
+                and not line.startswith("File ")]
+        print(f"spineid: error: {(ours or lines[-1:] or ['a check in compiled code failed'])[0]}",
+              file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("spineid: error: out of memory: the run needs more memory than is available "
+              "(fewer samples, a shorter span or fewer data)", file=sys.stderr)
         return 2
     except OSError as error:  # a file that cannot be read or written: one line, no traceback
         where = f"{error.filename}: " if error.filename else ""
@@ -240,12 +287,39 @@ def _run(arguments) -> int:
         return 2
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    print("spineid: warning: " + " ".join(str(message).split()), file=sys.stderr, flush=True)
+
+
 class _Terminated(BaseException):
     """SIGTERM, raised where the program is, so that it ends like Ctrl-C: the file being
     written is removed, nothing half-written is left."""
 
 
+# Set while an interruption is being answered: a SIGTERM then is ignored.
+_ANSWERING = threading.Event()
+# A signal is raised once, and again only after this many seconds: the first unwinds the stack
+# (removing a temporary file), a second one at once would cut that short; one that Python
+# dropped (it landed in a garbage-collection callback) is answered by the next signal.
+_SIGNAL_QUIET_S = 2.0
+_last_raised = [-math.inf]
+
+
+def _raise_once(stop) -> None:
+    now = time.monotonic()
+    if _ANSWERING.is_set() or now - _last_raised[0] < _SIGNAL_QUIET_S:
+        return
+    _last_raised[0] = now
+    raise stop
+
+
+class _TimedOut(BaseException):
+    """The `--time-limit` has passed (SIGALRM), raised where the program is."""
+
+
+def _timed_out(signum, frame):
+    _raise_once(_TimedOut)
+
+
 def _terminated(signum, frame):
-    # Once: a second SIGTERM while the first is being answered is ignored.
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise _Terminated
+    _raise_once(_Terminated)

@@ -1,6 +1,9 @@
-"""The output folders of the fitting verbs: the fitted model file, the JSON report and the plots
-of a fit or a measure recovery, and what else the model can be written as (docs/cli.md)."""
+"""The outputs of the command line's verbs (docs/cli.md, "Output folders"): the one place that
+checks an output folder before any work, writes into it and marks it complete; and the writers
+of the fitting verbs (the fitted model file, the JSON report and the plots of a fit or a measure
+recovery, and what else the model can be written as)."""
 
+import datetime
 import json
 import math
 import os
@@ -10,9 +13,11 @@ import re
 import jax.numpy as jnp
 import numpy as np
 
+from .. import __version__
 from ..elements import apply_values
 from ..io import export_model, write_model_file, write_text_atomically
 from ..io._exports import EXPORT_FORMATS
+from ..io._toml import LARGEST_NUMBER
 from ..plots import (
     plot_fit,
     plot_identifiability,
@@ -45,19 +50,175 @@ def output_folder(out: str | pathlib.Path) -> pathlib.Path:
     return out
 
 
-def output_file(path: str | pathlib.Path) -> pathlib.Path:
+def output_file(path: str | pathlib.Path, overwrite: bool = False) -> pathlib.Path:
     """An output file (`simulate --out`), checked before any computation: a `ValueError` with
-    one line if `path` is a folder or its folder cannot be created or written
-    (`output_folder`)."""
+    one line if `path` is a folder, an existing file (unless `overwrite`), or its folder
+    cannot be created or written (`output_folder`)."""
     path = pathlib.Path(path)
     if path.is_dir():
         raise ValueError(f"--out {path}: a folder; give a file name (e.g. {path / 'out.csv'})")
+    if (path.exists() or path.is_symlink()) and not overwrite:
+        raise ValueError(f"--out {path}: the file exists; give --overwrite to replace it, or "
+                         "another name")
     try:
         output_folder(path.parent)  # created by the writer, once there is something to write
     except ValueError as error:
         reason = str(error).split(": ", 1)[-1]
         raise ValueError(f"--out {path}: its folder cannot be used ({reason})") from None
     return path
+
+
+MARKER = "spineid-outputs.json"
+"""The completion marker of an output folder (docs/cli.md, "Output folders")."""
+
+_FIT_FILES = ("fitted.toml", *(f"fitted{suffix}" for suffix, _ in EXPORT_FORMATS.values()),
+              "report.json", "fit.png", "residuals.png", "identifiability.png")
+# The files each verb writes (names relative to its folder; `profile_*.png` are the profile
+# plots): what `--overwrite` removes besides the files an earlier run's marker lists.
+VERB_OUTPUTS = {
+    "fit": (*_FIT_FILES, "profile_*.png"),
+    "recover": ("fitted.toml", "report.json", "density.png", "cumulative.png", "fit.png",
+                "residuals.png"),
+    "stiffness": ("report.json", "stiffness.toml", "loads.png"),
+    "table": ("report.json", "law.toml", "law_fit.png", "profile_*.png"),
+    "database": ("geometry.png", "l5_s1_law.png"),
+    "whiplash": ("head.csv", "whiplash.png", "snapshots.png", "summary.json"),
+    "segment": ("cases.csv", "segment.png", "report.json", "fitted.toml", "summary.json"),
+    "demo": ("liu_8_springs.csv", "liu_16_springs.csv", "liu_8_springs_model.png",
+             "liu_16_springs_model.png", "trajectories.png",
+             *(f"fit_liu_16_springs/{name}" for name in _FIT_FILES)),
+}
+
+
+class OutputFolder:
+    """The output folder `--out` of one run of a verb.
+
+    Checked when made, before any computation (`output_folder`), and refused with one line
+    (a `ValueError`) if it already holds files, unless `overwrite`. Nothing is created until
+    the first file is asked for (`file`): the folder (with its parents) is made then, and with
+    `overwrite` the earlier outputs are removed first: the files an earlier run's marker lists
+    and those this verb writes (`VERB_OUTPUTS`); other files are left alone. The completion
+    marker `spineid-outputs.json` (verb, spineid version, files, times) is rewritten before
+    every file with `"complete": false` and, by `finish`, with `"complete": true` once every
+    file is written, so a folder either holds a whole result or says it does not.
+    """
+
+    def __init__(self, path: str | pathlib.Path, verb: str, overwrite: bool = False):
+        self.path, self.verb, self.overwrite = output_folder(path), verb, overwrite
+        self.files: list[str] = []
+        self.started = None
+        held = self._held()
+        if held and overwrite:
+            for name in self._earlier_outputs():  # what --overwrite cannot remove: said now
+                entry = self.path / name
+                if entry.exists() and not entry.is_symlink() and not entry.is_file():
+                    raise ValueError(f"--out {path}: {name} is in the way of this verb's "
+                                     "outputs and is not a file; move it away")
+        if held and not overwrite:
+            earlier = self._marker()
+            what = ("files" if earlier is None else
+                    f"the {'whole' if earlier.get('complete') else 'INCOMPLETE'} outputs of "
+                    f"an earlier `spineid {earlier.get('verb', '?')}`")
+            shown = ", ".join(held[:4]) + (f" and {len(held) - 4} more" if len(held) > 4
+                                           else "")
+            raise ValueError(f"--out {path}: already holds {what} ({shown}); give --overwrite "
+                             "to replace them, or another folder")
+
+    def _held(self) -> list[str]:
+        # The names in the folder, if it exists.
+        if not self.path.is_dir():
+            return []
+        return sorted(entry.name for entry in self.path.iterdir())
+
+    def _marker(self) -> dict | None:
+        # The marker of an earlier run, if the folder has a readable one.
+        try:
+            content = json.loads((self.path / MARKER).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return content if isinstance(content, dict) else None
+
+    def file(self, name: str) -> pathlib.Path:
+        """The path to write output `name` (relative to the folder, e.g. `report.json` or
+        `fit_liu_16_springs/report.json`) to; the first call prepares the folder (class
+        docstring), every call records the name in the marker (still incomplete)."""
+        if self.started is None:
+            self._prepare()
+        if name not in self.files:
+            self.files.append(name)
+            self._write_marker(complete=False)
+        path = self.path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _earlier_outputs(self) -> list[str]:
+        # The earlier outputs `--overwrite` removes: the names the earlier marker lists and
+        # those of this verb's outputs, each a path inside the folder (a marker is data, not a
+        # list of paths to trust: an absolute name or one leading out is ignored).
+        earlier = self._marker() or {}
+        names = {name for name in earlier.get("files", []) if isinstance(name, str)}
+        names |= {str(path.relative_to(self.path)) for pattern in VERB_OUTPUTS.get(self.verb, ())
+                  for path in self.path.glob(pattern)}
+        names.discard(MARKER)
+        return sorted(name for name in names if not pathlib.PurePath(name).is_absolute()
+                      and ".." not in pathlib.PurePath(name).parts)
+
+    def _prepare(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        if not self.overwrite:
+            return
+        names = self._earlier_outputs()
+        # First a marker that lists what is removed and says incomplete: interrupted on the
+        # way, the folder claims no whole result and holds no file its marker does not list.
+        self.files = names
+        self._write_marker(complete=False)
+        root = self.path.resolve()
+        for name in names:
+            path = self.path / name
+            parent = path.parent.resolve()
+            inside = parent == root or root in parent.parents  # (not through a linked folder)
+            if inside and (path.is_symlink() or path.is_file()):  # a link itself, not its file
+                path.unlink()
+        self.files = []
+        for folder in sorted({(self.path / name).parent for name in names}, reverse=True):
+            if folder != self.path and folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+
+    def _write_marker(self, complete: bool) -> None:
+        finished = (datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+                    if complete else None)
+        content = {"verb": self.verb, "spineid": __version__, "complete": complete,
+                   "started": self.started, "finished": finished, "files": self.files}
+        write_text_atomically(self.path / MARKER, json.dumps(content, indent=2) + "\n")
+
+    def finish(self) -> None:
+        """Mark the folder complete: every file of the run is written."""
+        if self.started is None:
+            self._prepare()
+        self._write_marker(complete=True)
+
+    def __truediv__(self, name: str) -> pathlib.Path:
+        return self.file(name)
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    def subfolder(self, name: str) -> "_Subfolder":
+        """A folder inside this one whose files this folder's marker lists."""
+        return _Subfolder(self, name)
+
+
+class _Subfolder:
+    # `folder / name` for a folder inside an `OutputFolder`, recorded in the outer marker.
+    def __init__(self, outer: OutputFolder, name: str):
+        self.outer, self.name = outer, name
+
+    def __truediv__(self, name: str) -> pathlib.Path:
+        return self.outer.file(f"{self.name}/{name}")
+
+    def __str__(self) -> str:
+        return str(self.outer.path / self.name)
 
 
 def non_finite_field(content, where: str = "") -> str | None:
@@ -88,6 +249,18 @@ def refuse_non_finite(report: dict, what: str) -> None:
             "overflow; check the data and the options")
 
 
+def refuse_unphysical(names, values, what: str) -> None:
+    """A `ValueError` (one line, before anything is written) if a fitted value is larger in
+    magnitude than any physical quantity (`LARGEST_NUMBER`, the bound the model files are read
+    with): a fit that ran off to infinity would write a model file spineid refuses to read."""
+    for name, value in zip(names, np.asarray(values, dtype=float)):
+        if abs(value) > LARGEST_NUMBER:
+            raise ValueError(
+                f"the {what} ended with {name} = {value:g}, outside any physical range (the "
+                f"model files take at most {LARGEST_NUMBER:g}), so nothing was written: the "
+                "data do not determine it, or the start was far off; fix it or start nearer")
+
+
 def write_json(path: pathlib.Path, content: dict) -> pathlib.Path:
     """Write `content` as indented JSON, atomically; returns the path. A `ValueError` if it
     holds NaN or infinity (`refuse_non_finite`): JSON has no such numbers, and a result file
@@ -102,7 +275,7 @@ def profile_file_name(name: str) -> str:
     return "profile_" + re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_") + ".png"
 
 
-def write_profile_outputs(report: dict, profiles, out: pathlib.Path) -> list[pathlib.Path]:
+def write_profile_outputs(report: dict, profiles, out: OutputFolder) -> list[pathlib.Path]:
     """Add `profiles` (`Profile`s) to a fit's `report` (its `profiles` entry), write it again
     as report.json, and plot each profile into `out`; returns the paths."""
     report = dict(report, profiles=[profile.to_dict() for profile in profiles])
@@ -111,18 +284,18 @@ def write_profile_outputs(report: dict, profiles, out: pathlib.Path) -> list[pat
               for profile in profiles]]
 
 
-def write_fit_outputs(result, problem, out: pathlib.Path) -> list[pathlib.Path]:
+def write_fit_outputs(result, problem, out: OutputFolder) -> list[pathlib.Path]:
     """Write fitted.toml, report.json (with `profiles: []`), the fit plots and, for a model that
     can be written in another program's format (`export_formats`), that file (e.g.
     fitted.osim) into `out`; returns the paths. Nothing is written for a result that holds a
     non-finite number (`refuse_non_finite`)."""
     refuse_non_finite(result.report(), "fit")
+    refuse_unphysical(result.names, result.values, "fit")
     if not all(np.all(np.isfinite(p)) for p in result.predictions):
         raise ValueError(
             "the simulation fails at the parameters the fit ended with (or, for a fit that "
             "could not begin, at the start), so nothing was written: start from values nearer "
             "the truth")
-    out.mkdir(parents=True, exist_ok=True)
     channels = problem.channels
     paths = [
         write_model_file(out / "fitted.toml", problem.model_file, result.fitted_values()),
@@ -141,11 +314,10 @@ def write_fit_outputs(result, problem, out: pathlib.Path) -> list[pathlib.Path]:
     return paths
 
 
-def write_recovery_outputs(result, problem, out: pathlib.Path) -> list[pathlib.Path]:
+def write_recovery_outputs(result, problem, out: OutputFolder) -> list[pathlib.Path]:
     """Write fitted.toml (the atoms as [[springs]]), report.json and the plots of a measure
     recovery into `out`; returns the paths (none for a result with a non-finite number)."""
     refuse_non_finite(result.report(), "recovery")
-    out.mkdir(parents=True, exist_ok=True)
     channels = problem.channels
     document = result.fitted_document(problem.model_file)
     return [

@@ -21,7 +21,10 @@ a residual evaluation here being a whole simulation:
   divided by their noise, `2 delta` is the squared distance of the current point from the
   optimum of the model in standard errors (the Mahalanobis norm of the Fisher information), so
   the default `1e-4` stops within about 0.014 standard errors: iterating further changes no
-  reported digit that the data support. A rank-deficient Jacobian (unidentifiable directions)
+  reported digit that the data support. Where the weights are a placeholder for a noise still
+  to be estimated (`provisional`), the scale is `2 cost / (n - p)` without the floor at 1: the
+  stop is then measured against the noise level the residuals show, however far below the
+  placeholder it is. A rank-deficient Jacobian (unidentifiable directions)
   is handled by the pseudo-inverse: only identifiable directions count. The classical tests on
   a small gradient (`gtol`) and a small step (`xtol`, relative to `|u|`) also stop it.
 - Near the optimum (decrement below 100 `decrement_tol`, within about 0.14 standard errors)
@@ -99,12 +102,53 @@ def _decrement(gradient, normal):
     return 0.5 * jnp.sum(jnp.where(eigenvalues > cutoff, projected**2 / safe, 0.0))
 
 
+def _noise_scale(cost, dof, provisional):
+    # The scale of the statistical stop: the noise level the residuals show, `2 cost / dof`,
+    # but never below the level the weights assume (1), unless the weights are provisional
+    # (a placeholder noise, to be estimated from the residuals), when it counts either way.
+    scale = 2.0 * cost / dof
+    return scale if provisional else jnp.maximum(1.0, scale)
+
+
+def _stopped(decrement, threshold, gradient, step, u, xtol, gtol):
+    # The stopping tests: the statistical one (the decrement below `threshold`), a small
+    # gradient, a small step relative to `u`.
+    return ((decrement <= threshold) | (jnp.max(jnp.abs(gradient)) <= gtol)
+            | (jnp.linalg.norm(step) <= xtol * (jnp.linalg.norm(u) + xtol)))
+
+
+def _damped_step(normal, gradient, damping):
+    # The step `(J^T J + mu I) h = -J^T r` and the decrease of the cost the model predicts
+    # for it, `1/2 h^T (mu h - g)` (MNT 2004, eq 3.13 and Algorithm 3.16).
+    p = gradient.shape[0]
+    step = jnp.linalg.solve(normal + damping * jnp.eye(p, dtype=gradient.dtype), -gradient)
+    return step, 0.5 * step @ (damping * step - gradient)
+
+
+def _judged(cost, trial_cost, predicted, damping, increase):
+    # Gain ratio of a trial, whether it is accepted, and the damping after it (MNT 2004,
+    # Algorithm 3.16): `(accept, damping, increase)`.
+    tiny = jnp.finfo(jnp.result_type(cost)).tiny
+    gain = (cost - trial_cost) / jnp.maximum(predicted, tiny)
+    accept = (gain > 0) & jnp.isfinite(trial_cost)
+    return (accept,
+            jnp.where(accept, damping * jnp.maximum(1.0 / 3.0, 1.0 - (2.0 * gain - 1.0) ** 3),
+                      damping * increase),
+            jnp.where(accept, 2.0, 2.0 * increase))
+
+
+def _hopeless(damping, largest):
+    # Damping so large that the linear model is no longer trusted anywhere.
+    return damping > _MAX_DAMPING * jnp.maximum(largest, 1e-300)
+
+
 @eqx.filter_jit
 def levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 200,
                         decrement_tol: float = DECREMENT_TOL, xtol: float = 1e-10,
                         gtol: float = 1e-10, inexact_jacobians: bool = False,
                         progress: bool = False, linearise=None,
-                        single_pass: bool = False) -> LeastSquaresSolution:
+                        single_pass: bool = False,
+                        provisional: bool = False) -> LeastSquaresSolution:
     """Minimise `1/2 |function(u)|^2` from `u0` (the method and its stops: the docstring of
     the module `spineid/identify/_least_squares.py`; Madsen, Nielsen and Tingleff 2004,
     Algorithm 3.16).
@@ -114,6 +158,10 @@ def levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 20
     large finite residuals so that the step is rejected. `max_steps` bounds the iterations;
     `decrement_tol` (statistical stop), `xtol` (step relative to `|u|`) and `gtol` (largest
     gradient entry) are the stopping tests; `progress` prints every iteration.
+    `provisional=True` says the residuals are weighted by a placeholder noise that will be
+    estimated from them: the statistical stop is then measured against the noise level the
+    residuals show (`2 cost / (n - p)`) however small it is, not floored at the assumed one,
+    so that a placeholder far larger than the real noise does not stop the fit early.
     With `inexact_jacobians=True`, `function(u, exact)` takes a second argument, a boolean
     scalar array, and may be cheaper and less accurate where it is false (an ODE solved at a
     looser tolerance): the Jacobians on the way to the optimum are taken with `exact` false,
@@ -131,7 +179,7 @@ def levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 20
             raise ValueError("levenberg_marquardt: single_pass and inexact_jacobians exclude "
                              "each other")
         return _single_pass(function, u0, max_steps, decrement_tol, xtol, gtol, progress,
-                            linearise)
+                            linearise, provisional)
     if not inexact_jacobians:
         plain = function
         function = lambda u, exact: plain(u)  # noqa: E731
@@ -180,12 +228,12 @@ def levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 20
         reused = state["reused"] & ~stale
         gradient, normal, cost = measures(residuals, jacobian)
         decrement = _decrement(gradient, normal)
-        noise_scale = jnp.maximum(1.0, 2.0 * cost / dof)
+        noise_scale = _noise_scale(cost, dof, provisional)
         largest = jnp.max(jnp.diag(normal))
         damping = jnp.where(state["damping"] < 0, _TAU * largest, state["damping"])
-        statistical = decrement <= jnp.where(exact, 1.0, _NEAR) * decrement_tol * noise_scale
-        converged = (statistical | (jnp.max(jnp.abs(gradient)) <= gtol)
-                     | (jnp.linalg.norm(step) <= xtol * (jnp.linalg.norm(u) + xtol)))
+        converged = _stopped(decrement,
+                             jnp.where(exact, 1.0, _NEAR) * decrement_tol * noise_scale,
+                             gradient, step, u, xtol, gtol)
         finished = converged | state["hopeless"] | (state["steps"] >= max_steps)
         confirm = finished & ~exact  # a stop needs an exact Jacobian at this point
         refresh = reused & ~converged  # the reused Jacobian does not confirm it: take one here
@@ -196,18 +244,13 @@ def levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 20
                             g=decrement, e=exact, ordered=True)
 
         def take_step(_):
-            step = jnp.linalg.solve(normal + damping * jnp.eye(p, dtype=dtype), -gradient)
+            step, predicted = _damped_step(normal, gradient, damping)
             trial_residuals = function(u + step, exact_flag)
-            trial_cost = 0.5 * jnp.sum(trial_residuals**2)
-            predicted = 0.5 * step @ (damping * step - gradient)
-            gain = (cost - trial_cost) / jnp.maximum(predicted, jnp.finfo(dtype).tiny)
-            accept = (gain > 0) & jnp.isfinite(trial_cost)
+            accept, new_damping, increase = _judged(
+                cost, 0.5 * jnp.sum(trial_residuals**2), predicted, damping, state["increase"])
             return (jnp.where(accept, u + step, u),
-                    jnp.where(accept, trial_residuals, residuals),
-                    jnp.where(accept,
-                              damping * jnp.maximum(1.0 / 3.0, 1.0 - (2.0 * gain - 1.0) ** 3),
-                              damping * state["increase"]),
-                    jnp.where(accept, 2.0, 2.0 * state["increase"]), accept, step)
+                    jnp.where(accept, trial_residuals, residuals), new_damping, increase,
+                    accept, step)
 
         def no_step(_):
             return u, residuals, damping, state["increase"], jnp.asarray(False), step
@@ -227,8 +270,7 @@ def levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 20
                     passes=passes, stale=(accepted & ~keep) | confirm | rejected | refresh,
                     exact_next=confirm | refresh | always_exact, exact=exact,
                     always_exact=always_exact, confirming=confirm, reused=keep,
-                    done=converged & exact,
-                    hopeless=damping > _MAX_DAMPING * jnp.maximum(largest, 1e-300))
+                    done=converged & exact, hopeless=_hopeless(damping, largest))
 
     state = jax.lax.while_loop(cond, body, state)
     gradient, normal, cost = measures(state["residuals"], state["jacobian"])
@@ -258,40 +300,37 @@ def _single_pass_trial(state):
 
 
 def _single_pass_update(state, trial_residuals, trial_jacobian, decrement_tol, xtol, gtol,
-                        progress):
+                        progress, provisional=False):
     # One iteration of the single-pass loop after its evaluation at `_single_pass_trial`:
     # accept or refuse the trial, test the stops at the current point, compute the next step
-    # (Madsen, Nielsen and Tingleff 2004, Algorithm 3.16).
-    dtype = state["u"].dtype
+    # (Madsen, Nielsen and Tingleff 2004, Algorithm 3.16), with the helpers of the two-pass
+    # loop.
     n, p = state["jacobian"].shape
     first = state["first"]
     trial_cost = 0.5 * jnp.sum(trial_residuals**2)
-    gain = (state["cost"] - trial_cost) / jnp.maximum(state["predicted"], jnp.finfo(dtype).tiny)
-    accept = first | ((gain > 0) & jnp.isfinite(trial_cost))
+    judged, damping, increase = _judged(state["cost"], trial_cost, state["predicted"],
+                                        state["damping"], state["increase"])
+    accept = first | judged
     u = jnp.where(accept, _single_pass_trial(state), state["u"])
     residuals = jnp.where(accept, trial_residuals, state["residuals"])
     jacobian = jnp.where(accept, trial_jacobian, state["jacobian"])
     cost = jnp.where(accept, trial_cost, state["cost"])
     gradient, normal = jacobian.T @ residuals, jacobian.T @ jacobian
     largest = jnp.max(jnp.diag(normal))
-    damping = jnp.where(first, _TAU * largest, jnp.where(
-        accept, state["damping"] * jnp.maximum(1.0 / 3.0, 1.0 - (2.0 * gain - 1.0) ** 3),
-        state["damping"] * state["increase"]))
-    increase = jnp.where(accept, 2.0, 2.0 * state["increase"])
+    damping = jnp.where(first, _TAU * largest, damping)
+    increase = jnp.where(first, 2.0, increase)
     decrement = _decrement(gradient, normal)
-    noise_scale = jnp.maximum(1.0, 2.0 * cost / max(n - p, 1))
-    tried = jnp.where(first, jnp.inf, jnp.linalg.norm(state["step"]))
-    done = ((decrement <= decrement_tol * noise_scale) | (jnp.max(jnp.abs(gradient)) <= gtol)
-            | (tried <= xtol * (jnp.linalg.norm(u) + xtol)))
+    tried = jnp.where(first, jnp.inf, state["step"])
+    done = _stopped(decrement, decrement_tol * _noise_scale(cost, max(n - p, 1), provisional),
+                    gradient, tried, u, xtol, gtol)
     if progress:
         jax.debug.print("  LM step {s}: cost {c:.6e}, damping {d:.3g}, decrement {g:.3g}",
                         s=state["steps"], c=cost, d=damping, g=decrement, ordered=True)
-    step = jnp.linalg.solve(normal + damping * jnp.eye(p, dtype=dtype), -gradient)
-    return dict(u=u, residuals=residuals, jacobian=jacobian, cost=cost,
-                predicted=0.5 * step @ (damping * step - gradient), step=step, damping=damping,
-                increase=increase, steps=state["steps"] + jnp.where(first, 0, 1),
-                passes=state["passes"] + 1, first=jnp.asarray(False), done=done,
-                hopeless=damping > _MAX_DAMPING * jnp.maximum(largest, 1e-300))
+    step, predicted = _damped_step(normal, gradient, damping)
+    return dict(u=u, residuals=residuals, jacobian=jacobian, cost=cost, predicted=predicted,
+                step=step, damping=damping, increase=increase,
+                steps=state["steps"] + jnp.where(first, 0, 1), passes=state["passes"] + 1,
+                first=jnp.asarray(False), done=done, hopeless=_hopeless(damping, largest))
 
 
 def _single_pass_solution(state):
@@ -308,14 +347,15 @@ def _evaluator(function, linearise):
     return lambda v: tuple(linearise(v, true))
 
 
-def _single_pass(function, u0, max_steps, decrement_tol, xtol, gtol, progress, linearise):
+def _single_pass(function, u0, max_steps, decrement_tol, xtol, gtol, progress, linearise,
+                 provisional):
     # The loop of `levenberg_marquardt(single_pass=True)`: each iteration evaluates residuals
     # and Jacobian once (`_single_pass_update`).
     evaluate = _evaluator(function, linearise)
 
     def body(state):
         return _single_pass_update(state, *evaluate(_single_pass_trial(state)), decrement_tol,
-                                   xtol, gtol, progress)
+                                   xtol, gtol, progress, provisional)
 
     state = jax.lax.while_loop(lambda state: _single_pass_going(state, max_steps), body,
                                _single_pass_start(jax.eval_shape(function, u0).shape[0], u0))
@@ -332,8 +372,8 @@ _update_compiled = eqx.filter_jit(_single_pass_update)
 
 def stepwise_levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 200,
                                  decrement_tol: float = DECREMENT_TOL, xtol: float = 1e-10,
-                                 gtol: float = 1e-10,
-                                 progress: bool = False) -> LeastSquaresSolution:
+                                 gtol: float = 1e-10, progress: bool = False,
+                                 provisional: bool = False) -> LeastSquaresSolution:
     """`levenberg_marquardt(function, u0, single_pass=True, ...)` (the same iterations, the
     same stops and result) run as a Python loop over two compiled functions: the residuals
     with their Jacobian, and the update of the iteration.
@@ -350,7 +390,8 @@ def stepwise_levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps:
     residuals, jacobian = _linearise_compiled(function, u0)
     state = _single_pass_start(residuals.shape[0], u0)
     while True:
-        state = _update_compiled(state, residuals, jacobian, decrement_tol, xtol, gtol, progress)
+        state = _update_compiled(state, residuals, jacobian, decrement_tol, xtol, gtol, progress,
+                                 provisional)
         if not bool(_single_pass_going(state, max_steps)):
             break
         residuals, jacobian = _linearise_compiled(function, _single_pass_trial(state))

@@ -59,7 +59,11 @@ class _SegmentObjective(eqx.Module):
         """Displacements `(k, 6)` (m, rad) and equilibrium flags `(k,)` at physical `theta`."""
         fitted = apply_values(self.model, self.parameters, theta)
         solved = jax.vmap(lambda load: equilibrium(fitted, load))(self.loads)
-        return jax.vmap(lambda q: pose_change(fitted, q))(solved.pose), solved.converged
+        # (A row without equilibrium is a fixed large residual: its pose, which may be far
+        # off, is replaced by the reference pose so it cannot trip the Euler angles' check.)
+        poses = jnp.where(solved.converged[:, None], solved.pose,
+                          fitted.upper.reference_pose)
+        return jax.vmap(lambda q: pose_change(fitted, q))(poses), solved.converged
 
     def __call__(self, u, args=None):
         displacements, converged = self.solve_all(self.transform.to_physical(u))
@@ -150,7 +154,8 @@ class SegmentFit(AbstractResult):
 
 
 def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
-                solver: LevenbergMarquardt | None = None) -> SegmentFit:
+                solver: LevenbergMarquardt | None = None, *,
+                progress: bool = False) -> SegmentFit:
     """Fit the free parameters of a segment model (a `spatial_pair` model file) to the
     displacements of a quasi-static test, through the equilibrium solve of every row.
 
@@ -162,7 +167,8 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
     tolerances; default `LevenbergMarquardt()`). The residuals are those of the module
     docstring; spineid's Levenberg-Marquardt (`spineid.levenberg_marquardt`, the one every
     fit uses) minimises them, with the Jacobian through the equilibrium solve by the implicit
-    function theorem.
+    function theorem. `progress` prints every iteration (the first waits for the compilation of
+    the equilibria's Jacobian, about 20 s on a 2-core CPU).
 
     **Returns:** a `SegmentFit`. Raises `ValueError` for a model that is not a spatial pair,
     fewer data than parameters or bad noise; `TypeError` for a solver that is not a
@@ -193,13 +199,11 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
                                   jnp.asarray(sigma), transform, tuple(parameters))
 
     def minimise(objective, u0, placeholder=False):
-        # With a placeholder noise (the first pass of an estimated one) the statistical stop
-        # would be measured against a noise the data do not have: that pass runs to the
-        # classical stops, so the noise is estimated at the optimum.
+        # `placeholder`: the weights are a placeholder for the noise to be estimated (the first
+        # pass), so the statistical stop is measured against the residuals' own level.
         solution = stepwise_levenberg_marquardt(
-            objective, u0, max_steps=solver.max_steps,
-            decrement_tol=0.0 if placeholder else solver.decrement_tol, xtol=solver.rtol,
-            gtol=solver.atol)
+            objective, u0, max_steps=solver.max_steps, decrement_tol=solver.decrement_tol,
+            xtol=solver.rtol, gtol=solver.atol, progress=progress, provisional=placeholder)
         return solution, bool(solution.converged), int(solution.steps)
 
     solution, converged, steps = minimise(objective, jnp.zeros(len(parameters)),

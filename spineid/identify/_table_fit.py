@@ -207,11 +207,13 @@ class _LawResiduals(eqx.Module):
         return (self.model(self.transform.to_physical(u)) - self.observed) / self.sigma
 
 
-def _minimise(residuals: _LawResiduals, u0, solver: LevenbergMarquardt):
-    """spineid's Levenberg-Marquardt on a law's residuals: `(u, converged)`."""
+def _minimise(residuals: _LawResiduals, u0, solver: LevenbergMarquardt,
+              provisional: bool = False):
+    """spineid's Levenberg-Marquardt on a law's residuals: `(u, converged)`; `provisional`:
+    the weights are a placeholder noise (`levenberg_marquardt`)."""
     solution = levenberg_marquardt(residuals, jnp.asarray(u0), max_steps=solver.max_steps,
                                    decrement_tol=solver.decrement_tol, xtol=solver.rtol,
-                                   gtol=solver.atol)
+                                   gtol=solver.atol, provisional=provisional)
     return solution.value, bool(solution.converged)
 
 
@@ -383,15 +385,13 @@ def fit_load_law(
     local = solver.local if isinstance(solver, VariableProjection) else solver
 
     def solve(sigma, theta=None, placeholder=False):
-        # From `theta` (default: the start). With a placeholder noise (the first pass of an
-        # estimated one) the statistical stop would be measured against a noise the data do
-        # not have, so that pass runs to the classical stops.
+        # From `theta` (default: the start); `placeholder`: `sigma` is a placeholder for the
+        # noise to be estimated (the first pass).
         residuals = _LawResiduals(model, observed, jnp.asarray(sigma, float), transform,
                                   jnp.asarray(0.0))
         u0 = (jnp.zeros(len(parameters)) if theta is None
               else transform.to_unconstrained(jnp.asarray(theta)))
-        solver = dataclasses.replace(local, decrement_tol=0.0) if placeholder else local
-        u, converged = _minimise(residuals, u0, solver)
+        u, converged = _minimise(residuals, u0, local, provisional=placeholder)
         return transform.to_physical(u), converged
 
     noise_estimated = noise is None

@@ -54,18 +54,20 @@ def atomic_path(path: str | pathlib.Path) -> Iterator[pathlib.Path]:
         path = path.resolve()
     mode = (stat.S_IMODE(path.stat().st_mode) if path.is_file()
             else 0o666 & ~_UMASK)
-    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix or ".part",
-                                    dir=path.parent)
-    os.close(handle)
-    temporary = pathlib.Path(name)
-    try:
+    temporary = None
+    try:  # (from the creation on: an interruption at any point removes the temporary file)
+        handle, name = tempfile.mkstemp(prefix=f".{path.name}.",
+                                        suffix=path.suffix or ".part", dir=path.parent)
+        temporary = pathlib.Path(name)
+        os.close(handle)
         yield temporary
         with open(temporary, "rb+") as file:
             os.fsync(file.fileno())
         os.chmod(temporary, mode)  # mkstemp makes the file private
         os.replace(temporary, path)
     except BaseException:
-        temporary.unlink(missing_ok=True)
+        if temporary is not None:
+            temporary.unlink(missing_ok=True)
         raise
     _flush_folder(path.parent)
 

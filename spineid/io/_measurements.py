@@ -6,6 +6,7 @@ row) and load-displacement records of one degree of freedom.
 import dataclasses
 import math
 import pathlib
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -24,9 +25,22 @@ class Measurement:
 
     @classmethod
     def from_csv(cls, path, channels: Sequence[str]) -> "Measurement":
-        """Read a trajectory CSV (docs/formats/data-files.md) with the given pose channels."""
+        """Read a trajectory CSV (docs/formats/data-files.md) with the given pose channels.
+        Warns (`UserWarning`) where the time column looks like milliseconds (`looks_like_ms`)."""
         ts, values = read_trajectory(path, tuple(channels))
+        if looks_like_ms(ts):
+            step = float(np.median(np.diff(ts)))
+            warnings.warn(f"{path}: t spans {ts[-1] - ts[0]:g} s in steps of {step:g} s: if it "
+                          "is in milliseconds, convert it to seconds (spineid reads SI units)",
+                          stacklevel=2)
         return cls(ts, values, tuple(channels), str(path))
+
+
+def looks_like_ms(ts: np.ndarray) -> bool:
+    """Whether times `ts` (`(k,)`, meant in s) look like milliseconds: a record of at least 50 s
+    sampled every 0.5 s or more, where spine motion records sample at tens of Hz or faster."""
+    ts = np.asarray(ts, dtype=float)
+    return ts.size >= 3 and ts[-1] - ts[0] >= 50.0 and float(np.median(np.diff(ts))) >= 0.5
 
 
 LOAD_COLUMNS = ("Fx", "Fy", "Fz", "Mx", "My", "Mz")

@@ -6,8 +6,10 @@ Every fault raises `ValueError` naming the file, the line or the column, and wha
 """
 
 import csv
+import io
 import math
 import pathlib
+import re
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -15,6 +17,7 @@ import numpy as np
 from ._atomic import atomic_path
 
 PLANAR_TRAJECTORY_COLUMNS = ("t", "x", "y", "theta")
+_ANNOUNCED = re.compile(r"\s*#\s*spineid:\s*(\d+)\s+rows\b")
 
 
 def read_table(
@@ -37,8 +40,13 @@ def read_table(
       `"numbers"` reads them as numbers too (the default), `"ignore"` leaves them unread.
     - `min_rows`: the fewest data rows accepted.
 
+    Lines starting with `#` before the header are comments. One of the form
+    `# spineid: N rows` (written by `write_table(..., announce_rows=True)`) announces the
+    number of data rows: a file with fewer, or whose last line is cut short (no final line
+    break), is refused as truncated.
+
     Checks (each a `ValueError` naming the file, and the line or column): the file exists and
-    is text, the `required` columns are present and no column name repeats, every row has one
+    is UTF-8 text, the `required` columns are present and no column name repeats, every row has one
     cell per column, every cell read as a number is a finite number, a column `t` is strictly
     increasing, and there are at least `min_rows` rows.
 
@@ -46,10 +54,41 @@ def read_table(
     """
     path = pathlib.Path(path)
     try:
-        with path.open(newline="") as file:
-            rows = [row for row in csv.reader(file) if row and any(cell.strip() for cell in row)]
+        with path.open(newline="", encoding="utf-8") as file:
+            content = file.read()
     except FileNotFoundError:
         raise ValueError(f"{path}: file not found") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not a UTF-8 text file ({error.reason} at byte "
+                         f"{error.start}); expected a CSV table") from None
+    # Leading comment lines (blank lines among them skipped), split at "\n" only: csv
+    # reads the rest, with its own rules for line breaks inside quoted cells.
+    comments, position, announced = 0, 0, None
+    while position < len(content):
+        end = content.find("\n", position)
+        end = len(content) if end < 0 else end + 1
+        line = content[position:end].strip()
+        if line and not line.startswith("#"):
+            break
+        if line:
+            comments += 1
+            match = _ANNOUNCED.match(line)
+            if match and announced is None:
+                announced = int(match.group(1))
+        position = end
+    rows = [row for row in csv.reader(io.StringIO(content[position:], newline=""))
+            if row and any(cell.strip() for cell in row)]
+    if announced is not None:
+        found = max(len(rows) - 1, 0)
+        if found < announced or not content.endswith("\n"):
+            raise ValueError(f"{path}: truncated: {found} data row(s)"
+                             f"{'' if content.endswith(chr(10)) else ', the last cut short'}, "
+                             f"where its first line announces {announced} (an interrupted write "
+                             "or copy); write it again")
+        if found > announced:
+            raise ValueError(f"{path}: {found} data rows where its first line announces "
+                             f"{announced}: rows were added after spineid wrote it; remove that "
+                             "first line if they belong there")
     if not rows:
         raise ValueError(f"{path}: empty file; expected a header row {','.join(required)}")
     header = [name.strip() for name in rows[0]]
@@ -65,7 +104,7 @@ def read_table(
     wanted = set(required) | set(optional) | set(text)
     read = [i for i, name in enumerate(header) if others == "numbers" or name in wanted]
     columns: dict[str, list] = {header[i]: [] for i in read}
-    for number, row in enumerate(rows[1:], start=2):
+    for number, row in enumerate(rows[1:], start=2 + comments):
         if len(row) != len(header):
             raise ValueError(
                 f"{path}: line {number}: expected {len(header)} values, got {len(row)}"
@@ -95,10 +134,10 @@ def read_table(
     if "t" in table and "t" not in text:
         steps = np.diff(table["t"])
         if np.any(steps <= 0):
-            bad = int(np.argmax(steps <= 0)) + 3
+            bad = int(np.argmax(steps <= 0)) + 1  # the data row, from 0
             raise ValueError(
-                f"{path}: line {bad}: t must be strictly increasing (unsorted or repeated time "
-                f"{float(table['t'][bad - 2])!r})"
+                f"{path}: line {bad + 2 + comments}: t must be strictly increasing (unsorted "
+                f"or repeated time {float(table['t'][bad])!r})"
             )
     return table
 
@@ -108,9 +147,13 @@ def write_table(
     columns: Mapping[str, Sequence],
     *,
     number_format: Callable[[float], str] = lambda value: repr(float(value)),
+    announce_rows: bool = False,
 ) -> pathlib.Path:
     """Write named columns (equal lengths) as a CSV with a header row, atomically (the file is
-    the old one or the whole new one, `spineid.io.atomic_path`).
+    the old one or the whole new one, `spineid.io.atomic_path`). With `announce_rows` the
+    first line is the comment `# spineid: N rows`, so that `read_table` refuses a truncated
+    copy (other readers skip it as a comment: `pandas.read_csv(path, comment="#")`,
+    `numpy.loadtxt`).
 
     Numbers are written by `number_format` (default: `repr`, the shortest text that reads back
     to the same float64); text cells as they are. **Returns:** the path.
@@ -122,7 +165,9 @@ def write_table(
     if len(lengths) > 1:
         raise ValueError(f"{path}: columns of unequal lengths {sorted(lengths)} for {names}")
     with atomic_path(path) as temporary, temporary.open("w", newline="") as file:
-        writer = csv.writer(file)
+        writer = csv.writer(file, lineterminator="\n")
+        if announce_rows:
+            file.write(f"# spineid: {lengths.pop() if lengths else 0} rows\n")
         writer.writerow(names)
         for row in zip(*values):
             writer.writerow([cell if isinstance(cell, str) else number_format(cell)
@@ -159,9 +204,12 @@ def read_loads_csv(path, components: tuple[str, ...]) -> tuple[np.ndarray, np.nd
 def write_trajectory(
     path: str | pathlib.Path, ts, values, channels: tuple[str, ...] = PLANAR_TRAJECTORY_COLUMNS[1:]
 ) -> None:
-    """Write `t` and the channel columns to a CSV file with full float64 precision."""
+    """Write `t` and the channel columns to a CSV file with full float64 precision, its first
+    line announcing the number of rows (`write_table(..., announce_rows=True)`), so that a
+    truncated copy is refused when read."""
     ts = np.asarray(ts)
     values = np.asarray(values).reshape(len(ts), -1)
     if values.shape[1] != len(channels):
         raise ValueError(f"{path}: {values.shape[1]} value columns for channels {channels}")
-    write_table(path, {"t": ts, **{name: values[:, k] for k, name in enumerate(channels)}})
+    write_table(path, {"t": ts, **{name: values[:, k] for k, name in enumerate(channels)}},
+                announce_rows=True)

@@ -16,6 +16,15 @@ import numpy as np
 
 MISSING = object()
 
+# Magnitudes no quantity of a spine model reaches in SI units: a number beyond them is a unit
+# slip or a corrupted file, and left in, it swamps the motion in rounding (a pose of 1e300 m
+# simulated to a "trajectory" with exit 0).
+LARGEST_NUMBER = 1e20
+MAX_SAMPLES = 10**7  # saved samples of a simulation
+LARGEST_POSITION = 1e3  # m (and rad for the angles of a pose)
+_POSITION_KEYS = ("pose", "initial_pose", "point", "lower_point", "upper_point", "position",
+                  "centre")
+
 
 class DocumentChecker:
     """Reads typed values out of a parsed TOML document, failing with the file and key."""
@@ -48,6 +57,9 @@ class DocumentChecker:
             self.fail(key, "a number", value)
         if not math.isfinite(value):
             self.fail(key, "a finite number", value)
+        if abs(value) > LARGEST_NUMBER:
+            self.fail(key, f"a number of magnitude at most {LARGEST_NUMBER:g} (SI units: this "
+                      "one is outside any physical range)", value)
         if positive and value <= 0:
             self.fail(key, "a number > 0", value)
         if minimum is not None and value < minimum:
@@ -81,6 +93,11 @@ class DocumentChecker:
             self.fail(key, expected, value)
         if not all(math.isfinite(v) for v in value):
             self.fail(key, "finite numbers", value)
+        largest = LARGEST_POSITION if name in _POSITION_KEYS else LARGEST_NUMBER
+        if any(abs(v) > largest for v in value):
+            self.fail(key, f"numbers of magnitude at most {largest:g} (SI units: "
+                      + ("a position in m or an angle in rad; " if name in _POSITION_KEYS
+                         else "") + "a larger one is outside any physical range)", value)
         return np.asarray(value, dtype=float)
 
     def boolean(self, table, name, key, *, default):
@@ -112,6 +129,9 @@ def read_toml(path: str | pathlib.Path) -> dict:
         raise ValueError(f"{path}: model file not found") from None
     except tomllib.TOMLDecodeError as error:
         raise ValueError(f"{path}: not valid TOML: {error}") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not a UTF-8 text file ({error.reason} at byte "
+                         f"{error.start}); a model file is TOML text") from None
 
 
 def simulation_settings(document: dict, source: str = "<model>") -> tuple[float, int]:
@@ -121,6 +141,9 @@ def simulation_settings(document: dict, source: str = "<model>") -> tuple[float,
     check.keys(table, "simulation", {"t_end", "n_samples"})
     t_end = check.number(table, "t_end", "simulation.t_end", positive=True, default=0.5)
     n_samples = check.integer(table, "n_samples", "simulation.n_samples", minimum=2, default=501)
+    if n_samples > MAX_SAMPLES:
+        check.fail("simulation.n_samples", f"an integer of at most {MAX_SAMPLES:g} (each sample "
+                   "is kept in memory)", n_samples)
     return t_end, n_samples
 
 

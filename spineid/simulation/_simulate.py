@@ -1,5 +1,7 @@
 """Integration of the equations of motion with diffrax."""
 
+import os
+
 import diffrax
 import equinox as eqx
 import jax.numpy as jnp
@@ -47,17 +49,76 @@ class Simulation(eqx.Module):
         sentence: why it failed (the `SimulationResult` message, which says what to change)
         and the last saved time with a finite state. For one simulation (not a vmapped batch);
         outside `jit`."""
-        if bool(self.result == SimulationResult.successful):
-            return None
-        ts = np.asarray(self.ts)
-        finite = np.all(np.isfinite(np.asarray(self.q)), axis=1) & np.all(
-            np.isfinite(np.asarray(self.qdot)), axis=1)
-        bad = np.flatnonzero(~finite)
-        reached = (f"the last finite state is at t = {ts[bad[0] - 1]:g} s" if bad.size and bad[0]
-                   else "no requested time was reached" if bad.size
-                   else f"at t = {ts[-1]:g} s")
-        return (f"{SimulationResult[self.result]} (requested {ts[0]:g} to {ts[-1]:g} s; "
-                f"{reached}; {int(self.n_steps)} steps taken)")
+        return describe_failure(self.result, self.ts, self.q, self.qdot, self.n_steps)
+
+
+def describe_failure(result: SimulationResult, ts, q, qdot, n_steps) -> str | None:
+    """`None` for a successful integration, else one sentence: the reason (`result`'s
+    message, which says what to change), the requested span of `ts` (s, `(k,)`), the last
+    saved time whose state (`q`, `qdot`, `(k, n)`) is finite, and the `n_steps` taken. For one
+    integration, outside `jit`."""
+    if bool(result == SimulationResult.successful):
+        return None
+    ts = np.asarray(ts)
+    finite = np.all(np.isfinite(np.asarray(q)), axis=1) & np.all(
+        np.isfinite(np.asarray(qdot)), axis=1)
+    bad = np.flatnonzero(~finite)
+    reached = (f"the last finite state is at t = {ts[bad[0] - 1]:g} s" if bad.size and bad[0]
+               else "no requested time was reached" if bad.size
+               else f"at t = {ts[-1]:g} s")
+    return (f"{SimulationResult[result]} (requested {ts[0]:g} to {ts[-1]:g} s; "
+            f"{reached}; {int(n_steps)} steps taken)")
+
+
+def classify(diffrax_result, q, qdot) -> SimulationResult:
+    """The `SimulationResult` of a diffrax solve that returned `diffrax_result` with saved
+    states `q`, `qdot`: successful only if diffrax succeeded and every state is finite."""
+    finite = jnp.all(jnp.isfinite(q)) & jnp.all(jnp.isfinite(qdot))
+    return SimulationResult.where(
+        diffrax_result == diffrax.RESULTS.successful,
+        SimulationResult.where(
+            finite, SimulationResult.successful, SimulationResult.non_finite_state
+        ),
+        SimulationResult.where(
+            diffrax_result == diffrax.RESULTS.max_steps_reached,
+            SimulationResult.max_steps_reached,
+            SimulationResult.integration_failed,
+        ),
+    )
+
+
+# Copies of the saved states a run holds at once (diffrax's buffer, the outputs, the host copy).
+_COPIES = 4
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (Linux `MemAvailable`, else the free
+    physical pages), or `None` where the system does not say."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as file:
+            for line in file:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def refuse_oversized_output(n_samples: int, n_values: int, what: str) -> None:
+    """A `ValueError` before anything is allocated if saving `n_samples` samples of `n_values`
+    float64 values (the states of a run, a few copies at once) would not fit in the memory
+    available (`available_memory`)."""
+    needed = _COPIES * 8 * int(n_samples) * int(n_values)
+    available = available_memory()
+    if available is not None and needed > available:
+        raise ValueError(
+            f"{what} would save {n_samples} samples of {n_values} values, about "
+            f"{needed / 2**30:.3g} GiB with its working copies, more than the "
+            f"{available / 2**30:.3g} GiB of memory available: simulate a shorter span or "
+            "save fewer samples")
 
 
 DEFAULT_RTOL = 1e-8
@@ -121,6 +182,8 @@ def simulate(
     """
     ts = jnp.asarray(ts, dtype=float)
     y0 = system.initial_state() if y0 is None else y0
+    # (Shapes are known while tracing: refused before anything is allocated.)
+    refuse_oversized_output(ts.shape[0], 2 * y0[0].size, "spineid.simulate")
     solution = diffrax.diffeqsolve(
         diffrax.ODETerm(lagrangian_vector_field),
         _solver_for(system) if solver is None else solver,
@@ -137,18 +200,7 @@ def simulate(
         throw=False,
     )
     q, qdot = solution.ys
-    finite = jnp.all(jnp.isfinite(q)) & jnp.all(jnp.isfinite(qdot))
-    result = SimulationResult.where(
-        solution.result == diffrax.RESULTS.successful,
-        SimulationResult.where(
-            finite, SimulationResult.successful, SimulationResult.non_finite_state
-        ),
-        SimulationResult.where(
-            solution.result == diffrax.RESULTS.max_steps_reached,
-            SimulationResult.max_steps_reached,
-            SimulationResult.integration_failed,
-        ),
-    )
+    result = classify(solution.result, q, qdot)
     if throw:
         q = result.error_if(q, result != SimulationResult.successful)
     return Simulation(

@@ -82,7 +82,11 @@ def solve_load_cases(pair: SpatialPair, loads: Float[Array, "k 6"]):
     """
     def one(load):
         solved = equilibrium(pair, load)
-        return (solved, pose_change(pair, solved.pose)) + _element_outputs(pair, solved.pose)
+        # A case without equilibrium has no pose: its displacement is taken at the reference
+        # pose (and reported as missing), so a pose far off cannot trip the Euler angles'
+        # singularity check.
+        pose = jnp.where(solved.converged, solved.pose, pair.upper.reference_pose)
+        return (solved, pose_change(pair, pose)) + _element_outputs(pair, solved.pose)
 
     return jax.vmap(one)(loads)
 

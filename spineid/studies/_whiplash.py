@@ -13,6 +13,7 @@ import numpy as np
 
 from ..elements._parameters import apply_values, Parameter
 from ..models._head_neck import EnergyWorkCheck, energy_work_check, HeadNeckChain
+from ..simulation._simulate import classify, describe_failure, refuse_oversized_output
 
 LEVELS = ("T1-C7", "C7-C6", "C6-C5", "C5-C4", "C4-C3", "C3-C2", "C2-C1", "C1-C0")
 
@@ -109,14 +110,20 @@ def whiplash_study(chain: HeadNeckChain, t_end: float = 5.0, n_samples: int | No
     samples (default one per millisecond), by `energy_work_check` (implicit `Kvaerno4` at
     `rtol` by default: the chain is stiff) and collect what `WhiplashStudy` holds. The run is
     compiled first, then timed warm. Raises `ValueError` for a simulation shorter than the
-    pulse."""
+    pulse, saved samples that would not fit in memory (before anything is allocated), and a
+    failed integration (one sentence: the limit hit, how far it got, the steps taken)."""
     n_samples = n_samples or int(round(t_end * 1000)) + 1
     ts = jnp.linspace(0.0, t_end, n_samples)
     solver = DEFAULT_SOLVER if solver is None else solver
     atol = rtol * 1e-2 if atol is None else atol
-    energy_work_check(chain, ts, solver, rtol, atol).q.block_until_ready()
+    refuse_oversized_output(n_samples, 2 * chain.n_dof + 3, "the whiplash simulation")
+    check = energy_work_check(chain, ts, solver, rtol, atol, throw=False)
+    failure = describe_failure(classify(check.result, check.q, check.qdot), check.ts, check.q,
+                               check.qdot, check.n_steps)
+    if failure is not None:  # one sentence naming the limit hit and when, no traceback
+        raise ValueError(f"the whiplash simulation failed: {failure}")
     clock = time.perf_counter()
-    check = energy_work_check(chain, ts, solver, rtol, atol)
+    check = energy_work_check(chain, ts, solver, rtol, atol, throw=False)
     check.q.block_until_ready()
     seconds = time.perf_counter() - clock
     head, head_velocity = jax.vmap(lambda q, qdot: jax.jvp(chain.observe, (q,), (qdot,)))(
@@ -138,7 +145,8 @@ def peak_force_sensitivity(chain: HeadNeckChain, parameters: tuple[Parameter, ..
     the `parameters`: returns `(peak force (N), elasticities (p,))`, the elasticity of
     parameter `p_j` being `(p_j / F) dF/dp_j` (percent change of the peak per percent change of
     the parameter), by forward-mode differentiation through the simulation. The peak is a
-    maximum over samples: its derivative is that of the sample where it is reached."""
+    maximum over samples: its derivative is that of the sample where it is reached. Raises
+    `ValueError` where the integration fails."""
     # energy_work_check (traced with these concrete times) refuses a run shorter than the pulse.
     ts = jnp.linspace(0.0, t_end, n_samples)
     values = jnp.stack([p.get(chain) for p in parameters])
@@ -146,8 +154,12 @@ def peak_force_sensitivity(chain: HeadNeckChain, parameters: tuple[Parameter, ..
     def peak(theta):
         model = apply_values(chain, parameters, theta)
         check = energy_work_check(model, ts, DEFAULT_SOLVER, rtol, rtol * 1e-2,
-                                  adjoint=diffrax.ForwardMode())
+                                  adjoint=diffrax.ForwardMode(), throw=False)
         return jnp.max(jax.vmap(model.ligament_forces)(check.ts, check.q, check.qdot))
 
     gradient, force = jax.jacfwd(lambda theta: (peak(theta),) * 2, has_aux=True)(values)
+    if not (np.isfinite(force) and np.all(np.isfinite(gradient))):  # a failed integration
+        raise ValueError(f"the sensitivity run (0 to {t_end:g} s, rtol {rtol:g}) failed: the "
+                         "integration did not reach its end or its state became non-finite; "
+                         "check the model's parameters")
     return np.asarray(force), np.asarray(gradient * values / force)

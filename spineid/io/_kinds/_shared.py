@@ -2,11 +2,13 @@
 laws, loads (sinusoids and load tables) and the `[measure]` curve.
 """
 
+import warnings
+
 import jax.numpy as jnp
 import numpy as np
 
 from ...elements._load_laws import (
-    LAW_KINDS, MonotoneCubicLaw, PiecewiseLinearLaw, PolynomialLaw, TanCosLaw,
+    check_monotone, LAW_KINDS, MonotoneCubicLaw, PiecewiseLinearLaw, PolynomialLaw, TanCosLaw,
 )
 from ...elements._parameters import Parameter
 from ...elements._planar_springs import NonlinearTorsion, TorsionSpring
@@ -90,6 +92,11 @@ def load_law(table, key: str, check: "DocumentChecker", displacement_unit: str, 
                 law = MonotoneCubicLaw(x, y)
         except ValueError as error:
             raise ValueError(f"{check.source}: {key}: {error}") from None
+        try:  # allowed (softening after a failure), but rarely meant: said once
+            check_monotone(y, f"{check.source}: {key}")
+        except ValueError as error:
+            warnings.warn(f"{error}; a joint with negative stiffness can be unstable, and its "
+                          "simulation fail", stacklevel=2)
     elif kind == "tan_cos":
         check.keys(table, key, {"kind", "coefficient"}, {"coefficient"})
         law = TanCosLaw(check.number(table, "coefficient", f"{key}.coefficient", positive=True))

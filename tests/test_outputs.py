@@ -1,0 +1,238 @@
+"""Output folders of the command line: refused when they hold files (unless --overwrite, which
+removes only spineid's earlier outputs), a completion marker written last, and no partial or
+mixed output when a run is interrupted at a random moment."""
+
+import json
+import os
+import pathlib
+import random
+import signal
+import threading
+import time
+
+import pytest
+
+import spineid
+from spineid.cli import main
+from spineid.cli._outputs import MARKER
+
+
+def _marker(folder: pathlib.Path) -> dict:
+    return json.loads((folder / MARKER).read_text())
+
+
+def test_a_folder_holding_files_is_refused_and_overwrite_replaces_only_spineid_outputs(
+        tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["database", "--out", str(out)]) == 0
+    marker = _marker(out)
+    assert marker["complete"] and marker["verb"] == "database"
+    assert sorted(marker["files"]) == ["geometry.png", "l5_s1_law.png"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(marker["files"] + [MARKER])
+    capsys.readouterr()
+    # Again into the same folder: refused before any work, nothing touched.
+    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    assert main(["database", "--out", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "--overwrite" in error
+    assert "the whole outputs of an earlier `spineid database`" in error
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
+    # A file of the user's own stays; the earlier outputs are replaced.
+    (out / "notes.txt").write_text("mine")
+    assert main(["database", "--out", str(out), "--overwrite"]) == 0
+    assert (out / "notes.txt").read_text() == "mine"
+    assert _marker(out)["complete"]
+
+
+def test_overwrite_removes_a_stale_output_of_the_same_verb(tmp_path, capsys):
+    # A planar fit into the folder of an earlier spatial fit left that fit's fitted.osim in
+    # place, beside the new results. Now --overwrite removes the earlier outputs first.
+    model = spineid.dataset_path("axial_4_springs.toml")
+    data = tmp_path / "data.csv"
+    assert main(["simulate", str(model), "--out", str(data)]) == 0
+    out = tmp_path / "fit"
+    out.mkdir()
+    (out / "fitted.osim").write_text("<OpenSimDocument/>")  # of an earlier spatial fit
+    (out / "report.json").write_text('{"earlier": true}')
+    (out / "notes.txt").write_text("mine")
+    arguments = ["fit", str(model), str(data), "--free", "stiffness", "--noise",
+                 "x=5e-6,y=5e-6,theta=1.7e-4", "--solver", "lm", "--out", str(out)]
+    assert main(arguments) == 2
+    assert "already holds files (fitted.osim, notes.txt, report.json)" in capsys.readouterr().err
+    assert main(arguments + ["--overwrite"]) == 0
+    assert not (out / "fitted.osim").exists()
+    assert (out / "notes.txt").read_text() == "mine"
+    assert "earlier" not in json.loads((out / "report.json").read_text())
+    marker = _marker(out)
+    assert marker["complete"] and "fitted.osim" not in marker["files"]
+    assert sorted(marker["files"]) == sorted(
+        ["fitted.toml", "report.json", "fit.png", "residuals.png", "identifiability.png"])
+
+
+def test_an_interrupted_run_leaves_a_visibly_incomplete_folder(tmp_path, capsys, monkeypatch):
+    from spineid.cli import _commands
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_commands, "plot_load_laws", interrupted)  # the second plot
+    out = tmp_path / "out"
+    assert main(["database", "--out", str(out)]) == 130
+    marker = _marker(out)
+    assert marker["complete"] is False and marker["finished"] is None
+    assert (out / "geometry.png").exists() and not (out / "l5_s1_law.png").exists()
+    capsys.readouterr()
+    assert main(["database", "--out", str(out)]) == 2
+    assert "the INCOMPLETE outputs of an earlier `spineid database`" in capsys.readouterr().err
+
+
+def test_simulate_refuses_an_existing_file_unless_overwrite(tmp_path, capsys):
+    model = spineid.dataset_path("axial_4_springs.toml")
+    out = tmp_path / "motion.csv"
+    out.write_text("keep me")
+    assert main(["simulate", str(model), "--out", str(out)]) == 2
+    assert "the file exists; give --overwrite" in capsys.readouterr().err
+    assert out.read_text() == "keep me"
+    assert main(["simulate", str(model), "--out", str(out), "--overwrite"]) == 0
+    assert len(spineid.read_trajectory(out)[0]) == 501
+
+
+def _whole(path: pathlib.Path) -> None:
+    # Each kind of output file reads back completely.
+    if path.suffix == ".json":
+        json.loads(path.read_text())
+    elif path.suffix == ".csv":
+        spineid.io.read_table(path)
+    elif path.suffix == ".toml":
+        spineid.load_model_file(path)
+    elif path.suffix == ".png":
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 1000
+
+
+def _check_folder(out: pathlib.Path) -> str:
+    # Whole, visibly incomplete, or not begun; never a temporary file, never a file the marker
+    # does not list, never a "complete" marker missing a file. Returns which.
+    if not out.exists() or not any(out.iterdir()):
+        return "not begun"
+    names = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert not [n for n in names if pathlib.Path(n).name.startswith(".")], names
+    marker = _marker(out)
+    assert set(names) - {MARKER} <= set(marker["files"]), (names, marker)
+    for name in names:
+        _whole(out / name)
+    if marker["complete"]:
+        assert set(names) == set(marker["files"]) | {MARKER}
+        return "complete"
+    return "incomplete"
+
+
+# A signal that lands in a garbage-collection callback is dropped by Python (pytest reports it
+# as unraisable); the run then goes on to a whole result, which is checked like the others.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("verb", ["simulate", "fit"])
+def test_runs_interrupted_at_random_moments_leave_no_partial_or_mixed_output(tmp_path, capsys,
+                                                                             verb):
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers need the main thread")
+    model = spineid.dataset_path("axial_4_springs.toml")
+    data = tmp_path / "data.csv"
+    assert main(["simulate", str(model), "--out", str(data)]) == 0
+    start = tmp_path / "start.toml"
+    start.write_text(model.read_text().replace("stiffness = 27000.0", "stiffness = 32000.0"))
+    out = tmp_path / ("motion.csv" if verb == "simulate" else "fit")
+    arguments = (["simulate", str(start), "--out", str(out), "--overwrite"] if verb == "simulate"
+                 else ["fit", str(start), str(data), "--free", "stiffness", "--noise",
+                       "x=5e-6,y=5e-6,theta=1.7e-4", "--solver", "lm", "--out", str(out),
+                       "--overwrite"])
+    assert main(arguments) == 0  # compiled
+    clock = time.perf_counter()
+    assert main(arguments) == 0  # the time of a whole warm run
+    duration = time.perf_counter() - clock
+    seen, statuses = set(), []
+    draw = random.Random(7)
+    # A signal that comes after `main` has returned (and restored this handler) is ignored.
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    try:
+        for _ in range(8):
+            # SIGTERM from another thread at a random moment of the run, as `kill` sends it.
+            timer = threading.Timer(draw.uniform(0.0, 1.2 * duration),
+                                    lambda: os.kill(os.getpid(), signal.SIGTERM))
+            timer.start()
+            try:
+                status = main(arguments)
+            finally:
+                timer.cancel()
+                timer.join()
+            assert status in (0, 143)
+            statuses.append(status)
+            _check_outputs(verb, out, seen)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    capsys.readouterr()
+    print(verb, statuses, seen)
+    assert 143 in statuses  # (8 random moments: some runs are cut short)
+
+
+def _check_outputs(verb, out, seen):
+    if verb == "simulate":
+        assert len(spineid.read_trajectory(out)[0]) == 501  # the earlier one or the new one
+        assert [p.name for p in out.parent.iterdir() if p.name.startswith(".")] == []
+        seen.add("whole")
+    else:
+        seen.add(_check_folder(out))
+
+
+def test_a_time_limit_stops_a_run_with_one_line_and_an_incomplete_marker(tmp_path, capsys,
+                                                                         monkeypatch):
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("the time limit is a signal: it needs the main thread")
+    from spineid.cli import _commands
+
+    original = _commands.plot_load_laws
+
+    def slow(*args, **kwargs):  # a verb that would run on for a minute
+        time.sleep(60)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(_commands, "plot_load_laws", slow)
+    out = tmp_path / "out"
+    clock = time.perf_counter()
+    assert main(["database", "--out", str(out), "--time-limit", "2"]) == 124
+    assert time.perf_counter() - clock < 30
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "stopped at the time limit of 2 s" in error
+    assert _marker(out)["complete"] is False
+
+
+def test_warnings_reach_the_user_as_one_line_each(tmp_path, capsys, monkeypatch):
+    import warnings
+
+    from spineid.cli import _commands
+
+    def warns(arguments):
+        warnings.warn("nodes lie outside the data:\n  their loads are extrapolated")
+        return 0
+
+    monkeypatch.setattr(_commands, "command_database", warns)
+    assert main(["database", "--out", str(tmp_path / "out")]) == 0
+    error = capsys.readouterr().err
+    assert error == ("spineid: warning: nodes lie outside the data: their loads are "
+                     "extrapolated\n")
+
+
+def test_a_check_inside_compiled_code_is_one_line(tmp_path, capsys, monkeypatch):
+    # A runtime check of equinox (such as the Euler angles' singularity) carries pages of
+    # stack; the user gets the line spineid wrote.
+    import equinox as eqx
+
+    from spineid.cli import _commands
+
+    def fails(arguments):
+        raise eqx.EquinoxRuntimeError(
+            "Above is the stack outside of JIT.\n  File x, line 1\n"
+            "spineid.euler123_angles: the rotation is at the singularity\n\nmore stack")
+
+    monkeypatch.setattr(_commands, "command_database", fails)
+    assert main(["database", "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == ("spineid: error: spineid.euler123_angles: the rotation "
+                                       "is at the singularity\n")
