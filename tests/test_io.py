@@ -296,3 +296,16 @@ def test_a_time_column_in_milliseconds_is_read_with_a_warning(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         spineid.Measurement.from_csv(path, ("x", "y", "theta"))  # seconds: no warning
+
+
+def test_a_head_neck_file_with_a_mass_missing_names_the_masses(tmp_path):
+    # Seven masses for eight bodies blamed geometry.tilt_deg, the first list read after them.
+    text = spineid.dataset_path("head_neck.toml").read_text()
+    path = tmp_path / "seven.toml"
+    path.write_text(text.replace("masses = [0.523, 0.454, 0.384, 0.379, 0.376, 0.526, 0.418, "
+                                 "3.847]", "masses = [0.523, 0.454, 0.384, 0.379, 0.376, 0.526, "
+                                 "3.847]"))
+    with pytest.raises(ValueError, match=r"geometry.masses has 7 values .* geometry.tilt_deg "
+                                         r"has 8 \(expected 7\), geometry.body_depth has 7 "
+                                         r"\(expected 6\)"):
+        spineid.load_model_file(path)

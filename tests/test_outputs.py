@@ -236,3 +236,24 @@ def test_a_check_inside_compiled_code_is_one_line(tmp_path, capsys, monkeypatch)
     assert main(["database", "--out", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err == ("spineid: error: spineid.euler123_angles: the rotation "
                                        "is at the singularity\n")
+
+
+def test_a_fit_that_cannot_be_simulated_on_a_millisecond_record_says_so(tmp_path):
+    # A t column in ms makes a 0.5 s test a 500 s simulation, which fails: the refusal names
+    # the span instead of advising a better start.
+    import types
+
+    import numpy as np
+
+    from spineid.cli._outputs import OutputFolder, write_fit_outputs
+
+    ts = np.arange(501.0)
+    result = types.SimpleNamespace(report=lambda: {"cost": 1.0}, names=["k"],
+                                   values=np.array([1.0]), predictions=[np.full((501, 3),
+                                                                                np.inf)])
+    problem = types.SimpleNamespace(measurements=[spineid.Measurement(
+        ts, np.zeros((501, 3)), ("x", "y", "theta"))])
+    out = OutputFolder(tmp_path / "out", "fit")
+    with pytest.raises(ValueError, match="the data's t spans 500 s: if it is in milliseconds"):
+        write_fit_outputs(result, problem, out)
+    assert not (tmp_path / "out").exists()

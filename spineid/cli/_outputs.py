@@ -17,6 +17,7 @@ from .. import __version__
 from ..elements import apply_values
 from ..io import export_model, write_model_file, write_text_atomically
 from ..io._exports import EXPORT_FORMATS
+from ..io._measurements import looks_like_ms
 from ..io._toml import LARGEST_NUMBER
 from ..plots import (
     plot_fit,
@@ -292,10 +293,12 @@ def write_fit_outputs(result, problem, out: OutputFolder) -> list[pathlib.Path]:
     refuse_non_finite(result.report(), "fit")
     refuse_unphysical(result.names, result.values, "fit")
     if not all(np.all(np.isfinite(p)) for p in result.predictions):
+        spans = [m.ts[-1] - m.ts[0] for m in problem.measurements if looks_like_ms(m.ts)]
+        hint = (f"; the data's t spans {max(spans):g} s: if it is in milliseconds, convert it "
+                "to seconds" if spans else ": start from values nearer the truth")
         raise ValueError(
             "the simulation fails at the parameters the fit ended with (or, for a fit that "
-            "could not begin, at the start), so nothing was written: start from values nearer "
-            "the truth")
+            f"could not begin, at the start), so nothing was written{hint}")
     channels = problem.channels
     paths = [
         write_model_file(out / "fitted.toml", problem.model_file, result.fitted_values()),

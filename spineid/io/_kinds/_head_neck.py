@@ -71,6 +71,18 @@ def head_neck_arguments(document: dict, source: str = "<model>") -> dict:
                 "head_posterior", *_HEAD_NECK_VERTEBRA_ROWS, *_HEAD_NECK_SCALARS})
     masses = check.vector(geometry, "masses", "geometry.masses", None)
     n = masses.size
+    # The per-body lists must agree with the masses: a disagreement names them all, not the
+    # first list read after the masses.
+    expected = {"tilt_deg": n, **{name: n - 1 for name in _HEAD_NECK_VERTEBRA_ROWS}}
+    wrong = {name: len(geometry[name]) for name in expected
+             if isinstance(geometry.get(name), list) and len(geometry[name]) != expected[name]}
+    if wrong:
+        raise ValueError(
+            f"{check.source}: geometry.masses has {n} values (bodies: the vertebrae and the "
+            "head) but " + ", ".join(f"geometry.{name} has {length} (expected {expected[name]})"
+                                     for name, length in wrong.items())
+            + ": give one mass and one tilt per body and one vertebra row per body below the "
+            "head")
     table = {"masses": masses,
              "tilt_deg": check.vector(geometry, "tilt_deg", "geometry.tilt_deg", n),
              "base_tilt_deg": check.number(geometry, "base_tilt_deg", "geometry.base_tilt_deg")}
