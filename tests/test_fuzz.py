@@ -1,8 +1,10 @@
-"""Fuzzing the command line: hypothesis mutates a bundled model file, a load-displacement CSV and
-the options (types, signs, shapes, NaN and infinity, huge and tiny magnitudes, missing keys and
-columns) and runs the verb in-process through its entry point. Whatever the input: no traceback
-reaches the user, no case runs past its time limit, no NaN or infinity is written as an answer,
-and an output folder is either not created (refused input) or whole (its marker complete)."""
+"""Fuzzing the command line: hypothesis mutates a bundled model file (`simulate`), a
+load-displacement CSV (`table`), a quasi-static test (`stiffness`), a trajectory and its
+start model (`fit`), and the options (types, signs, shapes, NaN and infinity, huge and tiny
+magnitudes, missing keys and columns) and runs the verb in-process through its entry point.
+Whatever the input: no traceback reaches the user, no case runs past its time limit, no NaN
+or infinity is written as an answer, and an output folder is either not created (refused
+input) or whole (its marker complete)."""
 
 import contextlib
 import json
@@ -14,6 +16,7 @@ import threading
 import time
 import tomllib
 
+import jax
 import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -223,4 +226,128 @@ def test_table_on_a_mutated_csv_with_odd_options(cells, structure, options, caps
             data.write_text("" if structure == "empty" else text)
         out = folder / "out"
         status = _run(["table", str(data), "--out", str(out), *options], capsys)
+        _check_folder(out, status)
+
+
+def _stiffness_data(folder: pathlib.Path) -> pathlib.Path:
+    # A quasi-static test of a diagonal joint: 30 load cases of random deflections (m, rad).
+    rng = np.random.default_rng(1)
+    deflections = rng.normal(size=(30, 6)) * np.array([1e-3, 1e-3, 1e-3, 0.02, 0.02, 0.02])
+    loads = deflections * np.array([2e5, 2e5, 8e5, 40.0, 40.0, 60.0])
+    loads = loads + rng.normal(size=loads.shape) * np.array([1.0, 1.0, 1.0, 0.01, 0.01, 0.01])
+    path = folder / "test.csv"
+    spineid.io.write_table(path, dict(zip(
+        ("Fx", "Fy", "Fz", "Mx", "My", "Mz", "dx", "dy", "dz", "b1", "b2", "b3"),
+        np.hstack([loads, deflections]).T)))
+    return path
+
+
+STIFFNESS_OPTIONS = [[], ["--structure", "diagonal"], ["--structure", "sagittal"],
+                     ["--linearised"], ["--noise", "Fx=1,Fy=1,Fz=1,Mx=0.01,My=0.01,Mz=0.01"],
+                     ["--noise", "Fx=1e-300,Fy=1,Fz=1,Mx=0.01,My=0.01,Mz=0.01"],
+                     ["--noise", "Fx=nan,Fy=1,Fz=1,Mx=0.01,My=0.01,Mz=0.01"],
+                     ["--noise", "Fx=1,Fx=2"], ["--noise", "Fx=1"], ["--structure", "upper"]]
+
+
+@SETTINGS
+@given(cells=st.lists(st.tuples(st.integers(0, 30), st.integers(0, 11),
+                                st.sampled_from(ODD_CELLS + ["0", "1e12"])), max_size=2),
+       structure=st.sampled_from(["same", "no Mz column", "all deflections zero", "two rows",
+                                  "one deflection zero", "utf-16"]),
+       options=st.sampled_from(STIFFNESS_OPTIONS))
+def test_stiffness_on_a_mutated_test_with_odd_options(cells, structure, options, capsys):
+    with tempfile.TemporaryDirectory() as folder:
+        folder = pathlib.Path(folder)
+        data = _stiffness_data(folder)
+        lines = data.read_text().splitlines()
+        for row, column, cell in cells:
+            parts = lines[row].split(",")
+            parts[column] = cell
+            lines[row] = ",".join(parts)
+        if structure == "no Mz column":
+            lines = [",".join(line.split(",")[:5] + line.split(",")[6:]) for line in lines]
+        elif structure == "all deflections zero":
+            lines = lines[:1] + [",".join(line.split(",")[:6] + ["0"] * 6) for line in lines[1:]]
+        elif structure == "one deflection zero":
+            lines = lines[:1] + [",".join(line.split(",")[:11] + ["0"]) for line in lines[1:]]
+        elif structure == "two rows":
+            lines = lines[:3]
+        text = "\n".join(lines) + "\n"
+        if structure == "utf-16":
+            data.write_bytes(text.encode("utf-16"))
+        else:
+            data.write_text(text)
+        out = folder / "out"
+        status = _run(["stiffness", str(data), "--out", str(out), *options], capsys)
+        _check_folder(out, status)
+
+
+_FIT_FILES = {}
+
+
+def _fit_files(folder: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    # The 4-spring planar pair over 0.2 s (101 samples) with tracking noise, and a start model
+    # with every stiffness 1.3x the truth; the data are simulated once per process.
+    document = json.loads(json.dumps(BASE_MODEL))
+    document["simulation"] = {"t_end": 0.2, "n_samples": 101}
+    if "data" not in _FIT_FILES:
+        model = folder / "truth.toml"
+        model.write_text(spineid.io.dumps_toml(document))
+        truth = spineid.load_model_file(model)
+        motion = spineid.simulate(truth.model, np.linspace(0.0, 0.2, 101))
+        observed = np.asarray(jax.vmap(truth.model.observe)(motion.q))
+        observed = observed + 5e-6 * np.random.default_rng(2).normal(size=observed.shape)
+        _FIT_FILES["data"] = "\n".join(
+            ["t,x,y,theta"] + [",".join(f"{v:.17g}" for v in (t, *row))
+                               for t, row in zip(np.asarray(motion.ts), observed)]) + "\n"
+    for spring in document["springs"]:
+        spring["stiffness"] *= 1.3
+    start, data = folder / "start.toml", folder / "data.csv"
+    start.write_text(spineid.io.dumps_toml(document))
+    data.write_text(_FIT_FILES["data"])
+    return start, data
+
+
+FIT_OPTIONS = [
+    ["--free", "stiffness"], ["--free", "stiffness", "--solver", "lm"],
+    ["--free", "stiffness", "--noise", "x=5e-6,y=5e-6,theta=1e-4"],
+    ["--free", "stiffness", "--noise", "x=5e-6,x=1"], ["--free", "stiffness", "--noise", "x=-1"],
+    ["--free", "stiffness", "--noise", "x=1e-300,y=5e-6,theta=1e-4"],
+    ["--free", "stiffness", "--max-steps", "0"], ["--free", "stiffness", "--max-steps", "1"],
+    ["--free", "stiffness", "--starts", "0"], ["--free", "stiffness", "--seed", "-1"],
+    ["--free", "stiffness", "--solver", "newton"], ["--free", "mass"], ["--free", ""],
+    ["--free", "stiffness", "--profile", "nothing"], ["--free", "stiffness", "--noise-max", "x=0"],
+]
+
+
+@SETTINGS
+@given(cells=st.lists(st.tuples(st.integers(0, 101), st.integers(0, 3),
+                                st.sampled_from(ODD_CELLS)), max_size=1),
+       structure=st.sampled_from(["same", "same", "same", "milliseconds", "no theta column",
+                                  "time reversed", "two rows", "huge start"]),
+       options=st.sampled_from(FIT_OPTIONS))
+def test_fit_on_mutated_data_with_odd_options(cells, structure, options, capsys):
+    with tempfile.TemporaryDirectory() as folder:
+        folder = pathlib.Path(folder)
+        start, data = _fit_files(folder)
+        lines = data.read_text().splitlines()
+        for row, column, cell in cells:
+            parts = lines[row].split(",")
+            parts[column] = cell
+            lines[row] = ",".join(parts)
+        if structure == "milliseconds":
+            lines = lines[:1] + [",".join([f"{1e3 * float(line.split(',')[0]):.6g}"]
+                                          + line.split(",")[1:]) for line in lines[1:]]
+        elif structure == "no theta column":
+            lines = [",".join(line.split(",")[:3]) for line in lines]
+        elif structure == "time reversed":
+            lines = lines[:1] + lines[:0:-1]
+        elif structure == "two rows":
+            lines = lines[:3]
+        elif structure == "huge start":
+            start.write_text(start.read_text().replace("stiffness = 35100.0",
+                                                       "stiffness = 1e12"))
+        data.write_text("\n".join(lines) + "\n")
+        out = folder / "out"
+        status = _run(["fit", str(start), str(data), "--out", str(out), *options], capsys)
         _check_folder(out, status)

@@ -92,9 +92,13 @@ def test_kinetic_energy_equals_work_along_the_whiplash():
     assert float(jnp.max(jnp.abs(jnp.sum(power * check.qdot, axis=1)))) > 10.0
 
 
+@pytest.mark.xdist_group("whiplash")
 def test_whiplash_command_bends_the_neck_and_writes_the_study(tmp_path, capsys):
     out = tmp_path / "whiplash"
     assert main(["whiplash", "--t-end", "0.2", "--out", str(out)]) == 0
+    # Progress after the first of ten windows (it waits for the compilation); the integration
+    # in windows keeps the energy balance below (e_R).
+    assert "  t = 0.02 of 0.2 s, " in capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
     assert summary["peak_relative_error_e_R"] < 1e-5  # Kvaerno4 at rtol 1e-5; paper 0.0103
     assert summary["head_extension_deg"]["value"] < -20.0  # the head extends behind the torso
@@ -115,23 +119,41 @@ def test_whiplash_command_bends_the_neck_and_writes_the_study(tmp_path, capsys):
     assert json.loads((out / "summary.json").read_text()) == summary
 
 
-def test_a_whiplash_run_that_fails_says_why_in_one_line_and_writes_nothing(tmp_path, capsys,
-                                                                            monkeypatch):
+@pytest.mark.xdist_group("whiplash")  # one process compiles the chain's integration once
+def test_a_whiplash_run_that_fails_says_why_in_one_line_and_writes_nothing(tmp_path, capsys):
     # A model the implicit solver cannot finish (gravity of 1e19 m/s^2 took 110k steps, minutes)
-    # printed a 37-line equinox traceback; here the step limit is lowered so it fails at once.
-    import functools
-
-    from spineid.studies import _whiplash
-
-    monkeypatch.setattr(_whiplash, "energy_work_check",
-                        functools.partial(_whiplash.energy_work_check, max_steps=20))
+    # printed a 37-line equinox traceback; a step limit makes the same failure at once.
     out = tmp_path / "whiplash"
-    assert main(["whiplash", "--t-end", "0.2", "--out", str(out)]) == 2
+    assert main(["whiplash", "--t-end", "0.2", "--max-steps", "50", "--out", str(out)]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "Traceback" not in error
     assert "the whiplash simulation failed" in error and "maximum number of solver steps" in error
     assert "requested 0 to 0.2 s" in error and "steps taken" in error
     assert not out.exists()
+
+
+@pytest.mark.xdist_group("whiplash")
+def test_a_long_whiplash_run_shows_progress_and_can_be_stopped_between_windows():
+    # The run is integrated in windows so that Python gets control between them: progress is
+    # heard after each, and an interruption raised there (as a signal handler raises it) ends
+    # the run at once instead of after the whole compiled integration.
+    from spineid.studies import whiplash_study
+
+    heard = []
+
+    class Stop(Exception):
+        pass
+
+    def progress(t, n_steps):
+        heard.append((t, n_steps))
+        if len(heard) == 3:
+            raise Stop
+
+    with pytest.raises(Stop):
+        whiplash_study(head_neck_chain(), t_end=0.2, progress=progress)
+    (t1, n1), (t2, n2), (t3, n3) = heard
+    assert (t1, t2, t3) == pytest.approx((0.02, 0.04, 0.06))  # 10 windows of 0.2 s
+    assert 0 < n1 < n2 < n3
 
 
 def test_model_file_parameters_set_every_level():

@@ -1,6 +1,7 @@
 """The verbs of the `spineid` command: each reads its inputs, calls the library and writes its
 outputs (docs/cli.md). Nothing here computes what the library does not offer."""
 
+import math
 import pathlib
 import time
 
@@ -167,6 +168,9 @@ def _parse_noise(text: str | None, option: str = "--noise") -> dict[str, float] 
                 f"{option} {text!r}: expected CHANNEL=SIGMA pairs separated by commas, e.g. "
                 f"x=5e-6,y=5e-6,theta=1.7e-4"
             ) from None
+        if not (math.isfinite(noise[channel.strip()]) and noise[channel.strip()] > 0):
+            raise ValueError(f"{option} {text!r}: {channel.strip()}={value.strip()}: expected a "
+                             "positive finite standard deviation (in the channel's unit)")
     return noise
 
 
@@ -358,7 +362,9 @@ def command_whiplash(arguments) -> int:
     out = arguments.output
     print(f"spineid whiplash: {path}, 0-{arguments.t_end:g} s (Kvaerno4, rtol "
           f"{arguments.rtol:g}) -> {out}/", flush=True)
-    study = whiplash_study(chain, arguments.t_end, rtol=arguments.rtol)
+    study = whiplash_study(chain, arguments.t_end, rtol=arguments.rtol,
+                           max_steps=arguments.max_steps,
+                           progress=_integration_progress(arguments.t_end))
     summary = study.summary()
     if arguments.sensitivity:
         print("sensitivity of the peak ligament force (forward mode through 0-0.3 s) ...",
@@ -391,6 +397,21 @@ def command_whiplash(arguments) -> int:
             summary["peak_force_sensitivity"]["elasticity"].items()))
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0
+
+
+def _integration_progress(t_end: float, every_s: float = 1.0):
+    # Prints how far a windowed integration has got: after the first window (which waits for
+    # the compilation) and then at most once per `every_s` seconds of wall time.
+    start = time.perf_counter()
+    last = [-math.inf]
+
+    def show(t: float, n_steps: int) -> None:
+        now = time.perf_counter()
+        if now - last[0] >= every_s and t < t_end:
+            last[0] = now
+            print(f"  t = {t:.3g} of {t_end:g} s, {n_steps} steps, {now - start:.0f} s",
+                  flush=True)
+    return show
 
 
 def command_segment(arguments) -> int:

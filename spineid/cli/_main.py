@@ -179,6 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
                                  help="simulated time (s, default 5)")
     whiplash_parser.add_argument("--rtol", type=TOLERANCE, default=1e-5,
                                  help="relative tolerance of the integrator (default 1e-5)")
+    whiplash_parser.add_argument("--max-steps", type=POSITIVE_INT, default=200_000,
+                                 help="the most integrator steps of the whole run (default "
+                                      "200000; the bundled chain takes about 1600 to 5 s)")
     whiplash_parser.add_argument("--sensitivity", action="store_true",
                                  help="also the elasticities of the peak ligament force with "
                                       "respect to the stiffness and damping parameters")
@@ -215,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     that did not converge, 2 bad input with a one-line error, 124 stopped at `--time-limit`,
     130 and 143 interrupted and terminated)."""
     arguments = build_parser().parse_args(argv)
+    _last_raised[0] = -math.inf  # (an earlier call in this process does not quiet this one)
     use_file_backend()  # files only: no display is needed
     in_main_thread = threading.current_thread() is threading.main_thread()
     limit = getattr(arguments, "time_limit", None)
@@ -238,8 +242,9 @@ def main(argv: list[str] | None = None) -> int:
                   "atomically), the rest were not written, and an output folder begun says it "
                   "is incomplete (spineid-outputs.json)", file=sys.stderr)
             return status
-    except (KeyboardInterrupt, _Terminated, _TimedOut):  # a second one while answering
-        return 130
+    except (KeyboardInterrupt, _Terminated, _TimedOut) as stop:  # a second one while answering
+        return 143 if isinstance(stop, _Terminated) else 124 if isinstance(stop, _TimedOut) \
+            else 130
     finally:
         _ANSWERING.set()  # the run is over: a signal during the clean-up is not answered
         if timed:

@@ -27,7 +27,7 @@ from ..elements._parameters import apply_values, Parameter, select_parameters
 from ..io._measurements import DEFLECTION_COLUMNS, QuasiStaticTest
 from ..io._model_file import ModelFile
 from ..models._spatial_pair import SpatialPair
-from ..simulation._equilibrium import equilibrium, pose_change
+from ..simulation._equilibrium import equilibrium, equilibrium_change
 from ._result_family import AbstractResult
 from ._goodness import GoodnessOfFit, assess_fit
 from ._least_squares import stepwise_levenberg_marquardt
@@ -59,11 +59,9 @@ class _SegmentObjective(eqx.Module):
         """Displacements `(k, 6)` (m, rad) and equilibrium flags `(k,)` at physical `theta`."""
         fitted = apply_values(self.model, self.parameters, theta)
         solved = jax.vmap(lambda load: equilibrium(fitted, load))(self.loads)
-        # (A row without equilibrium is a fixed large residual: its pose, which may be far
-        # off, is replaced by the reference pose so it cannot trip the Euler angles' check.)
-        poses = jnp.where(solved.converged[:, None], solved.pose,
-                          fitted.upper.reference_pose)
-        return jax.vmap(lambda q: pose_change(fitted, q))(poses), solved.converged
+        # (A row without equilibrium is given a fixed large residual by the caller.)
+        changes = jax.vmap(lambda one: equilibrium_change(fitted, one))(solved)
+        return changes, solved.converged
 
     def __call__(self, u, args=None):
         displacements, converged = self.solve_all(self.transform.to_physical(u))
@@ -198,16 +196,16 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
     objective = _SegmentObjective(model, jnp.asarray(test.loads), jnp.asarray(measured),
                                   jnp.asarray(sigma), transform, tuple(parameters))
 
-    def minimise(objective, u0, placeholder=False):
-        # `placeholder`: the weights are a placeholder for the noise to be estimated (the first
+    def minimise(objective, u0, provisional=False):
+        # `provisional`: the weights stand in for the noise still to be estimated (the first
         # pass), so the statistical stop is measured against the residuals' own level.
         solution = stepwise_levenberg_marquardt(
             objective, u0, max_steps=solver.max_steps, decrement_tol=solver.decrement_tol,
-            xtol=solver.rtol, gtol=solver.atol, progress=progress, provisional=placeholder)
+            xtol=solver.rtol, gtol=solver.atol, progress=progress, provisional=provisional)
         return solution, bool(solution.converged), int(solution.steps)
 
     solution, converged, steps = minimise(objective, jnp.zeros(len(parameters)),
-                                          placeholder=sigma_given is None)
+                                          provisional=sigma_given is None)
     if sigma_given is None:
         raw = objective.predictions_from(solution.residuals)[0] - measured
         sigma = noise_from_residuals(raw, len(parameters), ranges)

@@ -194,7 +194,7 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
     noise_estimated = noise is None
     targets = {flag: generalized_loads(test, flag) for flag in (True, False)}
     sigma = np.ones(6) if noise_estimated else np.asarray(noise, dtype=float)
-    if np.any(sigma <= 0) or sigma.shape != (6,):
+    if sigma.shape != (6,) or not np.all(np.isfinite(sigma) & (sigma > 0)):
         raise ValueError(f"noise {sigma.tolist()}: expected 6 positive load noise levels")
     if noise_estimated:
         # Provisional unit weights per channel scale, then the residual level per channel.

@@ -384,26 +384,26 @@ def fit_load_law(
     transform = Transform.around(parameters, np.array(starts), "load law fit")
     local = solver.local if isinstance(solver, VariableProjection) else solver
 
-    def solve(sigma, theta=None, placeholder=False):
-        # From `theta` (default: the start); `placeholder`: `sigma` is a placeholder for the
-        # noise to be estimated (the first pass).
+    def solve(sigma, theta=None, provisional=False):
+        # From `theta` (default: the start); `provisional`: `sigma` stands in for the noise
+        # still to be estimated (the first pass).
         residuals = _LawResiduals(model, observed, jnp.asarray(sigma, float), transform,
                                   jnp.asarray(0.0))
         u0 = (jnp.zeros(len(parameters)) if theta is None
               else transform.to_unconstrained(jnp.asarray(theta)))
-        u, converged = _minimise(residuals, u0, local, provisional=placeholder)
+        u, converged = _minimise(residuals, u0, local, provisional=provisional)
         return transform.to_physical(u), converged
 
     noise_estimated = noise is None
     sigma = 1.0 if noise_estimated else float(noise)
-    if sigma <= 0:
-        raise ValueError(f"noise {sigma:g}: expected a positive load noise")
+    if not (np.isfinite(sigma) and sigma > 0):
+        raise ValueError(f"noise {sigma:g}: expected a positive finite load noise")
     if exact:
         method = ("exact least-squares breakpoint by variable projection (Hudson 1966), loads "
                   "by linear least squares")
         theta, converged = jnp.asarray(starts), True
     else:
-        theta, converged = solve(sigma, placeholder=noise_estimated)
+        theta, converged = solve(sigma, provisional=noise_estimated)
     if noise_estimated:
         raw = np.asarray(predict(theta) - observed)
         sigma = max(float(np.sqrt(np.sum(raw**2) / max(raw.size - len(parameters), 1))),

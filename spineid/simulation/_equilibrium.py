@@ -74,6 +74,15 @@ def equilibrium(pair: SpatialPair, load: Float[Array, "6"], *, start=None, atol:
     return Equilibrium(pose, left, converged, solution.stats["num_steps"])
 
 
+def equilibrium_change(pair: SpatialPair, solved: Equilibrium) -> Float[Array, "6"]:
+    """`pose_change` (m, rad; `(6,)`) of an `equilibrium` of `pair`, or zero where Newton did
+    not converge: a case without equilibrium has no pose, and a pose far off would trip the
+    Euler angles' singularity check, so the change is taken at the reference pose (callers
+    report such a case as missing or give it a fixed residual). `vmap` over cases."""
+    return pose_change(pair, jnp.where(solved.converged, solved.pose,
+                                       pair.upper.reference_pose))
+
+
 def pose_change(pair: SpatialPair, q: Float[Array, "6"]) -> Float[Array, "6"]:
     """Displacement of the upper body from its reference pose: the offset of its centre (m) in
     lower-body axes and the 1-2-3 Euler angles (rad) of its rotation from the reference

@@ -29,7 +29,7 @@ from jaxtyping import Array, Float
 
 from ..elements._ligaments_facets import FacetContacts, SpatialLigaments
 from ..models._spatial_pair import SpatialPair
-from ..simulation._equilibrium import equilibrium, pose_change
+from ..simulation._equilibrium import equilibrium, equilibrium_change
 
 
 LOAD_CASES = ("AS", "PS", "LS", "TNS", "CMP", "LB", "FLX", "EXT", "AR")
@@ -81,12 +81,8 @@ def solve_load_cases(pair: SpatialPair, loads: Float[Array, "k 6"]):
     elastic contact forces `(k, n_facets)` (N) and ligament tensions `(k, n_ligaments)` (N).
     """
     def one(load):
-        solved = equilibrium(pair, load)
-        # A case without equilibrium has no pose: its displacement is taken at the reference
-        # pose (and reported as missing), so a pose far off cannot trip the Euler angles'
-        # singularity check.
-        pose = jnp.where(solved.converged, solved.pose, pair.upper.reference_pose)
-        return (solved, pose_change(pair, pose)) + _element_outputs(pair, solved.pose)
+        solved = equilibrium(pair, load)  # (a case without equilibrium is reported missing)
+        return (solved, equilibrium_change(pair, solved)) + _element_outputs(pair, solved.pose)
 
     return jax.vmap(one)(loads)
 
