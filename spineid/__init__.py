@@ -113,8 +113,12 @@ from .simulation import (  # noqa: E402
     default_solver as default_solver,
     equilibrium as equilibrium,
     Equilibrium as Equilibrium,
+    integrate_in_windows as integrate_in_windows,
+    linear_modes as linear_modes,
+    LinearModes as LinearModes,
     pose_change as pose_change,
     simulate as simulate,
+    simulate_in_windows as simulate_in_windows,
     Simulation as Simulation,
     SimulationResult as SimulationResult,
 )

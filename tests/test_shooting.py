@@ -1,7 +1,8 @@
 """Multiple shooting: its block Jacobian against forward mode over the whole residual vector,
 agreement with single shooting where both converge, escape from the local optima of a lightly
 damped oscillation (where single shooting is shown to fail from the same starts), the default
-solver's use of it, and refusal of unusable options."""
+solver's use of it (first where the start rings, after a failed verdict otherwise), and refusal
+of unusable options."""
 
 import re
 
@@ -13,7 +14,7 @@ import pytest
 from helpers import AXIAL_SPRINGS, LOADS, TORSION, document
 
 import spineid
-from spineid.identify._fit import _Run
+from spineid.identify._fit import _Run, ringing_phase
 from spineid.identify._shooting import shooting_objective, shooting_start
 
 pytestmark = pytest.mark.xdist_group("shooting")
@@ -67,6 +68,11 @@ def test_multiple_and_single_shooting_agree_where_both_converge():
     assert np.all(np.abs(multiple.values - single.values) <= 0.03 * single.stderr)
     assert multiple.cost == pytest.approx(single.cost, rel=1e-6)
     np.testing.assert_allclose(multiple.stderr, single.stderr, rtol=1e-3)
+    # Well damped over a short record: the default runs Levenberg-Marquardt alone.
+    assert ringing_phase(problem) < spineid.Auto().ringing_limit
+    default = spineid.fit(problem)
+    assert default.solver == "auto: lm from the start"
+    assert default.cost == pytest.approx(single.cost, rel=1e-9)
 
 
 # Starts (factors on the three stiffnesses) from which single shooting stops in a wrong valley
@@ -84,9 +90,12 @@ def test_escapes_the_local_optima_single_shooting_stops_in(factors):
     assert multiple.converged and multiple.explains_data
     assert np.all(np.abs(multiple.values - truth) <= 4 * multiple.stderr)
     assert multiple.cost < 1e-3 * single.cost
-    # The default solver gets there too, by way of multiple shooting, and says so.
+    # The default solver gets there too: the start rings (a tenth of the damping, 0.4 s), so
+    # it runs multiple shooting first, and says so.
+    assert ringing_phase(problem) > spineid.Auto().ringing_limit
     default = spineid.fit(problem)
-    assert "multiple-shooting" in default.solver and default.explains_data
+    assert default.solver.startswith("auto: multiple-shooting(") and default.explains_data
+    assert "ringing phase" in default.solver and "multistart" not in default.solver
     assert default.cost == pytest.approx(multiple.cost, rel=1e-6)
 
 

@@ -6,7 +6,6 @@ import pathlib
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ..identify import (
@@ -51,7 +50,7 @@ from ..plots import (
     plot_stiffness_fit,
     plot_whiplash,
 )
-from ..simulation import simulate
+from ..simulation import simulate_in_windows
 from ..studies import peak_force_sensitivity, segment_study, whiplash_study
 from ._outputs import (
     output_file,
@@ -70,18 +69,20 @@ DEMO_NOISE = {"x": 5e-6, "y": 5e-6, "theta": 1.7453292519943295e-4}
 NEUTRAL_STIFFNESS = 1500.0
 
 
-def _simulate_file(model_path: pathlib.Path):
+def _simulate_file(model_path: pathlib.Path, windows: int = 1, progress=None):
+    # The model file's motion, in `windows` windows (progress and interruption between them):
+    # (model, ts, observed poses, simulation, wall seconds, warm seconds).
     model_file = load_model_file(model_path)
     model = model_file.model
-    ts = jnp.asarray(model_file.simulation_times())
+    ts = model_file.simulation_times()
     start = time.perf_counter()
-    solution = simulate(model, ts, throw=False)
+    solution, warm = simulate_in_windows(model, ts, windows=windows,
+                                         on_window=progress and progress(float(ts[-1])))
     failure = solution.failure()
     if failure is not None:  # one sentence naming the limit hit, when, and what to change
         raise ValueError(f"{model_path}: {failure}")
     poses = np.asarray(jax.vmap(model.observe)(solution.q))
-    seconds = time.perf_counter() - start
-    return model, np.asarray(ts), poses, solution, seconds
+    return model, np.asarray(ts), poses, solution, time.perf_counter() - start, warm
 
 
 def command_simulate(arguments) -> int:
@@ -89,7 +90,8 @@ def command_simulate(arguments) -> int:
     path = pathlib.Path(arguments.model)
     out = output_file(arguments.out or f"{path.stem}_trajectory.csv",  # before the work
                       arguments.overwrite)
-    model, ts, poses, solution, seconds = _simulate_file(path)
+    model, ts, poses, solution, seconds, _ = _simulate_file(path, windows=10,
+                                                            progress=_integration_progress)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_trajectory(out, ts, poses, model.observable_names)
     print(
@@ -111,10 +113,7 @@ def command_demo(arguments) -> int:
     trajectories = {}
     for name in DEMO_MODELS:
         path = dataset_path(name)
-        model, ts, poses, solution, first = _simulate_file(path)
-        start = time.perf_counter()
-        simulate(model, jnp.asarray(ts)).q.block_until_ready()
-        warm = time.perf_counter() - start
+        model, ts, poses, solution, first, warm = _simulate_file(path)
         stem = pathlib.Path(name).stem
         write_trajectory(out / f"{stem}.csv", ts, poses, model.observable_names)
         plot_planar_pair(model, out / f"{stem}_model.png", title=stem)

@@ -18,6 +18,8 @@ import numpy as np
 
 from ..elements._parameters import apply_values
 from ..elements._planar_springs import VectorSprings
+from ..models._mechanics import AbstractLagrangianSystem
+from ..simulation._modes import linear_modes
 from ._goodness import GoodnessOfFit, assess_fit
 from ._objective import (
     FAILED_RESIDUAL,
@@ -31,6 +33,7 @@ from ._problem import FitProblem, check_noise, noise_from_residuals
 from ._result import VECTOR_MEASURE_NOTE, FitResult, _vector_spring_moments
 from ._routines import _solve_jaxopt_lm, _solve_lm
 from ._shooting import (
+    _observe_jacobian,
     n_states,
     segments_problem,
     shooting_objective,
@@ -56,6 +59,31 @@ MAX_SHOOTING_STATES = 1024
 
 # A parameter closer to a bound than this fraction of its standard error counts as on it.
 BOUND_STDERR_FRACTION = 0.05
+
+
+def ringing_phase(problem: FitProblem) -> float:
+    """The most phase (rad) a mode of the problem's models, linearised at rest at their start
+    values, runs through while it lasts within its record (`LinearModes.ringing_phase`; the
+    largest over the load cases): `Auto`'s measure of a lightly damped problem."""
+    phases = [linear_modes(model).ringing_phase(float(m.ts[-1] - m.ts[0]))
+              for model, m in zip(problem.models, problem.measurements)
+              if isinstance(model, AbstractLagrangianSystem)]
+    return max(phases, default=0.0)
+
+
+def poses_observed(models) -> bool:
+    """Whether the observed channels determine the pose of every one of `models` (the
+    Jacobian of `observe` at its start pose has full column rank `n_dof`): the condition for
+    multiple shooting's segment states to be read off the data. The head-neck chain (8 joint
+    angles, the head's position observed) fails it; there `Auto` does not turn to multiple
+    shooting (whose 16 state unknowns per segment, each a forward-mode tangent through the
+    implicit integrator, ran for over 15 minutes without finishing) but to more starts."""
+    for model in models:
+        q = model.initial_state()[0]
+        jacobian = np.asarray(_observe_jacobian(model, q))
+        if not np.all(np.isfinite(jacobian)) or np.linalg.matrix_rank(jacobian) < q.size:
+            return False
+    return True
 
 
 def fit(problem: FitProblem, solver="auto", *, progress: bool = False) -> FitResult:
@@ -92,9 +120,25 @@ def fit(problem: FitProblem, solver="auto", *, progress: bool = False) -> FitRes
             if solver.segments is not None:  # asked for: refused before anything runs
                 raise ValueError(problem_with_segments)
             shooting = None  # records too short to cut
-        outcome = run.local_fit(zero)
-        name = f"auto: {local.name} from the start"
-        if run.verdict(outcome).explains_data is False and shooting is not None:
+        if shooting is not None and solver.segments is None \
+                and not poses_observed(problem.models):
+            shooting = None  # its segment states could not be read off the data
+        phase = 0.0 if shooting is None else ringing_phase(problem)
+        if phase > solver.ringing_limit:
+            # Lightly damped: single shooting's cost has a valley per slipped cycle.
+            segments = run.segments(shooting)
+            if progress:
+                print(f"  the start rings ({phase:.0f} rad of phase within the record, above "
+                      f"{solver.ringing_limit:g}): multiple shooting first, {segments} "
+                      "segments", flush=True)
+            outcome = run.shooting_fit(shooting, zero)
+            name = (f"auto: multiple-shooting({segments} segments) from the start (ringing "
+                    f"phase {phase:.0f} rad), then {local.name} (single shooting)")
+        else:
+            outcome = run.local_fit(zero)
+            name = f"auto: {local.name} from the start"
+        if run.verdict(outcome).explains_data is False and shooting is not None \
+                and phase <= solver.ringing_limit:
             segments = run.segments(shooting)
             if progress:
                 print("  the fit from the start does not explain the data (a local optimum?): "

@@ -22,8 +22,23 @@ Why these defaults, measured:
   damped planar pair it reached 10 of 10 where single shooting reached 0 (tests/test_shooting.py
   and experiments/benchmark_robustness.py). Running it first on every problem would cost 2-3
   times a single-shooting fit where that already succeeds (0.43 s against 0.15 s on the
-  4-axial-spring pair), so it comes second. The multi-start comes last: it is what tells a
-  model that lacks an effect (every start comes back to the same cost) from a bad start.
+  4-axial-spring pair), so it comes second, except where the start rings. The multi-start
+  comes last: it is what tells a model that lacks an effect (every start comes back to the same
+  cost) from a bad start.
+- The ringing rule: single shooting's cost has a valley for every cycle the simulated
+  oscillation slips against the measured one, so it fails where the start's modes run through
+  much phase while they last (`LinearModes.ringing_phase`, `max min(omega T, 1 / zeta)`). Measured
+  by experiments/ringing_rule.py (10 starts 0.2x-5x per problem, warm fits, a 2-core machine
+  with other work beside it part of the time): on the 4-axial-spring pair (phases 6-15 rad) LM
+  reached the optimum from 10 of 10 starts in 0.10-0.21 s, multiple shooting in 0.42-0.57 s; on
+  the same pair with a tenth of the damping (59-114 rad) LM from 5 of 10 in 0.74-3.5 s, multiple
+  shooting from 10 of 10 in 0.56-0.84 s; on the spatial pair (21-60 rad) LM from 2 of 10 in
+  3.8-28 s, multiple shooting from 10 of 10 in 4.6-15 s. Above `RINGING_LIMIT` (20 rad),
+  between the groups, `Auto` runs multiple shooting first. The phase is not a perfect
+  separator: on the 16-vector-spring pair (6 starts, 25-35 rad) LM reached the optimum from
+  every start in 0.6-1.0 s and multiple shooting, which `Auto` now runs there, in 1.3-1.8 s
+  (about 2x; a limit of 35 rad would keep LM there but send 5 of the 10 spatial starts to LM
+  first, 4 of which fail after 4-10 s).
 """
 
 import dataclasses
@@ -425,6 +440,10 @@ class VariableProjection:
                              "spineid.LevenbergMarquardt")
 
 
+RINGING_LIMIT = 20.0
+"""`Auto` runs multiple shooting first above this ringing phase (rad) at the start."""
+
+
 @_options_checked
 @dataclasses.dataclass(frozen=True)
 class Auto:
@@ -433,8 +452,11 @@ class Auto:
     optimum), multiple shooting from the same start (`MultipleShooting(segments)`, when `inner`
     is spineid's Levenberg-Marquardt and the records are long enough; `shooting_enabled=False`
     skips it); if that does not explain the data either, a `MultiStart` of `starts` starts between
-    `low` and `high` times the start, which stops at the first fit that explains the data. The
-    rule is documented with its measurements in the module docstring."""
+    `low` and `high` times the start, which stops at the first fit that explains the data.
+    Where the start rings (its linearised modes run through more than `ringing_limit` rad of
+    phase within the record, `spineid.LinearModes.ringing_phase`), multiple shooting runs first
+    instead of the local solver. The rule is documented with its measurements in the module
+    docstring."""
 
     inner: object = dataclasses.field(default_factory=LevenbergMarquardt)
     starts: int = 16
@@ -443,6 +465,7 @@ class Auto:
     seed: int = 0
     segments: int | None = None
     shooting_enabled: bool = True
+    ringing_limit: float = RINGING_LIMIT
     name: ClassVar[str] = "auto"
 
     def __post_init__(self):
@@ -457,6 +480,9 @@ class Auto:
                              "True or False")
         if self.segments is not None:
             MultipleShooting(self.segments)  # its checks, whatever the inner solver
+        if not (isinstance(self.ringing_limit, (int, float)) and self.ringing_limit >= 0):
+            raise ValueError(f"Auto(ringing_limit={self.ringing_limit!r}): expected a phase "
+                             "in rad, 0 or more (math.inf never runs multiple shooting first)")
 
     def multistart(self) -> MultiStart:
         """The multi-start `Auto` turns to last."""

@@ -22,7 +22,6 @@ cos(theta/2)` (eq 35, energy `2 k_O (1/cos(theta/2) - 1)`) and dissipation `1/2 
 """
 
 import dataclasses
-import time
 
 import diffrax
 import equinox as eqx
@@ -408,7 +407,7 @@ def energy_work_check(chain: HeadNeckChain, ts, solver=None, rtol: float = 1e-8,
     straddle them; `adjoint` a diffrax adjoint (`ForwardMode()` for `jax.jacfwd` through the
     run). Raises `ValueError` if `ts` (when concrete) ends before the pulse does; with
     `throw=False` a failed integration is not raised but reported in the result's `result`.
-    `energy_work_in_windows` is the same run in windows, for progress and interruption.
+    `spineid.whiplash_study` runs it in windows, for progress and interruption.
     """
     ts = jnp.asarray(ts, dtype=float)
     if not isinstance(ts, jax.core.Tracer):
@@ -446,61 +445,13 @@ def _energy_work_check(chain, ts, solver, rtol, atol, max_steps, adjoint,
     return _energy_work_record(chain, ts, q, qdot, work, n_steps, result)
 
 
-_solve_window = eqx.filter_jit(_solve_energy_work)
-_record = eqx.filter_jit(_energy_work_record)
-
-
-def energy_work_in_windows(chain: HeadNeckChain, ts, solver=None, rtol: float = 1e-8,
-                           atol: float = 1e-10, max_steps: int = 200_000, windows: int = 10,
-                           on_window=None) -> tuple[EnergyWorkCheck, float]:
-    """`energy_work_check(..., throw=False)` (same arguments, eqs 49-55) integrated in
-    `windows` consecutive windows of equal sample count, each started from the state where
-    the last ended: one compiled solve called once per window from Python, so that a long
-    run shows progress (`on_window(t, n_steps)`: the time reached (s), the steps taken so
-    far) and can be interrupted or stopped at a time limit between windows. `max_steps`
-    bounds the steps of the whole run; a failed window ends the run (`result` says why, the
-    samples not reached are `inf`). The step-size controller starts afresh in each window (a
-    few more steps; the motion agrees with one window's to the tolerance). `ts` `(k,)` (s)
-    concrete, starting at 0; not under `jit` or differentiation.
-
-    Returns `(check, seconds)`: `seconds` is the warm wall time (s) of the whole run, the
-    first window timed again after its compilation."""
-    ts = np.asarray(ts, dtype=float)
-    check_covers_pulse(chain, float(ts[-1]))
-    adjoint = diffrax.RecursiveCheckpointAdjoint()
-    k = ts.size
-    per = -(-(k - 1) // windows)  # samples per window after its first (the last one padded)
-    q0, qdot0 = chain.initial_state()
-    state = (q0, qdot0, jnp.zeros(()))
-    parts = [jax.tree.map(lambda a: a[None], state)]
-    n_steps, result, seconds = 0, diffrax.RESULTS.successful, 0.0
-    for start in range(0, k - 1, per):
-        fresh = min(per, k - 1 - start)
-        window_ts = jnp.asarray(ts[np.minimum(np.arange(start, start + per + 1), k - 1)])
-        for _ in range(2 if start == 0 else 1):  # the first call compiles: timed again
-            clock = time.perf_counter()
-            ys, window_result, taken = _solve_window(chain, window_ts, state, solver, rtol,
-                                                     atol, max_steps, adjoint, False)
-            taken = int(taken)  # (waits for the window)
-            elapsed = time.perf_counter() - clock
-        seconds += elapsed
-        n_steps += taken
-        parts.append(jax.tree.map(lambda a, n=fresh: a[1:1 + n], ys))
-        done = start + fresh == k - 1
-        if bool(window_result == diffrax.RESULTS.successful) and n_steps >= max_steps \
-                and not done:
-            window_result = diffrax.RESULTS.max_steps_reached
-        if bool(window_result != diffrax.RESULTS.successful):
-            result = window_result
-            missing = k - 1 - start - fresh  # not reached: infinite, as diffrax leaves them
-            parts.append(jax.tree.map(
-                lambda a, n=missing: jnp.full((n,) + a.shape, jnp.inf), state))
-            break
-        state = jax.tree.map(lambda a, n=fresh: a[n], ys)
-        if on_window is not None:
-            on_window(float(ts[start + fresh]), n_steps)
-    q, qdot, work = (jnp.concatenate(column) for column in zip(*parts))
-    return _record(chain, jnp.asarray(ts), q, qdot, work, jnp.asarray(n_steps), result), seconds
+solve_energy_work = eqx.filter_jit(_solve_energy_work)
+"""`(chain, ts, state, solver, rtol, atol, max_steps, adjoint, throw) -> ((q, qdot, W), result,
+n_steps)`: the motion with its work (eqs 49-55) from `state = (q, qdot, W)` at `ts[0]` (s),
+saved at `ts` `(k,)`; compiled (one window of a run in windows)."""
+energy_work_record = eqx.filter_jit(_energy_work_record)
+"""`(chain, ts, q, qdot, W, n_steps, result) -> EnergyWorkCheck`: `T_2`, `e_R` (eq 55) of a
+run's samples; compiled."""
 
 
 def head_neck_geometry(table: dict) -> dict:

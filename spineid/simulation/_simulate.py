@@ -1,14 +1,17 @@
 """Integration of the equations of motion with diffrax."""
 
+import contextlib
 import os
 
 import diffrax
 import equinox as eqx
+import equinox._errors as _equinox_errors
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ..models._mechanics import AbstractLagrangianSystem, lagrangian_vector_field
+from ._windows import integrate_in_windows
 
 
 class SimulationResult(eqx.Enumeration):
@@ -125,6 +128,31 @@ DEFAULT_RTOL = 1e-8
 DEFAULT_ATOL = 1e-10
 
 
+@contextlib.contextmanager
+def failures_as_nan():
+    """While code is traced inside this context, equinox's runtime checks in the solvers give
+    NaN instead of raising: wrap a call of `simulate(..., throw=False)` (the call, not inside
+    a jitted function: derivatives are traced where the call is) that is differentiated.
+
+    An implicit integrator (Kvaerno4, the head-neck chain's) solves each stage by Newton's
+    method; forward-mode differentiation through that solve (optimistix's implicit-function
+    JVP) checks its linear solve with `throw=True`, so a trial step whose stage went
+    non-finite, even one the step-size controller then rejects, raised an
+    `EquinoxRuntimeError` out of a whole fit. As NaN, a rejected step's tangents are discarded
+    with the step, and a failed simulation stays a failed result (`throw=False`), as with the
+    explicit solvers. (equinox reads `EQX_ON_ERROR` from its `_errors` module when a check is
+    traced; where that attribute is missing, nothing changes.)"""
+    if not hasattr(_equinox_errors, "EQX_ON_ERROR"):
+        yield
+        return
+    previous = _equinox_errors.EQX_ON_ERROR
+    _equinox_errors.EQX_ON_ERROR = "nan"
+    try:
+        yield
+    finally:
+        _equinox_errors.EQX_ON_ERROR = previous
+
+
 def default_solver() -> diffrax.AbstractSolver:
     """The integrator spineid uses unless told otherwise: `diffrax.Tsit5` (explicit 5(4)).
 
@@ -206,3 +234,44 @@ def simulate(
     return Simulation(
         ts=ts, q=q, qdot=qdot, result=result, n_steps=solution.stats["num_accepted_steps"]
     )
+
+
+def simulate_in_windows(
+    system: AbstractLagrangianSystem,
+    ts: Float[ArrayLike, " k"],
+    *,
+    windows: int = 10,
+    on_window=None,
+    solver: diffrax.AbstractSolver | None = None,
+    rtol: float = DEFAULT_RTOL,
+    atol: float = DEFAULT_ATOL,
+    max_steps: int = 100_000,
+) -> tuple[Simulation, float]:
+    """`simulate(system, ts, throw=False)` (same arguments; Lagrange's equations, Liu 2001
+    eq 2-9) in `windows` consecutive windows of equal sample count, each started from the
+    state where the last ended (one compiled `simulate` with `y0`, called once per window from
+    Python): a long run shows progress (`on_window(t, n_steps)`: the time reached (s), the
+    steps taken so far) and can be interrupted or stopped at a time limit between windows.
+    `max_steps` bounds the steps of the whole run; a failed window ends it (`result` says why,
+    the samples not reached are `inf`, as `Simulation.failure` reads them). The step-size
+    controller starts afresh in each window (a few more steps; the motion agrees with one
+    window's to the tolerance). `ts` `(k,)` (s) concrete; not under `jit`.
+
+    Returns `(simulation, seconds)`: `seconds` is the warm wall time (s) of the run, the first
+    window timed again after its compilation. Saved samples that would not fit in memory are
+    refused before anything runs (`ValueError`)."""
+    ts = np.asarray(ts, dtype=float)
+    state = system.initial_state()
+    refuse_oversized_output(ts.size, 2 * state[0].size, "spineid.simulate")
+
+    def solve(window_ts, state):
+        run = simulate(system, window_ts, solver=solver, rtol=rtol, atol=atol,
+                       max_steps=max_steps, throw=False, y0=state)
+        return (run.q, run.qdot), run.result, run.n_steps
+
+    (q, qdot), result, n_steps, seconds = integrate_in_windows(
+        solve, ts, state, windows=windows, max_steps=max_steps,
+        successful=SimulationResult.successful,
+        max_steps_reached=SimulationResult.max_steps_reached, on_window=on_window)
+    return Simulation(ts=jnp.asarray(ts), q=q, qdot=qdot, result=result,
+                      n_steps=jnp.asarray(n_steps)), seconds

@@ -12,12 +12,20 @@ import numpy as np
 
 from ..elements._parameters import apply_values, Parameter
 from ..models._head_neck import (
+    check_covers_pulse,
     EnergyWorkCheck,
     energy_work_check,
-    energy_work_in_windows,
+    energy_work_record,
     HeadNeckChain,
+    solve_energy_work,
 )
-from ..simulation._simulate import classify, describe_failure, refuse_oversized_output
+from ..simulation._simulate import (
+    classify,
+    describe_failure,
+    failures_as_nan,
+    refuse_oversized_output,
+)
+from ..simulation._windows import integrate_in_windows
 
 LEVELS = ("T1-C7", "C7-C6", "C6-C5", "C5-C4", "C4-C3", "C3-C2", "C2-C1", "C1-C0")
 
@@ -112,11 +120,13 @@ def whiplash_study(chain: HeadNeckChain, t_end: float = 5.0, n_samples: int | No
                    max_steps: int = 200_000, windows: int = 10, progress=None
                    ) -> WhiplashStudy:
     """Simulate the chain from rest through its pulse to `t_end` (s), with `n_samples` output
-    samples (default one per millisecond), by `energy_work_in_windows` (implicit `Kvaerno4` at
-    `rtol` by default: the chain is stiff; at most `max_steps` solver steps in all) and
-    collect what `WhiplashStudy` holds. The span is integrated in `windows` consecutive
-    windows: after each, `progress(t, n_steps)` (if given) hears the time reached (s) and the
-    steps taken, and an interruption or a time limit (a Python signal handler) is answered.
+    samples (default one per millisecond), with its work as `energy_work_check` integrates it
+    (eqs 49-55; implicit `Kvaerno4` at `rtol` by default: the chain is stiff; at most
+    `max_steps` solver steps in all) and collect what `WhiplashStudy` holds. The span is
+    integrated in `windows` consecutive windows (`spineid.integrate_in_windows`; the
+    step-size controller starts afresh in each, a few more steps): after each,
+    `progress(t, n_steps)` (if given) hears the time reached (s) and the steps taken, and an
+    interruption or a time limit (a Python signal handler) is answered.
     `seconds` is the warm run time (the first window, which compiles, timed again). Raises
     `ValueError` for a simulation shorter than the pulse, saved samples that would not fit in
     memory (before anything is allocated), and a failed integration (one sentence: the limit
@@ -126,9 +136,17 @@ def whiplash_study(chain: HeadNeckChain, t_end: float = 5.0, n_samples: int | No
     solver = DEFAULT_SOLVER if solver is None else solver
     atol = rtol * 1e-2 if atol is None else atol
     refuse_oversized_output(n_samples, 2 * chain.n_dof + 3, "the whiplash simulation")
-    check, seconds = energy_work_in_windows(chain, ts, solver, rtol, atol, max_steps,
-                                            windows=min(windows, n_samples - 1),
-                                            on_window=progress)
+    check_covers_pulse(chain, t_end)
+    q0, qdot0 = chain.initial_state()
+    adjoint = diffrax.RecursiveCheckpointAdjoint()
+    (q, qdot, work), result, n_steps, seconds = integrate_in_windows(
+        lambda window_ts, state: solve_energy_work(chain, window_ts, state, solver, rtol, atol,
+                                                   max_steps, adjoint, False),
+        ts, (q0, qdot0, jnp.zeros(())), windows=windows, max_steps=max_steps,
+        successful=diffrax.RESULTS.successful,
+        max_steps_reached=diffrax.RESULTS.max_steps_reached, on_window=progress)
+    check = energy_work_record(chain, jnp.asarray(ts), q, qdot, work, jnp.asarray(n_steps),
+                               result)
     failure = describe_failure(classify(check.result, check.q, check.qdot), check.ts, check.q,
                                check.qdot, check.n_steps)
     if failure is not None:  # one sentence naming the limit hit and when, no traceback
@@ -160,8 +178,9 @@ def peak_force_sensitivity(chain: HeadNeckChain, parameters: tuple[Parameter, ..
 
     def peak(theta):
         model = apply_values(chain, parameters, theta)
-        check = energy_work_check(model, ts, DEFAULT_SOLVER, rtol, rtol * 1e-2,
-                                  adjoint=diffrax.ForwardMode(), throw=False)
+        with failures_as_nan():  # (a failed run gives NaN, refused below)
+            check = energy_work_check(model, ts, DEFAULT_SOLVER, rtol, rtol * 1e-2,
+                                      adjoint=diffrax.ForwardMode(), throw=False)
         return jnp.max(jax.vmap(model.ligament_forces)(check.ts, check.q, check.qdot))
 
     gradient, force = jax.jacfwd(lambda theta: (peak(theta),) * 2, has_aux=True)(values)
