@@ -21,8 +21,6 @@ import pathlib
 import sys
 import time
 
-import numpy as np
-
 import spineid
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))

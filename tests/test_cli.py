@@ -251,3 +251,24 @@ def test_a_noise_channel_given_twice_is_refused(tmp_path, capsys):
     code = main(["fit", str(model), str(data), "--free", "stiffness", "--noise",
                  "x=5e-6,x=1,y=1,theta=1", "--out", str(tmp_path / "out")])
     assert code == 2 and "channel 'x' is given twice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("verb, noise", [
+    ("fit", "x=-1,y=1,theta=1"), ("fit", "x=nan,y=1,theta=1"),
+    ("stiffness", "Fx=nan,Fy=1,Fz=1,Mx=1,My=1,Mz=1"), ("stiffness", "Fx=0,Fy=1,Fz=1,Mx=1,My=1,Mz=1"),
+])
+def test_a_noise_that_is_not_a_positive_finite_number_is_refused_by_name(verb, noise, tmp_path,
+                                                                        capsys):
+    # (stiffness with Fx=nan said "SVD did not converge in Linear Least Squares")
+    data = tmp_path / "data.csv"
+    if verb == "fit":
+        data.write_text("t,x,y,theta\n0,0,0,0\n0.1,0,0,0\n")
+        arguments = ["fit", str(spineid.dataset_path("axial_4_springs.toml")), str(data),
+                     "--free", "stiffness"]
+    else:
+        data.write_text("Fx,Fy,Fz,Mx,My,Mz,dx,dy,dz,b1,b2,b3\n" + "1,0,0,0,0,0,1e-3,0,0,0,0,0\n" * 4)
+        arguments = ["stiffness", str(data)]
+    assert main([*arguments, "--noise", noise, "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert "expected a positive finite standard deviation" in error
+    assert noise.split(",")[0] in error and not (tmp_path / "out").exists()

@@ -177,6 +177,16 @@ def test_simulate_a_mutated_model_file(mutations, capsys):
             assert not out.exists() and not out.parent.exists()
 
 
+def _with_cells(lines: list[str], cells) -> list[str]:
+    # The CSV lines with each `(row, column, text)` of `cells` written into its cell.
+    lines = list(lines)
+    for row, column, cell in cells:
+        parts = lines[row].split(",")
+        parts[column] = cell
+        lines[row] = ",".join(parts)
+    return lines
+
+
 def _law_data(folder: pathlib.Path) -> pathlib.Path:
     # A two-phase law with noise: 120 points.
     x = np.linspace(-0.1, 0.1, 120)
@@ -206,11 +216,7 @@ def test_table_on_a_mutated_csv_with_odd_options(cells, structure, options, caps
     with tempfile.TemporaryDirectory() as folder:
         folder = pathlib.Path(folder)
         data = _law_data(folder)
-        lines = data.read_text().splitlines()  # the header and 120 rows
-        for row, column, cell in cells:
-            parts = lines[row].split(",")
-            parts[column] = cell
-            lines[row] = ",".join(parts)
+        lines = _with_cells(data.read_text().splitlines(), cells)  # header, 120 rows
         if structure == "no load column":
             lines = [",".join(line.split(",")[:2]) for line in lines]
         elif structure == "renamed header":
@@ -259,11 +265,7 @@ def test_stiffness_on_a_mutated_test_with_odd_options(cells, structure, options,
     with tempfile.TemporaryDirectory() as folder:
         folder = pathlib.Path(folder)
         data = _stiffness_data(folder)
-        lines = data.read_text().splitlines()
-        for row, column, cell in cells:
-            parts = lines[row].split(",")
-            parts[column] = cell
-            lines[row] = ",".join(parts)
+        lines = _with_cells(data.read_text().splitlines(), cells)
         if structure == "no Mz column":
             lines = [",".join(line.split(",")[:5] + line.split(",")[6:]) for line in lines]
         elif structure == "all deflections zero":
@@ -330,11 +332,7 @@ def test_fit_on_mutated_data_with_odd_options(cells, structure, options, capsys)
     with tempfile.TemporaryDirectory() as folder:
         folder = pathlib.Path(folder)
         start, data = _fit_files(folder)
-        lines = data.read_text().splitlines()
-        for row, column, cell in cells:
-            parts = lines[row].split(",")
-            parts[column] = cell
-            lines[row] = ",".join(parts)
+        lines = _with_cells(data.read_text().splitlines(), cells)
         if structure == "milliseconds":
             lines = lines[:1] + [",".join([f"{1e3 * float(line.split(',')[0]):.6g}"]
                                           + line.split(",")[1:]) for line in lines[1:]]
@@ -345,8 +343,9 @@ def test_fit_on_mutated_data_with_odd_options(cells, structure, options, capsys)
         elif structure == "two rows":
             lines = lines[:3]
         elif structure == "huge start":
-            start.write_text(start.read_text().replace("stiffness = 35100.0",
-                                                       "stiffness = 1e12"))
+            text = start.read_text()
+            assert "stiffness = 35100.0" in text  # (the first spring's start, 1.3x)
+            start.write_text(text.replace("stiffness = 35100.0", "stiffness = 1e12"))
         data.write_text("\n".join(lines) + "\n")
         out = folder / "out"
         status = _run(["fit", str(start), str(data), "--out", str(out), *options], capsys)

@@ -69,14 +69,15 @@ DEMO_NOISE = {"x": 5e-6, "y": 5e-6, "theta": 1.7453292519943295e-4}
 NEUTRAL_STIFFNESS = 1500.0
 
 
-def _simulate_file(model_path: pathlib.Path, windows: int = 1, progress=None):
+def _simulate_file(model_path: pathlib.Path, windows: int = 1, progress=None,
+                   time_warm: bool = True):
     # The model file's motion, in `windows` windows (progress and interruption between them):
-    # (model, ts, observed poses, simulation, wall seconds, warm seconds).
+    # (model, ts, observed poses, simulation, wall seconds, warm seconds or None).
     model_file = load_model_file(model_path)
     model = model_file.model
     ts = model_file.simulation_times()
     start = time.perf_counter()
-    solution, warm = simulate_in_windows(model, ts, windows=windows,
+    solution, warm = simulate_in_windows(model, ts, windows=windows, time_warm=time_warm,
                                          on_window=progress and progress(float(ts[-1])))
     failure = solution.failure()
     if failure is not None:  # one sentence naming the limit hit, when, and what to change
@@ -90,8 +91,8 @@ def command_simulate(arguments) -> int:
     path = pathlib.Path(arguments.model)
     out = output_file(arguments.out or f"{path.stem}_trajectory.csv",  # before the work
                       arguments.overwrite)
-    model, ts, poses, solution, seconds, _ = _simulate_file(path, windows=10,
-                                                            progress=_integration_progress)
+    model, ts, poses, solution, seconds, _ = _simulate_file(
+        path, windows=10, progress=_integration_progress, time_warm=False)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_trajectory(out, ts, poses, model.observable_names)
     print(
@@ -398,11 +399,11 @@ def command_whiplash(arguments) -> int:
     return 0
 
 
-def _integration_progress(t_end: float, every_s: float = 1.0):
-    # Prints how far a windowed integration has got: after the first window (which waits for
-    # the compilation) and then at most once per `every_s` seconds of wall time.
+def _integration_progress(t_end: float, every_s: float = 2.0):
+    # Prints how far a windowed integration has got, at most once per `every_s` seconds of wall
+    # time (so a run of a few seconds prints nothing).
     start = time.perf_counter()
-    last = [-math.inf]
+    last = [start]
 
     def show(t: float, n_steps: int) -> None:
         now = time.perf_counter()

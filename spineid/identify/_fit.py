@@ -33,7 +33,6 @@ from ._problem import FitProblem, check_noise, noise_from_residuals
 from ._result import VECTOR_MEASURE_NOTE, FitResult, _vector_spring_moments
 from ._routines import _solve_jaxopt_lm, _solve_lm
 from ._shooting import (
-    _observe_jacobian,
     n_states,
     segments_problem,
     shooting_objective,
@@ -62,28 +61,27 @@ BOUND_STDERR_FRACTION = 0.05
 
 
 def ringing_phase(problem: FitProblem) -> float:
-    """The most phase (rad) a mode of the problem's models, linearised at rest at their start
-    values, runs through while it lasts within its record (`LinearModes.ringing_phase`; the
-    largest over the load cases): `Auto`'s measure of a lightly damped problem."""
-    phases = [linear_modes(model).ringing_phase(float(m.ts[-1] - m.ts[0]))
+    """The most phase (rad) a mode of the problem's models (at their start values, linearised
+    about their initial state) runs through while it lasts within its record, simulated from
+    t = 0 (`LinearModes.ringing_phase`; the largest over the load cases): `Auto`'s measure of
+    a lightly damped problem."""
+    phases = [linear_modes(model).ringing_phase(float(m.ts[-1]))  # (simulated from t = 0)
               for model, m in zip(problem.models, problem.measurements)
               if isinstance(model, AbstractLagrangianSystem)]
     return max(phases, default=0.0)
 
 
-def poses_observed(models) -> bool:
-    """Whether the observed channels determine the pose of every one of `models` (the
-    Jacobian of `observe` at its start pose has full column rank `n_dof`): the condition for
-    multiple shooting's segment states to be read off the data. The head-neck chain (8 joint
-    angles, the head's position observed) fails it; there `Auto` does not turn to multiple
-    shooting (whose 16 state unknowns per segment, each a forward-mode tangent through the
-    implicit integrator, ran for over 15 minutes without finishing) but to more starts."""
-    for model in models:
-        q = model.initial_state()[0]
-        jacobian = np.asarray(_observe_jacobian(model, q))
-        if not np.all(np.isfinite(jacobian)) or np.linalg.matrix_rank(jacobian) < q.size:
-            return False
-    return True
+def integrated_implicitly(models) -> bool:
+    """Whether any of `models` is integrated by an implicit solver (its `preferred_solver()`,
+    e.g. `Kvaerno4` for the stiff head-neck chain). There `Auto` does not turn to multiple
+    shooting but to more starts: on the head-neck chain (8 joint angles, the head's position
+    observed; experiments/ringing_rule.py) a multiple-shooting fit, whose 16 state unknowns
+    per segment are each a forward-mode tangent through the implicit integrator, stopped with
+    an `EquinoxRuntimeError` from optimistix's implicit-function derivative (a linear solve
+    checked with `throw=True` meeting a non-finite trial stage), and in a second run went on
+    for over 15 minutes without finishing."""
+    return any(isinstance(model.preferred_solver(), diffrax.AbstractImplicitSolver)
+               for model in models if isinstance(model, AbstractLagrangianSystem))
 
 
 def fit(problem: FitProblem, solver="auto", *, progress: bool = False) -> FitResult:
@@ -121,8 +119,8 @@ def fit(problem: FitProblem, solver="auto", *, progress: bool = False) -> FitRes
                 raise ValueError(problem_with_segments)
             shooting = None  # records too short to cut
         if shooting is not None and solver.segments is None \
-                and not poses_observed(problem.models):
-            shooting = None  # its segment states could not be read off the data
+                and integrated_implicitly(problem.models):
+            shooting = None  # (see integrated_implicitly)
         phase = 0.0 if shooting is None else ringing_phase(problem)
         if phase > solver.ringing_limit:
             # Lightly damped: single shooting's cost has a valley per slipped cycle.

@@ -18,13 +18,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ..elements._parameters import Parameter, apply_values
-from ..simulation._simulate import (
-    DEFAULT_ATOL,
-    DEFAULT_RTOL,
-    failures_as_nan,
-    SimulationResult,
-    simulate,
-)
+from ..simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL, SimulationResult, simulate
 from ._problem import FitProblem
 from ._transform import Transform
 
@@ -59,11 +53,10 @@ class _Objective(eqx.Module):
         else:
             rtol = jnp.where(exact, self.rtol, self.coarse_rtol)
             atol = jnp.where(exact, self.atol, self.coarse_atol)
-        with failures_as_nan():
-            solution = simulate(
-                model, self.ts[case], adjoint=self.adjoint, throw=False, t0=0.0,
-                max_steps=self.max_steps, rtol=rtol, atol=atol,
-            )
+        solution = simulate(
+            model, self.ts[case], adjoint=self.adjoint, throw=False, t0=0.0,
+            max_steps=self.max_steps, rtol=rtol, atol=atol,
+        )
         predicted = jax.vmap(model.observe)(solution.q)
         return jnp.where(solution.result == SimulationResult.successful, predicted, jnp.inf)
 

@@ -30,7 +30,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ..elements._parameters import apply_values
-from ..simulation._simulate import failures_as_nan, SimulationResult, simulate
+from ..simulation._simulate import SimulationResult, simulate
 from ._least_squares import levenberg_marquardt
 from ._objective import FAILED_RESIDUAL, _Objective
 
@@ -205,10 +205,9 @@ class _ShootingObjective(eqx.Module):
         model = apply_values(base.models[case], base.parameters, base.transform.to_physical(u))
         rest = jnp.stack(model.initial_state())
         x = jnp.where(j == 0, rest, layout.offset[j] + layout.scale * s)
-        with failures_as_nan():  # (a failed trial segment is a large residual, not a raise)
-            solution = simulate(model, layout.ts[j], adjoint=base.adjoint, throw=False,
-                                t0=layout.t0[j], y0=(x[0], x[1]), max_steps=base.max_steps,
-                                rtol=base.rtol, atol=base.atol)
+        solution = simulate(model, layout.ts[j], adjoint=base.adjoint, throw=False,
+                            t0=layout.t0[j], y0=(x[0], x[1]), max_steps=base.max_steps,
+                            rtol=base.rtol, atol=base.atol)
         ok = solution.result == SimulationResult.successful
         predicted = jax.vmap(model.observe)(solution.q)
         data = base.data[case][layout.index[j]]

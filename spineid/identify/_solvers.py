@@ -33,12 +33,16 @@ Why these defaults, measured:
   reached the optimum from 10 of 10 starts in 0.10-0.21 s, multiple shooting in 0.42-0.57 s; on
   the same pair with a tenth of the damping (59-114 rad) LM from 5 of 10 in 0.74-3.5 s, multiple
   shooting from 10 of 10 in 0.56-0.84 s; on the spatial pair (21-60 rad) LM from 2 of 10 in
-  3.8-28 s, multiple shooting from 10 of 10 in 4.6-15 s. Above `RINGING_LIMIT` (20 rad),
-  between the groups, `Auto` runs multiple shooting first. The phase is not a perfect
-  separator: on the 16-vector-spring pair (6 starts, 25-35 rad) LM reached the optimum from
-  every start in 0.6-1.0 s and multiple shooting, which `Auto` now runs there, in 1.3-1.8 s
-  (about 2x; a limit of 35 rad would keep LM there but send 5 of the 10 spatial starts to LM
-  first, 4 of which fail after 4-10 s).
+  3.8-28 s, multiple shooting from 10 of 10 in 4.6-15 s. Above `RINGING_LIMIT` (25 rad)
+  `Auto` runs multiple shooting first. The phase is not a perfect separator: on the
+  16-vector-spring pair (6 starts, 25-35 rad) LM reached the optimum from every start in
+  0.6-1.0 s and multiple shooting in 1.3-1.8 s (about 2x, which `Auto` pays there above the
+  limit); the demo's fit of that pair from its neutral start (24 rad) took 11.0 s with LM
+  (0.70 s warm) against 21.2 s (1.22 s warm) with multiple shooting first, which a limit of
+  20 rad would have chosen. Below 25 rad, 2 of the 10 spatial starts (21 rad) go to LM first
+  and fail (7-10 s) before multiple shooting finds the optimum; a limit of 35 rad would send
+  5 of them. Models integrated implicitly (the head-neck chain) are never given to multiple
+  shooting by `Auto` (`integrated_implicitly` in _fit.py says why).
 """
 
 import dataclasses
@@ -440,7 +444,7 @@ class VariableProjection:
                              "spineid.LevenbergMarquardt")
 
 
-RINGING_LIMIT = 20.0
+RINGING_LIMIT = 25.0
 """`Auto` runs multiple shooting first above this ringing phase (rad) at the start."""
 
 

@@ -26,8 +26,9 @@ class LinearModes:
         """The most phase (rad) any mode runs through while it lasts within a record of
         `duration` (s): `max_j min(omega_j * duration, 1 / zeta_j)`, the free oscillation
         lasting about `1 / (zeta omega)` s (its amplitude falls by `e`). A relative error
-        `epsilon` of a natural frequency shifts the simulated motion by about `epsilon / 2`
-        times this phase: beyond a few radians the simulated and measured oscillations slip
+        `epsilon` of a natural frequency shifts the simulated motion by about `epsilon` times
+        this phase (`epsilon / 2` times it for a relative error `epsilon` of the stiffness,
+        `omega ~ sqrt(k)`): beyond a few radians the simulated and measured oscillations slip
         whole cycles against each other, and a least-squares cost through the simulation
         (single shooting) has a valley for every slip. 0 for a model without oscillating
         modes."""

@@ -1,11 +1,9 @@
 """Integration of the equations of motion with diffrax."""
 
-import contextlib
 import os
 
 import diffrax
 import equinox as eqx
-import equinox._errors as _equinox_errors
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
@@ -128,31 +126,6 @@ DEFAULT_RTOL = 1e-8
 DEFAULT_ATOL = 1e-10
 
 
-@contextlib.contextmanager
-def failures_as_nan():
-    """While code is traced inside this context, equinox's runtime checks in the solvers give
-    NaN instead of raising: wrap a call of `simulate(..., throw=False)` (the call, not inside
-    a jitted function: derivatives are traced where the call is) that is differentiated.
-
-    An implicit integrator (Kvaerno4, the head-neck chain's) solves each stage by Newton's
-    method; forward-mode differentiation through that solve (optimistix's implicit-function
-    JVP) checks its linear solve with `throw=True`, so a trial step whose stage went
-    non-finite, even one the step-size controller then rejects, raised an
-    `EquinoxRuntimeError` out of a whole fit. As NaN, a rejected step's tangents are discarded
-    with the step, and a failed simulation stays a failed result (`throw=False`), as with the
-    explicit solvers. (equinox reads `EQX_ON_ERROR` from its `_errors` module when a check is
-    traced; where that attribute is missing, nothing changes.)"""
-    if not hasattr(_equinox_errors, "EQX_ON_ERROR"):
-        yield
-        return
-    previous = _equinox_errors.EQX_ON_ERROR
-    _equinox_errors.EQX_ON_ERROR = "nan"
-    try:
-        yield
-    finally:
-        _equinox_errors.EQX_ON_ERROR = previous
-
-
 def default_solver() -> diffrax.AbstractSolver:
     """The integrator spineid uses unless told otherwise: `diffrax.Tsit5` (explicit 5(4)).
 
@@ -246,20 +219,29 @@ def simulate_in_windows(
     rtol: float = DEFAULT_RTOL,
     atol: float = DEFAULT_ATOL,
     max_steps: int = 100_000,
+    time_warm: bool = True,
 ) -> tuple[Simulation, float]:
-    """`simulate(system, ts, throw=False)` (same arguments; Lagrange's equations, Liu 2001
-    eq 2-9) in `windows` consecutive windows of equal sample count, each started from the
-    state where the last ended (one compiled `simulate` with `y0`, called once per window from
-    Python): a long run shows progress (`on_window(t, n_steps)`: the time reached (s), the
-    steps taken so far) and can be interrupted or stopped at a time limit between windows.
-    `max_steps` bounds the steps of the whole run; a failed window ends it (`result` says why,
-    the samples not reached are `inf`, as `Simulation.failure` reads them). The step-size
-    controller starts afresh in each window (a few more steps; the motion agrees with one
-    window's to the tolerance). `ts` `(k,)` (s) concrete; not under `jit`.
+    """The motion of `system` from its `initial_state()` at `ts[0]` (Lagrange's equations,
+    Liu 2001 eq 2-9), as `simulate(system, ts, throw=False)` gives it, integrated in
+    consecutive windows (`integrate_in_windows`): one compiled `simulate` with `y0`, called
+    once per window from Python, so that a long run shows progress and can be interrupted or
+    stopped at a time limit between windows. The step-size controller starts afresh in each
+    window (a few more steps; the motion agrees with one window's to the tolerance).
 
-    Returns `(simulation, seconds)`: `seconds` is the warm wall time (s) of the run, the first
-    window timed again after its compilation. Saved samples that would not fit in memory are
-    refused before anything runs (`ValueError`)."""
+    **Arguments:**
+    - `system`, `solver`, `rtol`, `atol`: as for `simulate`.
+    - `ts`: increasing save times (s), shape `(k,)`, concrete (not under `jit`).
+    - `windows`: how many windows of equal sample count (at most `k - 1`).
+    - `on_window(t, n_steps)`: called after each window but the last with the time reached (s)
+      and the accepted steps so far.
+    - `max_steps`: bounds the accepted steps of the whole run, compared between windows (one
+      window may take up to this many itself).
+    - `time_warm`: run the first window again to time it without its compilation.
+
+    **Returns:** `(simulation, seconds)`: a `Simulation` (a failed window ends the run: its
+    `result` says why, the samples not reached are `inf`, as `Simulation.failure` reads them)
+    and the wall time (s) of the run (warm with `time_warm`). Saved samples that would not fit
+    in memory are refused before anything runs (`ValueError`)."""
     ts = np.asarray(ts, dtype=float)
     state = system.initial_state()
     refuse_oversized_output(ts.size, 2 * state[0].size, "spineid.simulate")
@@ -272,6 +254,7 @@ def simulate_in_windows(
     (q, qdot), result, n_steps, seconds = integrate_in_windows(
         solve, ts, state, windows=windows, max_steps=max_steps,
         successful=SimulationResult.successful,
-        max_steps_reached=SimulationResult.max_steps_reached, on_window=on_window)
+        max_steps_reached=SimulationResult.max_steps_reached, on_window=on_window,
+        time_warm=time_warm)
     return Simulation(ts=jnp.asarray(ts), q=q, qdot=qdot, result=result,
                       n_steps=jnp.asarray(n_steps)), seconds

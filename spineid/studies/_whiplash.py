@@ -22,7 +22,6 @@ from ..models._head_neck import (
 from ..simulation._simulate import (
     classify,
     describe_failure,
-    failures_as_nan,
     refuse_oversized_output,
 )
 from ..simulation._windows import integrate_in_windows
@@ -150,6 +149,8 @@ def whiplash_study(chain: HeadNeckChain, t_end: float = 5.0, n_samples: int | No
     failure = describe_failure(classify(check.result, check.q, check.qdot), check.ts, check.q,
                                check.qdot, check.n_steps)
     if failure is not None:  # one sentence naming the limit hit and when, no traceback
+        failure = failure.replace("raise `max_steps` of `spineid.simulate`", "raise `max_steps` "
+                                  "of `spineid.whiplash_study` (`spineid whiplash --max-steps`)")
         raise ValueError(f"the whiplash simulation failed: {failure}")
     head, head_velocity = jax.vmap(lambda q, qdot: jax.jvp(chain.observe, (q,), (qdot,)))(
         check.q, check.qdot)
@@ -178,9 +179,8 @@ def peak_force_sensitivity(chain: HeadNeckChain, parameters: tuple[Parameter, ..
 
     def peak(theta):
         model = apply_values(chain, parameters, theta)
-        with failures_as_nan():  # (a failed run gives NaN, refused below)
-            check = energy_work_check(model, ts, DEFAULT_SOLVER, rtol, rtol * 1e-2,
-                                      adjoint=diffrax.ForwardMode(), throw=False)
+        check = energy_work_check(model, ts, DEFAULT_SOLVER, rtol, rtol * 1e-2,
+                                  adjoint=diffrax.ForwardMode(), throw=False)
         return jnp.max(jax.vmap(model.ligament_forces)(check.ts, check.q, check.qdot))
 
     gradient, force = jax.jacfwd(lambda theta: (peak(theta),) * 2, has_aux=True)(values)
