@@ -72,7 +72,8 @@ NEUTRAL_STIFFNESS = 1500.0
 def _simulate_file(model_path: pathlib.Path, windows: int = 1, progress=None,
                    time_warm: bool = True):
     # The model file's motion, in `windows` windows (progress and interruption between them):
-    # (model, ts, observed poses, simulation, wall seconds, warm seconds or None).
+    # (model, ts, observed poses, simulation, wall seconds, the integration's seconds: warm,
+    # the first window timed again, with `time_warm`).
     model_file = load_model_file(model_path)
     model = model_file.model
     ts = model_file.simulation_times()
@@ -407,7 +408,7 @@ def _integration_progress(t_end: float, every_s: float = 2.0):
 
     def show(t: float, n_steps: int) -> None:
         now = time.perf_counter()
-        if now - last[0] >= every_s and t < t_end:
+        if now - last[0] >= every_s:  # (not called after the last window)
             last[0] = now
             print(f"  t = {t:.3g} of {t_end:g} s, {n_steps} steps, {now - start:.0f} s",
                   flush=True)

@@ -122,7 +122,8 @@ def fit(problem: FitProblem, solver="auto", *, progress: bool = False) -> FitRes
                 and integrated_implicitly(problem.models):
             shooting = None  # (see integrated_implicitly)
         phase = 0.0 if shooting is None else ringing_phase(problem)
-        if phase > solver.ringing_limit:
+        shooting_first = phase > solver.ringing_limit
+        if shooting_first:
             # Lightly damped: single shooting's cost has a valley per slipped cycle.
             segments = run.segments(shooting)
             if progress:
@@ -136,7 +137,7 @@ def fit(problem: FitProblem, solver="auto", *, progress: bool = False) -> FitRes
             outcome = run.local_fit(zero)
             name = f"auto: {local.name} from the start"
         if run.verdict(outcome).explains_data is False and shooting is not None \
-                and phase <= solver.ringing_limit:
+                and not shooting_first:
             segments = run.segments(shooting)
             if progress:
                 print("  the fit from the start does not explain the data (a local optimum?): "
