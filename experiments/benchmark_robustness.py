@@ -51,6 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import spineid
+from spineid.identify._fit import integrated_implicitly
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import benchmark_breakpoints
@@ -137,7 +138,9 @@ def run_trajectory(name, methods, budget, count):
         # Warm up: compile once from the first start (not counted).
         if method in solvers:
             spineid.fit(problem(starts[0]), solvers[method])
-            if method == "default":  # the paths it may take: multiple shooting too
+            if method == "default" and not integrated_implicitly(problem(starts[0]).models):
+                # The paths it may take: multiple shooting too (not on implicitly
+                # integrated models, `spineid.identify._fit.integrated_implicitly`).
                 spineid.fit(problem(starts[0]), spineid.MultipleShooting())
         clock, records = time.perf_counter(), []
         for factors in starts:

@@ -109,6 +109,25 @@ def test_load_law_verdict_tells_a_missing_breakpoint():
     assert again.explains_data is False
 
 
+def test_aic_with_the_noise_estimated_tells_models_apart_as_lmfit_would():
+    # With the noise estimated, the chi-square weighted by that estimate is about n for any
+    # model; the AIC must come from the raw residuals (lmfit's unweighted `n ln(RSS / n) + 2 p`).
+    rng = np.random.default_rng(12)
+    data = two_phase_data(rng, 0.05)
+    fits = {"two phases": spineid.fit_load_law(data, "piecewise_linear",
+                                               np.array([-0.1, 0.02, 0.1])),
+            "one phase": spineid.fit_load_law(data, "piecewise_linear", np.array([-0.1, 0.1]))}
+    aic = {}
+    for name, fit in fits.items():
+        gof = fit.goodness_of_fit
+        rss = float(np.sum(np.asarray(fit.residuals) ** 2))
+        n, p = data.load.size, gof.n_parameters
+        assert gof.aic == pytest.approx(n * math.log(rss / n) + 2 * p, rel=1e-9)
+        assert gof.bic == pytest.approx(n * math.log(rss / n) + math.log(n) * p, rel=1e-9)
+        aic[name] = gof.aic
+    assert aic["two phases"] < aic["one phase"] - 100
+
+
 def test_stiffness_verdict_needs_the_noise_and_then_tells_a_nonlinear_joint():
     rng = np.random.default_rng(2)
     stiffness = np.diag([9e4, 2.2e5, 7.5e4, 55.0, 38.0, 70.0])

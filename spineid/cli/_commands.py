@@ -38,6 +38,7 @@ from ..io import (
     write_text_atomically,
     write_trajectory,
 )
+from ..io._columns import ColumnsRead, parse_assignments
 from ..io._measurements import LOAD_COLUMNS
 from ..plots import (
     plot_chain_snapshots,
@@ -202,8 +203,12 @@ def command_fit(arguments) -> int:
     problem = FitProblem.from_files(
         arguments.model, arguments.data, arguments.free, _parse_noise(arguments.noise),
         noise_max=_parse_noise(arguments.noise_max, "--noise-max"),
+        columns=parse_assignments(arguments.columns, "--columns"),
+        units=parse_assignments(arguments.units, "--units"),
+        markers=_parse_markers(arguments.markers),
     )
     _check_profiles(arguments.profile, problem.names)
+    _print_columns(problem.measurements)
     print(
         f"fitting {len(problem.names)} parameter(s) of {arguments.model} to "
         f"{', '.join(arguments.data)} ({problem.n_data} data values) with "
@@ -223,11 +228,51 @@ def command_fit(arguments) -> int:
     return 0 if result.converged and result.explains_data is not False else 1
 
 
+def _print_columns(measurements):
+    # Which column and unit each channel was read from, where the file had its own; for a
+    # marker file, which markers made each body and how many frames were dropped.
+    for measurement in measurements:
+        read_as = measurement.read_as
+        if read_as is None:
+            continue
+        if "markers" in read_as:
+            bodies = read_as["markers"]
+            print(f"read {measurement.source}: the upper body's pose from markers "
+                  f"{', '.join(bodies['upper'])}"
+                  + (f" relative to the lower body's {', '.join(bodies['lower'])}"
+                     if bodies["lower"] else " in the laboratory")
+                  + f"; {read_as['frames']['dropped']} of {read_as['frames']['read']} frames "
+                  "dropped (gaps)", flush=True)
+        else:
+            print("read " + ColumnsRead({}, read_as, measurement.source).describe(), flush=True)
+
+
+def _parse_markers(text: str | None) -> dict | None:
+    # `--markers 'upper=A,B,C;lower=D,E,F'` -> {"upper": [...], "lower": [...]}.
+    if text is None:
+        return None
+    bodies = {}
+    for part in (p.strip() for p in text.split(";") if p.strip()):
+        body, equals, names = part.partition("=")
+        names = [name.strip() for name in names.split(",") if name.strip()]
+        if not equals or body.strip() not in ("upper", "lower") or len(names) < 3:
+            raise ValueError(f"--markers: {part!r}: expected upper=A,B,C[;lower=D,E,F], at "
+                             "least three markers per body")
+        if body.strip() in bodies:
+            raise ValueError(f"--markers: {body.strip()} given twice")
+        bodies[body.strip()] = names
+    if "upper" not in bodies:
+        raise ValueError("--markers: the upper body's markers are needed (upper=A,B,C)")
+    return bodies
+
+
 def command_recover(arguments) -> int:
     """`spineid recover MODEL DATA --out DIR`: a stiffness measure on the `[measure]` curve."""
     problem = RecoveryProblem.from_files(
-        arguments.model, arguments.data, _parse_noise(arguments.noise), arguments.max_stiffness
-    )
+        arguments.model, arguments.data, _parse_noise(arguments.noise), arguments.max_stiffness,
+        columns=parse_assignments(arguments.columns, "--columns"),
+        units=parse_assignments(arguments.units, "--units"))
+    _print_columns(problem.measurements)
     method = "off the grid" if arguments.grid is None else f"on a grid of {arguments.grid}"
     print(f"recovering the stiffness measure of {arguments.model} on its [measure] curve "
           f"({problem.curve.length * 1e3:.4g} mm) {method} from {arguments.data} "
@@ -246,7 +291,11 @@ def command_recover(arguments) -> int:
 
 def command_stiffness(arguments) -> int:
     """`spineid stiffness TEST --out DIR`: a 6x6 stiffness matrix from a quasi-static test."""
-    test = read_quasi_static(arguments.data)
+    test = read_quasi_static(arguments.data,
+                             columns=parse_assignments(arguments.columns, "--columns"),
+                             units=parse_assignments(arguments.units, "--units"))
+    if test.read_as is not None:
+        print("read " + ColumnsRead({}, test.read_as, test.source).describe(), flush=True)
     noise = _parse_noise(arguments.noise)
     if noise is not None:
         unknown = sorted(set(noise) - set(LOAD_COLUMNS))
@@ -260,7 +309,8 @@ def command_stiffness(arguments) -> int:
                                   exact=not arguments.linearised)
     out = arguments.output
     refuse_non_finite(result.report(), "stiffness fit")
-    report = write_json(out / "report.json", result.report())
+    report = write_json(out / "report.json", dict(
+        result.report(), data=[{"source": test.source, "read_as": test.read_as}]))
     fragment = {"bushings": [{"kind": "spine", "stiffness": result.matrix.tolist()}]}
     write_text_atomically(
         out / "stiffness.toml",
@@ -305,7 +355,11 @@ def _profiles(result, names: list[str]) -> list:
 
 def command_table(arguments) -> int:
     """`spineid table DATA --out DIR`: a nonlinear load law from load-displacement data."""
-    data = read_load_displacement(arguments.data)
+    data = read_load_displacement(arguments.data, displacement=arguments.displacement,
+                                  load=arguments.load, time=arguments.time,
+                                  units=parse_assignments(arguments.units, "--units"))
+    if data.read_as is not None:
+        print("read " + ColumnsRead({}, data.read_as, data.source).describe(), flush=True)
     print(f"fitting a {arguments.law} law to {len(data.load)} points of {arguments.data}",
           flush=True)
     result = fit_load_law(
@@ -316,7 +370,8 @@ def command_table(arguments) -> int:
         noise=arguments.noise, solver=arguments.solver)
     out = arguments.output
     refuse_non_finite(result.report(), "law fit")  # before the first file is written
-    report = write_json(out / "report.json", dict(result.report(), profiles=[]))
+    contents = dict(result.report(), data=[{"source": data.source, "read_as": data.read_as}])
+    report = write_json(out / "report.json", dict(contents, profiles=[]))
     write_text_atomically(
         out / "law.toml",
         "# Fitted by `spineid table` from " + pathlib.Path(arguments.data).name + ": use as the "
@@ -325,7 +380,7 @@ def command_table(arguments) -> int:
     plot = plot_law_fit(result, data, out / "law_fit.png", unit=arguments.unit)
     print(result.summary())
     profiles = _profiles(result, arguments.profile)
-    profile_plots = write_profile_outputs(result.report(), profiles, out)[1:] if profiles else []
+    profile_plots = write_profile_outputs(contents, profiles, out)[1:] if profiles else []
     out.finish()
     print(f"wrote {report}, {out / 'law.toml'}, {plot}"
           + "".join(f", {path}" for path in profile_plots))

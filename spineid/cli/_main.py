@@ -16,7 +16,11 @@ from ..elements._load_laws import LAW_KINDS
 from ..identify._solvers import DEFAULT_SOLVER, SOLVER_NAMES
 from ..plots import use_file_backend
 from . import _commands as verbs
+from ._batch import data_files, is_batch, run_batch
 from ._outputs import OutputFolder
+
+# Verbs whose several data files are a batch (one run per file); `fit` takes `--each`.
+BATCH_VERBS = ("recover", "stiffness", "table")
 
 
 def _checked(convert, test, expected: str):
@@ -60,6 +64,24 @@ def _add_output(parser, required: bool = False, default: str | None = None,
                              "(default: no limit)")
 
 
+def _add_columns(parser, example: str, what: str):
+    # The data file's own column names and units (docs/formats/data-files.md).
+    parser.add_argument("--columns", metavar=example, help=what)
+    parser.add_argument("--units", metavar="NAME=UNIT,...",
+                        help="unit of a quantity or column (s, ms, m, cm, mm, um, rad, deg, N, "
+                             "kN, Nm, Nmm); default: from the column name's suffix (Time_s, "
+                             "disp_mm), an OpenSim file's header, or SI for spineid's own "
+                             "column names")
+
+
+def _add_batch(parser):
+    # Options of a verb that runs as a batch over many data files.
+    parser.add_argument("--group", metavar="REGEX",
+                        help="in a batch: group the files by this pattern in their names (its "
+                             "first capture group, e.g. '(Ant|Pos)') in summary.csv and "
+                             "population.png")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `spineid` command."""
     parser = argparse.ArgumentParser(
@@ -75,10 +97,23 @@ def build_parser() -> argparse.ArgumentParser:
         "fit", help="fit model parameters to measured trajectories by least squares"
     )
     fit_parser.add_argument("model", help="model file (TOML); its values are the starting guess")
-    fit_parser.add_argument("data", nargs="+", help="trajectory CSV file(s), one per load case")
+    fit_parser.add_argument("data", nargs="+", help="trajectory file(s), one per load case: CSV "
+                            "or OpenSim .sto/.mot, or markers .trc with --markers")
     fit_parser.add_argument("--free", action="append", required=True, metavar="GROUP",
                             help="parameter group to fit (stiffness, damping, torsion) or a "
                                  "parameter name; repeat for several")
+    _add_columns(fit_parser, "t=Time_s,x=disp_x_mm,...",
+                 "the data file's column of a channel or of t (default: the channel's name)")
+    fit_parser.add_argument("--each", action="store_true",
+                            help="fit each data file on its own (a batch: OUT/<file stem>/, "
+                                 "summary.csv, population.png) instead of all files as the "
+                                 "load cases of one fit; folders and patterns name files too")
+    _add_batch(fit_parser)
+    fit_parser.add_argument("--markers", metavar="'upper=A,B,C;lower=D,E,F'",
+                            help="for marker files (.trc): the markers on each body (lower "
+                                 "optional: the laboratory); their body coordinates come from "
+                                 "the first frame that sees them all, where the model is at its "
+                                 "initial pose")
     fit_parser.add_argument("--noise", metavar="CH=SIGMA,...",
                             help="measurement noise per channel (SI); default: estimated")
     fit_parser.add_argument("--noise-max", metavar="CH=SIGMA,...",
@@ -106,8 +141,13 @@ def build_parser() -> argparse.ArgumentParser:
         "recover", help="recover a stiffness measure (and a pin) on the model's [measure] curve"
     )
     recover_parser.add_argument("model", help="model file (TOML) with a [measure] table")
-    recover_parser.add_argument("data", help="trajectory CSV of the upper body")
+    recover_parser.add_argument("data", nargs="+",
+                                help="trajectory of the upper body: CSV or OpenSim .sto/.mot; "
+                                     "several files, a folder or a pattern: a batch")
+    _add_batch(recover_parser)
     _add_output(recover_parser, required=True)
+    _add_columns(recover_parser, "t=Time_s,x=disp_x_mm,...",
+                 "the data file's column of a channel or of t (default: the channel's name)")
     recover_parser.add_argument("--noise", metavar="CH=SIGMA,...",
                                 help="measurement noise per channel (SI); default: estimated")
     recover_parser.add_argument("--grid", type=AT_LEAST_TWO, metavar="N",
@@ -121,8 +161,15 @@ def build_parser() -> argparse.ArgumentParser:
     stiffness_parser = commands.add_parser(
         "stiffness", help="fit a 6x6 stiffness matrix to a quasi-static load-displacement test"
     )
-    stiffness_parser.add_argument("data", help="CSV with Fx,Fy,Fz,Mx,My,Mz,dx,dy,dz,b1,b2,b3")
+    stiffness_parser.add_argument("data", nargs="+",
+                                  help="CSV with Fx,Fy,Fz,Mx,My,Mz,dx,dy,dz,b1,b2,b3 (SI), or a "
+                                       "tester's file with --columns; several files, a folder "
+                                       "or a pattern: a batch")
+    _add_batch(stiffness_parser)
     _add_output(stiffness_parser, required=True)
+    _add_columns(stiffness_parser, "Fx=Shear_X_N,...,b1=Rot_X_deg,...",
+                 "the data file's column of a load (Fx..Mz) or motion (dx..b3) (default: the "
+                 "same name)")
     stiffness_parser.add_argument("--structure", default="full",
                                   choices=("full", "sagittal", "diagonal"),
                                   help="symmetric 21 entries, sagittal-symmetric 12 (eq 24 "
@@ -135,8 +182,24 @@ def build_parser() -> argparse.ArgumentParser:
     stiffness_parser.set_defaults(run=verbs.command_stiffness)
     table_parser = commands.add_parser(
         "table", help="fit a nonlinear load law to load-displacement data (a test or a loop)")
-    table_parser.add_argument("data", help="CSV with displacement,load[,t] (m or rad; N or N m)")
+    table_parser.add_argument("data", nargs="+",
+                              help="CSV with displacement,load[,t] (m or rad; N or N m), or a "
+                                   "tester's file with --displacement, --load; several files, a "
+                                   "folder or a pattern: a batch")
+    _add_batch(table_parser)
     _add_output(table_parser, required=True)
+    table_parser.add_argument("--displacement", metavar="COLUMN",
+                              help="the data file's displacement column (default "
+                                   "displacement); its unit from its suffix or --units")
+    table_parser.add_argument("--load", metavar="COLUMN",
+                              help="the data file's load column (default load)")
+    table_parser.add_argument("--time", metavar="COLUMN",
+                              help="the data file's time column (default t; only a damper or "
+                                   "an inertia needs it)")
+    table_parser.add_argument("--units", metavar="NAME=UNIT,...",
+                              help="unit of displacement, load, t or a column (m, mm, rad, deg, "
+                                   "N, Nm, s, ms, ...); default: from the column name's suffix, "
+                                   "or SI for spineid's own column names")
     table_parser.add_argument("--law", default="piecewise_linear", choices=LAW_KINDS)
     table_parser.add_argument("--nodes", metavar="X0,X1,...",
                               help="node displacements of a table law (default: --n-nodes "
@@ -259,6 +322,18 @@ def main(argv: list[str] | None = None) -> int:
 def _run(arguments) -> int:
     # The verb, with refused input and unusable files turned into one line (status 2).
     try:
+        # Many data files: a batch (one run per file), else the one file as the verb takes it.
+        files = None
+        if arguments.command in BATCH_VERBS:
+            if is_batch(arguments.data):  # (marker files are trajectories: fit only)
+                files = data_files(arguments.data, (".csv", ".sto", ".mot"))
+            else:
+                arguments.data = arguments.data[0]
+        elif getattr(arguments, "each", False):
+            files = data_files(arguments.data)
+        if files is None and getattr(arguments, "group", None):
+            raise ValueError("--group: only a batch (several data files, a folder or a "
+                             "pattern; fit: --each) groups files")
         # The output folder is checked before any work (simulate checks its file itself).
         if arguments.run is not verbs.command_simulate:
             arguments.output = OutputFolder(arguments.out, arguments.command,
@@ -269,6 +344,8 @@ def _run(arguments) -> int:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"), \
                 warnings.catch_warnings():
             warnings.showwarning = _show_warning
+            if files is not None:
+                return run_batch(arguments, arguments.run, files)
             return arguments.run(arguments)
     except ValueError as error:
         print(f"spineid: error: {error}", file=sys.stderr)

@@ -28,7 +28,10 @@ are checked by simulation in tests/test_goodness.py (the whiteness test is conse
 0.2-0.8% for 50-1000 samples per channel; a Ljung-Box test over 20 lags, tried first, raised
 3% false alarms at 301 samples: its chi-square approximation is too light in the tail there).
 Reduced chi-square, AIC and BIC are reported as lmfit reports them (`n ln(chi2 / n) + 2 p` and
-`n ln(chi2 / n) + ln(n) p`).
+`n ln(chi2 / n) + ln(n) p`). With the noise estimated, `chi2` weighted by that estimate is about
+`n` whatever the fit, so there the raw residuals' sum of squares takes its place, per channel
+(`sum_c n_c ln(RSS_c / n_c)`, lmfit's unweighted form for one channel): lower is better between
+models fitted to the same data.
 """
 
 import dataclasses
@@ -203,7 +206,16 @@ def assess_fit(
     finite = bool(np.all(np.isfinite(stacked)))
     chi_square = float(np.sum(stacked**2)) if finite else math.inf
     reduced = chi_square / dof
-    log_term = n_data * math.log(max(chi_square, 1e-300) / max(n_data, 1))
+    if noise_given or not finite or sigma is None:
+        log_term = n_data * math.log(max(chi_square, 1e-300) / max(n_data, 1))
+    else:
+        # With the noise estimated the weighted chi-square is about n by construction, so
+        # lmfit's `n ln(chi2 / n)` would not tell models apart: the raw residuals' sum of
+        # squares instead (lmfit's unweighted form), per channel (the profile likelihood of
+        # one noise level per channel; one channel: `n ln(RSS / n)`).
+        raw = stacked * np.array([float(sigma[channel]) for channel in channels])
+        log_term = sum(raw.shape[0] * math.log(max(float(np.sum(column**2)), 1e-300)
+                                               / max(raw.shape[0], 1)) for column in raw.T)
     aic = log_term + 2 * n_parameters
     bic = log_term + math.log(max(n_data, 1)) * n_parameters
     reasons, advice = [], []

@@ -106,8 +106,9 @@ def _noise_scale(cost, dof, provisional):
     # The scale of the statistical stop: the noise level the residuals show, `2 cost / dof`,
     # but never below the level the weights assume (1), unless the weights are provisional
     # (a placeholder noise, to be estimated from the residuals), when it counts either way.
+    # (`provisional` may be a traced boolean: one compilation serves both kinds of pass.)
     scale = 2.0 * cost / dof
-    return scale if provisional else jnp.maximum(1.0, scale)
+    return jnp.where(provisional, scale, jnp.maximum(1.0, scale))
 
 
 def _stopped(decrement, threshold, gradient, step, u, xtol, gtol):

@@ -28,6 +28,23 @@ from ._transform import Transform
 FAILED_RESIDUAL = 1e8
 
 
+def simulated_observations(model, ts, *, adjoint, max_steps: int, rtol, atol):
+    """What `model` shows at the times `ts` (s, `(k,)`): its observables `(k, c)` along its
+    simulation from t = 0 (`model.observe`, SI), inf where the integration failed. `rtol` and
+    `atol` may be traced."""
+    solution = simulate(model, ts, adjoint=adjoint, throw=False, t0=0.0, max_steps=max_steps,
+                        rtol=rtol, atol=atol)
+    predicted = jax.vmap(model.observe)(solution.q)
+    return jnp.where(solution.result == SimulationResult.successful, predicted, jnp.inf)
+
+
+def weighted_residuals(predicted, data, sigma) -> Float[Array, " n"]:
+    """`(predicted - data) / sigma` flattened (`(k, c)` arrays, `sigma` `(c,)`), with
+    `FAILED_RESIDUAL` where it is not finite (a failed integration)."""
+    residual = ((predicted - data) / sigma).ravel()
+    return jnp.where(jnp.isfinite(residual), residual, FAILED_RESIDUAL)
+
+
 class _Objective(eqx.Module):
     """Noise-weighted residuals of all load cases, as a function of the parameters."""
 
@@ -53,16 +70,11 @@ class _Objective(eqx.Module):
         else:
             rtol = jnp.where(exact, self.rtol, self.coarse_rtol)
             atol = jnp.where(exact, self.atol, self.coarse_atol)
-        solution = simulate(
-            model, self.ts[case], adjoint=self.adjoint, throw=False, t0=0.0,
-            max_steps=self.max_steps, rtol=rtol, atol=atol,
-        )
-        predicted = jax.vmap(model.observe)(solution.q)
-        return jnp.where(solution.result == SimulationResult.successful, predicted, jnp.inf)
+        return simulated_observations(model, self.ts[case], adjoint=self.adjoint,
+                                      max_steps=self.max_steps, rtol=rtol, atol=atol)
 
     def _weighted(self, predicted, case: int) -> Float[Array, " n"]:
-        residual = ((predicted - self.data[case]) / self.sigma).ravel()
-        return jnp.where(jnp.isfinite(residual), residual, FAILED_RESIDUAL)
+        return weighted_residuals(predicted, self.data[case], self.sigma)
 
     def case_residuals(self, theta, case: int) -> Float[Array, " n"]:
         """Noise-weighted residuals of one load case, flattened."""

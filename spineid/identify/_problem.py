@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..elements._parameters import apply_values, declared_parameters, select_parameters
-from ..io._measurements import Measurement
+from ..io._measurements import Measurement, read_measurement
 from ..io._model_file import ModelFile, load_model_file
 from ..simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL
 from ._transform import Transform
@@ -103,16 +103,26 @@ class FitProblem:
                 )
 
     @classmethod
-    def from_files(cls, model_path, data_paths, free, noise=None, noise_max=None,
-                   **simulation) -> "FitProblem":
-        """Problem from a model file and one or more trajectory CSV files (one model);
-        `simulation`: the `simulation_*` options."""
+    def from_files(cls, model_path, data_paths, free, noise=None, noise_max=None, *,
+                   columns=None, units=None, markers=None, **simulation) -> "FitProblem":
+        """Problem from a model file and one or more trajectory files (one model): CSV tables
+        with spineid's column names in SI (`Measurement.from_csv`), or, with `columns`
+        (channel or `t` -> the file's column) or `units` (channel or column -> unit name), or
+        for OpenSim storage files (`.sto`, `.mot`), files with their own column names and
+        units (`Measurement.from_file`); marker files (`.trc`) with `markers` (`{"upper":
+        names, "lower": names}`, `spineid.io.markers_measurement`: body coordinates from the
+        first complete frame, at the model's initial pose); `simulation`: the `simulation_*`
+        options."""
         model_file = load_model_file(model_path)
         if isinstance(data_paths, (str, pathlib.Path)):
             data_paths = [data_paths]
-        channels = model_file.model.observable_names
-        return cls(model_file, [Measurement.from_csv(p, channels) for p in data_paths], free,
-                   noise, noise_max=noise_max, **simulation)
+        model = model_file.model
+        initial = np.asarray(model.observe(model.initial_state()[0]))
+        measurements = [read_measurement(p, model.observable_names, model.observable_units,
+                                         columns=columns, column_units=units, markers=markers,
+                                         initial=initial)
+                        for p in data_paths]
+        return cls(model_file, measurements, free, noise, noise_max=noise_max, **simulation)
 
     @property
     def names(self) -> list[str]:

@@ -20,12 +20,12 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ..elements._planar_springs import SpringMeasure, VectorSprings
-from ..io._measurements import Measurement
+from ..io._measurements import Measurement, read_measurement
 from ..io._model_file import ModelFile, load_model_file
 from ..models._pinned_pair import PinnedPair
 from ..models._planar_pair import PlanarPair
-from ..simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL, SimulationResult, simulate
-from ._objective import FAILED_RESIDUAL
+from ..simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL
+from ._objective import simulated_observations, weighted_residuals
 from ._problem import channel_ranges, check_measurements, check_noise
 
 
@@ -140,13 +140,17 @@ class RecoveryProblem:
         self.max_stiffness = float(max_stiffness)
 
     @classmethod
-    def from_files(cls, model_path, data_paths, noise=None, max_stiffness=None):
-        """Problem from a model file and one or more trajectory CSV files."""
+    def from_files(cls, model_path, data_paths, noise=None, max_stiffness=None, *,
+                   columns=None, units=None):
+        """Problem from a model file and one or more trajectory files (`columns`, `units`: a
+        file's own column names and units, as `FitProblem.from_files`)."""
         model_file = load_model_file(model_path)
         if isinstance(data_paths, (str, pathlib.Path)):
             data_paths = [data_paths]
-        channels = model_file.model.observable_names
-        measurements = [Measurement.from_csv(p, channels) for p in data_paths]
+        model = model_file.model
+        measurements = [read_measurement(p, model.observable_names, model.observable_units,
+                                         columns=columns, column_units=units)
+                        for p in data_paths]
         return cls(model_file, measurements, noise, max_stiffness)
 
     @property
@@ -196,17 +200,12 @@ class _MeasureObjective(eqx.Module):
         """`(residuals (n,), predictions per measurement)` at the given moments."""
         model = self.with_measure(moments, origin)
         predictions, residuals = [], []
-        for ts, data in zip(self.ts, self.data):
-            solution = simulate(
-                model, ts, adjoint=self.adjoint, throw=False, t0=0.0,
-                max_steps=self.max_steps, rtol=self.rtol, atol=self.atol,
-            )
-            predicted = jax.vmap(model.observe)(solution.q)
-            ok = solution.result == SimulationResult.successful
-            predicted = jnp.where(ok, predicted, jnp.inf)
-            weighted = ((predicted - data) / self.sigma).ravel()
+        for ts, data in zip(self.ts, self.data):  # (as a trajectory fit's `_Objective`)
+            predicted = simulated_observations(model, ts, adjoint=self.adjoint,
+                                               max_steps=self.max_steps, rtol=self.rtol,
+                                               atol=self.atol)
             predictions.append(predicted)
-            residuals.append(jnp.where(jnp.isfinite(weighted), weighted, FAILED_RESIDUAL))
+            residuals.append(weighted_residuals(predicted, data, self.sigma))
         return jnp.concatenate(residuals), tuple(predictions)
 
 

@@ -134,6 +134,7 @@ class MeasureResult(AbstractResult):
             "history": self.history,
             "warnings": list(self.warnings),
             "goodness_of_fit": self.goodness_of_fit.to_dict(),
+            "data": [{"source": m.source, "read_as": m.read_as} for m in self.measurements],
         }
 
     def summary(self) -> str:

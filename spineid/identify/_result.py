@@ -101,6 +101,7 @@ class FitResult(Profiled):
             "moments": self.moments,
             "warnings": list(self.warnings),
             "goodness_of_fit": self.goodness_of_fit.to_dict(),
+            "data": [{"source": m.source, "read_as": m.read_as} for m in self.measurements],
         }
 
     def summary(self) -> str:

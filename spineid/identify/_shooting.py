@@ -313,12 +313,14 @@ def shooting_start(objective: _ShootingObjective, u0) -> Float[Array, " P"]:
 
 
 def solve_shooting(objective: _ShootingObjective, u0, *, max_steps: int, decrement_tol: float,
-                   xtol: float, gtol: float, progress: bool = False):
+                   xtol: float, gtol: float, progress: bool = False, provisional: bool = False):
     """Levenberg-Marquardt on the multiple-shooting problem from parameters `u0`
-    (unconstrained): `(u, converged, steps)`."""
+    (unconstrained): `(u, converged, steps)`; `provisional`: the weights are a placeholder
+    for a noise still to be estimated (`levenberg_marquardt`)."""
     solution = levenberg_marquardt(objective, shooting_start(objective, u0),
                                    max_steps=max_steps, decrement_tol=decrement_tol,
                                    xtol=xtol, gtol=gtol, progress=progress,
-                                   linearise=objective.linearise)
+                                   linearise=objective.linearise,
+                                   provisional=jnp.asarray(bool(provisional)))
     p = objective.n_parameters
     return np.asarray(solution.value[:p]), bool(solution.converged), int(solution.steps)

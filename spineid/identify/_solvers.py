@@ -52,6 +52,7 @@ from typing import ClassVar
 
 import diffrax
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ._least_squares import DECREMENT_TOL, levenberg_marquardt
@@ -179,15 +180,19 @@ class LevenbergMarquardt(_ForwardMode):
                 f"simulation's ({rtol}, {atol})")
         return jacobian_rtol, jacobian_atol
 
-    def solve(self, objective, u0, progress: bool = False):
-        """`(u, converged, steps, (cost, residuals, jacobian))` from `u0` (unconstrained)."""
+    def solve(self, objective, u0, progress: bool = False, provisional: bool = False):
+        """`(u, converged, steps, (cost, residuals, jacobian))` from `u0` (unconstrained);
+        `provisional`: the weights are a placeholder for a noise still to be estimated
+        (`levenberg_marquardt`; passed as an array, so both kinds of pass share one
+        compilation)."""
         inexact = (objective.coarse_rtol, objective.coarse_atol) != (objective.rtol,
                                                                     objective.atol)
         solution = levenberg_marquardt(objective.at_precision if inexact else objective, u0,
                                        max_steps=self.max_steps,
                                        decrement_tol=self.decrement_tol, xtol=self.rtol,
                                        gtol=self.atol, inexact_jacobians=inexact,
-                                       progress=progress)
+                                       progress=progress,
+                                       provisional=jnp.asarray(bool(provisional)))
         # Its last exact forward-mode pass is at the solution (or one small final step before
         # it): the cost and the sensitivities of the result come from the solver instead of
         # being computed again.
@@ -211,8 +216,9 @@ class OptimistixLevenbergMarquardt(_ForwardMode):
         _positive_number("OptimistixLevenbergMarquardt", "rtol", self.rtol)
         _positive_number("OptimistixLevenbergMarquardt", "atol", self.atol)
 
-    def solve(self, objective, u0, progress: bool = False):
-        """`(u, converged, steps, None)` from `u0`."""
+    def solve(self, objective, u0, progress: bool = False, provisional: bool = False):
+        """`(u, converged, steps, None)` from `u0` (`provisional`: no effect, its stops do not
+        depend on the noise level)."""
         u, converged, steps = _solve_lm(objective, u0, self.rtol, self.atol, self.max_steps,
                                         _progress_printer(progress))
         return u, bool(converged), int(steps), None
@@ -234,8 +240,9 @@ class JaxoptLevenbergMarquardt(_ForwardMode):
         _positive_number("JaxoptLevenbergMarquardt", "rtol", self.rtol)
         _positive_number("JaxoptLevenbergMarquardt", "atol", self.atol)
 
-    def solve(self, objective, u0, progress: bool = False):
-        """`(u, converged, steps, None)` from `u0`."""
+    def solve(self, objective, u0, progress: bool = False, provisional: bool = False):
+        """`(u, converged, steps, None)` from `u0` (`provisional`: no effect, its stops do not
+        depend on the noise level)."""
         if progress:
             u, converged, steps = _solve_jaxopt_lm_showing_progress(
                 objective, u0, self.rtol, self.atol, self.max_steps)
@@ -265,8 +272,9 @@ class Adam(_ReverseMode):
         if self.batch_size is not None:
             _positive_int("Adam", "batch_size", self.batch_size)
 
-    def solve(self, objective, u0, progress: bool = False):
-        """`(u, converged, steps, None)` from `u0`."""
+    def solve(self, objective, u0, progress: bool = False, provisional: bool = False):
+        """`(u, converged, steps, None)` from `u0` (`provisional`: no effect, its stops do not
+        depend on the noise level)."""
         n_cases = len(objective.models)
         if self.batch_size is not None and self.batch_size > n_cases:
             raise ValueError(f"Adam(batch_size={self.batch_size}): at most {n_cases}, the "
@@ -289,8 +297,9 @@ class LBFGS(_ReverseMode):
     def __post_init__(self):
         _positive_int("LBFGS", "max_steps", self.max_steps)
 
-    def solve(self, objective, u0, progress: bool = False):
-        """`(u, converged, steps, None)` from `u0`."""
+    def solve(self, objective, u0, progress: bool = False, provisional: bool = False):
+        """`(u, converged, steps, None)` from `u0` (`provisional`: no effect, its stops do not
+        depend on the noise level)."""
         u, converged, steps = _solve_optax(objective, u0, "lbfgs", None, self.max_steps)
         return u, bool(converged), int(steps), None
 

@@ -5,6 +5,10 @@ from ._atomic import (
     atomic_path as atomic_path,
     write_text_atomically as write_text_atomically,
 )
+from ._columns import (
+    ColumnsRead as ColumnsRead,
+    read_quantities as read_quantities,
+)
 from ._datasets import (
     christophy_stiffness as christophy_stiffness,
     DataTable as DataTable,
@@ -25,7 +29,9 @@ from ._measurements import (
     LoadDisplacementData as LoadDisplacementData,
     Measurement as Measurement,
     QuasiStaticTest as QuasiStaticTest,
+    markers_measurement as markers_measurement,
     read_load_displacement as read_load_displacement,
+    read_measurement as read_measurement,
     read_quasi_static as read_quasi_static,
     write_quasi_static as write_quasi_static,
 )
@@ -55,4 +61,11 @@ from ._toml import (
     dumps_toml as dumps_toml,
     read_toml as read_toml,
     simulation_settings as simulation_settings,
+)
+from ._storage import (
+    MarkerTrajectories as MarkerTrajectories,
+    read_storage as read_storage,
+    read_trc as read_trc,
+    StorageTable as StorageTable,
+    write_storage as write_storage,
 )

@@ -7,21 +7,106 @@ import dataclasses
 import math
 import pathlib
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from ..kinematics._markers import body_coordinates, relative_poses, rigid_poses
+from ..kinematics._rotations import euler123_rotation
+from ._columns import STORAGE_SUFFIXES, UNITS, read_quantities
+from ._storage import MarkerTrajectories, read_trc
 from ._tables import read_table, read_trajectory, write_table
 
 
 @dataclasses.dataclass(frozen=True)
 class Measurement:
-    """A measured trajectory: `ts` (s, `(k,)`), `values` (`(k, c)`, SI) of the named `channels`."""
+    """A measured trajectory: `ts` (s, `(k,)`), `values` (`(k, c)`, SI) of the named `channels`;
+    `read_as`: for data read from a file with its own column names or units, which column
+    and unit each channel came from (`ColumnsRead.read_as`), else `None`."""
 
     ts: np.ndarray
     values: np.ndarray
     channels: tuple[str, ...]
     source: str = "<data>"
+    read_as: dict | None = None
+
+    @classmethod
+    def from_file(cls, path, channels: Sequence[str], units: Sequence[str], *,
+                  columns: Mapping[str, str] | None = None,
+                  column_units: Mapping[str, str] | None = None) -> "Measurement":
+        """Read a trajectory from a CSV table or an OpenSim storage file (`.sto`, `.mot`) with
+        its own column names and units (`read_quantities`): `channels` with their SI `units`
+        (a model's `observable_names` and `observable_units`), and the time `t`; `columns`
+        maps a channel (or `t`) to the file's column, `column_units` gives units by channel or
+        column. Warns, as `from_csv`, where the time looks like milliseconds."""
+        wanted = {"t": "s", **dict(zip(channels, units))}
+        read = read_quantities(path, wanted, columns=columns, units=column_units)
+        ts = read.values["t"]
+        if looks_like_ms(ts) and read.read_as["t"]["unit"] == "s":
+            _warn_ms(path, ts)
+        values = np.stack([read.values[c] for c in channels], axis=1)
+        return cls(ts, values, tuple(channels), str(path), read.read_as)
+
+    @classmethod
+    def from_markers(cls, markers: MarkerTrajectories, channels: Sequence[str], *,
+                     upper: Mapping[str, Sequence[float]],
+                     lower: Mapping[str, Sequence[float]] | None = None) -> "Measurement":
+        """The upper body's pose relative to the lower body, from motion-capture markers
+        (`spineid.kinematics.rigid_poses`: a least-squares rigid fit of each body's cluster
+        per frame), as the channels of a planar (`x, y, theta`: the plane is the lower body's
+        x-y plane) or spatial pair (`x, y, z, a1, a2, a3`, 1-2-3 Euler angles).
+
+        **Arguments:** `markers` (`spineid.read_trc`); `upper`, `lower`: marker name -> its
+        body coordinates (m, `(3,)`), at least three markers not on one line per body; without
+        `lower` the laboratory is the lower body. Frames where a body has fewer than three
+        markers seen (gaps) are dropped, with a warning that counts them.
+
+        **Returns:** a `Measurement` (`read_as` says which markers made each body and how many
+        frames were dropped). Raises `ValueError` for a marker not in the file (listing those
+        present), channels of another model, or fewer than two frames left.
+        """
+        channels = tuple(channels)
+        if channels not in (("x", "y", "theta"), ("x", "y", "z", "a1", "a2", "a3")):
+            raise ValueError(f"{markers.source}: markers give the pose of a planar (x, y, theta) "
+                             f"or spatial pair (x, y, z, a1, a2, a3), not channels {channels}")
+        poses = []
+        for body, cluster in (("upper", upper), ("lower", lower)):
+            if cluster is None:
+                poses.append((None, None, np.ones(markers.time.size, bool)))
+                continue
+            absent = [name for name in cluster if name not in markers.markers]
+            if absent:
+                raise ValueError(f"{markers.source}: {body} body markers {absent} are not in "
+                                 f"the file; its markers: {list(markers.markers)}")
+            coordinates = np.array([cluster[name] for name in cluster], dtype=float)
+            seen = np.stack([markers.markers[name] for name in cluster], axis=1)
+            rotation, position, _, valid = rigid_poses(coordinates, seen)
+            poses.append((rotation, position, valid))
+        (r_upper, p_upper, v_upper), (r_lower, p_lower, v_lower) = poses
+        keep = v_upper & v_lower
+        dropped = int(np.sum(~keep))
+        if keep.sum() < 2:
+            raise ValueError(f"{markers.source}: {keep.sum()} frame(s) where every body has "
+                             "three markers seen (not on one line); at least 2 are needed")
+        if dropped:
+            warnings.warn(f"{markers.source}: {dropped} of {keep.size} frames dropped: a body "
+                          "had fewer than three of its markers seen there (gaps)", stacklevel=2)
+        rotation, position = relative_poses(
+            r_upper[keep], p_upper[keep], None if r_lower is None else r_lower[keep],
+            None if p_lower is None else p_lower[keep])
+        if channels == ("x", "y", "theta"):
+            theta = np.unwrap(np.arctan2(rotation[:, 1, 0], rotation[:, 0, 0]))
+            values = np.column_stack([position[:, 0], position[:, 1], theta])
+        else:
+            angles = np.column_stack([
+                np.arctan2(-rotation[:, 1, 2], rotation[:, 2, 2]),
+                np.arctan2(rotation[:, 0, 2], np.hypot(rotation[:, 0, 0], rotation[:, 0, 1])),
+                np.arctan2(-rotation[:, 0, 1], rotation[:, 0, 0])])  # (as euler123_angles)
+            values = np.column_stack([position, np.unwrap(angles, axis=0)])
+        read_as = {"markers": {"upper": list(upper), "lower": None if lower is None
+                               else list(lower)},
+                   "frames": {"read": int(keep.size), "dropped": dropped}}
+        return cls(markers.time[keep], values, channels, markers.source, read_as)
 
     @classmethod
     def from_csv(cls, path, channels: Sequence[str]) -> "Measurement":
@@ -29,11 +114,105 @@ class Measurement:
         Warns (`UserWarning`) where the time column looks like milliseconds (`looks_like_ms`)."""
         ts, values = read_trajectory(path, tuple(channels))
         if looks_like_ms(ts):
-            step = float(np.median(np.diff(ts)))
-            warnings.warn(f"{path}: t spans {ts[-1] - ts[0]:g} s in steps of {step:g} s: if it "
-                          "is in milliseconds, convert it to seconds (spineid reads SI units)",
-                          stacklevel=2)
+            _warn_ms(path, ts)
         return cls(ts, values, tuple(channels), str(path))
+
+
+def read_measurement(path, channels: Sequence[str], units: Sequence[str], *,
+                     columns: Mapping[str, str] | None = None,
+                     column_units: Mapping[str, str] | None = None,
+                     markers: Mapping[str, Sequence[str]] | None = None,
+                     initial: Sequence[float] | None = None) -> Measurement:
+    """A trajectory file read for a model's `channels` (SI `units`): a CSV with spineid's own
+    column names in SI (`Measurement.from_csv`), or, with `columns` or `column_units` given or
+    for an OpenSim storage file (`.sto`, `.mot`), a file with its own (`Measurement.from_file`),
+    or a marker file (`.trc`) with `markers` (`{"upper": names, "lower": names}`, `lower`
+    optional) and the model's `initial` channel values (`markers_measurement`)."""
+    if pathlib.Path(path).suffix.lower() == ".trc":
+        if not markers:
+            raise ValueError(f"{path}: a marker file (.trc) needs the markers of each body: "
+                             "--markers 'upper=A,B,C[;lower=D,E,F]'")
+        if initial is None:
+            raise ValueError(f"{path}: a marker file needs the model's initial pose")
+        return markers_measurement(path, channels, markers, initial)
+    if columns or column_units or pathlib.Path(path).suffix.lower() in STORAGE_SUFFIXES:
+        return Measurement.from_file(path, channels, units, columns=columns,
+                                     column_units=column_units)
+    return Measurement.from_csv(path, channels)
+
+
+def markers_measurement(path, channels: Sequence[str], markers: Mapping[str, Sequence[str]],
+                        initial: Sequence[float]) -> Measurement:
+    """The upper body's pose from a marker file (`.trc`, `read_trc`) by
+    `Measurement.from_markers`, the markers' body coordinates taken from the first frame in
+    which every named marker is seen: there the upper body is taken to be at the model's
+    initial pose `initial` (its channel values: `x, y, theta` or `x, y, z, a1, a2, a3`,
+    relative to the lower body) at t = 0 (earlier frames dropped and the times shifted, with a
+    warning) and the lower body's frame to be the laboratory's. The angles are made continuous
+    from the initial values. The marker noise of that one frame becomes a constant offset of
+    every pose (about the noise itself): a static trial to take the coordinates from is not
+    supported yet."""
+    trajectories = read_trc(path)
+    unknown = sorted(set(markers) - {"upper", "lower"})
+    if unknown or "upper" not in markers:
+        raise ValueError(f"--markers: bodies {sorted(markers)}: expected upper (and lower)")
+    names = [name for body in ("upper", "lower") for name in markers.get(body, ())]
+    absent = [name for name in names if name not in trajectories.markers]
+    if absent:
+        raise ValueError(f"{path}: markers {absent} are not in the file; its markers: "
+                         f"{list(trajectories.markers)}")
+    seen = np.stack([trajectories.markers[name] for name in names], axis=1)  # (k, m, 3)
+    complete = np.flatnonzero(np.all(np.isfinite(seen), axis=(1, 2)))
+    if complete.size == 0:
+        raise ValueError(f"{path}: no frame in which all of {names} are seen: the markers' "
+                         "body coordinates come from such a frame")
+    reference = int(complete[0])
+    first = seen[reference]
+    initial = np.asarray(initial, dtype=float)
+    if tuple(channels) == ("x", "y", "theta"):
+        c, s = math.cos(initial[2]), math.sin(initial[2])
+        rotation = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+        position = np.array([initial[0], initial[1], 0.0])
+    elif tuple(channels) == ("x", "y", "z", "a1", "a2", "a3"):
+        rotation, position = np.asarray(euler123_rotation(initial[3:])), initial[:3]
+    else:
+        raise ValueError(f"{path}: markers give the pose of a planar (x, y, theta) or spatial "
+                         f"pair (x, y, z, a1, a2, a3), not channels {tuple(channels)}")
+    upper = list(markers["upper"])
+    body = body_coordinates(first[:len(upper)], rotation, position)
+    lower = markers.get("lower")
+    start = float(trajectories.time[reference])
+    if reference or start != 0.0:
+        # The reference frame is the model's initial state, simulated from t = 0.
+        warnings.warn(f"{path}: the markers' body coordinates come from frame {reference + 1} "
+                      f"(t = {start:g} s, the first that sees them all), taken as the model's "
+                      f"initial pose at t = 0: the frames before it are dropped and the times "
+                      f"shifted by {-start:g} s", stacklevel=2)
+        kept = np.arange(trajectories.time.size) >= reference
+        trajectories = dataclasses.replace(
+            trajectories, time=trajectories.time[kept] - start,
+            markers={name: xyz[kept] for name, xyz in trajectories.markers.items()})
+    measurement = Measurement.from_markers(
+        trajectories, channels, upper=dict(zip(upper, body)),
+        lower=None if not lower else dict(zip(lower, first[len(upper):])))
+    # Angles continuous from the model's initial values (not folded into (-pi, pi]).
+    angles = [i for i, unit in enumerate(units_of_pose(channels)) if unit == "rad"]
+    values = measurement.values.copy()
+    turns = np.round((initial[angles] - values[0, angles]) / (2 * np.pi))
+    values[:, angles] += 2 * np.pi * turns
+    return dataclasses.replace(measurement, values=values)
+
+
+def units_of_pose(channels: Sequence[str]) -> tuple[str, ...]:
+    """The SI units of a pair's pose channels: m for `x, y, z`, rad for the angles."""
+    return tuple("m" if channel in ("x", "y", "z") else "rad" for channel in channels)
+
+
+def _warn_ms(path, ts):
+    step = float(np.median(np.diff(ts)))
+    warnings.warn(f"{path}: t spans {ts[-1] - ts[0]:g} s in steps of {step:g} s: if it is in "
+                  "milliseconds, convert it to seconds (spineid reads SI units) or give its "
+                  "unit (--units t=ms)", stacklevel=3)
 
 
 def looks_like_ms(ts: np.ndarray) -> bool:
@@ -56,6 +235,7 @@ class QuasiStaticTest:
     loads: np.ndarray
     deflections: np.ndarray
     source: str = "<test>"
+    read_as: dict | None = None
 
     def __post_init__(self):
         self.loads = np.asarray(self.loads, dtype=float)
@@ -76,13 +256,27 @@ class QuasiStaticTest:
                              "singularity of the 1-2-3 Euler angles (+-90 deg)")
 
 
-def read_quasi_static(path: str | pathlib.Path) -> QuasiStaticTest:
+# The SI unit of each column of a quasi-static test.
+QUASI_STATIC_UNITS = dict(zip(LOAD_COLUMNS + DEFLECTION_COLUMNS,
+                              ("N",) * 3 + ("N m",) * 3 + ("m",) * 3 + ("rad",) * 3))
+
+
+def read_quasi_static(path: str | pathlib.Path, *, columns: Mapping[str, str] | None = None,
+                      units: Mapping[str, str] | None = None) -> QuasiStaticTest:
     """Read a quasi-static test CSV with the columns `Fx,Fy,Fz,Mx,My,Mz,dx,dy,dz,b1,b2,b3`
-    (SI units: N, N m, m, rad; extra columns are ignored)."""
-    columns = read_table(path, LOAD_COLUMNS + DEFLECTION_COLUMNS, min_rows=1)
-    return QuasiStaticTest(np.stack([columns[c] for c in LOAD_COLUMNS], axis=1),
-                           np.stack([columns[c] for c in DEFLECTION_COLUMNS], axis=1),
-                           str(path))
+    (SI units: N, N m, m, rad; extra columns are ignored). A tester's file with its own
+    column names and units (`read_quantities`): `columns` maps these names to its columns,
+    `units` gives units by name or column."""
+    if not columns and not units:
+        table = read_table(path, LOAD_COLUMNS + DEFLECTION_COLUMNS, min_rows=1)
+        read_as = None
+    else:
+        read = read_quantities(path, QUASI_STATIC_UNITS, columns=columns, units=units,
+                               min_rows=1)
+        table, read_as = read.values, read.read_as
+    return QuasiStaticTest(np.stack([table[c] for c in LOAD_COLUMNS], axis=1),
+                           np.stack([table[c] for c in DEFLECTION_COLUMNS], axis=1),
+                           str(path), read_as)
 
 
 def write_quasi_static(path: str | pathlib.Path, test: QuasiStaticTest) -> pathlib.Path:
@@ -98,13 +292,15 @@ class LoadDisplacementData:
     """A load-displacement record of one degree of freedom.
 
     Fields: `displacement` (m or rad, `(n,)`), `load` (N or N m, `(n,)`), `time` (s, `(n,)`,
-    strictly increasing; `None` for a quasi-static table), `source` (for messages).
+    strictly increasing; `None` for a quasi-static table), `source` (for messages), `read_as`
+    (which column and unit each came from, for a file with its own: `ColumnsRead.read_as`).
     """
 
     displacement: np.ndarray
     load: np.ndarray
     time: np.ndarray | None = None
     source: str = "<data>"
+    read_as: dict | None = None
 
     def __post_init__(self):
         x = np.asarray(self.displacement, dtype=float)
@@ -153,11 +349,34 @@ class LoadDisplacementData:
         return velocity, acceleration
 
 
-def read_load_displacement(path) -> LoadDisplacementData:
+def read_load_displacement(path, *, displacement: str | None = None, load: str | None = None,
+                           time: str | None = None,
+                           units: Mapping[str, str] | None = None) -> LoadDisplacementData:
     """Read a CSV with the columns `displacement` and `load` (SI: m or rad, N or N m) and an
     optional `t` (s); other columns are ignored (docs/formats/data-files.md). Bad rows raise
-    `ValueError` naming the line and column."""
-    columns = read_table(path, ("displacement", "load"), optional=("t",), others="ignore",
-                         min_rows=1)
-    return LoadDisplacementData(columns["displacement"], columns["load"], columns.get("t"),
-                                str(path))
+    `ValueError` naming the line and column.
+
+    A tester's file with its own column names and units (`read_quantities`): `displacement`,
+    `load` and `time` name its columns, `units` gives units by quantity (`displacement`,
+    `load`, `t`) or column; OpenSim storage files (`.sto`, `.mot`) are read this way too. A
+    displacement and a load of different motions (an angle with a force, a length with a
+    moment) are refused."""
+    if displacement is None and load is None and time is None and not units and \
+            pathlib.Path(path).suffix.lower() not in STORAGE_SUFFIXES:
+        columns = read_table(path, ("displacement", "load"), optional=("t",), others="ignore",
+                             min_rows=1)
+        return LoadDisplacementData(columns["displacement"], columns["load"], columns.get("t"),
+                                    str(path))
+    mapping = {name: column for name, column in
+               (("displacement", displacement), ("load", load), ("t", time)) if column}
+    read = read_quantities(path, {"displacement": ("m", "rad"), "load": ("N", "N m"),
+                                  "t": "s"}, columns=mapping, units=units, optional=("t",),
+                           min_rows=1)
+    kinds = [UNITS.get(read.read_as[name]["unit"], (None,))[0]
+             for name in ("displacement", "load")]
+    if kinds in (["rad", "N"], ["m", "N m"]):
+        raise ValueError(f"{path}: displacement in {read.read_as['displacement']['unit']} with "
+                         f"load in {read.read_as['load']['unit']}: a rotation goes with a "
+                         "moment (N m) and a translation with a force (N)")
+    return LoadDisplacementData(read.values["displacement"], read.values["load"],
+                                read.values.get("t"), str(path), read.read_as)

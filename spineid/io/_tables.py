@@ -37,7 +37,8 @@ def read_table(
     - `text`: columns kept as text (arrays of `str`); every other column read is a float64 array
       of finite numbers.
     - `others`: what to do with columns that are neither required, optional nor text:
-      `"numbers"` reads them as numbers too (the default), `"ignore"` leaves them unread.
+      `"numbers"` reads them as numbers too (the default), `"text"` as text (unchecked),
+      `"ignore"` leaves them unread.
     - `min_rows`: the fewest data rows accepted.
 
     Lines starting with `#` before the header are comments. One of the form
@@ -99,10 +100,12 @@ def read_table(
         )
     if len(set(header)) != len(header):
         raise ValueError(f"{path}: header {header}: repeated column names")
-    if others not in ("numbers", "ignore"):
-        raise ValueError(f"others={others!r}: expected 'numbers' or 'ignore'")
+    if others not in ("numbers", "text", "ignore"):
+        raise ValueError(f"others={others!r}: expected 'numbers', 'text' or 'ignore'")
     wanted = set(required) | set(optional) | set(text)
-    read = [i for i, name in enumerate(header) if others == "numbers" or name in wanted]
+    if others == "text":
+        text = set(text) | {name for name in header if name not in wanted}
+    read = [i for i, name in enumerate(header) if others != "ignore" or name in wanted]
     columns: dict[str, list] = {header[i]: [] for i in read}
     for number, row in enumerate(rows[1:], start=2 + comments):
         if len(row) != len(header):

@@ -15,6 +15,11 @@ from ._frames import (
     bushing_deflection_rate as bushing_deflection_rate,
     bushing_wrenches as bushing_wrenches,
 )
+from ._markers import (
+    body_coordinates as body_coordinates,
+    relative_poses as relative_poses,
+    rigid_poses as rigid_poses,
+)
 from ._planar import (
     body_point_position as body_point_position,
     body_point_velocity as body_point_velocity,

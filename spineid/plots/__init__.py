@@ -10,6 +10,7 @@ from ._fits import (
     plot_fit as plot_fit,
     plot_identifiability as plot_identifiability,
     plot_law_fit as plot_law_fit,
+    plot_population as plot_population,
     plot_profile as plot_profile,
     plot_residuals as plot_residuals,
     plot_stiffness_fit as plot_stiffness_fit,

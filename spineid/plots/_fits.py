@@ -2,6 +2,7 @@
 data identify, stiffness-matrix fits and load-law fits.
 """
 
+import math
 import pathlib
 
 import matplotlib.pyplot as plt
@@ -174,4 +175,55 @@ def plot_profile(profile, path: str | pathlib.Path | None = None):
     axis.legend(fontsize="small")
     lower, upper = profile.interval
     axis.set_title(f"{profile.name}: [{lower:.4g}, {upper:.4g}] {profile.unit}", fontsize=10)
+    return _save(figure, path)
+
+
+def plot_population(rows, path: str | pathlib.Path, title: str = "population"
+                    ) -> pathlib.Path:
+    """Each fitted parameter across the files of a batch (`summary.csv`'s rows: dicts with a
+    `group`, a `status` and, per parameter, its value and `<name> stderr`): one panel per
+    parameter, a point per file with its standard error, the files side by side by group and
+    the group's median (of the accepted files) marked; files whose result was not accepted
+    (`status` "not accepted") drawn hollow. Files that failed are left out (and counted in the
+    title)."""
+    accepted = [row for row in rows if row.get("status") != "failed"]
+    names = [name for name in (accepted[0] if accepted else {})
+             if f"{name} stderr" in accepted[0]]
+    for row in accepted[1:]:
+        names += [name for name in row if f"{name} stderr" in row and name not in names]
+    groups = sorted({row.get("group", "") for row in accepted})
+    columns = min(3, max(len(names), 1))
+    lines = max(1, math.ceil(len(names) / columns))
+    figure, axes = plt.subplots(lines, columns, figsize=(4.2 * columns, 3.0 * lines),
+                                squeeze=False)
+    for axis in axes.ravel()[len(names):]:
+        axis.axis("off")
+    if not names:
+        axes[0, 0].text(0.5, 0.5, "no file gave a result", ha="center", va="center")
+    for axis, name in zip(axes.ravel(), names):
+        for g, group in enumerate(groups):
+            members = [row for row in accepted if row.get("group", "") == group
+                       and isinstance(row.get(name), (int, float))]
+            values = np.array([float(row[name]) for row in members])
+            errors = np.array([float(row[f"{name} stderr"])
+                               if isinstance(row.get(f"{name} stderr"), (int, float)) else np.nan
+                               for row in members])
+            if not values.size:
+                continue
+            ok = np.array([row.get("status") == "ok" for row in members])
+            spread = np.linspace(-0.2, 0.2, values.size) if values.size > 1 else np.zeros(1)
+            for chosen, face in ((ok, f"C{g}"), (~ok, "none")):
+                if chosen.any():
+                    axis.errorbar((g + spread)[chosen], values[chosen],
+                                  yerr=np.where(np.isfinite(errors), errors, 0.0)[chosen],
+                                  fmt="o", ms=4, color=f"C{g}", mfc=face, capsize=2, lw=0.8)
+            if ok.any():
+                axis.hlines(np.median(values[ok]), g - 0.3, g + 0.3, color="k", lw=1.5)
+        axis.set_xticks(range(len(groups)), [group or "all" for group in groups])
+        axis.set_title(name, fontsize=9)
+        axis.grid(alpha=0.3)
+    failed = len(rows) - len(accepted)
+    figure.suptitle(f"{title}" + (f" ({failed} failed, not shown)" if failed else "")
+                    + "; bars: standard errors, lines: group medians, hollow: not accepted",
+                    fontsize=10)
     return _save(figure, path)

@@ -1,0 +1,181 @@
+"""Data files with their own column names and units, read into spineid's quantities in SI
+(docs/formats/data-files.md, "Files with other column names and units").
+
+A reader asks for named quantities (`t`, `x`, `theta`, `Fx`, a displacement, ...), each with
+its SI unit. Each is taken from the file's column of the same name, or of the name a mapping
+gives (`--columns x=disp_x_mm`). Its unit, in this order:
+1. given (`--units x=mm`, keyed by the quantity or by the file's column);
+2. the unit suffix of the column's name, its last `_`-separated part, matched exactly
+   (`UNITS`: `Time_s`, `disp_x_mm`, `rot_deg`, `F_N`, `M_Nm`, ...);
+3. in an OpenSim storage file (`.sto`, `.mot`): its `inDegrees` for angles (an angle in a file
+   without it, an old SIMM `.mot`, needs `--units`), SI otherwise;
+4. SI where the column carries spineid's own name (`t`, `x`, `theta`, `Fx`, ...).
+Otherwise the unit is unknown and the file is refused, listing every such column: spineid
+never guesses a unit. A unit of another kind than the quantity (`x` from a column in `deg`) is
+refused too. What was read from where, in which unit and by which rule is returned
+(`ColumnsRead.read_as`) so that the verbs print it and write it into their reports.
+"""
+
+import dataclasses
+import math
+import pathlib
+from collections.abc import Collection, Mapping
+
+import numpy as np
+
+from ._storage import read_storage
+from ._tables import read_table
+
+# Unit names (a column's suffix or a `--units` value) -> (SI unit, factor to SI).
+UNITS = {
+    "s": ("s", 1.0), "ms": ("s", 1e-3),
+    "m": ("m", 1.0), "cm": ("m", 1e-2), "mm": ("m", 1e-3), "um": ("m", 1e-6),
+    "rad": ("rad", 1.0), "deg": ("rad", math.pi / 180.0),
+    "N": ("N", 1.0), "kN": ("N", 1e3),
+    "Nm": ("N m", 1.0), "Nmm": ("N m", 1e-3),
+}
+
+# The unit name of each SI unit.
+SI_NAMES = {"s": "s", "m": "m", "rad": "rad", "N": "N", "N m": "Nm"}
+
+# What each SI unit measures, for the messages.
+KINDS = {"s": "a time", "m": "a length", "rad": "an angle", "N": "a force", "N m": "a moment"}
+
+STORAGE_SUFFIXES = (".sto", ".mot")
+
+
+@dataclasses.dataclass(frozen=True)
+class ColumnsRead:
+    """Quantities read from a data file: `values` (name -> `(k,)`, SI) and `read_as` (name ->
+    `{"column", "unit", "factor", "rule"}`: the file's column, its unit, the factor to SI and
+    which rule gave the unit, `"given"`, `"suffix"`, `"inDegrees"`, `"OpenSim SI"` or
+    `"spineid name"`), `source` (the path)."""
+
+    values: dict
+    read_as: dict
+    source: str
+
+    def describe(self) -> str:
+        """One line: each quantity, its column and unit where that is not spineid's own."""
+        parts = []
+        for name, entry in self.read_as.items():
+            if entry["rule"] == "spineid name":
+                continue
+            parts.append(f"{name} from {entry['column']!r} in {entry['unit']} "
+                         f"({entry['rule']})")
+        return f"{self.source}: " + (", ".join(parts) if parts else
+                                     "spineid's column names, SI units")
+
+
+def parse_assignments(text: str | None, option: str) -> dict[str, str]:
+    """`NAME=VALUE,NAME=VALUE` (a command line's `--columns` or `--units`) as a dict. Raises
+    `ValueError` naming `option` for an entry without `=`, an empty side or a repeated name."""
+    if text is None:
+        return {}
+    result = {}
+    for entry in (part.strip() for part in text.split(",")):
+        name, equals, value = entry.partition("=")
+        name, value = name.strip(), value.strip()
+        if not equals or not name or not value:
+            raise ValueError(f"{option}: {entry!r}: expected NAME=VALUE (comma-separated)")
+        if name in result:
+            raise ValueError(f"{option}: {name!r} given twice")
+        result[name] = value
+    return result
+
+
+def _unit(name: str, option: str = "--units") -> tuple[str, float]:
+    if name not in UNITS:
+        raise ValueError(f"{option}: unknown unit {name!r}; known units: {list(UNITS)}")
+    return UNITS[name]
+
+
+def read_quantities(path, wanted: Mapping[str, str | tuple[str, ...]], *,
+                    columns: Mapping[str, str] | None = None,
+                    units: Mapping[str, str] | None = None, optional: Collection[str] = (),
+                    min_rows: int = 2) -> ColumnsRead:
+    """Read the quantities `wanted` (name -> SI unit: `"s"`, `"m"`, `"rad"`, `"N"`, `"N m"`, or a
+    tuple of those it may be in: a displacement in m or rad) from a CSV table or an OpenSim
+    storage file, converted to SI (module docstring).
+
+    **Arguments:** `columns`: quantity -> the file's column (default: the quantity's own
+    name); `units`: quantity or column -> unit name (`UNITS`); `optional`: quantities read only
+    where their column is present; `min_rows`: the fewest rows.
+
+    **Returns:** a `ColumnsRead`. Raises `ValueError` naming the file for a mapping or unit of
+    an unknown quantity, a column that is not in the file (listing those present), a unit of
+    the wrong kind, or columns whose unit is unknown (listing them all).
+    """
+    path = pathlib.Path(path)
+    columns, units = dict(columns or {}), dict(units or {})
+    unknown = sorted(set(columns) - set(wanted))
+    if unknown:
+        raise ValueError(f"--columns: {unknown} are not quantities this file is read for; "
+                         f"expected some of {list(wanted)}")
+    source = {name: columns.get(name, name) for name in wanted}
+    storage = path.suffix.lower() in STORAGE_SUFFIXES
+    if storage and "t" in wanted and "t" not in columns:
+        source["t"] = "time"  # (a storage file's time column)
+    stray = sorted(set(units) - set(wanted) - set(source.values()))
+    if stray:
+        raise ValueError(f"--units: {stray} name neither a quantity read ({list(wanted)}) nor "
+                         f"a column read ({sorted(set(source.values()))})")
+    if storage:
+        table = read_storage(path)
+        present = {"time": table.time, **table.columns}
+    else:  # (the columns read checked as numbers, the others kept as text)
+        present = read_table(path, optional=sorted(set(source.values())), others="text",
+                             min_rows=min_rows)
+    for name in optional:  # (one whose column was named must be there)
+        if name not in columns and source[name] not in present:
+            del source[name]
+    wanted = {name: kinds for name, kinds in wanted.items() if name in source}
+    missing = [f"{name} (column {column!r})" for name, column in source.items()
+               if column not in present]
+    if missing:
+        raise ValueError(f"{path}: missing {', '.join(missing)}; its columns: "
+                         f"{list(present)} (map them with --columns QUANTITY=COLUMN)")
+    read_as, unknown_units = {}, []
+    for name, kinds in wanted.items():
+        column = source[name]
+        kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds)
+        if kinds in (("",), ()):  # (a channel of unknown unit: any)
+            kinds = tuple(KINDS)
+        si = kinds[0] if len(kinds) == 1 else None  # (None: SI, whichever it is)
+        given = units.get(name, units.get(column))
+        suffix = column.rsplit("_", 1)[1] if "_" in column else None
+        if given is not None:
+            unit, rule = given, "given"
+        elif suffix in UNITS:
+            unit, rule = suffix, "suffix"
+        elif storage and si == "rad" and table.in_degrees is not None:
+            unit, rule = ("deg" if table.in_degrees else "rad"), "inDegrees"
+        elif storage and si is not None and si != "rad":
+            unit, rule = SI_NAMES[si], "OpenSim SI"
+        elif storage and "rad" in kinds:  # (no inDegrees: an old SIMM .mot, degrees by habit)
+            unknown_units.append(f"{column!r} (for {name}, an angle: the file has no "
+                                 "inDegrees)")
+            continue
+        elif column == name:
+            unit, rule = SI_NAMES.get(si, "SI"), "spineid name"
+        else:
+            unknown_units.append(f"{column!r} (for {name}, "
+                                 f"{' or '.join(KINDS[k] for k in kinds)})")
+            continue
+        unit_si, factor = _unit(unit) if unit != "SI" else (None, 1.0)
+        if unit_si is not None and unit_si not in kinds:
+            raise ValueError(f"{path}: column {column!r} read as {name}, "
+                             f"{' or '.join(KINDS[k] for k in kinds)}, but its unit {unit!r} "
+                             f"({rule}) is {KINDS[unit_si]}")
+        read_as[name] = {"column": column, "unit": unit, "factor": factor, "rule": rule}
+    if unknown_units:
+        raise ValueError(
+            f"{path}: the unit of {', '.join(unknown_units)} is not known: no unit suffix "
+            f"({', '.join('_' + u for u in UNITS)}) and not spineid's own column name; give "
+            "it with --units QUANTITY=UNIT (spineid never guesses a unit)")
+    values = {name: np.asarray(present[entry["column"]], dtype=float) * entry["factor"]
+              for name, entry in read_as.items()}
+    if "t" in values and np.any(np.diff(values["t"]) <= 0):
+        raise ValueError(f"{path}: column {read_as['t']['column']!r} (time) must be strictly "
+                         "increasing")
+    return ColumnsRead(values, read_as, str(path))

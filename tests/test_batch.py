@@ -1,0 +1,149 @@
+"""Batches: many data files in one call, one run per file into OUT/<stem>/, summary.csv and
+population.png; a failing file recorded and the batch going on; each file's result equal to
+the run of that file alone; groups; folders, patterns and refusals; an interrupted batch keeping
+its finished rows."""
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+import spineid
+from spineid.cli import _commands as verbs
+from spineid.cli import main
+
+pytestmark = pytest.mark.xdist_group("lab-data")  # (one worker: the axial fits compile once)
+
+
+def law_file(path, n, slope, seed):
+    # A two-phase torsion test in a tester's units (degrees, N m), n points.
+    rng = np.random.default_rng(seed)
+    x = np.linspace(-0.1, 0.1, n)
+    y = np.where(x < 0.02, 40 * x, 0.8 + slope * (x - 0.02)) + rng.normal(0, 0.05, n)
+    path.write_text("Rot_deg,Torque_Nm\n" + "".join(
+        f"{float(a)!r},{float(b)!r}\n" for a, b in zip(np.degrees(x), y)))
+    return path
+
+
+def summary(out):
+    with (out / "summary.csv").open() as file:
+        return list(csv.DictReader(file))
+
+
+TABLE = ["--displacement", "Rot_deg", "--load", "Torque_Nm", "--nodes=-0.1,0.0,0.1",
+         "--free-breakpoints"]
+
+
+def test_a_folder_of_tests_with_a_broken_file(tmp_path):
+    folder = tmp_path / "tests"
+    folder.mkdir()
+    for i, (name, slope) in enumerate([("c5_Ant", 160), ("c6_Ant", 150), ("c5_Pos", 120)]):
+        law_file(folder / f"{name}.csv", 200 + 40 * i, slope, i)
+    (folder / "c7_Pos.csv").write_text("Rot_deg,Torque_Nm\n1,oops\n")
+    (folder / "notes.txt").write_text("not data")
+    out = tmp_path / "out"
+    status = main(["table", str(folder), "--out", str(out), *TABLE, "--group", "(Ant|Pos)"])
+    assert status == 11  # 10 + one file without a result
+    rows = summary(out)
+    assert [row["folder"] for row in rows] == ["c5_Ant", "c5_Pos", "c6_Ant", "c7_Pos"]
+    assert [row["group"] for row in rows] == ["Ant", "Pos", "Ant", "Pos"]
+    assert [row["status"] for row in rows] == ["ok", "ok", "ok", "failed"]
+    assert "line 2, column Torque_Nm: expected a number" in rows[3]["error"]
+    assert (out / "c7_Pos" / "error.txt").read_text().startswith(str(folder / "c7_Pos.csv"))
+    assert (out / "population.png").stat().st_size > 0
+    marker = json.loads((out / "spineid-outputs.json").read_text())
+    assert marker["complete"] and "c5_Ant/report.json" in marker["files"]
+    # Each file's result equals the run of that file alone.
+    alone = tmp_path / "alone"
+    assert main(["table", str(folder / "c6_Ant.csv"), "--out", str(alone), *TABLE]) == 0
+    report = json.loads((alone / "report.json").read_text())
+    batch_report = json.loads((out / "c6_Ant" / "report.json").read_text())
+    assert batch_report["parameters"] == report["parameters"]
+    for entry in report["parameters"]:
+        assert float(rows[2][entry["name"]]) == entry["value"]
+        assert float(rows[2][entry["name"] + " stderr"]) == entry["stderr"]
+    assert "read " in (out / "c6_Ant" / "log.txt").read_text()
+
+
+def test_fit_each_file_on_its_own(tmp_path):
+    model = spineid.dataset_path("axial_4_springs.toml")
+    assert main(["simulate", str(model), "--out", str(tmp_path / "clean.csv")]) == 0
+    table = spineid.read_table(tmp_path / "clean.csv")
+    for i in range(2):
+        rng = np.random.default_rng(i)
+        noisy = {c: table[c] + rng.normal(0, 5e-6 if c != "theta" else 1e-4, table[c].size)
+                 for c in ("x", "y", "theta")}
+        spineid.write_table(tmp_path / f"run{i}.csv", {"t": table["t"], **noisy})
+    out = tmp_path / "out"
+    assert main(["fit", str(model), str(tmp_path / "run*.csv"), "--each", "--free",
+                 "stiffness", "--solver", "lm", "--out", str(out)]) == 0
+    rows = summary(out)
+    assert [row["folder"] for row in rows] == ["run0", "run1"]
+    assert all(row["status"] == "ok" and row["explains_data"] == "true" for row in rows)
+    assert (out / "run1" / "fitted.toml").is_file()
+    assert rows[0]["springs[0].stiffness"] != rows[1]["springs[0].stiffness"]
+
+
+def test_refusals_and_names(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "readme.md").write_text("x")
+    assert main(["table", str(empty), str(empty), "--out", str(tmp_path / "o1")]) == 2
+    assert main(["table", str(tmp_path / "none*.csv"), "--out", str(tmp_path / "o2")]) == 2
+    law_file(tmp_path / "a.csv", 100, 150, 0)
+    assert main(["table", str(tmp_path / "a.csv"), "--out", str(tmp_path / "o3"), *TABLE,
+                 "--group", "(Ant|Pos)"]) == 2  # not a batch: no groups
+    assert main(["table", str(tmp_path / "a.csv"), "--out", str(tmp_path / "o6"),
+                 *TABLE]) == 0  # (the same run without it)
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        law_file(tmp_path / name / "same.csv", 120, 150, 1)
+    assert main(["table", str(tmp_path / "one"), str(tmp_path / "two"), "--out",
+                 str(tmp_path / "o4"), *TABLE, "--group", "(x"]) == 2  # a bad pattern
+    assert not any((tmp_path / f"o{i}").exists() for i in range(1, 5))
+    assert (tmp_path / "o6" / "report.json").is_file()
+    (tmp_path / "three").mkdir()
+    law_file(tmp_path / "three" / "same-2.csv", 120, 150, 2)
+    assert main(["table", str(tmp_path / "one"), str(tmp_path / "two"), str(tmp_path / "three"),
+                 "--out", str(tmp_path / "o5"), *TABLE, "--group", "(xyz)|same"]) == 0
+    rows = summary(tmp_path / "o5")
+    assert [row["folder"] for row in rows] == ["same", "same-2", "same-2-2"]
+    # (an optional group that took no part in the match: "other", not a crash of the plot)
+    assert [row["group"] for row in rows] == ["other", "other", "other"]
+    # A batch written into the data folder: its summary.csv is not read as data next time.
+    assert main(["table", str(tmp_path / "one"), str(tmp_path / "two"), "--out",
+                 str(tmp_path / "one"), "--overwrite", *TABLE]) == 0
+    assert (tmp_path / "one" / "same.csv").is_file()  # (the data stay)
+    assert main(["table", str(tmp_path / "one"), str(tmp_path / "two"), "--out",
+                 str(tmp_path / "o7"), *TABLE]) == 0
+    assert len(summary(tmp_path / "o7")) == 2
+
+
+def test_an_interrupted_batch_keeps_its_finished_rows(tmp_path, monkeypatch):
+    for i in range(3):
+        law_file(tmp_path / f"s{i}.csv", 100 + 10 * i, 150, i)
+    run, calls = verbs.command_table, []
+
+    def interrupted_at_the_second(arguments):
+        calls.append(arguments.data)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return run(arguments)
+
+    monkeypatch.setattr(verbs, "command_table", interrupted_at_the_second)
+    from spineid.cli import _main
+    parser = _main.build_parser
+    monkeypatch.setattr(_main, "build_parser", lambda: _set_table(parser()))
+    out = tmp_path / "out"
+    assert main(["table", str(tmp_path / "s*.csv"), "--out", str(out), *TABLE]) == 130
+    rows = summary(out)
+    assert [row["folder"] for row in rows] == ["s0"] and rows[0]["status"] == "ok"
+    assert not json.loads((out / "spineid-outputs.json").read_text())["complete"]
+
+
+def _set_table(parser):
+    # The parser with `table` bound to the (patched) verb of the module.
+    subparsers = parser._subparsers._group_actions[0].choices
+    subparsers["table"].set_defaults(run=verbs.command_table)
+    return parser

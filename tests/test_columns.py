@@ -1,0 +1,203 @@
+"""Data files with their own column names and units: units from a column's suffix, from
+`--units`, from an OpenSim file's header, SI for spineid's own names; ambiguity and units of
+the wrong kind refused listing the columns; a fit read from a tester's file (millimetres,
+degrees, milliseconds, other names) equal to the fit of the same data in SI."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+import spineid
+from spineid.cli import main
+from spineid.io._columns import UNITS, parse_assignments, read_quantities
+
+pytestmark = pytest.mark.xdist_group("lab-data")  # (one worker: the axial fits compile once)
+
+TRAJECTORY = {"t": "s", "x": "m", "y": "m", "theta": "rad"}
+
+
+def write_csv(path, columns: dict, comment: str | None = None):
+    lines = ([comment] if comment else []) + [",".join(columns)]
+    for row in zip(*columns.values()):
+        lines.append(",".join(cell if isinstance(cell, str) else repr(float(cell))
+                              for cell in row))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+T = np.linspace(0.0, 0.2, 21)
+X, Y, THETA = 1e-3 * np.sin(30 * T), 2e-4 * np.cos(20 * T), 0.05 * np.sin(25 * T)
+
+
+def test_units_from_suffixes_given_units_and_spineid_names(tmp_path):
+    path = write_csv(tmp_path / "tester.csv", {
+        "Time_ms": T * 1e3, "disp_x_mm": X * 1e3, "lateral": Y * 1e6, "theta": THETA,
+        "operator": ["ab"] * T.size})  # a text column the reader does not need
+    read = read_quantities(path, TRAJECTORY, columns={"t": "Time_ms", "x": "disp_x_mm",
+                                                      "y": "lateral"}, units={"lateral": "um"})
+    np.testing.assert_allclose(read.values["t"], T, rtol=1e-15)
+    np.testing.assert_allclose(read.values["x"], X, rtol=1e-15)
+    np.testing.assert_allclose(read.values["y"], Y, rtol=1e-15)
+    np.testing.assert_array_equal(read.values["theta"], THETA)
+    assert {name: (e["column"], e["unit"], e["rule"]) for name, e in read.read_as.items()} == {
+        "t": ("Time_ms", "ms", "suffix"), "x": ("disp_x_mm", "mm", "suffix"),
+        "y": ("lateral", "um", "given"), "theta": ("theta", "rad", "spineid name")}
+    assert read.describe().endswith("t from 'Time_ms' in ms (suffix), x from 'disp_x_mm' in mm "
+                                    "(suffix), y from 'lateral' in um (given)")
+    # A unit given by the quantity's name wins over the column's suffix.
+    again = read_quantities(path, TRAJECTORY, columns={"t": "Time_ms", "x": "disp_x_mm",
+                                                       "y": "lateral"},
+                            units={"x": "cm", "y": "mm"})
+    np.testing.assert_allclose(again.values["x"], X * 1e3 * 1e-2, rtol=1e-15)
+
+
+def test_an_opensim_storage_file_gives_its_angles_units(tmp_path):
+    opensim = pytest.importorskip("opensim")
+    table = opensim.TimeSeriesTable()
+    table.setColumnLabels(["pelvis_tx", "pelvis_ty", "pelvis_tilt"])
+    for row in zip(T, X, Y, np.degrees(THETA)):
+        table.appendRow(float(row[0]), opensim.RowVector([float(v) for v in row[1:]]))
+    table.addTableMetaDataString("inDegrees", "yes")
+    path = tmp_path / "coordinates.mot"
+    opensim.STOFileAdapter.write(table, str(path))
+    read = read_quantities(path, TRAJECTORY, columns={"x": "pelvis_tx", "y": "pelvis_ty",
+                                                      "theta": "pelvis_tilt"})
+    np.testing.assert_allclose(read.values["theta"], THETA, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(read.values["x"], X, rtol=1e-12)
+    assert read.read_as["theta"]["rule"] == "inDegrees" and read.read_as["theta"]["unit"] == "deg"
+    assert read.read_as["x"]["rule"] == "OpenSim SI" and read.read_as["t"]["column"] == "time"
+
+
+@pytest.mark.parametrize("columns, units, message", [
+    ({"x": "disp", "y": "lat"}, {}, r"the unit of 'disp' \(for x, a length\), 'lat' \(for y, a "
+                                    r"length\) is not known: no unit suffix"),
+    ({"x": "disp_deg"}, {}, r"column 'disp_deg' read as x, a length, but its unit 'deg' "
+                            r"\(suffix\) is an angle"),
+    ({"x": "disp_mm"}, {"x": "furlong"}, "--units: unknown unit 'furlong'"),
+    ({"x": "nothere_mm"}, {}, r"missing x \(column 'nothere_mm'\); its columns: \['t', "
+                              r"'disp_mm', 'disp_deg', 'disp', 'lat', 'y', 'theta'\]"),
+    ({"z": "disp_mm"}, {}, r"--columns: \['z'\] are not quantities this file is read for"),
+    ({"x": "disp_mm"}, {"Fx": "N"}, r"--units: \['Fx'\] name neither a quantity read"),
+], ids=["no suffix", "wrong kind", "unknown unit", "missing column", "unknown quantity",
+        "stray unit"])
+def test_unusable_columns_and_units_are_refused(tmp_path, columns, units, message):
+    path = write_csv(tmp_path / "tester.csv", {"t": T, "disp_mm": X, "disp_deg": X, "disp": X,
+                                               "lat": Y, "y": Y, "theta": THETA})
+    with pytest.raises(ValueError, match=message):
+        read_quantities(path, TRAJECTORY, columns=columns, units=units)
+
+
+def test_assignments_are_parsed_and_refused_by_name():
+    assert parse_assignments("t=Time_s, x = disp_mm", "--columns") == {"t": "Time_s",
+                                                                        "x": "disp_mm"}
+    assert parse_assignments(None, "--units") == {}
+    for text, message in (("x", "expected NAME=VALUE"), ("x=", "expected NAME=VALUE"),
+                          ("x=a,x=b", "'x' given twice")):
+        with pytest.raises(ValueError, match=f"--columns: .*{message}"):
+            parse_assignments(text, "--columns")
+
+
+def test_every_unit_converts_to_its_si_unit():
+    # Each factor against an independent statement of the unit.
+    inch_free = {"s": 1, "ms": 0.001, "m": 1, "cm": 0.01, "mm": 0.001, "um": 1e-6, "rad": 1,
+                 "deg": math.pi / 180, "N": 1, "kN": 1000, "Nm": 1, "Nmm": 0.001}
+    assert {name: factor for name, (_, factor) in UNITS.items()} == pytest.approx(inch_free)
+
+
+def test_a_fit_of_a_testers_file_equals_the_fit_of_the_same_data_in_si(tmp_path):
+    model = spineid.dataset_path("axial_4_springs.toml")
+    si = tmp_path / "si.csv"
+    main(["simulate", str(model), "--out", str(si)])
+    table = spineid.read_table(si)
+    rng = np.random.default_rng(1)
+    noisy = {c: table[c] + rng.normal(0, 5e-6 if c != "theta" else 1e-4, table[c].size)
+             for c in ("x", "y", "theta")}
+    write_csv(tmp_path / "si_noisy.csv", {"t": table["t"], **noisy})
+    write_csv(tmp_path / "tester.csv", {
+        "Time_ms": table["t"] * 1e3, "Disp_X_mm": noisy["x"] * 1e3,
+        "Disp_Y_mm": noisy["y"] * 1e3, "Rot_Z_deg": np.degrees(noisy["theta"])})
+    common = ["--free", "stiffness", "--solver", "lm"]
+    assert main(["fit", str(model), str(tmp_path / "si_noisy.csv"), "--out",
+                 str(tmp_path / "a"), *common]) == 0
+    assert main(["fit", str(model), str(tmp_path / "tester.csv"), "--out", str(tmp_path / "b"),
+                 "--columns", "t=Time_ms,x=Disp_X_mm,y=Disp_Y_mm,theta=Rot_Z_deg",
+                 *common]) == 0
+    a, b = (json.loads((tmp_path / d / "report.json").read_text()) for d in "ab")
+    for pa, pb in zip(a["parameters"], b["parameters"]):
+        assert pb["value"] == pytest.approx(pa["value"], rel=1e-9)
+        assert pb["stderr"] == pytest.approx(pa["stderr"], rel=1e-6)
+    assert b["data"][0]["read_as"]["theta"] == {"column": "Rot_Z_deg", "unit": "deg",
+                                                "factor": math.pi / 180, "rule": "suffix"}
+    assert a["data"][0]["read_as"] is None
+    # Without the mapping the tester's columns are named, not guessed.
+    assert main(["fit", str(model), str(tmp_path / "tester.csv"), "--out", str(tmp_path / "c"),
+                 *common]) == 2
+    assert not (tmp_path / "c").exists()
+
+
+def test_table_and_stiffness_read_testers_files(tmp_path):
+    # table: a torsion test in degrees and N m with the tester's names, against the same data
+    # in SI under spineid's names.
+    rng = np.random.default_rng(3)
+    angle = np.linspace(-0.1, 0.1, 200)
+    moment = np.where(angle < 0.02, 40 * angle, 0.8 + 160 * (angle - 0.02))
+    moment = moment + rng.normal(0, 0.05, angle.size)
+    write_csv(tmp_path / "si.csv", {"displacement": angle, "load": moment})
+    write_csv(tmp_path / "tester.csv", {"Rot_Y_deg": np.degrees(angle), "Torque_Nm": moment,
+                                        "Specimen": ["C5-C6 #3"] * angle.size})
+    options = ["--nodes=-0.1,0.0,0.1", "--free-breakpoints"]
+    assert main(["table", str(tmp_path / "si.csv"), "--out", str(tmp_path / "a"),
+                 *options]) == 0
+    assert main(["table", str(tmp_path / "tester.csv"), "--out", str(tmp_path / "b"), *options,
+                 "--displacement", "Rot_Y_deg", "--load", "Torque_Nm"]) == 0
+    a, b = (json.loads((tmp_path / d / "report.json").read_text()) for d in "ab")
+    for pa, pb in zip(a["parameters"], b["parameters"]):
+        assert pb["value"] == pytest.approx(pa["value"], rel=1e-9, abs=1e-12)
+    assert b["data"][0]["read_as"]["displacement"]["unit"] == "deg"
+    # A rotation with a force is refused.
+    assert main(["table", str(tmp_path / "tester.csv"), "--out", str(tmp_path / "c"),
+                 "--displacement", "Rot_Y_deg", "--load", "Torque_Nm",
+                 "--units", "load=N"]) == 2
+    # stiffness: loads in N and N mm, motions in mm and degrees.
+    stiffness = np.diag([9e4, 2.2e5, 7.5e4, 55.0, 38.0, 70.0])
+    deflections = rng.uniform(-1, 1, (24, 6)) * np.array([3e-4] * 3 + [0.03] * 3)
+    test = spineid.QuasiStaticTest(deflections @ stiffness, deflections)
+    spineid.write_quasi_static(tmp_path / "si_test.csv", test)
+    si = spineid.read_table(tmp_path / "si_test.csv")
+    names = {"Fx": "Shear_X_N", "Fy": "Shear_Y_N", "Fz": "Axial_N", "Mx": "Mx_Nmm",
+             "My": "My_Nmm", "Mz": "Mz_Nmm", "dx": "dx_mm", "dy": "dy_mm", "dz": "dz_mm",
+             "b1": "b1_deg", "b2": "b2_deg", "b3": "b3_deg"}
+    factor = {"N": 1.0, "Nmm": 1e3, "mm": 1e3, "deg": 180 / math.pi}
+    write_csv(tmp_path / "tester_test.csv", {
+        column: si[name] * factor[column.rsplit("_", 1)[1]] for name, column in names.items()})
+    assert main(["stiffness", str(tmp_path / "si_test.csv"), "--out", str(tmp_path / "d"),
+                 "--structure", "diagonal"]) in (0, 1)
+    assert main(["stiffness", str(tmp_path / "tester_test.csv"), "--out", str(tmp_path / "e"),
+                 "--structure", "diagonal", "--columns",
+                 ",".join(f"{k}={v}" for k, v in names.items())]) in (0, 1)
+    d, e = (json.loads((tmp_path / x / "report.json").read_text()) for x in "de")
+    np.testing.assert_allclose(e["matrix"], d["matrix"], rtol=1e-9)
+    np.testing.assert_allclose(np.diag(e["matrix"])[:4], np.diag(stiffness)[:4], rtol=1e-9)
+    assert e["data"][0]["read_as"]["Mx"] == {"column": "Mx_Nmm", "unit": "Nmm", "factor": 1e-3,
+                                             "rule": "suffix"}
+
+
+def test_a_named_time_column_must_exist_and_simm_angles_need_their_unit(tmp_path):
+    path = write_csv(tmp_path / "law.csv", {"Rot_deg": np.degrees(X), "Torque_Nm": Y})
+    with pytest.raises(ValueError, match=r"missing t \(column 'Tme_s'\)"):
+        spineid.read_load_displacement(path, displacement="Rot_deg", load="Torque_Nm",
+                                       time="Tme_s")
+    read = spineid.read_load_displacement(path, displacement="Rot_deg", load="Torque_Nm")
+    assert read.time is None  # (no time column named, none there: a quasi-static law)
+    simm = tmp_path / "simm.mot"
+    rows = "\n".join("\t".join(repr(float(v)) for v in row) for row in zip(T, X, Y, THETA))
+    simm.write_text(f"name run\ndatacolumns 4\ndatarows {T.size}\nendheader\n"
+                    f"time\tx\ty\ttheta\n{rows}\n")
+    with pytest.raises(ValueError, match=r"'theta' \(for theta, an angle: the file has no "
+                                         r"inDegrees\) is not known"):
+        read_quantities(simm, TRAJECTORY)
+    read = read_quantities(simm, TRAJECTORY, units={"theta": "rad"})
+    np.testing.assert_array_equal(read.values["theta"], THETA)
+    np.testing.assert_array_equal(read.values["x"], X)  # (lengths: OpenSim SI)
