@@ -9,12 +9,21 @@ Everything public is re-exported here, grouped by layer. The plot functions load
 only when one of them is first used, so `import spineid` does not import it.
 
 Importing spineid switches JAX to float64 (`jax_enable_x64`): stiffness identification needs
-the precision, and mixing float32 and float64 silently would lose it.
+the precision, and mixing float32 and float64 silently would lose it. It also turns JAX's
+persistent compilation cache on (`spineid/_cache.py`: where it lives, `SPINEID_CACHE_DIR` to
+move it, `SPINEID_CACHE=off` to opt out), so that a second process does not compile again.
 """
 
 import jax
 
+from ._cache import (
+    cache_on_import as _cache_on_import,
+    default_cache_directory as default_cache_directory,
+    use_compilation_cache as use_compilation_cache,
+)
+
 jax.config.update("jax_enable_x64", True)
+_cache_on_import()
 
 # kinematics: rotations, planar body points, frames and their relative motion, contact geometry
 from .kinematics import (  # noqa: E402
@@ -155,11 +164,13 @@ from .io import (  # noqa: E402
     ModelReader as ModelReader,
     opensim_model_xml as opensim_model_xml,
     QuasiStaticTest as QuasiStaticTest,
+    read_c3d as read_c3d,
     read_load_displacement as read_load_displacement,
     read_quantities as read_quantities,
     read_quasi_static as read_quasi_static,
     read_storage as read_storage,
     read_table as read_table,
+    read_markers as read_markers,
     read_trajectory as read_trajectory,
     read_trc as read_trc,
     register_model_kind as register_model_kind,

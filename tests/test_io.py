@@ -309,3 +309,18 @@ def test_a_head_neck_file_with_a_mass_missing_names_the_masses(tmp_path):
                                          r"has 8 \(expected 7\), geometry.body_depth has 7 "
                                          r"\(expected 6\)"):
         spineid.load_model_file(path)
+
+
+def test_documents_holding_numpy_values_are_written_as_valid_toml():
+    # Oracle: Python's own TOML parser. numpy's float64 is a float whose repr is
+    # `np.float64(...)` (numpy 2), which is not TOML; a model built with numpy values (a start
+    # scaled by a factor) must still be written as numbers.
+    import tomllib
+
+    document = {"kind": "planar_pair", "scale": np.float64(35100.0), "count": np.int64(3),
+                "fixed": np.bool_(True), "pose": np.array([0.0, 0.03, 0.0]),
+                "springs": [{"stiffness": np.float64(1.5e4) * 1.3, "nodes": [np.int32(1), 2]}]}
+    parsed = tomllib.loads(spineid.io.dumps_toml(document))
+    assert parsed == {"kind": "planar_pair", "scale": 35100.0, "count": 3, "fixed": True,
+                      "pose": [0.0, 0.03, 0.0],
+                      "springs": [{"stiffness": 1.5e4 * 1.3, "nodes": [1, 2]}]}

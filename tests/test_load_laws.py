@@ -2,6 +2,7 @@
 them in planar and spatial models, fitting them to load-displacement data, and bad input."""
 
 import json
+import logging
 
 import jax
 import jax.numpy as jnp
@@ -372,3 +373,31 @@ def test_table_nodes_must_be_fewer_than_points_and_extrapolation_is_said():
         spineid.fit_load_law(data, n_nodes=20)
     fit = spineid.fit_load_law(data, nodes=[0.0, 0.5e-3, 2e-3])
     assert any("outside the data" in w and "0.002" in w for w in fit.warnings)
+
+
+def test_records_of_different_lengths_share_one_compilation_and_stay_exact(caplog):
+    # Records of 1400 and 1500 points are padded to one length (1536) with samples of weight
+    # zero: the second fit compiles nothing, and the padding changes no result. Oracle:
+    # ordinary least squares by numpy (coefficients, noise with n - p degrees of freedom and
+    # the standard errors sigma sqrt(diag((X^T X)^-1))).
+    rng = np.random.default_rng(3)
+
+    def record(n):
+        x = np.linspace(-1e-3, 1e-3, n)
+        return x, 0.1 * (x / 1e-3) + 0.05 * (x / 1e-3) ** 3 + 1e-3 * rng.standard_normal(n)
+
+    spineid.fit_load_law(spineid.LoadDisplacementData(*record(1400)), "polynomial", degree=3)
+    x, y = record(1500)
+    with jax.log_compiles(), caplog.at_level(logging.WARNING):
+        fit = spineid.fit_load_law(spineid.LoadDisplacementData(x, y), "polynomial", degree=3)
+    compiled = [r.getMessage() for r in caplog.records if "ompil" in r.getMessage()]
+    assert not compiled, compiled
+    powers = np.stack([x, x**2, x**3], axis=1)
+    exact, *_ = np.linalg.lstsq(powers, y, rcond=None)
+    residual = y - powers @ exact
+    sigma = np.sqrt(residual @ residual / (1500 - 3))
+    assert fit.n_data == 1500 and fit.residuals.shape == (1500,)
+    np.testing.assert_allclose(fit.values, exact, rtol=1e-7)
+    assert fit.noise == pytest.approx(sigma, rel=1e-8)
+    np.testing.assert_allclose(
+        fit.stderr, sigma * np.sqrt(np.diag(np.linalg.inv(powers.T @ powers))), rtol=1e-6)

@@ -72,6 +72,64 @@ def write_trc(path, time, positions: dict, units="mm"):
     return path
 
 
+def write_c3d(path, time, positions: dict, units="mm", scale=-1.0, rate=None):
+    """A C3D file written by the c3d package's Writer (positions in m, written in `units`;
+    `scale` < 0: float32 coordinates, > 0: 16-bit integers of that step). NaN: not seen."""
+    c3d = pytest.importorskip("c3d")
+    factor = {"mm": 1e3, "m": 1.0, "in": 1 / 0.0254}[units]
+    writer = c3d.Writer(point_rate=rate or 1.0 / float(np.diff(time)[0]),
+                        point_scale=scale, point_units=units.ljust(4))
+    writer.set_point_labels(list(positions))
+    for k in range(len(time)):
+        points = np.zeros((len(positions), 5), np.float32)
+        for i, p in enumerate(positions.values()):
+            if np.all(np.isfinite(p[k])):
+                points[i, :3] = factor * p[k]
+            else:
+                points[i, 3] = -1.0  # C3D's mark of a point not seen
+        writer.add_frames([(points, np.zeros((0, 0), np.float32))])
+    with open(path, "wb") as handle:
+        writer.write(handle)
+    return path
+
+
+def test_c3d_markers_read_as_the_trc_of_the_same_markers(tmp_path):
+    # Oracle: the same positions written by OpenSim's TRCFileAdapter (text) and by the c3d
+    # package (binary float32, and 16-bit integers of a 0.1 mm step, truncated by the writer): one reading.
+    rng = np.random.default_rng(4)
+    time = np.arange(12) / 200.0
+    positions = {name: rng.uniform(-0.4, 0.4, (time.size, 3)) for name in ("RASI", "LASI", "S1")}
+    positions["LASI"][3] = np.nan
+    trc = spineid.read_trc(write_trc(tmp_path / "a.trc", time, positions))
+    floats = spineid.read_markers(write_c3d(tmp_path / "a.c3d", time, positions))
+    integers = spineid.read_c3d(write_c3d(tmp_path / "b.c3d", time, positions, scale=0.1))
+    for read, atol in ((floats, 1e-7), (integers, 1e-4 + 1e-9)):
+        assert list(read.markers) == list(positions) and read.units == "mm"
+        assert read.rate == pytest.approx(200.0)
+        np.testing.assert_allclose(read.time, trc.time, atol=1e-9)
+        for name in positions:
+            np.testing.assert_allclose(read.markers[name], trc.markers[name], atol=atol)
+        assert np.isnan(read.markers["LASI"][3]).all()
+
+
+def test_bad_c3d_files_are_refused_by_name(tmp_path, monkeypatch):
+    time = np.arange(3) / 100.0
+    positions = {"A": np.zeros((3, 3)), "B": np.ones((3, 3))}
+    with pytest.raises(ValueError, match=r"POINT:UNITS 'in': expected one of"):
+        spineid.read_c3d(write_c3d(tmp_path / "inch.c3d", time, positions, units="in"))
+    text = tmp_path / "text.c3d"
+    text.write_text("Frame#,Time\n1,0.0\n")
+    with pytest.raises(ValueError, match=r"text.c3d: not a readable C3D file"):
+        spineid.read_c3d(text)
+    with pytest.raises(ValueError, match="file not found"):
+        spineid.read_c3d(tmp_path / "missing.c3d")
+    with pytest.raises(ValueError, match=r"1 frame\(s\); at least 2"):
+        spineid.read_c3d(write_c3d(tmp_path / "short.c3d", time[:1], positions, rate=100.0))
+    monkeypatch.setitem(__import__("sys").modules, "c3d", None)  # the extra not installed
+    with pytest.raises(ImportError, match=r"pip install 'spineid\[c3d\]'"):
+        spineid.read_c3d(tmp_path / "inch.c3d")
+
+
 def test_spatial_pose_of_the_upper_body_relative_to_a_moving_lower_body(tmp_path):
     rng = np.random.default_rng(2)
     time = np.arange(30) / 100.0
@@ -154,6 +212,16 @@ def test_fit_reads_a_marker_file_as_the_same_poses(tmp_path):
         assert abs(pb["value"] - pa["value"]) <= 0.01 * pa["stderr"]
     assert b["data"][0]["read_as"]["frames"] == {"read": table["t"].size, "dropped": 0}
     assert main(["fit", str(model), str(trc), "--out", str(tmp_path / "c"), *common]) == 2
+    # The same markers in a C3D file written by the c3d package (float32 millimetres).
+    c3d_file = write_c3d(tmp_path / "markers.c3d", table["t"], lab)
+    assert main(["fit", str(model), str(c3d_file), "--out", str(tmp_path / "d"), "--markers",
+                 "upper=A,B,C", *common]) == 0
+    d = json.loads((tmp_path / "d" / "report.json").read_text())
+    for pa, pd in zip(a["parameters"], d["parameters"]):
+        assert abs(pd["value"] - pa["value"]) <= 0.05 * pa["stderr"]
+    # Markers named for a file of columns: refused, not ignored.
+    assert main(["fit", str(model), str(tmp_path / "poses.csv"), "--out", str(tmp_path / "e"),
+                 "--markers", "upper=A,B,C", *common]) == 2
 
 
 def test_the_reference_frame_starts_the_record(tmp_path):

@@ -29,7 +29,7 @@ from ..plots import plot_population
 from ._outputs import MARKER, OutputFolder
 
 # The files a folder given as data contributes.
-DATA_SUFFIXES = (".csv", ".sto", ".mot", ".trc")
+DATA_SUFFIXES = (".csv", ".sto", ".mot", ".trc", ".c3d")
 
 # Exit status of a batch in which N files gave no accepted result: BATCH_STATUS + min(N, 100),
 # clear of 1 and 2 (one file's statuses), 124, 130 and 143.

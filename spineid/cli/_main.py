@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fit_parser.add_argument("model", help="model file (TOML); its values are the starting guess")
     fit_parser.add_argument("data", nargs="+", help="trajectory file(s), one per load case: CSV "
-                            "or OpenSim .sto/.mot, or markers .trc with --markers")
+                            "or OpenSim .sto/.mot, or markers .trc/.c3d with --markers")
     fit_parser.add_argument("--free", action="append", required=True, metavar="GROUP",
                             help="parameter group to fit (stiffness, damping, torsion) or a "
                                  "parameter name; repeat for several")
@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  "load cases of one fit; folders and patterns name files too")
     _add_batch(fit_parser)
     fit_parser.add_argument("--markers", metavar="'upper=A,B,C;lower=D,E,F'",
-                            help="for marker files (.trc): the markers on each body (lower "
+                            help="for marker files (.trc, .c3d): the markers on each body (lower "
                                  "optional: the laboratory); their body coordinates come from "
                                  "the first frame that sees them all, where the model is at its "
                                  "initial pose")

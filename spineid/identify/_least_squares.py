@@ -149,7 +149,7 @@ def levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 20
                         gtol: float = 1e-10, inexact_jacobians: bool = False,
                         progress: bool = False, linearise=None,
                         single_pass: bool = False,
-                        provisional: bool = False) -> LeastSquaresSolution:
+                        provisional: bool = False, samples=None) -> LeastSquaresSolution:
     """Minimise `1/2 |function(u)|^2` from `u0` (the method and its stops: the docstring of
     the module `spineid/identify/_least_squares.py`; Madsen, Nielsen and Tingleff 2004,
     Algorithm 3.16).
@@ -170,12 +170,18 @@ def levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 20
     (the module docstring says when the solver falls back to exact Jacobians).
     `linearise(u, exact) -> (residuals, jacobian)`, if given, replaces the forward-mode
     pass over `function` (a problem whose Jacobian has a known sparsity, such as multiple
-    shooting, builds it block by block).
+    shooting, builds it block by block). `samples` (an integer scalar array; default the length
+    of the residuals) counts the residuals that are data, for residuals padded with zeros to a
+    shared length (`spineid.identify._padding`): the degrees of freedom of the statistical stop
+    are `samples - p`.
 
     **Returns:** a `LeastSquaresSolution`. Jit-compiled; `vmap`-able over `u0` (then both
     branches of the step run for every member, as `lax.cond` becomes a select).
     """
     if single_pass:
+        if samples is not None:
+            raise ValueError("levenberg_marquardt: single_pass counts every residual as data "
+                             "(samples is not supported there)")
         if inexact_jacobians:
             raise ValueError("levenberg_marquardt: single_pass and inexact_jacobians exclude "
                              "each other")
@@ -187,7 +193,7 @@ def levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 20
     exact_flag = jnp.asarray(True)
     n = jax.eval_shape(function, u0, exact_flag).shape[0]
     p = u0.shape[0]
-    dof = max(n - p, 1)
+    dof = max(n - p, 1) if samples is None else jnp.maximum(samples - p, 1)
 
     def measures(residuals, jacobian):
         gradient = jacobian.T @ residuals

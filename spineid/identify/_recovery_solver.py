@@ -7,7 +7,6 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
-import jaxopt
 import numpy as np
 
 from ..elements._planar_springs import spring_moments
@@ -102,6 +101,8 @@ def _lm_subproblem(z, residuals, moment_jacobian, chain, damping, lower, upper, 
     def negative_dual(nu):
         u = jax.lax.stop_gradient(inner(nu))  # Danskin: the inner minimiser is stationary
         return 0.5 * nu @ nu - nu @ target - 0.5 * RIDGE * u @ u - nu @ (stacked @ u)
+
+    import jaxopt  # when first needed: it imports scipy.optimize
 
     nu = jaxopt.LBFGS(negative_dual, maxiter=1000, tol=1e-12).run(jnp.zeros_like(target)).params
     step = inner(nu) / scale

@@ -1,14 +1,14 @@
 """The jitted routines behind the least-squares solvers other than spineid's own
 Levenberg-Marquardt (`levenberg_marquardt`): optimistix's and jaxopt's Levenberg-Marquardt, and
 optax's Adam and L-BFGS for first-order fits (gradients by reverse mode), with progress
-printing. The solver objects of `spineid/identify/_solvers.py` call them.
+printing. The solver objects of `spineid/identify/_solvers.py` call them. jaxopt and optax are
+imported when their solver is first used: together they take about a third of `import spineid`
+(jaxopt imports scipy.optimize).
 """
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jaxopt
-import optax
 import optimistix as optx
 
 
@@ -37,6 +37,8 @@ def _solve_lm(objective, u0, rtol, atol, max_steps, verbose):
 def _jaxopt_solver(objective, rtol, atol, max_steps):
     # With a materialised Jacobian jaxopt builds it by jax.jacfwd (forward mode, as diffrax's
     # ForwardMode needs); jaxopt 0.8.5 ignores a `jac_fun` given together with materialize_jac.
+    import jaxopt
+
     return jaxopt.LevenbergMarquardt(
         residual_fun=objective, materialize_jac=True, solver="cholesky", maxiter=max_steps,
         stop_criterion="madsen-nielsen", xtol=rtol, gtol=atol, implicit_diff=False,
@@ -71,6 +73,8 @@ def _solve_jaxopt_lm_showing_progress(objective, u0, rtol, atol, max_steps):
 @eqx.filter_jit
 def _solve_optax(objective, u0, optimizer_name: str, learning_rate, max_steps,
                  batch_size=None, key=None):
+    import optax
+
     def loss(u):
         return 0.5 * jnp.sum(objective(u) ** 2)
 

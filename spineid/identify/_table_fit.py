@@ -41,6 +41,7 @@ from ..elements._load_laws import (
 from ..elements._parameters import Parameter
 from ..io._measurements import LoadDisplacementData
 from ._breakpoints import best_breakpoints, design_matrix
+from ._padding import pad, padded_length, weights
 from ._goodness import GoodnessOfFit, assess_fit
 from ._least_squares import levenberg_marquardt
 from ._profile import Profiled
@@ -141,17 +142,11 @@ class LawFit(Profiled):
         return "\n".join(lines)
 
 
-@eqx.filter_jit
-def _law_load(law, x):
-    # The law's load at many displacements, compiled once per law kind and data length.
-    return law.load(x)
-
-
 class _LawModel(eqx.Module):
     """The modelled load `M(x; theta) + c x' + J x''` at the data (module docstring) as a function
     of the physical parameters `theta` (`(p,)`, in the order `fit_load_law` declares them).
-    A module, so that fits of the same layout (law kind, number of parameters, data length)
-    share one compilation."""
+    A module, so that fits of the same layout (law kind, number of parameters, padded data
+    length: `spineid.identify._padding`) share one compilation."""
 
     x: Float[Array, " n"]
     velocity: Float[Array, " n"]
@@ -186,16 +181,33 @@ class _LawModel(eqx.Module):
 
     def __call__(self, theta):
         c = theta[-1] if self.damping else 0.0
-        return _law_load(self.law(theta), self.x) + c * self.velocity + self.known
+        return self.law(theta).load(self.x) + c * self.velocity + self.known
+
+    def nodes_and_slopes(self, theta):
+        """A table law's node displacements, node loads and phase slopes, concatenated."""
+        table_law = self.law(theta)
+        xs, ys = table_law.displacement, table_law.load_values
+        return jnp.concatenate([xs, ys, jnp.diff(ys) / jnp.diff(xs)])
+
+
+@eqx.filter_jit
+def _linearised(model: _LawModel, theta, derived: bool = False):
+    # The modelled loads (`(m,)`, padded) and their Jacobian `(m, p)` at `theta`, or with
+    # `derived` a table's nodes and slopes and theirs: compiled once per layout, where the same
+    # evaluated op by op compiles every operation for every new data length.
+    function = model.nodes_and_slopes if derived else model
+    return function(theta), jax.jacfwd(function)(theta)
 
 
 class _LawResiduals(eqx.Module):
-    """Noise-weighted residuals `(M(theta(u)) - observed) / sigma`, `(n,)`, of the unconstrained
-    parameters `u`; with `held` (an index) that parameter is held at `held_value` (unconstrained)
-    and `u` holds the others (a profile's refit)."""
+    """Noise-weighted residuals `weight (M(theta(u)) - observed) / sigma`, `(m,)` (padded: the
+    weight is zero beyond the data), of the unconstrained parameters `u`; with `held` (an
+    index) that parameter is held at `held_value` (unconstrained) and `u` holds the others (a
+    profile's refit)."""
 
     model: _LawModel
-    observed: Float[Array, " n"]
+    observed: Float[Array, " m"]
+    weight: Float[Array, " m"]
     sigma: Float[Array, ""]
     transform: Transform
     held_value: Float[Array, ""]
@@ -204,7 +216,8 @@ class _LawResiduals(eqx.Module):
     def __call__(self, u, args=None):
         if self.held is not None:
             u = jnp.concatenate([u[:self.held], self.held_value[None], u[self.held:]])
-        return (self.model(self.transform.to_physical(u)) - self.observed) / self.sigma
+        return ((self.model(self.transform.to_physical(u)) - self.observed) * self.weight
+                / self.sigma)
 
 
 def _minimise(residuals: _LawResiduals, u0, solver: LevenbergMarquardt,
@@ -213,7 +226,8 @@ def _minimise(residuals: _LawResiduals, u0, solver: LevenbergMarquardt,
     the weights are a placeholder noise (`levenberg_marquardt`)."""
     solution = levenberg_marquardt(residuals, jnp.asarray(u0), max_steps=solver.max_steps,
                                    decrement_tol=solver.decrement_tol, xtol=solver.rtol,
-                                   gtol=solver.atol, provisional=provisional)
+                                   gtol=solver.atol, provisional=provisional,
+                                   samples=jnp.sum(residuals.weight).astype(int))
     return solution.value, bool(solution.converged)
 
 
@@ -299,7 +313,10 @@ def fit_load_law(
     velocity = acceleration = np.zeros_like(data.displacement)
     if damping or inertia:
         velocity, acceleration = data.rates(rate_window)
-    x, observed = jnp.asarray(data.displacement), jnp.asarray(data.load)
+    n = data.displacement.size
+    length = padded_length(n)  # shared by records of similar length: one compilation
+    x, observed = jnp.asarray(pad(data.displacement, length)), jnp.asarray(pad(data.load, length))
+    weight = jnp.asarray(weights(n, length))
     load_unit = "load"
     damping_start, method, exact = 0.0, "Levenberg-Marquardt", False
     parameters: list[Parameter] = []
@@ -377,17 +394,18 @@ def fit_load_law(
         add("damping", "load s/displacement",
             float(damping_start if damping_start > 0 else 1e-2 * scale), 0.0)
     n_law = len(parameters) - int(damping)
-    model = _LawModel(x, jnp.asarray(velocity), jnp.asarray(inertia * acceleration),
+    model = _LawModel(x, jnp.asarray(pad(velocity, length, 0.0)),
+                      jnp.asarray(pad(inertia * acceleration, length, 0.0)),
                       jnp.asarray(node_x if table else np.zeros(2)), kind, n_law,
                       bool(table and free_breakpoints), bool(damping), float(smoothing))
-    build, predict = model.law, model
+    build = model.law
     transform = Transform.around(parameters, np.array(starts), "load law fit")
     local = solver.local if isinstance(solver, VariableProjection) else solver
 
     def solve(sigma, theta=None, provisional=False):
         # From `theta` (default: the start); `provisional`: `sigma` stands in for the noise
         # still to be estimated (the first pass).
-        residuals = _LawResiduals(model, observed, jnp.asarray(sigma, float), transform,
+        residuals = _LawResiduals(model, observed, weight, jnp.asarray(sigma, float), transform,
                                   jnp.asarray(0.0))
         u0 = (jnp.zeros(len(parameters)) if theta is None
               else transform.to_unconstrained(jnp.asarray(theta)))
@@ -405,15 +423,15 @@ def fit_load_law(
     else:
         theta, converged = solve(sigma, provisional=noise_estimated)
     if noise_estimated:
-        raw = np.asarray(predict(theta) - observed)
+        raw = np.asarray(_linearised(model, theta)[0])[:n] - data.load
         sigma = max(float(np.sqrt(np.sum(raw**2) / max(raw.size - len(parameters), 1))),
                     1e-12 * max(np.ptp(data.load), 1e-300))
         if not exact:
             theta, converged = solve(sigma, theta)
     values = np.asarray(theta)
-    predicted = np.asarray(predict(theta))
+    predicted, jacobian = (np.asarray(a)[:n] for a in _linearised(model, theta))
     residuals = predicted - data.load
-    jacobian = np.asarray(jax.jacfwd(predict)(theta)) / sigma
+    jacobian = jacobian / sigma
     names = [p.name for p in parameters]
     covariance, identifiability, on_bound = bounded_fisher_analysis(jacobian, values, transform,
                                                                     names)
@@ -425,13 +443,7 @@ def fit_load_law(
         messages.append("on a bound (no standard error): "
                         + ", ".join(n for n, b in zip(names, on_bound) if b))
     if table:
-        def nodes_and_slopes(th):
-            table_law = build(th)
-            xs, ys = table_law.displacement, table_law.load_values
-            return jnp.concatenate([xs, ys, jnp.diff(ys) / jnp.diff(xs)])
-
-        values_all = np.asarray(nodes_and_slopes(theta))
-        rows = np.asarray(jax.jacfwd(nodes_and_slopes)(theta))
+        values_all, rows = (np.asarray(a) for a in _linearised(model, theta, derived=True))
         with_errors = [(float(v), identifiability.standard_error_of(row))
                        for v, row in zip(values_all, rows)]
         k = len(law.displacement)
@@ -447,8 +459,8 @@ def fit_load_law(
     # Residuals in the order of the record (time), or of the displacement for a table.
     order = np.arange(residuals.size) if data.time is not None else np.argsort(
         data.displacement, kind="stable")
-    held = _HeldLawRefit(_LawResiduals(model, observed, jnp.asarray(sigma, float), transform,
-                                       jnp.asarray(0.0)), np.asarray(theta), local)
+    held = _HeldLawRefit(_LawResiduals(model, observed, weight, jnp.asarray(sigma, float),
+                                       transform, jnp.asarray(0.0)), np.asarray(theta), local)
     return LawFit(
         refit=held, lower_bounds=np.array([p.lower for p in parameters]),
         upper_bounds=np.array([p.upper for p in parameters]),

@@ -30,7 +30,9 @@ from ._measurements import (
     Measurement as Measurement,
     QuasiStaticTest as QuasiStaticTest,
     markers_measurement as markers_measurement,
+    MARKER_SUFFIXES as MARKER_SUFFIXES,
     read_load_displacement as read_load_displacement,
+    read_markers as read_markers,
     read_measurement as read_measurement,
     read_quasi_static as read_quasi_static,
     write_quasi_static as write_quasi_static,
@@ -46,6 +48,7 @@ from ._model_file import (
     unregister_model_kind as unregister_model_kind,
     write_model_file as write_model_file,
 )
+from ._c3d import read_c3d as read_c3d
 from ._opensim import (
     opensim_model_xml as opensim_model_xml,
     write_opensim_model as write_opensim_model,

@@ -14,6 +14,7 @@ import numpy as np
 from ..kinematics._markers import body_coordinates, relative_poses, rigid_poses
 from ..kinematics._rotations import euler123_rotation
 from ._columns import STORAGE_SUFFIXES, UNITS, read_quantities
+from ._c3d import read_c3d
 from ._storage import MarkerTrajectories, read_trc
 from ._tables import read_table, read_trajectory, write_table
 
@@ -118,6 +119,18 @@ class Measurement:
         return cls(ts, values, tuple(channels), str(path))
 
 
+MARKER_SUFFIXES = (".trc", ".c3d")
+"""Suffixes of the marker files `read_markers` reads."""
+
+
+def read_markers(path) -> MarkerTrajectories:
+    """The markers of a `.trc` (`read_trc`) or `.c3d` (`read_c3d`, an optional extra) file,
+    chosen by the suffix: positions in m, NaN where a marker is not seen."""
+    if pathlib.Path(path).suffix.lower() == ".c3d":
+        return read_c3d(path)
+    return read_trc(path)
+
+
 def read_measurement(path, channels: Sequence[str], units: Sequence[str], *,
                      columns: Mapping[str, str] | None = None,
                      column_units: Mapping[str, str] | None = None,
@@ -126,15 +139,20 @@ def read_measurement(path, channels: Sequence[str], units: Sequence[str], *,
     """A trajectory file read for a model's `channels` (SI `units`): a CSV with spineid's own
     column names in SI (`Measurement.from_csv`), or, with `columns` or `column_units` given or
     for an OpenSim storage file (`.sto`, `.mot`), a file with its own (`Measurement.from_file`),
-    or a marker file (`.trc`) with `markers` (`{"upper": names, "lower": names}`, `lower`
-    optional) and the model's `initial` channel values (`markers_measurement`)."""
-    if pathlib.Path(path).suffix.lower() == ".trc":
+    or a marker file (`.trc`, `.c3d`) with `markers` (`{"upper": names, "lower": names}`,
+    `lower` optional) and the model's `initial` channel values (`markers_measurement`).
+    `markers` given for a file that holds no markers is refused."""
+    suffix = pathlib.Path(path).suffix.lower()
+    if suffix in MARKER_SUFFIXES:
         if not markers:
-            raise ValueError(f"{path}: a marker file (.trc) needs the markers of each body: "
+            raise ValueError(f"{path}: a marker file ({suffix}) needs the markers of each body: "
                              "--markers 'upper=A,B,C[;lower=D,E,F]'")
         if initial is None:
             raise ValueError(f"{path}: a marker file needs the model's initial pose")
         return markers_measurement(path, channels, markers, initial)
+    if markers:
+        raise ValueError(f"{path}: markers {dict(markers)} given for a file that is not a marker "
+                         f"file ({', '.join(MARKER_SUFFIXES)}): its columns are the channels")
     if columns or column_units or pathlib.Path(path).suffix.lower() in STORAGE_SUFFIXES:
         return Measurement.from_file(path, channels, units, columns=columns,
                                      column_units=column_units)
@@ -143,7 +161,7 @@ def read_measurement(path, channels: Sequence[str], units: Sequence[str], *,
 
 def markers_measurement(path, channels: Sequence[str], markers: Mapping[str, Sequence[str]],
                         initial: Sequence[float]) -> Measurement:
-    """The upper body's pose from a marker file (`.trc`, `read_trc`) by
+    """The upper body's pose from a marker file (`.trc`, `read_trc`; `.c3d`, `read_c3d`) by
     `Measurement.from_markers`, the markers' body coordinates taken from the first frame in
     which every named marker is seen: there the upper body is taken to be at the model's
     initial pose `initial` (its channel values: `x, y, theta` or `x, y, z, a1, a2, a3`,
@@ -152,7 +170,7 @@ def markers_measurement(path, channels: Sequence[str], markers: Mapping[str, Seq
     from the initial values. The marker noise of that one frame becomes a constant offset of
     every pose (about the noise itself): a static trial to take the coordinates from is not
     supported yet."""
-    trajectories = read_trc(path)
+    trajectories = read_markers(path)
     unknown = sorted(set(markers) - {"upper", "lower"})
     if unknown or "upper" not in markers:
         raise ValueError(f"--markers: bodies {sorted(markers)}: expected upper (and lower)")

@@ -148,12 +148,14 @@ def simulation_settings(document: dict, source: str = "<model>") -> tuple[float,
 
 
 def _toml_value(value) -> str:
-    if isinstance(value, bool):
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, (bool, np.bool_)):
         return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value)
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):  # repr of numpy's float64 is np.float64(...)
+        return repr(float(value))
     if isinstance(value, str):
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, (list, tuple)):

@@ -5,6 +5,7 @@ data identify, stiffness-matrix fits and load-law fits.
 import math
 import pathlib
 
+import equinox as eqx
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -120,6 +121,13 @@ def plot_stiffness_fit(fit, test, path: str | pathlib.Path) -> pathlib.Path:
     return _save(figure, path)
 
 
+@eqx.filter_jit
+def _compiled_load(law, x):
+    # A law's loads at the displacements `x`, compiled once per law layout: evaluated op by op
+    # the law compiles every operation again for each new shape (a batch of plots).
+    return law.load(x)
+
+
 def plot_law_fit(fit, data, path: str | pathlib.Path, unit: str = "deg") -> pathlib.Path:
     """A `LawFit` against its data: the measured loads and the fitted law (with its nodes) over
     the displacement, the fitted load including the damper, and the residuals."""
@@ -132,12 +140,13 @@ def plot_law_fit(fit, data, path: str | pathlib.Path, unit: str = "deg") -> path
         load_axis.plot(x * scale, fit.predicted, lw=1.0, color="tab:green",
                        label=f"fit with damper c = {fit.damping:.3g}")
     grid = np.linspace(x.min(), x.max(), 600)
-    load_axis.plot(grid * scale, np.asarray(fit.law.load(grid)), lw=1.8, color="tab:blue",
+    nodes = np.asarray(getattr(fit.law, "displacement", np.zeros(0)))
+    loads = np.asarray(_compiled_load(fit.law, np.concatenate([grid, nodes])))
+    load_axis.plot(grid * scale, loads[:grid.size], lw=1.8, color="tab:blue",
                    label=f"fitted {fit.kind} law")
-    if hasattr(fit.law, "displacement"):
-        nodes = np.asarray(fit.law.displacement)
-        load_axis.plot(nodes * scale, np.asarray(fit.law.load(nodes)), "o", color="tab:blue",
-                       ms=5, label="nodes")
+    if nodes.size:
+        load_axis.plot(nodes * scale, loads[grid.size:], "o", color="tab:blue", ms=5,
+                       label="nodes")
     residual_axis.plot(x * scale, fit.residuals, ".", ms=3)
     residual_axis.axhline(0.0, color="k", lw=0.5)
     load_axis.set_ylabel("load")
