@@ -57,10 +57,10 @@ def spineid_fit(start_factors=START, rtol=1e-8):
     return spineid.fit(problem)
 
 
-def scipy_fit(data, start_factors=START, rtol=1e-10, damping_factor=1.0):
+def scipy_fit(data, start_factors=START, rtol=1e-10, damping_factor=1.0, ts=None):
     """The peer fit; imports neither jax nor spineid, so its process time is its own.
     `damping_factor` scales the bundled dampers (experiments/benchmark_robustness.py fits a
-    lightly damped variant)."""
+    lightly damped variant); `ts` (s) the record's sample times (default 0-0.5 s, 501)."""
     import pathlib
     import tomllib
 
@@ -69,7 +69,7 @@ def scipy_fit(data, start_factors=START, rtol=1e-10, damping_factor=1.0):
 
     path = pathlib.Path(__file__).resolve().parent.parent / "datasets" / "axial_4_springs.toml"
     document = tomllib.loads(path.read_text())
-    ts = np.linspace(0.0, 0.5, 501)
+    ts = np.linspace(0.0, 0.5, 501) if ts is None else np.asarray(ts, dtype=float)
     upper = np.array(document["upper"]["pose"])
     mass, inertia = document["upper"]["mass"], document["upper"]["inertia"]
     lower_points = np.array([s["lower_point"] for s in document["springs"]])
@@ -97,7 +97,7 @@ def scipy_fit(data, start_factors=START, rtol=1e-10, damping_factor=1.0):
         return [vx, vy, omega, total[0] / mass, total[1] / mass, moment / inertia]
 
     def residuals(log_stiffness):
-        solution = solve_ivp(rhs, (0.0, 0.5), np.concatenate([upper, np.zeros(3)]),
+        solution = solve_ivp(rhs, (0.0, float(ts[-1])), np.concatenate([upper, np.zeros(3)]),
                              method="DOP853", t_eval=ts, rtol=rtol, atol=rtol * 1e-2,
                              args=(np.exp(log_stiffness),))
         if solution.status != 0 or solution.y.shape[1] != ts.size:  # failed: back off

@@ -147,3 +147,35 @@ def _set_table(parser):
     subparsers = parser._subparsers._group_actions[0].choices
     subparsers["table"].set_defaults(run=verbs.command_table)
     return parser
+
+
+# The truths the bundled lab folder was made with (experiments/make_bundled_data.py prints them;
+# datasets/README.md lists them): knee (mm), then the stiffness of each phase (N/mm).
+LAB_TRUTH = {"S01_Pos": (1.4759, 11.738, 67.410), "S02_Ant": (1.4447, 9.744, 91.111),
+             "S03_Pos": (0.9013, 9.194, 68.335), "S04_Ant": (1.0708, 14.535, 93.961),
+             "S05_Pos": (1.2752, 9.299, 60.884), "S06_Ant": (1.5223, 10.438, 96.453),
+             "S07_Pos": (0.9989, 12.140, 62.689), "S08_Ant": (1.1484, 10.198, 96.767)}
+
+
+def test_the_readmes_lab_workflow_on_the_bundled_folder(tmp_path, capsys):
+    # The README's one command: a folder of a tester's files (its own column names, mm and N)
+    # in; per-specimen fits, summary.csv with each specimen's knee and phase stiffnesses, and
+    # the population plot out. Each recovers its truth within four standard errors.
+    out = tmp_path / "shear"
+    folder = spineid.dataset_path("lab_shear_tests")
+    assert main(["table", str(folder), "--displacement", "Disp_mm", "--load", "Force_N",
+                 "--n-nodes", "3", "--free-breakpoints", "--group", "(Ant|Pos)",
+                 "--out", str(out)]) == 0
+    assert "8 of 8 files accepted" in capsys.readouterr().out
+    with open(out / "summary.csv", newline="") as handle:
+        rows = {row["folder"]: row for row in csv.DictReader(handle)}
+    assert sorted(rows) == sorted(LAB_TRUTH)
+    for name, (knee, soft, stiff) in LAB_TRUTH.items():
+        row = rows[name]
+        assert row["group"] == name[-3:] and row["status"] == "ok"
+        for column, truth in (("breakpoint[1]", knee * 1e-3), ("slope[1]", soft * 1e3),
+                              ("slope[2]", stiff * 1e3)):
+            assert abs(float(row[column]) - truth) <= 4 * float(row[f"{column} stderr"]) \
+                + 1e-4 * truth, (name, column)
+        assert (out / name / "law_fit.png").is_file() and (out / name / "law.toml").is_file()
+    assert (out / "population.png").stat().st_size > 20_000

@@ -246,8 +246,10 @@ def test_failed_simulation_at_a_trial_point_is_finite():
 
     objective = _objective(problem, np.ones(3), Transform.around(problem.parameters, problem.start),
                            __import__("diffrax").ForwardMode(), 50)
-    residuals = objective.physical_residuals(jnp.asarray(problem.start) * 1e6)
-    assert np.all(np.isfinite(residuals)) and np.all(residuals == FAILED_RESIDUAL)
+    residuals = np.asarray(objective.physical_residuals(jnp.asarray(problem.start) * 1e6))
+    rows = objective.data_rows()  # (the record is padded with residuals of weight zero)
+    assert np.all(np.isfinite(residuals)) and np.all(residuals[rows] == FAILED_RESIDUAL)
+    assert rows.sum() == problem.n_data and np.all(residuals[~rows] == 0.0)
 
 
 def test_fit_from_an_unusable_start_refuses_instead_of_crashing():
@@ -376,3 +378,43 @@ def test_verdict_flags_a_model_that_lacks_what_the_data_show(missing, noise):
     assert result.starts["run"] > 1
     assert any("came back to the same lowest cost" in w for w in result.warnings)
     assert result.report()["goodness_of_fit"]["explains_data"] is False
+
+
+def test_records_of_different_lengths_share_one_compilation_and_padding_changes_nothing(
+        monkeypatch, caplog):
+    # Records of 101 and 105 samples are padded to one length (112, samples of weight zero:
+    # spineid/identify/_padding.py): the second fit compiles none of the fit's programs. The
+    # padding changes no result: the fit of the same record with padding turned off agrees.
+    import logging
+
+    truth = document(springs=AXIAL_SPRINGS, torsion=TORSION, loads=LOADS)
+    rng = np.random.default_rng(8)
+    sigma = np.array(list(NOISE.values()))
+
+    def problem_of(samples):
+        ts = np.arange(samples) * (TS[1] - TS[0])
+        data = simulate_data(truth, ts) + rng.normal(size=(samples, 3)) * sigma
+        return spineid.FitProblem(perturbed(truth, (1.3, 0.7, 1.2)),
+                                  spineid.Measurement(ts, data, ("x", "y", "theta")),
+                                  ["stiffness"], noise=None)
+
+    spineid.fit(problem_of(101))
+    longer = problem_of(105)
+    with jax.log_compiles(), caplog.at_level(logging.WARNING):
+        padded = spineid.fit(longer)
+    compiled = [r.getMessage() for r in caplog.records
+                if "Finished XLA compilation of jit(" in r.getMessage()]
+    assert not any(name in message for message in compiled
+                   for name in ("levenberg_marquardt", "_evaluate", "_cost")), compiled
+    monkeypatch.setattr("spineid.identify._objective.padded_length", lambda n: n)
+    plain = spineid.fit(longer)
+    assert padded.converged and plain.converged and padded.n_data == plain.n_data == 3 * 105
+    assert [p.shape for p in padded.predictions] == [(105, 3)]
+    np.testing.assert_allclose(padded.values, plain.values, rtol=1e-7)
+    np.testing.assert_allclose(padded.stderr, plain.stderr, rtol=1e-6)
+    assert padded.cost == pytest.approx(plain.cost, rel=1e-6)
+    for channel in NOISE:
+        assert padded.noise[channel] == pytest.approx(plain.noise[channel], rel=1e-6)
+    np.testing.assert_allclose(padded.predictions[0], plain.predictions[0], rtol=1e-9,
+                               atol=1e-12)
+    assert padded.goodness_of_fit.summary() == plain.goodness_of_fit.summary()

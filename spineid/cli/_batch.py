@@ -137,7 +137,7 @@ def group_of(path: pathlib.Path, pattern: re.Pattern | None) -> str:
 def _summary_row(path, stem, group, status, seconds, report, error, verb) -> dict:
     # One row of summary.csv: the file, its outcome, and per parameter its value and error
     # (for `recover`, the measure's moments: its atoms differ from file to file; a fit of
-    # vector springs adds them too).
+    # vector springs adds them too; a table law its breakpoints and phase slopes).
     row = {"file": str(path), "folder": stem, "group": group, "status": status,
            "seconds": round(seconds, 3), "error": error or ""}
     if report is not None:
@@ -146,6 +146,16 @@ def _summary_row(path, stem, group, status, seconds, report, error, verb) -> dic
                     "explains_data": goodness.get("explains_data"),
                     "cost": report.get("cost")})
         entries = [] if verb == "recover" else list(report.get("parameters", []))
+        # A table law: first what a lab reads off it, the breakpoints (where they were fitted)
+        # and the stiffness of each phase.
+        derived = report.get("derived") if verb == "table" else None
+        if isinstance(derived, dict):
+            knees = [dict(entry, name=f"breakpoint[{k}]") for k, entry in
+                     enumerate(derived.get("node_displacement", [])[1:-1], start=1)
+                     if isinstance(entry.get("stderr"), float) and entry["stderr"] > 0]
+            slopes = [dict(entry, name=f"slope[{k}]")
+                      for k, entry in enumerate(derived.get("slopes", []), start=1)]
+            entries = knees + slopes + entries
         moments = report.get("moments")
         if isinstance(moments, dict):
             entries += [dict(entry, name=name) for name, entry in moments.items()

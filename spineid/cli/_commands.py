@@ -38,7 +38,7 @@ from ..io import (
     write_text_atomically,
     write_trajectory,
 )
-from ..io._columns import ColumnsRead, parse_assignments
+from ..io._columns import describe_columns, parse_assignments
 from ..io._measurements import LOAD_COLUMNS
 from ..plots import (
     plot_chain_snapshots,
@@ -229,8 +229,9 @@ def command_fit(arguments) -> int:
 
 
 def _print_columns(measurements):
-    # Which column and unit each channel was read from, where the file had its own; for a
-    # marker file, which markers made each body and how many frames were dropped.
+    # Which column and unit each channel (or load, displacement) was read from, where the file
+    # had its own; for a marker file, which markers made each body and how many frames were
+    # dropped. (Trajectories, quasi-static tests and load-displacement data alike.)
     for measurement in measurements:
         read_as = measurement.read_as
         if read_as is None:
@@ -244,7 +245,7 @@ def _print_columns(measurements):
                   + f"; {read_as['frames']['dropped']} of {read_as['frames']['read']} frames "
                   "dropped (gaps)", flush=True)
         else:
-            print("read " + ColumnsRead({}, read_as, measurement.source).describe(), flush=True)
+            print("read " + describe_columns(read_as, measurement.source), flush=True)
 
 
 def _parse_markers(text: str | None) -> dict | None:
@@ -294,8 +295,7 @@ def command_stiffness(arguments) -> int:
     test = read_quasi_static(arguments.data,
                              columns=parse_assignments(arguments.columns, "--columns"),
                              units=parse_assignments(arguments.units, "--units"))
-    if test.read_as is not None:
-        print("read " + ColumnsRead({}, test.read_as, test.source).describe(), flush=True)
+    _print_columns([test])
     noise = _parse_noise(arguments.noise)
     if noise is not None:
         unknown = sorted(set(noise) - set(LOAD_COLUMNS))
@@ -358,8 +358,7 @@ def command_table(arguments) -> int:
     data = read_load_displacement(arguments.data, displacement=arguments.displacement,
                                   load=arguments.load, time=arguments.time,
                                   units=parse_assignments(arguments.units, "--units"))
-    if data.read_as is not None:
-        print("read " + ColumnsRead({}, data.read_as, data.source).describe(), flush=True)
+    _print_columns([data])
     print(f"fitting a {arguments.law} law to {len(data.load)} points of {arguments.data}",
           flush=True)
     result = fit_load_law(

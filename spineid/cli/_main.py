@@ -67,6 +67,10 @@ def _add_output(parser, required: bool = False, default: str | None = None,
 def _add_columns(parser, example: str, what: str):
     # The data file's own column names and units (docs/formats/data-files.md).
     parser.add_argument("--columns", metavar=example, help=what)
+    _add_units(parser)
+
+
+def _add_units(parser):
     parser.add_argument("--units", metavar="NAME=UNIT,...",
                         help="unit of a quantity or column (s, ms, m, cm, mm, um, rad, deg, N, "
                              "kN, Nm, Nmm); default: from the column name's suffix (Time_s, "
@@ -196,10 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     table_parser.add_argument("--time", metavar="COLUMN",
                               help="the data file's time column (default t; only a damper or "
                                    "an inertia needs it)")
-    table_parser.add_argument("--units", metavar="NAME=UNIT,...",
-                              help="unit of displacement, load, t or a column (m, mm, rad, deg, "
-                                   "N, Nm, s, ms, ...); default: from the column name's suffix, "
-                                   "or SI for spineid's own column names")
+    _add_units(table_parser)
     table_parser.add_argument("--law", default="piecewise_linear", choices=LAW_KINDS)
     table_parser.add_argument("--nodes", metavar="X0,X1,...",
                               help="node displacements of a table law (default: --n-nodes "

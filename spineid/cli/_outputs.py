@@ -9,6 +9,7 @@ import math
 import os
 import pathlib
 import re
+import tempfile
 
 import jax.numpy as jnp
 import numpy as np
@@ -32,8 +33,8 @@ def output_folder(out: str | pathlib.Path) -> pathlib.Path:
     """The output folder `--out` of a verb, checked before any computation (so that no fit
     runs for minutes and then fails to save): a `ValueError` with one line if it is an
     existing file, or if it (or, when missing, the nearest folder above it, where the verb
-    will create it) is not a writable folder. Nothing is created here: refused input leaves
-    no empty folder behind."""
+    will create it) is not a writable folder (a probe file is created and removed there).
+    Nothing else is created here: refused input leaves no empty folder behind."""
     out = pathlib.Path(out)
     if out.is_symlink() and not out.exists():
         raise ValueError(f"--out {out}: a link to nothing; give a folder")
@@ -45,9 +46,15 @@ def output_folder(out: str | pathlib.Path) -> pathlib.Path:
         existing = existing.parent
     if not existing.is_dir():
         raise ValueError(f"--out {out}: cannot be created, {existing} is a file")
+    where = 'the folder' if existing == out.absolute() else existing
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise ValueError(f"--out {out}: {'the folder' if existing == out.absolute() else existing}"
-                         " is not writable")
+        raise ValueError(f"--out {out}: {where} is not writable")
+    try:  # (the permission bits do not tell for a superuser, nor for /proc or a full disk)
+        handle, probe = tempfile.mkstemp(prefix=".spineid-probe-", dir=existing)
+    except OSError as error:
+        raise ValueError(f"--out {out}: {where} is not writable ({error.strerror})") from None
+    os.close(handle)
+    os.unlink(probe)
     return out
 
 

@@ -216,9 +216,19 @@ def fit_many(problem: FitProblem, data: Sequence[np.ndarray],
                          "that run vmapped over a batch")
     sigma = _noise_array(problem, None)
     objective = _objective(problem, sigma, problem.transform(), diffrax.ForwardMode(), 20_000)
-    batch = tuple(jnp.asarray(d) for d in data)
-    if len(batch) != len(problem.measurements):
-        raise ValueError(f"{len(batch)} data arrays for {len(problem.measurements)} load cases")
+    if len(data) != len(problem.measurements):
+        raise ValueError(f"{len(data)} data arrays for {len(problem.measurements)} load cases")
+    batch = []
+    for case, (d, measurement) in enumerate(zip(data, problem.measurements)):
+        d = np.asarray(d, dtype=float)
+        if d.ndim != 3 or d.shape[1:] != measurement.values.shape:
+            raise ValueError(f"data of load case {case}: shape {d.shape}, expected (batch, "
+                             f"{', '.join(map(str, measurement.values.shape))})")
+        # Padded as the objective's records are (repeated last sample, weight zero).
+        length = objective.data[case].shape[0]
+        batch.append(jnp.asarray(np.pad(d, ((0, 0), (0, length - d.shape[1]), (0, 0)),
+                                        mode="edge")))
+    batch = tuple(batch)
 
     theta, jacobian, converged, cost = _solve_batch(objective, batch, solver.name,
                                                     solver.rtol, solver.atol, solver.max_steps)

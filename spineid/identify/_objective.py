@@ -6,6 +6,12 @@ subtract the data and weight by the noise,
 stacked over samples, channels and load cases (Liu 2001, eq 2-24, with noise weighting). A
 trial point whose integration fails gets a large finite residual, so a solver backs off
 instead of receiving NaN.
+
+Each load case's record is padded to a length shared by records of similar length
+(`spineid.identify._padding`: the last time and sample repeated, weight zero), so that the fits
+of a batch of files of different lengths share one compilation. Padded residuals are zero:
+costs, gradients and Fisher matrices are those of the data; `data_rows`, `lengths` and
+`trimmed` take the padding off for what is reported.
 """
 
 import dataclasses
@@ -19,6 +25,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ..elements._parameters import Parameter, apply_values
 from ..simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL, SimulationResult, simulate
+from ._padding import pad, padded_length, weights as padding_weights
 from ._problem import FitProblem
 from ._transform import Transform
 
@@ -38,19 +45,24 @@ def simulated_observations(model, ts, *, adjoint, max_steps: int, rtol, atol):
     return jnp.where(solution.result == SimulationResult.successful, predicted, jnp.inf)
 
 
-def weighted_residuals(predicted, data, sigma) -> Float[Array, " n"]:
+def weighted_residuals(predicted, data, sigma, weight=None) -> Float[Array, " n"]:
     """`(predicted - data) / sigma` flattened (`(k, c)` arrays, `sigma` `(c,)`), with
-    `FAILED_RESIDUAL` where it is not finite (a failed integration)."""
-    residual = ((predicted - data) / sigma).ravel()
-    return jnp.where(jnp.isfinite(residual), residual, FAILED_RESIDUAL)
+    `FAILED_RESIDUAL` where it is not finite (a failed integration); `weight` `(k,)` (1 for a
+    sample of the data, 0 for padding) multiplies each sample's row."""
+    residual = (predicted - data) / sigma
+    residual = jnp.where(jnp.isfinite(residual), residual, FAILED_RESIDUAL)
+    if weight is not None:
+        residual = residual * weight[:, None]
+    return residual.ravel()
 
 
 class _Objective(eqx.Module):
     """Noise-weighted residuals of all load cases, as a function of the parameters."""
 
     models: tuple
-    ts: tuple
-    data: tuple
+    ts: tuple  # (m,) per load case, padded (module docstring)
+    data: tuple  # (m, c) per load case, padded
+    weights: tuple  # (m,) per load case: 1 for a sample of the data, 0 for padding
     sigma: Float[Array, " c"]
     transform: Transform
     parameters: tuple[Parameter, ...] = eqx.field(static=True)
@@ -74,7 +86,25 @@ class _Objective(eqx.Module):
                                       max_steps=self.max_steps, rtol=rtol, atol=atol)
 
     def _weighted(self, predicted, case: int) -> Float[Array, " n"]:
-        return weighted_residuals(predicted, self.data[case], self.sigma)
+        return weighted_residuals(predicted, self.data[case], self.sigma, self.weights[case])
+
+    def lengths(self) -> list[int]:
+        """Samples of data per load case (concrete: not under `jit`)."""
+        return [int(np.sum(np.asarray(w))) for w in self.weights]
+
+    def samples(self) -> Float[Array, ""]:
+        """The number of residuals that are data (an array, so that records of different
+        lengths padded alike share a compilation of the solver that counts them)."""
+        return sum(jnp.sum(w) for w in self.weights).astype(int) * self.sigma.shape[0]
+
+    def data_rows(self) -> np.ndarray:
+        """`(n_padded,)` bool: which of the flat residuals are data."""
+        channels = self.sigma.shape[0]
+        return np.concatenate([np.repeat(np.asarray(w) > 0, channels) for w in self.weights])
+
+    def trimmed(self, predictions) -> list[np.ndarray]:
+        """Per-case model outputs `(m, c)` cut to the data's samples `(k, c)`."""
+        return [np.asarray(p)[:k] for p, k in zip(predictions, self.lengths())]
 
     def case_residuals(self, theta, case: int) -> Float[Array, " n"]:
         """Noise-weighted residuals of one load case, flattened."""
@@ -89,21 +119,23 @@ class _Objective(eqx.Module):
         return residuals, predictions
 
     def predictions_from(self, residuals: Float[ArrayLike, " n"]) -> list[np.ndarray]:
-        """The model outputs per load case (`(k, c)` each, inf where the simulation failed)
-        that produced these noise-weighted `residuals`: `data + sigma r`, no simulation."""
+        """The model outputs per load case (`(k, c)` each, the data's samples, inf where the
+        simulation failed) that produced these noise-weighted `residuals` (padded, `(n_padded,)`):
+        `data + sigma r`, no simulation."""
         residuals = np.asarray(residuals)
         sigma = np.asarray(self.sigma)
         predictions, first = [], 0
-        for data in self.data:
+        for data, k in zip(self.data, self.lengths()):
             data = np.asarray(data)
             weighted = residuals[first:first + data.size].reshape(data.shape)
             first += data.size
             predictions.append(np.where(weighted == FAILED_RESIDUAL, np.inf,
-                                        data + weighted * sigma))
+                                        data + weighted * sigma)[:k])
         return predictions
 
     def physical_residuals(self, theta: Float[Array, " p"], exact=True) -> Float[Array, " n"]:
-        """Residuals at physical parameter values `theta`, shape `(n_data,)`."""
+        """Residuals at physical parameter values `theta`, shape `(n_padded,)` (zero beyond
+        the data: `data_rows`)."""
         return self.residuals_and_predictions(theta, exact)[0]
 
     def at_precision(self, u: Float[Array, " p"], exact) -> Float[Array, " n"]:
@@ -118,10 +150,14 @@ class _Objective(eqx.Module):
 
 def _objective(problem: FitProblem, sigma: np.ndarray, transform: Transform, adjoint, max_steps,
                rtol=DEFAULT_RTOL, atol=DEFAULT_ATOL, coarse_rtol=None, coarse_atol=None):
+    lengths = [padded_length(len(m.ts)) for m in problem.measurements]
     return _Objective(
         models=problem.models,
-        ts=tuple(jnp.asarray(m.ts) for m in problem.measurements),
-        data=tuple(jnp.asarray(m.values) for m in problem.measurements),
+        ts=tuple(jnp.asarray(pad(m.ts, n)) for m, n in zip(problem.measurements, lengths)),
+        data=tuple(jnp.asarray(pad(m.values, n))
+                   for m, n in zip(problem.measurements, lengths)),
+        weights=tuple(jnp.asarray(padding_weights(len(m.ts), n))
+                      for m, n in zip(problem.measurements, lengths)),
         sigma=jnp.asarray(sigma),
         transform=transform,
         parameters=problem.parameters,

@@ -251,7 +251,8 @@ class _Run:
                           noise_max=problem.noise_max)
 
     def _blocks(self, residuals: np.ndarray) -> list[np.ndarray]:
-        # Flat residuals back into one (k, c) block per load case.
+        # Flat (padded) residuals back into one (k, c) block per load case.
+        residuals = np.asarray(residuals)[self.objective.data_rows()]
         blocks, first = [], 0
         for measurement in self.problem.measurements:
             size = measurement.values.size
@@ -334,8 +335,9 @@ class _Run:
             predictions = objective.predictions_from(residuals)
         else:  # no Jacobian at the solution yet, or a parameter pressed flat against its bound
             jacobian, residuals, predictions = _evaluate(objective, jnp.asarray(theta))
-        jacobian, residuals = np.asarray(jacobian), np.asarray(residuals)
-        predictions = [np.asarray(p) for p in predictions]
+        rows = objective.data_rows()  # the padding off (spineid/identify/_objective.py)
+        jacobian, residuals = np.asarray(jacobian)[rows], np.asarray(residuals)[rows]
+        predictions = objective.trimmed(predictions)
         cost = float(0.5 * np.sum(residuals**2))
         failed = bool(np.any(residuals == FAILED_RESIDUAL))
 
@@ -468,7 +470,7 @@ def _estimate_noise(problem, theta, objective: _Objective) -> np.ndarray:
     unit = eqx.tree_at(lambda o: o.sigma, objective, jnp.ones(len(problem.channels)))
     n_channels = len(problem.channels)
     raw = np.concatenate([
-        np.asarray(unit.case_residuals(jnp.asarray(theta), i)).reshape(-1, n_channels)
-        for i in range(len(problem.models))
+        np.asarray(unit.case_residuals(jnp.asarray(theta), i)).reshape(-1, n_channels)[:k]
+        for i, k in enumerate(objective.lengths())
     ])
     return noise_from_residuals(raw, len(problem.parameters), problem.channel_ranges())

@@ -73,7 +73,7 @@ def n_states(objective: _Objective) -> int:
 
 def shortest_record(objective: _Objective) -> int:
     """Samples of the shortest load case."""
-    return min(len(ts) for ts in objective.ts)
+    return min(objective.lengths())
 
 
 def segments_problem(objective: _Objective, segments: int, owner: str = "MultipleShooting"
@@ -138,8 +138,9 @@ def _start_states(model, ts: np.ndarray, data: np.ndarray, bounds: np.ndarray,
 
 def _case_layout(objective: _Objective, case: int, segments: int, continuity_weight: float
                  ) -> _Case:
-    ts = np.asarray(objective.ts[case])
-    data = np.asarray(objective.data[case])
+    k = objective.lengths()[case]  # (the records are padded beyond their data)
+    ts = np.asarray(objective.ts[case])[:k]
+    data = np.asarray(objective.data[case])[:k]
     sigma = np.asarray(objective.sigma)
     model = objective.models[case]
     bounds = segment_bounds(len(ts), segments)

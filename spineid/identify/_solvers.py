@@ -192,7 +192,8 @@ class LevenbergMarquardt(_ForwardMode):
                                        decrement_tol=self.decrement_tol, xtol=self.rtol,
                                        gtol=self.atol, inexact_jacobians=inexact,
                                        progress=progress,
-                                       provisional=jnp.asarray(bool(provisional)))
+                                       provisional=jnp.asarray(bool(provisional)),
+                                       samples=objective.samples())
         # Its last exact forward-mode pass is at the solution (or one small final step before
         # it): the cost and the sensitivities of the result come from the solver instead of
         # being computed again.

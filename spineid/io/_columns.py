@@ -57,14 +57,15 @@ class ColumnsRead:
 
     def describe(self) -> str:
         """One line: each quantity, its column and unit where that is not spineid's own."""
-        parts = []
-        for name, entry in self.read_as.items():
-            if entry["rule"] == "spineid name":
-                continue
-            parts.append(f"{name} from {entry['column']!r} in {entry['unit']} "
-                         f"({entry['rule']})")
-        return f"{self.source}: " + (", ".join(parts) if parts else
-                                     "spineid's column names, SI units")
+        return describe_columns(self.read_as, self.source)
+
+
+def describe_columns(read_as: dict, source: str) -> str:
+    """One line on how the file `source` was read (a `read_as` of `read_quantities`): each
+    quantity, its column and unit where that is not spineid's own."""
+    parts = [f"{name} from {entry['column']!r} in {entry['unit']} ({entry['rule']})"
+             for name, entry in read_as.items() if entry["rule"] != "spineid name"]
+    return f"{source}: " + (", ".join(parts) if parts else "spineid's column names, SI units")
 
 
 def parse_assignments(text: str | None, option: str) -> dict[str, str]:

@@ -20,7 +20,8 @@ from ._toml import read_toml
 
 
 def dataset_path(name: str) -> pathlib.Path:
-    """Path of a bundled data file, e.g. `dataset_path("liu_8_springs.toml")`.
+    """Path of a bundled data file or folder, e.g. `dataset_path("liu_8_springs.toml")`,
+    `dataset_path("lab_shear_tests")`.
 
     Looks in the installed package first and then in the source tree's `datasets/` folder;
     an unknown name raises `ValueError` listing the files that exist.
@@ -30,7 +31,7 @@ def dataset_path(name: str) -> pathlib.Path:
         pathlib.Path(__file__).resolve().parents[2] / "datasets",
     ]
     for folder in candidates:
-        if (folder / name).is_file():
+        if (folder / name).exists():
             return folder / name
     available = sorted(
         {p.name for folder in candidates if folder.is_dir() for p in folder.iterdir()}
