@@ -22,8 +22,9 @@ Windows), unless
 - the program has already chosen a cache directory for JAX (`jax_compilation_cache_dir`):
   spineid keeps it.
 
-Entries are keyed by the computation, the JAX version and the machine. The cache grows with
-every new shape and version; deleting the directory is always safe.
+Entries are keyed by the computation and the JAX version; an entry compiled on another kind of
+CPU is not loaded (a directory shared by a cluster helps machines of one kind). The cache grows
+with every new shape and version; deleting the directory is always safe.
 """
 
 import os
@@ -49,28 +50,33 @@ def default_cache_directory() -> pathlib.Path:
     """The directory the cache uses: `SPINEID_CACHE_DIR` if set, else `spineid/jax` in the
     platform's user cache directory (module docstring)."""
     chosen = os.environ.get(CACHE_DIR_VARIABLE, "").strip()
-    if chosen:
-        return pathlib.Path(chosen).expanduser()
-    home = pathlib.Path.home()
+    if chosen:  # (resolved now: a relative path would follow the working directory)
+        return pathlib.Path(chosen).expanduser().resolve()
+    if sys.platform not in ("win32", "darwin") and os.environ.get("XDG_CACHE_HOME"):
+        return pathlib.Path(os.environ["XDG_CACHE_HOME"]) / "spineid" / "jax"
+    home = pathlib.Path.home()  # (RuntimeError where no home can be found)
     if sys.platform == "win32":
         base = pathlib.Path(os.environ.get("LOCALAPPDATA") or home / "AppData" / "Local")
     elif sys.platform == "darwin":
         base = home / "Library" / "Caches"
     else:
-        base = pathlib.Path(os.environ.get("XDG_CACHE_HOME") or home / ".cache")
+        base = home / ".cache"
     return base / "spineid" / "jax"
 
 
 def use_compilation_cache(directory: str | pathlib.Path | None = None) -> pathlib.Path | None:
     """Turn JAX's persistent compilation cache on in `directory` (default:
-    `default_cache_directory()`). Returns the directory, or `None` (the cache stays off) where it
-    cannot be created or written: a read-only home costs compile time, never a failure."""
-    path = pathlib.Path(directory).expanduser() if directory else default_cache_directory()
+    `default_cache_directory()`). Call it before the first computation: JAX sets its cache up
+    at the first compilation and ignores a directory chosen later. Returns the directory, or
+    `None` where it cannot be found, created or written (the cache is then not moved there: a
+    read-only or missing home costs compile time, never a failure)."""
     try:
+        path = (pathlib.Path(directory).expanduser().resolve() if directory
+                else default_cache_directory())
         path.mkdir(parents=True, exist_ok=True)
         if not os.access(path, os.W_OK):
             return None
-    except OSError:
+    except (OSError, RuntimeError, KeyError):  # (no home directory: RuntimeError)
         return None
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)

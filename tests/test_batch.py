@@ -179,3 +179,23 @@ def test_the_readmes_lab_workflow_on_the_bundled_folder(tmp_path, capsys):
                 + 1e-4 * truth, (name, column)
         assert (out / name / "law_fit.png").is_file() and (out / name / "law.toml").is_file()
     assert (out / "population.png").stat().st_size > 20_000
+
+
+def test_files_read_in_different_units_are_said_and_listed():
+    # Each file is converted to SI, so its results compare; a batch whose files came in
+    # different units says so once and lists each file's reading in summary.csv's `units`.
+    from spineid.cli._batch import _mixed_units, _units_read
+
+    def report(unit):
+        return {"data": [{"source": "f.csv", "read_as": {
+            "displacement": {"column": f"Disp_{unit}", "unit": unit, "rule": "suffix"},
+            "load": {"column": "Force_N", "unit": "N", "rule": "suffix"}}}]}
+
+    assert _units_read(report("mm")) == "displacement=Disp_mm [mm]; load=Force_N [N]"
+    assert _units_read({"data": [{"source": "f.csv", "read_as": None}]}) == "SI"
+    rows = [{"units": _units_read(report(unit))} for unit in ("mm", "mm", "m")] + [
+        {"units": "SI"}, {}]
+    note = _mixed_units(rows)
+    assert note.startswith("note: the files were read in different units")
+    assert "displacement in mm (2 files), m (1 files)" in note and "load in" not in note
+    assert _mixed_units(rows[:2]) is None

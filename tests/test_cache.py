@@ -4,6 +4,7 @@ process loading what the first compiled. Each case runs a fresh Python process: 
 configured at import."""
 
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -72,3 +73,14 @@ spineid.fit_load_law(spineid.LoadDisplacementData(x, y), n_nodes=3, free_breakpo
     second = _python(code, tmp_path, SPINEID_CACHE_DIR=str(cache))
     assert "Persistent compilation cache hit for 'jit_levenberg_marquardt'" in second
     assert "PERSISTENT COMPILATION CACHE MISS for 'jit_levenberg_marquardt'" not in second
+
+
+def test_no_home_directory_leaves_the_cache_off_without_failing(monkeypatch):
+    # A container user without a home (no HOME, no passwd entry): pathlib says RuntimeError.
+    def no_home(cls=None):
+        raise RuntimeError("Could not determine home directory.")
+
+    for variable in ("SPINEID_CACHE_DIR", "XDG_CACHE_HOME", "HOME"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setattr(pathlib.Path, "home", classmethod(no_home))
+    assert spineid.use_compilation_cache() is None

@@ -76,7 +76,7 @@ def write_c3d(path, time, positions: dict, units="mm", scale=-1.0, rate=None):
     """A C3D file written by the c3d package's Writer (positions in m, written in `units`;
     `scale` < 0: float32 coordinates, > 0: 16-bit integers of that step). NaN: not seen."""
     c3d = pytest.importorskip("c3d")
-    factor = {"mm": 1e3, "m": 1.0, "in": 1 / 0.0254}[units]
+    factor = {"mm": 1e3, "m": 1.0, "in": 1 / 0.0254}[units.lower()]
     writer = c3d.Writer(point_rate=rate or 1.0 / float(np.diff(time)[0]),
                         point_scale=scale, point_units=units.ljust(4))
     writer.set_point_labels(list(positions))
@@ -125,6 +125,14 @@ def test_bad_c3d_files_are_refused_by_name(tmp_path, monkeypatch):
         spineid.read_c3d(tmp_path / "missing.c3d")
     with pytest.raises(ValueError, match=r"1 frame\(s\); at least 2"):
         spineid.read_c3d(write_c3d(tmp_path / "short.c3d", time[:1], positions, rate=100.0))
+    whole = write_c3d(tmp_path / "whole.c3d", np.arange(40) / 100.0,
+                      {"A": np.zeros((40, 3)), "B": np.ones((40, 3))}, units="MM")
+    assert spineid.read_c3d(whole).units == "mm"  # (the unit's case does not matter)
+    cut = tmp_path / "cut.c3d"
+    cut.write_bytes(whole.read_bytes()[:-700])
+    with pytest.raises(ValueError, match=r"cut.c3d: the C3D file ends after \d+ of its 40 "
+                                         r"frames \(truncated\?\)"):
+        spineid.read_c3d(cut)
     monkeypatch.setitem(__import__("sys").modules, "c3d", None)  # the extra not installed
     with pytest.raises(ImportError, match=r"pip install 'spineid\[c3d\]'"):
         spineid.read_c3d(tmp_path / "inch.c3d")

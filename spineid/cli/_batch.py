@@ -144,15 +144,18 @@ def _summary_row(path, stem, group, status, seconds, report, error, verb) -> dic
         goodness = report.get("goodness_of_fit") or {}
         row.update({"converged": report.get("converged"),
                     "explains_data": goodness.get("explains_data"),
-                    "cost": report.get("cost")})
+                    "cost": report.get("cost"), "units": _units_read(report)})
         entries = [] if verb == "recover" else list(report.get("parameters", []))
         # A table law: first what a lab reads off it, the breakpoints (where they were fitted)
         # and the stiffness of each phase.
         derived = report.get("derived") if verb == "table" else None
         if isinstance(derived, dict):
+            # (breakpoints only where they were fitted: the law has gap parameters)
+            free = any(str(entry.get("name", "")).startswith("gap[") for entry in entries
+                       if isinstance(entry, dict))
             knees = [dict(entry, name=f"breakpoint[{k}]") for k, entry in
-                     enumerate(derived.get("node_displacement", [])[1:-1], start=1)
-                     if isinstance(entry.get("stderr"), float) and entry["stderr"] > 0]
+                     enumerate(derived.get("node_displacement", [])[1:-1], start=1)] \
+                if free else []
             slopes = [dict(entry, name=f"slope[{k}]")
                       for k, entry in enumerate(derived.get("slopes", []), start=1)]
             entries = knees + slopes + entries
@@ -166,6 +169,41 @@ def _summary_row(path, stem, group, status, seconds, report, error, verb) -> dic
                 row[entry["name"]] = entry["value"]
                 row[f"{entry['name']} stderr"] = entry.get("stderr")
     return row
+
+
+def _units_read(report: dict) -> str:
+    # How the file's quantities were read: `name=column [unit]` where the file had its own
+    # columns ("SI" for spineid's own names), from the report's `data` entries.
+    parts = []
+    for entry in report.get("data") or []:
+        read_as = entry.get("read_as") if isinstance(entry, dict) else None
+        if not isinstance(read_as, dict):
+            continue
+        for name, how in read_as.items():
+            if isinstance(how, dict) and "unit" in how:
+                parts.append(f"{name}={how.get('column', name)} [{how['unit']}]")
+    return "; ".join(parts) if parts else "SI"
+
+
+def _mixed_units(rows: list[dict]) -> str | None:
+    # A note where the files of a batch were read in different units for one quantity (each
+    # converted to SI, so their results compare; said, because it is often a mistake).
+    units: dict[str, dict[str, int]] = {}
+    for row in rows:
+        for part in filter(None, (row.get("units") or "").split("; ")):
+            if part == "SI" or "=" not in part or "[" not in part:
+                continue
+            name, unit = part.split("=", 1)[0], part.rsplit("[", 1)[1].rstrip("]")
+            units.setdefault(name, {}).setdefault(unit, 0)
+            units[name][unit] += 1
+    mixed = {name: counts for name, counts in units.items() if len(counts) > 1}
+    if not mixed:
+        return None
+    return ("note: the files were read in different units (each converted to SI, see the "
+            "units column of summary.csv): " + "; ".join(
+                f"{name} in " + ", ".join(f"{unit} ({count} files)"
+                                          for unit, count in counts.items())
+                for name, counts in mixed.items()))
 
 
 def _cell(value) -> str:
@@ -242,6 +280,9 @@ def run_batch(arguments, verb, data: list[pathlib.Path], data_field: str = "data
         progress(path, outcome, seconds)
     population = plot_population(rows, out / "population.png",
                                  title=f"spineid {arguments.command}: {len(rows)} files")
+    mixed = _mixed_units(rows)
+    if mixed:
+        print(mixed, flush=True)
     out.finish()
     print(f"{len(rows) - failed} of {len(rows)} files accepted; wrote {out.path / 'summary.csv'}"
           f", {population} and one folder per file", flush=True)

@@ -6,7 +6,7 @@ lengths as files, so each file would compile the fit again (seconds each, where 
 takes milliseconds). Records are padded to the next of a coarse ladder of lengths (four per
 doubling: 1024, 1280, 1536, 1792, 2048, ...) with samples of weight zero, which leave every sum
 of squares, gradient and Fisher matrix unchanged; results are sliced back to the real samples.
-At most a quarter of the padded record is padding.
+Above `SMALLEST` samples at most a quarter of the padded record is padding.
 """
 
 import numpy as np

@@ -30,9 +30,10 @@ def read_c3d(path) -> MarkerTrajectories:
 
     **Returns:** `MarkerTrajectories` (`time` `(k,)` s, `markers` name -> `(k, 3)` m in the
     laboratory axes of the file, NaN where a marker is not seen; `rate` Hz; `units` the file's
-    own). Raises `ValueError` naming the file for one that is not C3D, has no points, has
-    unnamed or repeated labels, or a `POINT:UNITS` that is not a length unit; `ImportError`
-    with the install command where the `c3d` package is missing.
+    own). Raises `ValueError` naming the file for one that is not C3D, is truncated (fewer
+    frames than its header says), has no points, has unnamed or repeated labels (`POINT:LABELS`
+    and its continuations `LABELS2`, ...), or a `POINT:UNITS` that is not a length unit (any
+    case); `ImportError` with the install command where the `c3d` package is missing.
     """
     try:
         import c3d
@@ -44,25 +45,38 @@ def read_c3d(path) -> MarkerTrajectories:
     with path.open("rb") as handle, warnings.catch_warnings():
         # (c3d warns of every file without force plates or EMG: markers are all spineid reads)
         warnings.filterwarnings("ignore", message="No analog data found")
+        warnings.filterwarnings("ignore", message="reached end of file")  # (refused below)
         try:
             reader = c3d.Reader(handle)
-            labels = [str(label).strip() for label in reader.point_labels]
+            used = int(reader.point_used)
+            labels = []  # POINT:LABELS, continued in LABELS2, LABELS3, ... beyond 255 points
+            for group in ("LABELS", *(f"LABELS{k}" for k in range(2, 100))):
+                parameter = reader.get(f"POINT:{group}")
+                if parameter is None or len(labels) >= used:
+                    break
+                labels += [str(label).strip() for label in parameter.string_array]
+            labels = labels[:used]
             rate = float(reader.point_rate)
             first = int(reader.first_frame)
+            expected = int(reader.frame_count)
             units_parameter = reader.get("POINT:UNITS")
-            units = "" if units_parameter is None else units_parameter.string_value.strip()
+            units = ("" if units_parameter is None
+                     else units_parameter.string_value.strip().lower())
             frames, points = [], []
-            for number, frame, _ in reader.read_frames(copy=True):
+            for number, frame, _ in reader.read_frames(copy=True, analog_transform=False):
                 frames.append(number)
                 points.append(np.where(frame[:, 3:4] < 0, np.nan,
                                        frame[:, :3].astype(float)))
-        except (ValueError, AssertionError, struct.error, IndexError, KeyError,
-                UnicodeDecodeError) as error:
+        except (ValueError, AssertionError, struct.error, IndexError, KeyError, TypeError,
+                RuntimeError, EOFError, UnicodeDecodeError) as error:
             raise ValueError(f"{path}: not a readable C3D file ({error})") from None
+    if len(frames) < expected:
+        raise ValueError(f"{path}: the C3D file ends after {len(frames)} of its {expected} "
+                         "frames (truncated?)")
     if not labels or not points or points[0].shape[0] == 0:
         raise ValueError(f"{path}: the C3D file holds no 3-D points (markers)")
     if len(labels) != points[0].shape[0]:
-        raise ValueError(f"{path}: POINT:LABELS names {len(labels)} points, the frames hold "
+        raise ValueError(f"{path}: POINT:LABELS name {len(labels)} points, the frames hold "
                          f"{points[0].shape[0]}")
     if any(not label for label in labels) or len(set(labels)) != len(labels):
         raise ValueError(f"{path}: POINT:LABELS must name every point once, got {labels}")
