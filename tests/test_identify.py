@@ -406,7 +406,7 @@ def test_records_of_different_lengths_share_one_compilation_and_padding_changes_
                 if "Finished XLA compilation of jit(" in r.getMessage()]
     assert not any(name in message for message in compiled
                    for name in ("levenberg_marquardt", "_evaluate", "_cost")), compiled
-    monkeypatch.setattr("spineid.identify._objective.padded_length", lambda n: n)
+    monkeypatch.setattr("spineid.identify._padding.padded_length", lambda n: n)
     plain = spineid.fit(longer)
     assert padded.converged and plain.converged and padded.n_data == plain.n_data == 3 * 105
     assert [p.shape for p in padded.predictions] == [(105, 3)]

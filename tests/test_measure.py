@@ -229,3 +229,18 @@ def test_curve_positions_follow_arc_length():
     np.testing.assert_allclose(curve.at(jnp.array([0.0, 0.5, 0.75, 1.0])),
                                [[0, 0], [0.02, 0], [0.03, 0.0], [0.03, 0.01]], atol=1e-15)
     assert MeasureCurve(np.array([[0.0, 0.0], [0.01, 0.01], [0.02, 0.02]])).straight
+
+
+def test_padding_changes_no_recovery(pin_problem, monkeypatch):
+    # The recovery's records are padded like a trajectory fit's (zero-weight samples, so that
+    # files of different lengths share one compilation): the grid recovery is the same with
+    # the padding turned off, and what it reports has the data's shape.
+    padded = recover_grid(pin_problem, 5, max_iterations=40)
+    monkeypatch.setattr("spineid.identify._padding.padded_length", lambda n: n)
+    plain = recover_grid(pin_problem, 5, max_iterations=40)
+    assert [p.shape for p in padded.predictions] == [(501, 3)]
+    np.testing.assert_allclose(padded.stiffness, plain.stiffness, rtol=1e-6,
+                               atol=1e-9 * pin_problem.max_stiffness)
+    assert padded.cost == pytest.approx(plain.cost, rel=1e-6)
+    np.testing.assert_allclose(padded.predictions[0], plain.predictions[0], atol=1e-12)
+    assert padded.goodness_of_fit.summary() == plain.goodness_of_fit.summary()

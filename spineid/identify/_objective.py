@@ -25,7 +25,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ..elements._parameters import Parameter, apply_values
 from ..simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL, SimulationResult, simulate
-from ._padding import pad, padded_length, weights as padding_weights
+from ._padding import data_rows, padded_records, record_lengths, trimmed
 from ._problem import FitProblem
 from ._transform import Transform
 
@@ -90,7 +90,7 @@ class _Objective(eqx.Module):
 
     def lengths(self) -> list[int]:
         """Samples of data per load case (concrete: not under `jit`)."""
-        return [int(np.sum(np.asarray(w))) for w in self.weights]
+        return record_lengths(self.weights)
 
     def samples(self) -> Float[Array, ""]:
         """The number of residuals that are data (an array, so that records of different
@@ -99,12 +99,11 @@ class _Objective(eqx.Module):
 
     def data_rows(self) -> np.ndarray:
         """`(n_padded,)` bool: which of the flat residuals are data."""
-        channels = self.sigma.shape[0]
-        return np.concatenate([np.repeat(np.asarray(w) > 0, channels) for w in self.weights])
+        return data_rows(self.weights, self.sigma.shape[0])
 
     def trimmed(self, predictions) -> list[np.ndarray]:
         """Per-case model outputs `(m, c)` cut to the data's samples `(k, c)`."""
-        return [np.asarray(p)[:k] for p, k in zip(predictions, self.lengths())]
+        return trimmed(predictions, self.weights)
 
     def case_residuals(self, theta, case: int) -> Float[Array, " n"]:
         """Noise-weighted residuals of one load case, flattened."""
@@ -150,14 +149,12 @@ class _Objective(eqx.Module):
 
 def _objective(problem: FitProblem, sigma: np.ndarray, transform: Transform, adjoint, max_steps,
                rtol=DEFAULT_RTOL, atol=DEFAULT_ATOL, coarse_rtol=None, coarse_atol=None):
-    lengths = [padded_length(len(m.ts)) for m in problem.measurements]
+    ts, data, weights = padded_records(problem.measurements)
     return _Objective(
         models=problem.models,
-        ts=tuple(jnp.asarray(pad(m.ts, n)) for m, n in zip(problem.measurements, lengths)),
-        data=tuple(jnp.asarray(pad(m.values, n))
-                   for m, n in zip(problem.measurements, lengths)),
-        weights=tuple(jnp.asarray(padding_weights(len(m.ts), n))
-                      for m, n in zip(problem.measurements, lengths)),
+        ts=tuple(map(jnp.asarray, ts)),
+        data=tuple(map(jnp.asarray, data)),
+        weights=tuple(map(jnp.asarray, weights)),
         sigma=jnp.asarray(sigma),
         transform=transform,
         parameters=problem.parameters,

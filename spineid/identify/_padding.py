@@ -5,7 +5,9 @@ JAX compiles a function once per shape of its arguments. A lab's batch of tests 
 lengths as files, so each file would compile the fit again (seconds each, where the fit itself
 takes milliseconds). Records are padded to the next of a coarse ladder of lengths (four per
 doubling: 1024, 1280, 1536, 1792, 2048, ...) with samples of weight zero, which leave every sum
-of squares, gradient and Fisher matrix unchanged; results are sliced back to the real samples.
+of squares, gradient and Fisher matrix unchanged; results are sliced back to the real samples
+(`data_rows`, `trimmed`). Trajectory fits, measure recoveries and load-law fits pad; multiple
+shooting lays its segments out on the real samples.
 Above `SMALLEST` samples at most a quarter of the padded record is padding.
 """
 
@@ -41,3 +43,29 @@ def pad(values, length: int, fill: str | float = "edge") -> np.ndarray:
 def weights(n: int, length: int) -> np.ndarray:
     """`(length,)`: one for the `n` real samples, zero for the padding."""
     return (np.arange(length) < n).astype(float)
+
+
+def padded_records(measurements) -> tuple[tuple, tuple, tuple]:
+    """The `(ts, data, weights)` of a fit's objective from its `Measurement`s: each record's
+    times `(m,)`, values `(m, c)` and weights `(m,)` padded to `padded_length` of its samples
+    (the last time and sample repeated, weight zero), as numpy arrays."""
+    lengths = [padded_length(len(m.ts)) for m in measurements]
+    return (tuple(pad(m.ts, n) for m, n in zip(measurements, lengths)),
+            tuple(pad(m.values, n) for m, n in zip(measurements, lengths)),
+            tuple(weights(len(m.ts), n) for m, n in zip(measurements, lengths)))
+
+
+def record_lengths(record_weights) -> list[int]:
+    """Samples of data per record, from the records' weights (concrete arrays)."""
+    return [int(np.sum(np.asarray(w))) for w in record_weights]
+
+
+def data_rows(record_weights, channels: int) -> np.ndarray:
+    """`(n_padded,)` bool: which of the flat residuals (records one after another, `channels`
+    per sample) are data."""
+    return np.concatenate([np.repeat(np.asarray(w) > 0, channels) for w in record_weights])
+
+
+def trimmed(predictions, record_weights) -> list[np.ndarray]:
+    """Per-record model outputs `(m, c)` cut to the data's samples `(k, c)`."""
+    return [np.asarray(p)[:k] for p, k in zip(predictions, record_lengths(record_weights))]

@@ -137,7 +137,8 @@ def _frank_wolfe_gap(problem, solver, atoms, candidates):
         first_variation(problem.curve, moment_gradient, origin, jnp.asarray(atoms.t)))
     lowest = min(per_weight.min(), at_atoms[atoms.active].min(initial=np.inf))
     gap = float(np.sum(atoms.p * at_atoms) - min(0.0, lowest))
-    return gap, 0.5 * float(np.sum(np.asarray(residuals) ** 2)), residuals, per_weight
+    residuals = np.asarray(residuals)[solver.objective.data_rows()]  # (the padding off)
+    return gap, 0.5 * float(np.sum(residuals**2)), residuals, per_weight
 
 
 @dataclasses.dataclass

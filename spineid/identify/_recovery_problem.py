@@ -26,6 +26,7 @@ from ..models._pinned_pair import PinnedPair
 from ..models._planar_pair import PlanarPair
 from ..simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL
 from ._objective import simulated_observations, weighted_residuals
+from ._padding import data_rows, padded_records, trimmed
 from ._problem import channel_ranges, check_measurements, check_noise
 
 
@@ -180,8 +181,9 @@ class _MeasureObjective(eqx.Module):
     """Noise-weighted residuals as a function of the stiffness moments of the measure."""
 
     model: PlanarPair
-    ts: tuple
-    data: tuple
+    ts: tuple  # (m,) per measurement, padded as a trajectory fit's (`spineid.identify._padding`)
+    data: tuple  # (m, c) per measurement, padded
+    weights: tuple  # (m,) per measurement: 1 for a sample of the data, 0 for padding
     sigma: Float[Array, " c"]
     adjoint: diffrax.AbstractAdjoint = eqx.field(static=True)
     max_steps: int = eqx.field(static=True)
@@ -197,23 +199,34 @@ class _MeasureObjective(eqx.Module):
         return eqx.tree_at(lambda m: m.elements, self.model, self.model.elements + (element,))
 
     def residuals(self, moments, origin):
-        """`(residuals (n,), predictions per measurement)` at the given moments."""
+        """`(residuals (n_padded,), predictions per measurement (m, c))` at the given moments:
+        zero residuals beyond the data (`data_rows`, `trimmed` take the padding off)."""
         model = self.with_measure(moments, origin)
         predictions, residuals = [], []
-        for ts, data in zip(self.ts, self.data):  # (as a trajectory fit's `_Objective`)
+        for ts, data, weight in zip(self.ts, self.data, self.weights):  # (as `_Objective`)
             predicted = simulated_observations(model, ts, adjoint=self.adjoint,
                                                max_steps=self.max_steps, rtol=self.rtol,
                                                atol=self.atol)
             predictions.append(predicted)
-            residuals.append(weighted_residuals(predicted, data, self.sigma))
+            residuals.append(weighted_residuals(predicted, data, self.sigma, weight))
         return jnp.concatenate(residuals), tuple(predictions)
+
+    def data_rows(self) -> np.ndarray:
+        """`(n_padded,)` bool: which of the flat residuals are data."""
+        return data_rows(self.weights, self.sigma.shape[0])
+
+    def trimmed(self, predictions) -> list[np.ndarray]:
+        """Per-measurement model outputs `(m, c)` cut to the data's samples `(k, c)`."""
+        return trimmed(predictions, self.weights)
 
 
 def _objective(problem: RecoveryProblem, sigma, max_steps: int) -> _MeasureObjective:
+    ts, data, weights = padded_records(problem.measurements)
     return _MeasureObjective(
         model=problem.model,
-        ts=tuple(jnp.asarray(m.ts) for m in problem.measurements),
-        data=tuple(jnp.asarray(m.values) for m in problem.measurements),
+        ts=tuple(map(jnp.asarray, ts)),
+        data=tuple(map(jnp.asarray, data)),
+        weights=tuple(map(jnp.asarray, weights)),
         sigma=jnp.asarray(sigma, dtype=float),
         adjoint=diffrax.ForwardMode(),
         max_steps=max_steps,

@@ -288,7 +288,8 @@ def _analyse(problem, solver: _Solver, atoms: _Atoms, positions_free: bool):
     return dict(
         moments=moment_report, moment_identifiability=moment_ident,
         atom_identifiability=atom_ident, atoms_supported=supported, support_note=note,
-        residuals=np.asarray(residuals), predictions=[np.asarray(p) for p in predictions],
+        residuals=np.asarray(residuals)[solver.objective.data_rows()],
+        predictions=solver.objective.trimmed(predictions),
         moment_gradient=np.asarray(moment_gradient), origin=np.asarray(origin), kept=kept,
     )
 
