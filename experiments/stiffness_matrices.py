@@ -11,14 +11,20 @@ difference matrices as pictures.
 
 Run: python experiments/stiffness_matrices.py [--out DIR]
 
-Measured (CPU): at the unloaded neutral posture K^c = K^D = H to rounding and K^E (0.1 mm,
-1 deg steps) differs by 0.6%, first order in the rotation step; pre-stressed by a 5 degree
-flexion preload at the neutral posture, K^c, K^D and K^E all differ from H by 6% (the D term,
-K^c asymmetric by the same amount); rotated 20 degrees about e1 and e3 without load,
-K^D = H exactly while K^c and K^E differ by 34% (E~T is not I); rotated and loaded, all three
-differ (K^c 34%, K^D 25%, K^E 34%). For the stiffening potential at the neutral posture K^E
-differs by 0.6%, 3.1% and 7.2% at steps of (0.1 mm, 1 deg), (0.5 mm, 5 deg) and (1 mm, 10 deg).
-So K^E ~ H (S.36) holds for small steps about an unloaded neutral posture only.
+K^E is S.34 as written (moment changes along the Euler basis); the column "K^E cart." is the
+same rig with the load cell's Cartesian moments (`moments="cartesian"`), which is not S.34.
+
+Measured (CPU, 2026-11-25): at the unloaded neutral posture K^c = K^D = H to rounding and K^E
+(0.1 mm, 1 deg steps) differs by 0.6%, first order in the rotation step; pre-stressed by a 5
+degree flexion preload at the neutral posture, K^c, K^D and K^E all differ from H by 6% (the D
+term, K^c asymmetric by the same amount); rotated 20 degrees about e1 and e3 without load,
+K^D = H exactly and K^E differs by the step's 0.6% only, while K^c differs by 34% and the
+Cartesian variant by 35% (E~T is not I); rotated and loaded, K^D and K^E differ by 25% (the pre-stress
+term), K^c and the Cartesian variant by 34%. For the stiffening potential at the neutral
+posture K^E differs by 0.6%, 3.1% and 7.2% at steps of (0.1 mm, 1 deg), (0.5 mm, 5 deg) and
+(1 mm, 10 deg). So K^E ~ H (S.36) holds for small steps wherever the joint is unloaded,
+rotated or not; it fails under pre-stress. (Before S.34 was implemented as written, K^E was the
+Cartesian variant and this experiment concluded "about an unloaded neutral posture only".)
 """
 
 import argparse
@@ -74,14 +80,17 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     lab = steps(0.1, 1.0)
     print("largest block-scaled difference from H (rig steps 0.1 mm, 1 deg)")
-    print(f"{'posture':32s} {'K^c':>8s} {'K^D':>8s} {'K^E':>8s} {'K^c asym':>9s}")
+    print(f"{'posture':32s} {'K^c':>8s} {'K^D':>8s} {'K^E':>8s} {'K^E cart.':>9s} "
+          f"{'K^c asym':>9s}")
     figure, axes = plt.subplots(len(CASES), 3, figsize=(9, 2.6 * len(CASES)))
     for row, (name, (potential, y)) in enumerate(CASES.items()):
         table = compare_stiffnesses(potential, y, lab)
-        print(f"{name:32s} {table['K^c']:8.4f} {table['K^D']:8.4f} {table['K^E']:8.4f} "
-              f"{table['asymmetry of K^c']:9.4f}")
         hessian = np.asarray(potential_hessian(potential, y))
         scale = np.asarray(block_scale(hessian))
+        cartesian = np.asarray(experimental_stiffness(potential, y, lab, moments="cartesian"))
+        print(f"{name:32s} {table['K^c']:8.4f} {table['K^D']:8.4f} {table['K^E']:8.4f} "
+              f"{np.abs((cartesian - hessian) / scale).max():9.4f} "
+              f"{table['asymmetry of K^c']:9.4f}")
         matrices = (cartesian_stiffness(potential, y), dual_basis_stiffness(potential, y),
                     experimental_stiffness(potential, y, lab))
         for column, (label, matrix) in enumerate(zip(("K^c", "K^D", "K^E"), matrices)):

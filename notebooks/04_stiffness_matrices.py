@@ -113,8 +113,11 @@ for name, (potential, y) in postures.items():
 # - unloaded at the neutral posture, all agree with `H` (the rig's finite 1 degree steps cost
 #   0.6%): this is the condition (S.36) under which labs treat `K^E` as `H`;
 # - a preload makes `D` non-zero: every matrix differs from `H`, and `K^c` is not symmetric;
-# - a large rotation without load leaves `K^D = H` but `K^c` and `K^E` differ by a third,
-#   because small rotations about the fixed axes are not small changes of the Euler angles.
+# - a large rotation without load leaves `K^D = H` but `K^c` differs by a third, because
+#   small rotations about the fixed axes are not small changes of the Euler angles; `K^E`
+#   (S.34: the rig steps the Euler angles and reads the moment along the Euler basis) tends to
+#   `K^D`, so it still differs only by the rig's step. Read with the load cell's Cartesian
+#   moments instead (`moments="cartesian"`), it would differ by a third too.
 #
 # Where the differences sit:
 

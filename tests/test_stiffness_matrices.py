@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from spineid import (
-    cartesian_stiffness, compare_stiffnesses, dual_basis_stiffness, euler_basis,
+    block_scale, cartesian_stiffness, compare_stiffnesses, dual_basis_stiffness, euler_basis,
     experimental_stiffness, potential_hessian,
 )
 from spineid.elements._stiffness_matrices import joint_loads, perturbed
@@ -89,21 +89,37 @@ def test_printed_S39_misses_a_factor_at_large_rotations():
                                                                as_printed=True)), atol=0.05)
 
 
-def test_experimental_stiffness_tends_to_the_cartesian_one_and_to_H_only_when_unloaded():
+def test_experimental_stiffness_of_S34_tends_to_K_D_and_the_cartesian_variant_to_K_c():
     lab = np.array([1e-4] * 3 + [np.radians(1.0)] * 3)  # 0.1 mm and 1 degree steps
+    tiny = np.array([1e-8] * 3 + [1e-7] * 3)
     unloaded = quadratic(jnp.zeros(6))
     table = compare_stiffnesses(unloaded, jnp.zeros(6), lab)
     assert table["K^c"] < 1e-12 and table["K^D"] < 1e-12
     assert 1e-3 < table["K^E"] < 0.01  # finite rotation steps: first order in the step
     assert compare_stiffnesses(unloaded, jnp.zeros(6), lab / 10)["K^E"] < table["K^E"] / 5
-    # Pre-stressed at the neutral posture: the rig measures K^c, which is not H (S.36).
+    # S.34 (moment changes along the Euler basis) from finite differences of the loads on body
+    # 2, against K^D computed from the Hessian and the pre-stress term (S.39 corrected): equal
+    # in the limit at every posture, pre-stressed, rotated, or both.
     preloaded = quadratic(jnp.array([0.0, 0.0, 0.0, 0.0, 0.0, np.radians(-5.0)]))
-    tiny = np.array([1e-8] * 3 + [1e-7] * 3)
-    np.testing.assert_allclose(
-        np.asarray(experimental_stiffness(preloaded, jnp.zeros(6), tiny)),
-        np.asarray(cartesian_stiffness(preloaded, jnp.zeros(6))), rtol=1e-5, atol=1e-2)
-    assert compare_stiffnesses(preloaded, jnp.zeros(6), lab)["K^E"] > 0.05
-    # Rotated 20 degrees about two axes without load: K^D = H, but K^c and K^E are not.
     rotated = jnp.array([0.0, 0.0, 0.0, 0.35, 0.0, 0.35])
+    both = jnp.array([0.0, 0.0, 0.0, 0.35, 0.2, -0.3])
+    for potential, y in ((preloaded, jnp.zeros(6)), (quadratic(rotated), rotated),
+                         (unloaded, both)):
+        np.testing.assert_allclose(
+            np.asarray(experimental_stiffness(potential, y, tiny)),
+            np.asarray(dual_basis_stiffness(potential, y)), rtol=1e-6, atol=1e-2)
+    # Unloaded but rotated 20 degrees about two axes: K^D = H, so K^E ~ H (S.36) still holds;
+    # the Cartesian moments do not (small rotations about the fixed axes are not small changes
+    # of the Euler angles).
     table = compare_stiffnesses(quadratic(rotated), rotated, lab)
-    assert table["K^D"] < 1e-12 and table["K^c"] > 0.3 and table["K^E"] > 0.3
+    assert table["K^D"] < 1e-12 and table["K^c"] > 0.3 and table["K^E"] < 0.02
+    cartesian = experimental_stiffness(quadratic(rotated), rotated, lab, moments="cartesian")
+    hessian = potential_hessian(quadratic(rotated), rotated)
+    assert float(jnp.abs((cartesian - hessian) / block_scale(hessian)).max()) > 0.3
+    # Pre-stressed at the neutral posture the Cartesian variant is K^c (G = I there).
+    np.testing.assert_allclose(
+        np.asarray(experimental_stiffness(preloaded, jnp.zeros(6), tiny, moments="cartesian")),
+        np.asarray(cartesian_stiffness(preloaded, jnp.zeros(6))), rtol=1e-5, atol=1e-2)
+    assert compare_stiffnesses(preloaded, jnp.zeros(6), lab)["K^E"] > 0.05  # the D term
+    with pytest.raises(ValueError, match="moments='polar'"):
+        experimental_stiffness(unloaded, jnp.zeros(6), lab, moments="polar")

@@ -7,7 +7,8 @@ for a pair whose lower body is fixed (`Q_1 = I`, so `E~T` is `E_T(beta)` of S.17
 energy (J), e.g. `lambda y: 0.5 * (y - y0) @ K @ (y - y0)` for a SpineBushing. The matrices are
 `(6, 6)`, ordered `[translations, rotations]`. They coincide (`K^c = K^D = H`) only where
 `E~T = I` (no rotation) and `D = 0` (no pre-stress: `dU/dbeta = 0`); the experimental `K^E`
-measured at small uniaxial motions about the neutral posture approximates `H` (S.36).
+of S.34 (moments along the Euler basis) measured at small uniaxial steps tends to `K^D`, so it
+approximates `H` wherever there is no pre-stress (S.36), whatever the rotation.
 `experimental_stiffness` emulates that measurement with finite steps, and `compare_stiffnesses`
 tabulates how far each matrix is from `H` at a posture (`experiments/stiffness_matrices.py`).
 
@@ -20,7 +21,9 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ..kinematics._rotations import E_T, E_W, euler123_angles, euler123_rotation, skew
+from ..kinematics._rotations import (
+    E_T, E_W, euler123_angles, euler123_rotation, euler_basis, skew,
+)
 
 
 def potential_hessian(potential, y: Float[Array, "6"]) -> Float[Array, "6 6"]:
@@ -83,25 +86,37 @@ def perturbed(y: Float[Array, "6"], displacement: Float[Array, "6"]) -> Float[Ar
     return jnp.concatenate([y[:3] + displacement[:3], euler123_angles(turned)])
 
 
-def experimental_stiffness(potential, y: Float[Array, "6"], steps) -> Float[Array, "6 6"]:
+def experimental_stiffness(potential, y: Float[Array, "6"], steps, moments: str = "euler"
+                           ) -> Float[Array, "6 6"]:
     """`K^E` (S.34-S.35) as a displacement-controlled rig measures it on a pair whose lower body
     is fixed: from the posture `y`, six uniaxial steps, each moving one coordinate by
-    `steps[j]` (a translation along `E_j` in m, or one Euler-angle increment in rad); the load
-    cell reports the change of the Cartesian force and moment on body 2 in the fixed basis
-    (`joint_loads`); column `j` is `-(change of the loads) / steps[j]` (a secant).
+    `steps[j]` (a translation along `E_j` in m, or one Euler-angle increment in rad, S.34's
+    `Delta beta . g~^j`); the load cell reports the change of the force and moment on body 2
+    (`joint_loads`); column `j` is `-(change of the loads) / steps[j]` (a secant, S.35).
 
-    `steps`: scalar or `(6,)`. As the steps shrink `K^E` tends to `K^c diag(I, G)`, with `G` the
-    map from Euler-angle increments to the rotation vector, which is `I` at the neutral posture;
-    `K^E ~ H` therefore needs a small rotation and no pre-stress (S.36), and, for a nonlinear
-    potential, steps small against the scale on which `H` changes.
+    `moments="euler"` (S.34 as written): the force change's fixed-basis components (the lower
+    body is fixed, so `e^1_i = E_i`) and the moment change's components along the Euler basis
+    at the starting posture, `(Delta M) . g~_i`. As the steps shrink `K^E` tends to `K^D`
+    (S.37-S.39, `dual_basis_stiffness`): `H` wherever there is no pre-stress, at any posture.
+    `moments="cartesian"`: the moment change's fixed-basis components, as the load cell gives
+    them before any conversion (not S.34); it tends to `K^c diag(I, G)`, with `G` the map from
+    Euler-angle increments to the rotation vector, which is `I` only at the neutral posture.
+
+    `steps`: scalar or `(6,)`. For a nonlinear potential the secant differs from the tangent
+    by the steps' size against the scale on which `H` changes.
     """
+    if moments not in ("euler", "cartesian"):
+        raise ValueError(f"moments={moments!r}: expected \"euler\" (S.34) or \"cartesian\"")
     y = jnp.asarray(y, dtype=float)
     steps = jnp.broadcast_to(jnp.asarray(steps, dtype=float), (6,))
     before = joint_loads(potential, y)
+    basis = jnp.eye(6)
+    if moments == "euler":
+        basis = basis.at[3:, 3:].set(euler_basis(y[3:]))  # rows g~_i at the start
 
     def column(j):
         after = joint_loads(potential, y.at[j].add(steps[j]))
-        return -(after - before) / steps[j]
+        return -basis @ (after - before) / steps[j]
 
     return jax.vmap(column, out_axes=1)(jnp.arange(6))
 
