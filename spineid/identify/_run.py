@@ -332,12 +332,12 @@ class _Run:
         slope = np.asarray(jax.jvp(transform.to_physical, (u,), (jnp.ones_like(u),))[1])
         if linearisation is not None and np.all(np.abs(slope) > 0):
             residuals, jacobian = linearisation[1], np.asarray(linearisation[2]) / slope
-            predictions = objective.predictions_from(residuals)
+            predictions = objective.predictions_from(residuals)  # (the data's samples)
         else:  # no Jacobian at the solution yet, or a parameter pressed flat against its bound
             jacobian, residuals, predictions = _evaluate(objective, jnp.asarray(theta))
+            predictions = objective.trimmed(predictions)
         rows = objective.data_rows()  # the padding off (spineid/identify/_objective.py)
         jacobian, residuals = np.asarray(jacobian)[rows], np.asarray(residuals)[rows]
-        predictions = objective.trimmed(predictions)
         cost = float(0.5 * np.sum(residuals**2))
         failed = bool(np.any(residuals == FAILED_RESIDUAL))
 
