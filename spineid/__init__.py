@@ -123,20 +123,27 @@ from .models import (  # noqa: E402
 # simulation: motion by diffrax, quasi-static equilibria by Newton's method
 from .simulation import (  # noqa: E402
     default_solver as default_solver,
+    DIRECTIONS as DIRECTIONS,
+    dynamic_flexibility as dynamic_flexibility,
+    DynamicFlexibility as DynamicFlexibility,
     equilibrium as equilibrium,
     Equilibrium as Equilibrium,
+    FlexibilityTest as FlexibilityTest,
     integrate_in_windows as integrate_in_windows,
     linear_modes as linear_modes,
     LinearModes as LinearModes,
     pose_change as pose_change,
+    segment_flexibility as segment_flexibility,
     simulate as simulate,
     simulate_in_windows as simulate_in_windows,
     Simulation as Simulation,
     SimulationResult as SimulationResult,
+    spine_flexibility as spine_flexibility,
 )
 
 # io: model files and their kinds, CSV tables and measured data, bundled datasets, export
 from .io import (  # noqa: E402
+    chain_document as chain_document,
     christophy_stiffness as christophy_stiffness,
     ColumnsRead as ColumnsRead,
     DataTable as DataTable,
@@ -145,12 +152,15 @@ from .io import (  # noqa: E402
     export_model as export_model,
     fritzkowski_parameters as fritzkowski_parameters,
     head_neck_chain as head_neck_chain,
+    joint_laws as joint_laws,
+    joint_ranges as joint_ranges,
     K_F_E as K_F_E,
     l5_s1_law as l5_s1_law,
     liu_implant_nodes as liu_implant_nodes,
     liu_l5_s1_phases as liu_l5_s1_phases,
     liu_origin_nodes as liu_origin_nodes,
     liu_scoliosis_curve as liu_scoliosis_curve,
+    liu_spine_geometry as liu_spine_geometry,
     liu_vertebra_nodes as liu_vertebra_nodes,
     load_model as load_model,
     load_model_file as load_model_file,
@@ -175,7 +185,9 @@ from .io import (  # noqa: E402
     read_trc as read_trc,
     register_model_kind as register_model_kind,
     simulation_settings as simulation_settings,
+    SpineGeometry as SpineGeometry,
     StorageTable as StorageTable,
+    thoracolumbar_spine as thoracolumbar_spine,
     unregister_model_kind as unregister_model_kind,
     write_model_file as write_model_file,
     write_opensim_model as write_opensim_model,
@@ -243,7 +255,7 @@ _PLOTS = (
     "plot_chain_snapshots", "plot_fit", "plot_flat_transition", "plot_grid_study",
     "plot_identifiability", "plot_law_fit", "plot_load_laws", "plot_measure", "plot_population",
     "plot_planar_pair", "plot_planar_trajectories", "plot_profile", "plot_residuals",
-    "plot_segment_study",
+    "plot_segment_study", "plot_flexibility", "plot_spine",
     "plot_spine_geometry", "plot_stiffness_fit", "plot_whiplash",
 )
 

@@ -180,6 +180,24 @@ def _bundled(name: str) -> dict:
     return spineid.io.read_toml(spineid.dataset_path(name))
 
 
+def _small_spine() -> dict:
+    # L5 and L4 of the bundled thoracolumbar spine on its sacrum, shaken at L4.
+    document = _bundled("thoracolumbar_spine.toml")
+    document["bodies"] = document["bodies"][:2]
+    document["joints"] = document["joints"][:2]
+    document["loads"] = [{"component": "Mz_L4", "amplitude": 3.0, "frequency": 20.0},
+                         {"component": "Fx_L4", "amplitude": 40.0, "frequency": 30.0}]
+    return _short(document, 0.05, 51)
+
+
+def _chain_conservative(document: dict) -> dict:
+    conservative = _unloaded(document)
+    for joint in conservative["joints"]:
+        joint["damping"] = [0.0] * 6
+    conservative["gravity"] = [0.0, -9.81, 0.0]
+    return conservative
+
+
 MODEL_KINDS = {
     "planar_pair": ModelKind(
         _short(document(springs=AXIAL_SPRINGS[:2], torsion=TORSION, loads=LOADS), 0.2, 101),
@@ -189,5 +207,7 @@ MODEL_KINDS = {
     "spatial_pair": ModelKind(_short(_bundled("spatial_pair.toml"), 0.15, 151),
                               "bushings[0].stiffness[5]", _spatial_conservative),
     "head_neck": ModelKind(_small_head_neck(), "joints.stiffness", _head_neck_conservative),
+    "spatial_chain": ModelKind(_small_spine(), "joints[1].laws[0].load[1]",
+                               _chain_conservative),
 }
 """Every built-in model kind (`spineid.model_kinds()`), a small instance of each."""

@@ -25,6 +25,14 @@ from ._datasets import (
     lumbar_spine_models as lumbar_spine_models,
 )
 from ._exports import export_model as export_model
+from ._kinds._spatial_chain import chain_document as chain_document
+from ._thoracolumbar import (
+    joint_laws as joint_laws,
+    joint_ranges as joint_ranges,
+    liu_spine_geometry as liu_spine_geometry,
+    SpineGeometry as SpineGeometry,
+    thoracolumbar_spine as thoracolumbar_spine,
+)
 from ._measurements import (
     LoadDisplacementData as LoadDisplacementData,
     Measurement as Measurement,

@@ -5,7 +5,8 @@ A model kind is a reader registered under the `kind` name of its files: it takes
 document, a `DocumentChecker` (errors naming the file and the key) and the file's folder, and
 returns the model and its parameter declarations (`Parameter`s named by their path in the
 document, so that fitted values can be written back). The built-in kinds are
-`planar_pair`, `pinned_pair`, `spatial_pair` and `head_neck` (docs/formats/model-files.md);
+`planar_pair`, `pinned_pair`, `spatial_pair`, `spatial_chain` and `head_neck`
+(docs/formats/model-files.md);
 `register_model_kind` adds another without editing anything else.
 """
 
@@ -23,6 +24,7 @@ from ._atomic import write_text_atomically
 from ._kinds._head_neck import read_head_neck
 from ._kinds._pinned_pair import read_pinned_pair
 from ._kinds._planar_pair import read_planar_pair
+from ._kinds._spatial_chain import read_spatial_chain
 from ._kinds._spatial_pair import read_spatial_pair
 from ._toml import DocumentChecker, dumps_toml, read_toml, set_in_document, simulation_settings
 
@@ -41,6 +43,7 @@ _READERS: dict[str, ModelReader] = {
     "planar_pair": read_planar_pair,
     "pinned_pair": read_pinned_pair,
     "spatial_pair": read_spatial_pair,
+    "spatial_chain": read_spatial_chain,
     "head_neck": read_head_neck,
 }
 

@@ -3,6 +3,7 @@ al. 2013, section 5: L1-L5 on a fixed sacrum), with the loads of each bushing at
 mass, and the lumbar Models 1-4 of their Table 1.
 """
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,7 +11,7 @@ from jaxtyping import Array, Float
 
 from ..elements._base import AbstractBushing
 from ..elements._bushings import Bushing
-from ..kinematics._rotations import e_W, euler123_angles, skew
+from ..kinematics._rotations import E_W, e_W, euler123_angles, skew
 from ._loads import AbstractLoad
 from ._mechanics import AbstractLagrangianSystem
 from ._spatial_pair import SpatialBody
@@ -22,11 +23,15 @@ class SpatialChain(AbstractLagrangianSystem):
 
     Generalized coordinates: the poses of the `n` bodies concatenated, `q = [pose_0, ...,
     pose_(n-1)]`, each `[x, y, z, a1, a2, a3]` (centre of mass in m, 1-2-3 Euler angles in rad).
-    Energies as in `SpatialPair`, summed over bodies and bushings; no external loads unless
-    `loads` (each with `6 n` components, the generalized forces of all bodies) are given.
+    Energies as in `SpatialPair`, summed over bodies and bushings. External `loads` have `6 n`
+    components, `[Fx, Fy, Fz, Mx, My, Mz]` of each body in turn (ground axes, the force at the
+    body's centre of mass; `load_components`), whose generalized forces are `F` and
+    `EW(a)^T M` (supplement S.18), as for `SpatialPair`.
 
     Fields: `base_pose` (`(6,)`), `bodies` (tuple of `SpatialBody`), `elements` (tuple of
-    `Bushing`, one per body), `loads`, `gravity` (m/s^2, `(3,)`).
+    `Bushing` or `TableBushing`, one per body), `loads`, `gravity` (m/s^2, `(3,)`), `names`
+    (static: the base's name, then each body's, e.g. `("S1", "L5", ..., "T1")`; default
+    `base, 0, 1, ...`).
     """
 
     base_pose: Float[Array, "6"]
@@ -34,6 +39,37 @@ class SpatialChain(AbstractLagrangianSystem):
     elements: tuple[AbstractBushing, ...]
     loads: tuple[AbstractLoad, ...]
     gravity: Float[Array, "3"]
+    names: tuple[str, ...] = eqx.field(static=True, default=())
+
+    def __check_init__(self):
+        if len(self.elements) != len(self.bodies):
+            raise ValueError(f"SpatialChain: {len(self.bodies)} bodies need as many joints, "
+                             f"got {len(self.elements)}")
+        if self.names and len(self.names) != len(self.bodies) + 1:
+            raise ValueError(f"SpatialChain: names must name the base and the {len(self.bodies)}"
+                             f" bodies ({len(self.bodies) + 1} names), got {len(self.names)}")
+
+    @property
+    def body_names(self) -> tuple[str, ...]:
+        """The base's name, then each body's, bottom up (`names`, or `base, 0, 1, ...`)."""
+        return self.names or ("base",) + tuple(str(k) for k in range(len(self.bodies)))
+
+    def body_index(self, name: str, key: str = "body") -> int:
+        """Index `k` (0 for the first free body) of the free body called `name`; the base or an
+        unknown name raises `ValueError` naming `key`."""
+        names = self.body_names
+        if name == names[0]:
+            raise ValueError(f"{key} = {name!r} is the chain's fixed base; expected one of the "
+                             f"free bodies {list(names[1:])}")
+        if name not in names[1:]:
+            raise ValueError(f"{key} = {name!r}: no such body; expected one of {list(names[1:])}")
+        return names.index(name) - 1
+
+    @property
+    def load_components(self) -> tuple[str, ...]:
+        """Names of the `6 n` load components: `Fx_<body>, ..., Mz_<body>` body by body."""
+        return tuple(f"{c}_{name}" for name in self.body_names[1:]
+                     for c in ("Fx", "Fy", "Fz", "Mx", "My", "Mz"))
 
     @property
     def n_dof(self) -> int:
@@ -52,10 +88,30 @@ class SpatialChain(AbstractLagrangianSystem):
             total = total + 0.5 * body.mass * rate[:3] @ rate[:3] + 0.5 * spin @ body.inertia @ spin
         return total
 
+    def _stacked_elements(self):
+        # The joints as one batched element when they share a layout (one traced energy,
+        # vmapped over joints: a far smaller program for long chains), else None.
+        first = jax.tree.structure(self.elements[0])
+        shapes = [jnp.shape(leaf) for leaf in jax.tree.leaves(self.elements[0])]
+        for element in self.elements[1:]:
+            if (jax.tree.structure(element) != first
+                    or [jnp.shape(leaf) for leaf in jax.tree.leaves(element)] != shapes):
+                return None
+        return jax.tree.map(lambda *leaves: jnp.stack(leaves), *self.elements)
+
+    def _pose_pairs(self, q):
+        poses = jnp.concatenate([self.base_pose[None], q.reshape(-1, 6)])
+        return poses[:-1], poses[1:]
+
     def potential_energy(self, t, q):
         poses = self.poses(q)
-        elastic = sum(element.energy(poses[k], poses[k + 1])
-                      for k, element in enumerate(self.elements))
+        stacked = self._stacked_elements() if len(self.elements) > 1 else None
+        if stacked is not None:
+            lower, upper = self._pose_pairs(q)
+            elastic = jnp.sum(jax.vmap(lambda e, a, b: e.energy(a, b))(stacked, lower, upper))
+        else:
+            elastic = sum(element.energy(poses[k], poses[k + 1])
+                          for k, element in enumerate(self.elements))
         gravity = sum(-body.mass * self.gravity @ poses[k + 1][:3]
                       for k, body in enumerate(self.bodies))
         return elastic + gravity
@@ -66,12 +122,19 @@ class SpatialChain(AbstractLagrangianSystem):
                                                    for k in range(len(self.bodies))]
 
     def dissipation_function(self, t, q, qdot):
+        stacked = self._stacked_elements() if len(self.elements) > 1 else None
+        if stacked is not None:
+            lower, upper = self._pose_pairs(q)
+            rates = jnp.concatenate([jnp.zeros((1, 6), qdot.dtype), qdot.reshape(-1, 6)])
+            return jnp.sum(jax.vmap(lambda e, a, b, u, v: e.dissipation(a, b, u, v))(
+                stacked, lower, upper, rates[:-1], rates[1:]))
         poses, rates = self.poses(q), self._rates(qdot)
         return sum(element.dissipation(poses[k], poses[k + 1], rates[k], rates[k + 1])
                    for k, element in enumerate(self.elements)) + jnp.zeros((), dtype=q.dtype)
 
     def generalized_forces(self, t, q, qdot):
-        return sum((load.value(t) for load in self.loads), jnp.zeros(self.n_dof, dtype=q.dtype))
+        load = sum((load.value(t) for load in self.loads), jnp.zeros(self.n_dof, dtype=q.dtype))
+        return chain_generalized_loads(q, load)
 
     def initial_state(self):
         q0 = jnp.concatenate([body.reference_pose for body in self.bodies])
@@ -83,8 +146,9 @@ class SpatialChain(AbstractLagrangianSystem):
 
     @property
     def observable_names(self) -> tuple[str, ...]:
-        """`x_0, y_0, z_0, a1_0, a2_0, a3_0, x_1, ...`: body `k`'s pose channels."""
-        return tuple(f"{channel}_{k}" for k in range(len(self.bodies))
+        """`x_<body>, y_<body>, z_<body>, a1_<body>, a2_<body>, a3_<body>` body by body, bottom
+        up (`x_0, ...` for unnamed bodies)."""
+        return tuple(f"{channel}_{name}" for name in self.body_names[1:]
                      for channel in ("x", "y", "z", "a1", "a2", "a3"))
 
     @property
@@ -103,6 +167,14 @@ class SpatialChain(AbstractLagrangianSystem):
             arm = element.frames(poses[k], poses[k + 1])[3] - poses[k + 1][:3]
             rows.append(jnp.concatenate([force, moment + jnp.cross(arm, force)]))
         return jnp.stack(rows)
+
+
+def chain_generalized_loads(q: Float[Array, " n"], load: Float[Array, " n"]) -> Float[Array, " n"]:
+    """Generalized forces `[F_k, EW(a_k)^T M_k]` of body loads `[F_k, M_k]` (ground axes, N and
+    N m; `(6 n,)`) at the chain pose `q` (`(6 n,)`; supplement S.18 body by body)."""
+    poses, loads = q.reshape(-1, 6), load.reshape(-1, 6)
+    moments = jnp.einsum("kji,kj->ki", jax.vmap(E_W)(poses[:, 3:]), loads[:, 3:])
+    return jnp.concatenate([loads[:, :3], moments], axis=1).ravel()
 
 
 def lumbar_models(centres, masses, inertias, stiffness_full, damping=None,

@@ -20,6 +20,7 @@ from ._pairs import (
     plot_planar_pair as plot_planar_pair,
     plot_planar_trajectories as plot_planar_trajectories,
 )
+from ._spine import plot_flexibility as plot_flexibility, plot_spine as plot_spine
 from ._studies import (
     plot_chain_snapshots as plot_chain_snapshots,
     plot_flat_transition as plot_flat_transition,

@@ -1,9 +1,22 @@
-"""Simulation: integrating a model's motion with diffrax, and quasi-static equilibria."""
+"""Simulation: integrating a model's motion with diffrax, quasi-static equilibria, and
+flexibility tests of spine models."""
 
 from ._equilibrium import (
     equilibrium as equilibrium,
     Equilibrium as Equilibrium,
     pose_change as pose_change,
+)
+from ._flexibility import (
+    chain_residual as chain_residual,
+    DIRECTIONS as DIRECTIONS,
+    dynamic_flexibility as dynamic_flexibility,
+    DynamicFlexibility as DynamicFlexibility,
+    FlexibilityTest as FlexibilityTest,
+    joint_names as joint_names,
+    load_steps as load_steps,
+    segment_flexibility as segment_flexibility,
+    segment_pair as segment_pair,
+    spine_flexibility as spine_flexibility,
 )
 from ._modes import linear_modes as linear_modes, LinearModes as LinearModes
 from ._simulate import (

@@ -100,6 +100,44 @@ def bushing_frame(check, bushing, name, key, bodies: tuple[str, ...]):
                          default=np.zeros(3)))
 
 
+def read_bushing(check, bushing, key, lower, upper, frame_bodies, element, parameters,
+                 extra_keys=()):
+    """A bushing table (`kind` classic, spine or table) between bodies `lower` and `upper`
+    (`SpatialBody`), whose frames name `frame_bodies[0]` and `frame_bodies[1]`; its parameters
+    appended to `parameters` (element index `element`). `extra_keys`: further keys the table
+    may hold (read by the caller)."""
+    kind = check.choice(bushing, "kind", f"{key}.kind", ("classic", "spine", "table"))
+    extra = set(extra_keys)
+    if kind == "table":
+        check.keys(bushing, key, {"kind", "frame1", "frame2", "laws", "damping"} | extra,
+                   {"kind", "frame1", "frame2", "laws"})
+    else:
+        check.keys(bushing, key, {"kind", "frame1", "frame2", "stiffness", "damping"} | extra,
+                   {"kind", "frame1", "frame2", "stiffness"})
+    # The deflection is that of frame 2 in frame 1: frame 1 on the lower body (as in the
+    # papers and OpenSim models), so that the stiffness matrix means what it says.
+    frame1 = bushing_frame(check, bushing, "frame1", key, (frame_bodies[0],))
+    frame2 = bushing_frame(check, bushing, "frame2", key, (frame_bodies[1],))
+    if kind == "table":
+        return table_bushing(check, bushing, key, frame1, frame2, lower, upper, element,
+                             parameters)
+    stiffness, stiffness_entries = bushing_matrix(check, bushing, "stiffness", key)
+    damping, damping_entries = bushing_matrix(check, bushing, "damping", key)
+    smallest = np.linalg.eigvalsh(stiffness).min()
+    if smallest < 0:
+        warnings.warn(f"{check.source}: {key}.stiffness is not positive semi-definite "
+                      f"(smallest eigenvalue {smallest:.4g}): the joint is unstable in "
+                      "some direction", stacklevel=3)
+    for field, entries in (("stiffness", stiffness_entries), ("damping", damping_entries)):
+        for suffix, row in entries:
+            i, j = UPPER[0][row], UPPER[1][row]
+            parameters.append(Parameter(
+                f"{key}.{field}{suffix}", f"bushing.{field}", bushing_unit(field, i, j),
+                element, field, row, lower=0.0 if i == j else -math.inf))
+    return Bushing.create(kind, frame1, frame2, stiffness, damping, lower.reference_pose,
+                          upper.reference_pose)
+
+
 def read_spatial_pair(document, check, folder) -> tuple[SpatialPair, tuple[Parameter, ...]]:
     check.keys(document, "", {"kind", "gravity", "lower", "upper", "bushings", "ligaments",
                               "facets", "loads", "simulation"}, {"lower", "upper"})
@@ -108,37 +146,8 @@ def read_spatial_pair(document, check, folder) -> tuple[SpatialPair, tuple[Param
     upper, initial_pose = spatial_body(document["upper"], "upper", check)
     elements, parameters = [], []
     for index, bushing in enumerate(check.tables(document, "bushings")):
-        key = f"bushings[{index}]"
-        kind = check.choice(bushing, "kind", f"{key}.kind", ("classic", "spine", "table"))
-        if kind == "table":
-            check.keys(bushing, key, {"kind", "frame1", "frame2", "laws", "damping"},
-                       {"kind", "frame1", "frame2", "laws"})
-        else:
-            check.keys(bushing, key, {"kind", "frame1", "frame2", "stiffness", "damping"},
-                       {"kind", "frame1", "frame2", "stiffness"})
-        # The deflection is that of frame 2 in frame 1: frame 1 on the lower body (as in the
-        # papers and OpenSim models), so that the stiffness matrix means what it says.
-        frame1 = bushing_frame(check, bushing, "frame1", key, ("lower",))
-        frame2 = bushing_frame(check, bushing, "frame2", key, ("upper",))
-        if kind == "table":
-            elements.append(table_bushing(check, bushing, key, frame1, frame2, lower, upper,
-                                           len(elements), parameters))
-            continue
-        stiffness, stiffness_entries = bushing_matrix(check, bushing, "stiffness", key)
-        damping, damping_entries = bushing_matrix(check, bushing, "damping", key)
-        smallest = np.linalg.eigvalsh(stiffness).min()
-        if smallest < 0:
-            warnings.warn(f"{check.source}: {key}.stiffness is not positive semi-definite "
-                          f"(smallest eigenvalue {smallest:.4g}): the joint is unstable in "
-                          "some direction", stacklevel=2)
-        for field, entries in (("stiffness", stiffness_entries), ("damping", damping_entries)):
-            for suffix, row in entries:
-                i, j = UPPER[0][row], UPPER[1][row]
-                parameters.append(Parameter(
-                    f"{key}.{field}{suffix}", f"bushing.{field}", bushing_unit(field, i, j),
-                    len(elements), field, row, lower=0.0 if i == j else -math.inf))
-        elements.append(Bushing.create(kind, frame1, frame2, stiffness, damping,
-                                       lower.reference_pose, upper.reference_pose))
+        elements.append(read_bushing(check, bushing, f"bushings[{index}]", lower, upper,
+                                     ("lower", "upper"), len(elements), parameters))
     if document.get("ligaments"):
         elements.append(spatial_ligaments(document, check, lower, upper, len(elements),
                                            parameters))

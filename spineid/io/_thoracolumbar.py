@@ -1,0 +1,278 @@
+"""The thoracolumbar spine of Liu 2001, chapter 4: seventeen vertebrae T1-L5 on a fixed sacrum,
+placed and oriented from the thesis' node tables, joined by table bushings whose moment-rotation
+laws follow published ranges of motion (datasets/thoracolumbar/README.md).
+
+Axes. Liu's Appendix A tables use x lateral (left, if right-handed), y posterior and z superior
+(datasets/liu2001/TRANSCRIPTION.md); spineid uses e1 anterior, e2 superior, e3 right
+(Christophy et al. 2013). A point `p` of the tables is `M p` in spineid with the proper rotation
+`M` (`THESIS_TO_SPINEID`): e1 = -y, e2 = z, e3 = -x. A body's axes follow the same map, so its
+flexion-extension turns about e3 (extension positive), lateral bending about e1 (to the right
+positive) and axial rotation about e2.
+
+Body frames. Each vertebra's local system (Appendix A "local" columns, origin at node 1, the
+anterior mid-height point of the body) is placed by the least-squares rigid fit of its local
+onto its global node coordinates (Kabsch), leaving out nodes 13/14 (placed at the facet joint,
+not rotated from their local columns; TRANSCRIPTION.md item 6) and then, one at a time, any node
+more than 1 mm off the fit (the printed typos: L4 nodes 5-10, L3 node 2, L1 node 4, T10 node 12,
+T6 node 2). The fitted sagittal angles agree with Table 4-1 to 0.1 degree except at L5, whose
+nodes are rotated by +8 degrees where Table 4-1 prints -8 (item 7): the model follows the nodes.
+The frames are then made exactly mid-sagittal (rotation about the lateral axis only, centre on
+the mid-plane): the fits of node sets left asymmetric by a dropped typo lean up to 0.13 mm and
+1e-4 rad out of the plane, enough to tip a whole-spine test off its symmetric path.
+The body's centre of mass is the centre of its vertebral body (half its depth behind node 1).
+"""
+
+import dataclasses
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..elements._bushings import TableBushing
+from ..elements._load_laws import PiecewiseLinearLaw
+from ..kinematics._rotations import euler123_angles
+from ..models._spatial_chain import SpatialChain
+from ..models._spatial_pair import SpatialBody
+from ._datasets import (
+    christophy_stiffness, dataset_path, liu_l5_s1_phases, liu_scoliosis_curve, liu_vertebra_nodes,
+)
+from ._tables import read_table
+
+
+THESIS_TO_SPINEID = np.array([[0.0, -1.0, 0.0], [0.0, 0.0, 1.0], [-1.0, 0.0, 0.0]])
+"""`p_spineid = M p_thesis`: Liu's (x left, y posterior, z superior) to spineid's (e1 anterior,
+e2 superior, e3 right); a proper rotation."""
+
+TEST_MOMENT = 10.0
+"""N m: the moment at which every joint law reaches its range of motion (Liu's L5-S1 phases end
+at +-10 N m, the moment of Panjabi et al. 1994)."""
+
+NEUTRAL_ZONE_MOMENT = 0.25
+"""N m carried at the edges of each neutral zone (Liu's has none; see the sources' README)."""
+
+# Liu's L5-S1 phases as fractions of each side's range, with the moments they reach (N m):
+# flexion side 1.7, 6.8, 8.5 degrees -> 0, 2.5, 10; extension side 1.7, 5.0, 5.8 -> 0, 5, 10.
+_FLEXION_SHAPE = (np.array([1.7, 6.8, 8.5]) / 8.5, np.array([NEUTRAL_ZONE_MOMENT, 2.5, 10.0]))
+_EXTENSION_SHAPE = (np.array([1.7, 5.0, 5.8]) / 5.8, np.array([NEUTRAL_ZONE_MOMENT, 5.0, 10.0]))
+_FLEXION_SHARE = 8.5 / 14.3
+_TRANSLATION_RANGE = 5e-3  # m: the linear translation laws are tabulated over +-5 mm
+
+DE_LEVA_TRUNK_SHARE = 0.1596 + 0.1633
+"""Upper plus middle trunk of de Leva 1996 (men), as a share of body mass."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SpineGeometry:
+    """Vertebral frames of Liu's thoracolumbar spine in spineid axes, bottom up (L5 ... T1).
+
+    Fields: `names` (17), `centres` (`(17, 3)`, m: the centres of the vertebral bodies),
+    `rotations` (`(17, 3, 3)`: body axes e1 anterior, e2 superior, e3 right in ground),
+    `heights`, `disc_heights` (Table 4-1: vertebra and inferior disc heights, m), `depths` (m,
+    the body's depth, node 3), `node_angles` and `table_angles` (rad: the sagittal angle of the
+    node fit and of Table 4-1), `dropped` (per vertebra, the nodes left out of the fit besides
+    13/14), `fit_rms` (m, per vertebra), `disc_gaps` (m: the distance between each vertebra's
+    inferior endplate centre and the superior endplate centre below, the base for L5).
+    """
+
+    names: tuple[str, ...]
+    centres: np.ndarray
+    rotations: np.ndarray
+    heights: np.ndarray
+    disc_heights: np.ndarray
+    depths: np.ndarray
+    node_angles: np.ndarray
+    table_angles: np.ndarray
+    dropped: tuple[tuple[int, ...], ...]
+    fit_rms: np.ndarray
+    base_position: np.ndarray
+    disc_gaps: np.ndarray
+
+
+def _rigid_fit(local: np.ndarray, seen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    # Least-squares rotation and shift with seen ~ R local + t (Kabsch).
+    a, b = local.mean(axis=0), seen.mean(axis=0)
+    u, _, vt = np.linalg.svd((local - a).T @ (seen - b))
+    sign = np.sign(np.linalg.det(vt.T @ u.T))
+    rotation = vt.T @ np.diag([1.0, 1.0, sign]) @ u.T
+    return rotation, b - rotation @ a
+
+
+def liu_spine_geometry(tolerance: float = 1e-3) -> SpineGeometry:
+    """The body frames of Liu's 17 vertebrae (module docstring): robust rigid fits of Appendix
+    A's local onto global node coordinates, nodes farther than `tolerance` (m) from the fit left
+    out one at a time. The sacrum (the fixed base) lies one L5 disc height (Table 4-1) below
+    L5's inferior endplate, along L5's superior axis."""
+    nodes, curve = liu_vertebra_nodes(), liu_scoliosis_curve()
+    names = tuple(str(v) for v in curve["vertebra"])
+    centres, rotations, depths, angles, dropped, rms = [], [], [], [], [], []
+    for name in names:
+        rows = nodes["vertebra"] == name
+        local, seen, number = nodes["local"][rows], nodes["global"][rows], nodes["node"][rows]
+        keep = ~np.isin(number, (13, 14))
+        while True:
+            rotation, shift = _rigid_fit(local[keep], seen[keep])
+            miss = np.linalg.norm(seen - (local @ rotation.T + shift), axis=1)
+            worst = int(np.argmax(np.where(keep, miss, -1.0)))
+            if miss[worst] <= tolerance:
+                break
+            keep[worst] = False
+        depth = float(local[number == 3][0, 1])
+        centre_thesis = shift + rotation @ np.array([0.0, depth / 2, 0.0])
+        rms.append(float(np.sqrt(np.mean(miss[keep] ** 2))))
+        # Liu's vertebrae are mirror-symmetric about the mid-sagittal plane; a fit on a node
+        # set left asymmetric by a dropped typo leans up to 0.13 mm and 1e-4 rad out of it.
+        # The model keeps the fitted sagittal angle and centre and is exactly symmetric.
+        angle = np.arctan2(rotation[2, 1], rotation[1, 1])
+        cos, sin = np.cos(angle), np.sin(angle)
+        rotation = np.array([[1.0, 0.0, 0.0], [0.0, cos, -sin], [0.0, sin, cos]])
+        centre_thesis[0] = 0.0
+        centres.append(THESIS_TO_SPINEID @ centre_thesis)
+        rotations.append(THESIS_TO_SPINEID @ rotation @ THESIS_TO_SPINEID.T)
+        angles.append(angle)
+        dropped.append(tuple(int(n) for n in number[~keep & ~np.isin(number, (13, 14))]))
+        depths.append(depth)
+    centres, rotations = np.array(centres), np.array(rotations)
+    heights = np.asarray(curve["vertebra_height"], float)
+    discs = np.asarray(curve["inferior_disc_height"], float)
+    up = rotations[:, :, 1]
+    base = centres[0] - (heights[0] / 2 + discs[0]) * up[0]
+    superior = np.vstack([base, centres[:-1] + heights[:-1, None] / 2 * up[:-1]])
+    inferior = centres - heights[:, None] / 2 * up
+    return SpineGeometry(
+        names=names, centres=centres, rotations=rotations, heights=heights, disc_heights=discs,
+        depths=np.array(depths), node_angles=np.array(angles),
+        table_angles=np.asarray(curve["sagittal_orientation"], float), dropped=tuple(dropped),
+        fit_rms=np.array(rms), base_position=base,
+        disc_gaps=np.linalg.norm(inferior - superior, axis=1))
+
+
+def _halfway(lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    # The rotation halfway between two (the geodesic midpoint), by Rodrigues' formula.
+    relative = lower.T @ upper
+    angle = np.arccos(np.clip((np.trace(relative) - 1) / 2, -1.0, 1.0))
+    if angle < 1e-12:
+        return lower
+    axis = np.array([relative[2, 1] - relative[1, 2], relative[0, 2] - relative[2, 0],
+                     relative[1, 0] - relative[0, 1]]) / (2 * np.sin(angle))
+    k = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
+    half = np.eye(3) + np.sin(angle / 2) * k + (1 - np.cos(angle / 2)) * k @ k
+    return lower @ half
+
+
+def joint_ranges() -> dict[str, np.ndarray]:
+    """`datasets/thoracolumbar/ranges_of_motion.csv`: White and Panjabi's representative ranges
+    per joint (`joint` names such as `"L5-S1"`; `flexion_extension`, `lateral_bending`,
+    `axial_rotation` in rad: both sides together for flexion-extension, one side for the
+    others)."""
+    table = read_table(dataset_path("thoracolumbar/ranges_of_motion.csv"), text=("joint",),
+                       min_rows=1)
+    return {"joint": np.array([str(j) for j in table["joint"]]),
+            "flexion_extension": np.radians(np.asarray(table["flexion_extension_deg"], float)),
+            "lateral_bending": np.radians(np.asarray(table["lateral_bending_one_side_deg"],
+                                                     float)),
+            "axial_rotation": np.radians(np.asarray(table["axial_rotation_one_side_deg"],
+                                                    float))}
+
+
+def rotation_law(negative: float, positive: float, negative_shape, positive_shape,
+                 smoothing_share: float = 0.1) -> PiecewiseLinearLaw:
+    """A moment-rotation law (rad to N m) reaching `-TEST_MOMENT` at `-negative` and
+    `+TEST_MOMENT` at `positive` (rad, both > 0), each side shaped by `(angle fractions,
+    moments)` (three nodes from the neutral zone's edge to the range's end); corners smoothed
+    over `smoothing_share` of the shortest phase."""
+    x = np.concatenate([-negative * negative_shape[0][::-1], positive * positive_shape[0]])
+    y = np.concatenate([-negative_shape[1][::-1], positive_shape[1]])
+    return PiecewiseLinearLaw(x, y, smoothing_share * np.min(np.diff(x)))
+
+
+def joint_laws(joint: str, ranges: dict[str, np.ndarray]) -> tuple[PiecewiseLinearLaw, ...]:
+    """The six laws `[tx, ty, tz, rx, ry, rz]` of one joint (datasets/thoracolumbar/README.md):
+    linear translations (K_D^E of Christophy et al. 2013), lateral bending (rx) and axial
+    rotation (ry) symmetric, flexion (rz < 0) and extension (rz > 0) from the joint's range,
+    at L5-S1 Liu's phases."""
+    if joint not in ranges["joint"]:
+        raise ValueError(f"joint {joint!r}: no ranges of motion; expected one of "
+                         f"{list(ranges['joint'])}")
+    k = int(np.flatnonzero(ranges["joint"] == joint)[0])
+    stiffness = np.diag(christophy_stiffness()["K_D_E"])
+    laws = [PiecewiseLinearLaw([-_TRANSLATION_RANGE, _TRANSLATION_RANGE],
+                               [-s * _TRANSLATION_RANGE, s * _TRANSLATION_RANGE])
+            for s in stiffness[:3]]
+    for direction in ("lateral_bending", "axial_rotation"):
+        side = float(ranges[direction][k])
+        laws.append(rotation_law(side, side, _FLEXION_SHAPE, _FLEXION_SHAPE))
+    if joint == "L5-S1":
+        phases = liu_l5_s1_phases()
+        flexion, extension = float(phases["upper"][-1]), float(-phases["lower"][0])
+    else:
+        total = float(ranges["flexion_extension"][k])
+        flexion, extension = _FLEXION_SHARE * total, (1 - _FLEXION_SHARE) * total
+    laws.append(rotation_law(flexion, extension, _FLEXION_SHAPE, _EXTENSION_SHAPE))
+    return tuple(laws)
+
+
+def segment_masses(geometry: SpineGeometry, body_mass: float, trunk_share: float
+                   ) -> np.ndarray:
+    """Mass of each level (kg): `trunk_share * body_mass` shared in proportion to vertebra plus
+    inferior disc height (datasets/thoracolumbar/README.md)."""
+    heights = geometry.heights + geometry.disc_heights
+    return trunk_share * body_mass * heights / heights.sum()
+
+
+def thoracolumbar_spine(body_mass: float = 73.0, trunk_share: float = DE_LEVA_TRUNK_SHARE,
+                        rotation_damping: float = 1.0, translation_damping: float = 2000.0,
+                        gravity=(0.0, 0.0, 0.0)) -> SpatialChain:
+    """Liu's thoracolumbar spine (chapter 4): L5 ... T1 on a fixed sacrum `"S1"`, each level
+    joined to the one below by a `TableBushing` at the centre of the disc between them.
+
+    **Arguments:** `body_mass` (kg) and `trunk_share` (of body mass, default de Leva's upper plus
+    middle trunk) give the masses (`segment_masses`); `rotation_damping` (N m s/rad) and
+    `translation_damping` (N s/m), the same at every level; `gravity` (m/s^2, ground axes, e2
+    superior; default none, as in a flexibility test).
+
+    **Returns:** a `SpatialChain` named `("S1", "L5", ..., "T1")`; joint `k` joins body `k - 1`
+    (the sacrum for `k = 0`) to body `k`; its frames sit at the disc centre, midway between
+    the two endplate centres, oriented halfway between the two vertebrae (so its rz is the
+    joint's flexion-extension, rx its lateral bending, ry its axial rotation: module
+    docstring). Laws from `joint_laws`.
+    """
+    if not body_mass > 0 or not 0 < trunk_share <= 1:
+        raise ValueError(f"thoracolumbar_spine: body_mass {body_mass!r} must be > 0 kg and "
+                         f"trunk_share {trunk_share!r} within (0, 1]")
+    if rotation_damping < 0 or translation_damping < 0:
+        raise ValueError("thoracolumbar_spine: damping must be >= 0")
+    geometry = liu_spine_geometry()
+    masses = segment_masses(geometry, body_mass, trunk_share)
+    ranges = joint_ranges()
+    base_pose = np.concatenate([geometry.base_position,
+                                np.asarray(euler123_angles(geometry.rotations[0]))])
+    poses = [base_pose]
+    bodies = []
+    for k, name in enumerate(geometry.names):
+        radius, height = geometry.depths[k] / 2, geometry.heights[k]
+        lateral = masses[k] * (3 * radius**2 + height**2) / 12
+        inertia = np.diag([lateral, masses[k] * radius**2 / 2, lateral])
+        pose = np.concatenate([geometry.centres[k],
+                               np.asarray(euler123_angles(geometry.rotations[k]))])
+        poses.append(pose)
+        bodies.append(SpatialBody(mass=jnp.asarray(masses[k]), inertia=jnp.asarray(inertia),
+                                  reference_pose=jnp.asarray(pose)))
+    rotations = np.vstack([geometry.rotations[:1], geometry.rotations])
+    ups = rotations[:, :, 1]
+    heights = np.concatenate([[0.0], geometry.heights])
+    damping = np.array([translation_damping] * 3 + [rotation_damping] * 3)
+    elements = []
+    names = ("S1",) + geometry.names
+    for k in range(len(bodies)):
+        lower, upper = poses[k], poses[k + 1]
+        top = lower[:3] + heights[k] / 2 * ups[k]
+        bottom = upper[:3] - heights[k + 1] / 2 * ups[k + 1]
+        centre = 0.5 * (top + bottom)
+        disc = _halfway(rotations[k], rotations[k + 1])
+        frames = [(rotations[i].T @ (centre - pose[:3]),
+                   np.asarray(euler123_angles(rotations[i].T @ disc)))
+                  for i, pose in ((k, lower), (k + 1, upper))]
+        laws = joint_laws(f"{names[k + 1]}-{names[k]}", ranges)
+        elements.append(TableBushing.create(frames[0], frames[1], laws, damping, lower, upper))
+    return SpatialChain(base_pose=jnp.asarray(base_pose), bodies=tuple(bodies),
+                        elements=tuple(elements), loads=(),
+                        gravity=jnp.asarray(gravity, dtype=float), names=names)

@@ -1,0 +1,217 @@
+"""The thoracolumbar spine of Liu 2001 chapter 4 (issue: a 3-D T1-L5 model, flexibility tests).
+
+Oracles: Liu's printed node coordinates (the model's frames must carry the local nodes onto
+them), the inverse of each joint law found by bisection in numpy (a pure moment about a joint's
+own axis turns it by exactly that angle), the whole chain's energy gradient (zero at the
+joint-by-joint equilibria), and a dynamic simulation (its held rotation is the quasi-static
+one).
+"""
+
+import pathlib
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import spineid
+import spineid.plots
+from helpers import MODEL_KINDS
+from spineid.cli import main
+from spineid.io import dumps_toml
+from spineid.io._thoracolumbar import THESIS_TO_SPINEID
+from spineid.simulation import chain_residual, segment_pair
+
+DATA = pathlib.Path(__file__).resolve().parents[1] / "datasets"
+# One worker: the compiled tests of the spine are shared by the module's fixtures.
+pytestmark = pytest.mark.xdist_group("thoracolumbar")
+
+
+@pytest.fixture(scope="module")
+def spine():
+    return spineid.thoracolumbar_spine()
+
+
+@pytest.fixture(scope="module")
+def segments(spine):
+    return spineid.segment_flexibility(spine, moment=10.0, steps=6)
+
+
+@pytest.fixture(scope="module")
+def whole(spine):
+    with pytest.warns(RuntimeWarning, match="unstable equilibria.*flexion_extension"):
+        return spineid.spine_flexibility(spine, "T1", moment=10.0, steps=6)
+
+
+def test_body_frames_carry_liu_local_nodes_onto_his_global_ones(spine):
+    nodes = spineid.liu_vertebra_nodes()
+    geometry = spineid.liu_spine_geometry()
+    typos = {"L4": (5, 6, 7, 8, 9, 10), "L3": (2,), "L1": (4,), "T10": (12,), "T6": (2,)}
+    for k, name in enumerate(geometry.names):
+        assert geometry.dropped[k] == typos.get(name, ())
+        rows = (nodes["vertebra"] == name) & ~np.isin(nodes["node"], (13, 14, *typos.get(name, ())))
+        local = nodes["local"][rows] @ THESIS_TO_SPINEID.T
+        printed = nodes["global"][rows] @ THESIS_TO_SPINEID.T
+        pose = np.asarray(spine.bodies[k].reference_pose)
+        rotation = np.asarray(spineid.euler123_rotation(pose[3:]))
+        # Node 1 is the local origin, half a body depth in front of the centre (e1 anterior).
+        centre_local = np.array([-geometry.depths[k] / 2, 0.0, 0.0])
+        placed = pose[:3] + (local - centre_local) @ rotation.T
+        assert np.max(np.abs(placed - printed)) < 1e-3, name
+    angles = np.degrees(geometry.node_angles)
+    table = np.degrees(geometry.table_angles)
+    assert np.allclose(angles[1:], table[1:], atol=0.1)
+    assert angles[0] == pytest.approx(-table[0], abs=0.1)  # L5: nodes +8, Table 4-1 -8
+
+
+def test_masses_share_de_leva_trunk_and_lumbar_levels_match_the_opensim_model(spine):
+    masses = np.array([float(body.mass) for body in spine.bodies])
+    assert masses.sum() == pytest.approx(73.0 * (0.1596 + 0.1633))
+    # Christophy's OpenSim lumbar masses (datasets/lumbar_spine.toml): 1.67 to 1.82 kg.
+    assert np.all((masses[:5] > 1.5) & (masses[:5] < 2.2))
+    for body in spine.bodies:
+        moments = np.linalg.eigvalsh(np.asarray(body.inertia))
+        assert moments.min() > 0 and 2 * moments.max() <= moments.sum()
+
+
+def test_model_file_is_the_python_model(spine):
+    from_file = spineid.load_model(DATA / "thoracolumbar_spine.toml")
+    assert from_file.body_names == spine.body_names
+    assert len(from_file.loads) == 1
+    left, right = jax.tree.leaves(eqx_strip_loads(from_file)), jax.tree.leaves(spine)
+    assert len(left) == len(right)
+    for a, b in zip(left, right):
+        assert np.allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-14)
+
+
+def eqx_strip_loads(chain):
+    return spineid.SpatialChain(base_pose=chain.base_pose, bodies=chain.bodies,
+                                elements=chain.elements, loads=(), gravity=chain.gravity,
+                                names=chain.names)
+
+
+def _inverse(law, moments):
+    # The angles at which `law` carries `moments`: the law tabulated on a fine grid (one
+    # vectorised call) and inverted by interpolation (laws are increasing).
+    grid = np.linspace(-0.4, 0.4, 2_000_001)
+    return np.interp(moments, np.asarray(law.load(grid)), grid)
+
+
+def test_segment_tests_turn_each_joint_by_its_law_inverse(spine, segments):
+    assert segments.converged.all() and segments.extrapolated() == []
+    for j in (0, 4, 9, 16):
+        laws = spine.elements[j].laws
+        for d in range(3):
+            rotations = segments.rotations[j, d]
+            assert np.allclose(rotations[:, d], _inverse(laws[3 + d], segments.moments),
+                               atol=1e-8)
+            assert np.max(np.abs(np.delete(rotations, d, axis=1))) < 1e-9  # no coupling
+            assert np.max(np.abs(segments.translations[j, d])) < 1e-9
+
+
+def test_ranges_of_motion_are_the_sources(segments):
+    ranges = spineid.joint_ranges()
+    rom = segments.range_of_motion()
+    assert segments.joints == tuple(ranges["joint"])
+    assert np.allclose(rom[:, 0], 2 * ranges["lateral_bending"], atol=1e-8)
+    assert np.allclose(rom[:, 1], 2 * ranges["axial_rotation"], atol=1e-8)
+    assert np.allclose(rom[1:, 2], ranges["flexion_extension"][1:], atol=1e-8)
+    # L5-S1 flexion-extension: Liu's phases, -5.8 to 8.5 degrees at -+10 N m.
+    assert np.degrees(rom[0, 2]) == pytest.approx(14.3, abs=1e-6)
+    assert np.degrees(segments.primary()[0, 2, 0]) == pytest.approx(-8.5, abs=1e-6)  # flexion
+    nz = np.degrees(segments.neutral_zone(0.25))
+    assert 2.8 < nz[0, 2] < 3.4  # Liu's neutral zone is +-1.7 degrees (smoothed corners)
+
+
+def test_whole_spine_moment_passes_through_every_joint_below_it(spine, segments, whole):
+    test = whole
+    assert test.converged.all() and test.loaded == "T1"
+    # Flexion-extension stays sagittal: every joint turns as in its own segment test.
+    assert np.allclose(test.rotations[:, 2], segments.rotations[:, 2], atol=1e-8)
+    # ... but a fixed-direction flexion moment of 10 N m buckles the flexed spine sideways
+    # (its sagittal equilibrium unstable), while small moments and the other directions are
+    # stable.
+    assert test.stable[:2].all() and test.stable[2, 4:9].all()
+    assert not test.stable[2, 0] and not test.stable[2, -1]
+    # The whole chain (102 coordinates) is in equilibrium at every returned pose.
+    axes = np.asarray(segment_pair(spine, 16).elements[0].frames(
+        spine.bodies[15].reference_pose, spine.bodies[16].reference_pose)[0])
+    for d in range(3):
+        for i in (0, 4, 12):
+            load = np.zeros(spine.n_dof)
+            load[-3:] = test.moments[i] * axes[:, d]
+            residual = jax.jit(chain_residual)(spine, jnp.asarray(test.poses[d, i]),
+                                               jnp.asarray(load))
+            assert float(jnp.max(jnp.abs(residual))) < 1e-7
+    # A moment on T6 leaves the joints above it at rest.
+    middle = spineid.spine_flexibility(spine, "T6", moment=5.0, steps=3)
+    above = middle.joints.index("T5-T6")
+    assert np.max(np.abs(middle.rotations[above:])) < 1e-10
+    assert np.max(np.abs(middle.rotations[:above])) > 1e-3
+
+
+def test_dynamic_test_settles_on_the_quasi_static_rotation(spine, segments):
+    run = spineid.dynamic_flexibility(spine, "L4-L5", "flexion_extension", moment=-10.0,
+                                      ramp=0.5, hold=0.3, samples=41)
+    quasi_static = segments.rotations[1, 2, 0]
+    assert run.moment[-1] == -10.0
+    assert np.allclose(run.rotations[-1], quasi_static, atol=1e-6)
+
+
+def _chain_text(edit):
+    text = (DATA / "thoracolumbar_spine.toml").read_text()
+    return edit(text)
+
+
+@pytest.mark.parametrize("edit, key", [
+    # T1 listed before T2: the joints no longer join neighbours.
+    (lambda t: t.replace('name = "T2"', 'name = "TX"').replace('name = "T1"', 'name = "T2"')
+     .replace('name = "TX"', 'name = "T1"'), r"joints\[15\]\.upper"),
+    # L3 deleted (its body table): a joint too many and a missing vertebra.
+    (lambda t: re.sub(r'\[\[bodies\]\]\nname = "L3"\n(?:.*\n){3}', "", t), r"joints"),
+    (lambda t: t.replace('name = "L2"', 'name = "L4"', 1), r"bodies\[3\]\.name"),
+    (lambda t: t.replace('lower = "L1"', 'lower = "L9"', 1), r"joints\[5\]\.lower"),
+])
+def test_chain_files_with_vertebrae_out_of_order_or_missing_name_the_key(tmp_path, edit, key):
+    path = tmp_path / "spine.toml"
+    path.write_text(_chain_text(edit))
+    with pytest.raises(ValueError, match=key):
+        spineid.load_model(path)
+
+
+def test_bad_flexibility_requests_say_what_is_wrong(spine):
+    with pytest.raises(ValueError, match="body = 'S1' is the chain's fixed base"):
+        spineid.spine_flexibility(spine, "S1")
+    with pytest.raises(ValueError, match="no such body"):
+        spineid.spine_flexibility(spine, "C7")
+    with pytest.raises(ValueError, match="joint 'L6-L5'"):
+        spineid.segment_flexibility(spine, joints=["L6-L5"])
+    with pytest.raises(ValueError, match="direction = 'twist'"):
+        spineid.dynamic_flexibility(spine, "L4-L5", "twist")
+    with pytest.raises(ValueError, match="moment"):
+        spineid.segment_flexibility(spine, moment=-1.0)
+    with pytest.warns(RuntimeWarning, match="beyond the joint laws' tables.*L5-S1 lateral"):
+        beyond = spineid.segment_flexibility(spine, moment=14.0, steps=6)  # compiled shapes
+    assert len(beyond.extrapolated()) == 17 * 3
+
+
+def test_simulate_command_runs_a_chain_file(tmp_path):
+    document = MODEL_KINDS["spatial_chain"].document  # L5 and L4 of the bundled file
+    path = tmp_path / "two.toml"
+    path.write_text(dumps_toml(document))
+    out = tmp_path / "motion.csv"
+    assert main(["simulate", str(path), "--out", str(out)]) == 0
+    header = next(line for line in out.read_text().splitlines() if line.startswith("t,"))
+    assert header.endswith("x_L4,y_L4,z_L4,a1_L4,a2_L4,a3_L4")
+    ts, poses = spineid.read_trajectory(out, spineid.load_model(path).observable_names)
+    assert len(ts) == 51 and np.ptp(poses[:, -1]) > 1e-3
+
+
+def test_flexibility_plots_are_written(spine, segments, whole, tmp_path):
+    spineid.plots.use_file_backend()
+    assert spineid.plot_flexibility(segments, tmp_path / "curves.png").stat().st_size > 10_000
+    assert spineid.plot_flexibility(whole, tmp_path / "whole.png").stat().st_size > 10_000
+    path = spineid.plot_spine(spine, whole.poses[:, 8], tmp_path / "spine.png",
+                              labels=list(spineid.DIRECTIONS))
+    assert path.stat().st_size > 10_000
