@@ -132,6 +132,8 @@ from .simulation import (  # noqa: E402
     integrate_in_windows as integrate_in_windows,
     linear_modes as linear_modes,
     LinearModes as LinearModes,
+    load_steps as load_steps,
+    moment_sweep as moment_sweep,
     pose_change as pose_change,
     segment_flexibility as segment_flexibility,
     simulate as simulate,
@@ -226,10 +228,13 @@ from .identify import (  # noqa: E402
     VariableProjection as VariableProjection,
     MultiStart as MultiStart,
     OptimistixLevenbergMarquardt as OptimistixLevenbergMarquardt,
+    fit_spine_levels as fit_spine_levels,
     recover as recover,
     recover_grid as recover_grid,
     RecoveryProblem as RecoveryProblem,
+    scaled_laws as scaled_laws,
     SegmentFit as SegmentFit,
+    SpineFit as SpineFit,
     StiffnessFit as StiffnessFit,
 )
 

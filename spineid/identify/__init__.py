@@ -30,6 +30,11 @@ from ._solvers import (
     MultiStart as MultiStart,
     OptimistixLevenbergMarquardt as OptimistixLevenbergMarquardt,
 )
+from ._spine_fit import (
+    fit_spine_levels as fit_spine_levels,
+    scaled_laws as scaled_laws,
+    SpineFit as SpineFit,
+)
 from ._stiffness_fit import (
     fit_stiffness_matrix as fit_stiffness_matrix,
     StiffnessFit as StiffnessFit,

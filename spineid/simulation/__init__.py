@@ -14,6 +14,7 @@ from ._flexibility import (
     FlexibilityTest as FlexibilityTest,
     joint_names as joint_names,
     load_steps as load_steps,
+    moment_sweep as moment_sweep,
     segment_flexibility as segment_flexibility,
     segment_pair as segment_pair,
     spine_flexibility as spine_flexibility,

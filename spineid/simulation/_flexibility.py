@@ -285,7 +285,14 @@ def _chain_step(chain: SpatialChain, loaded: int, moment: Array, before: Array, 
     return poses, jnp.all(converged)
 
 
-def _chain_sweep(chain: SpatialChain, loaded: int, moments: Array, axis: Array, atol: float):
+def moment_sweep(chain: SpatialChain, loaded: int, moments: Float[Array, " k"],
+                 axis: Float[Array, "3"], atol: float = 1e-9):
+    """The chain's equilibria under a pure moment `moments[i] * axis` (N m; `axis` a unit
+    vector in ground) on body `loaded` (its index), the moments as `load_steps` gives them
+    (increasing, zero in the middle): continued from the reference outwards on each side,
+    joint by joint (`spine_flexibility`). Returns `(poses (k, 6 n), converged (k,))`; a step
+    without equilibrium keeps the last converged poses. Differentiable with respect to the
+    chain's parameters (implicit function theorem in each joint's solve); `vmap`-able."""
     def step(before, moment):
         poses, ok = _chain_step(chain, loaded, moment * axis, before, atol)
         poses = jnp.where(ok, poses, before)
@@ -306,7 +313,7 @@ def _tangent_eigenvalues(chain: SpatialChain, poses: Array, loads: Array) -> Arr
 
 @functools.partial(jax.jit, static_argnums=(1,))
 def _chain_sweeps(chain: SpatialChain, loaded: int, moments: Array, axes: Array, atol):
-    return jax.vmap(lambda axis: _chain_sweep(chain, loaded, moments, axis, atol))(axes.T)
+    return jax.vmap(lambda axis: moment_sweep(chain, loaded, moments, axis, atol))(axes.T)
 
 
 def _stability(chain, k, moments, axes, poses) -> np.ndarray:

@@ -1,0 +1,1 @@
+../../notebooks/08_thoracolumbar_spine.py

@@ -1,0 +1,356 @@
+"""Per-level stiffness of a spine model identified from whole-spine motion: the poses of some or
+all vertebrae observed (as motion capture or imaging gives them) under pure moments on one
+vertebra, fitted through the chain's quasi-static equilibria (`spineid.moment_sweep`).
+
+Each joint's rotational laws are scaled, `M_kd(x) = s_kd M0_kd(x)` for joint `k` and direction
+`d` (lateral bending, axial rotation, flexion-extension), and the scales `s_kd > 0` are the
+parameters (solved for as `log s`): a scale of 1 is the model as given, so a literature model is
+the natural start. Residuals are `(pose(s) - measured) / sigma` for every observed body, load
+step and direction; spineid's Levenberg-Marquardt minimises them with the Jacobian through every
+equilibrium (implicit function theorem), and the Fisher matrix at the optimum says which scales
+the observed bodies and loads determine (the identifiability report). A joint between two
+unobserved vertebrae shares its motion with its neighbours: the data see the sum of their
+rotations, the scales are told apart only through the laws' nonlinearity, and the cost has
+local optima; the fit then tries starts with scales traded between neighbours and says so in
+its warnings (measured: such a fit of 17 levels from 4 observed vertebrae stopped at a local
+optimum whose misfit the goodness-of-fit test did not reject, see the experiment). With every
+vertebra observed, the start read off the data (`data_start`) lies within about 6% of the
+truth and the fit reaches the optimum.
+"""
+
+import dataclasses
+import time
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from ..kinematics._rotations import euler123_rotation
+from ..models._spatial_chain import SpatialChain
+from ..simulation._flexibility import DIRECTIONS, joint_names, moment_sweep, segment_pair
+from ._goodness import assess_fit, GoodnessOfFit
+from ._least_squares import stepwise_levenberg_marquardt
+from ._result_family import AbstractResult
+from ._solvers import LevenbergMarquardt
+from ._uncertainty import fisher_analysis, Identifiability
+
+_CHANNELS = ("x", "y", "z", "a1", "a2", "a3")
+
+
+def scaled_laws(chain: SpatialChain, scales: Float[Array, "n 3"]) -> SpatialChain:
+    """`chain` with the rotational laws of joint `k` (rx, ry, rz: lateral bending, axial
+    rotation, flexion-extension) multiplied by `scales[k]` (table bushings' load values)."""
+    elements = tuple(
+        eqx.tree_at(lambda e: tuple(e.laws[3 + d].load_values for d in range(3)), element,
+                    tuple(element.laws[3 + d].load_values * scales[k, d] for d in range(3)))
+        for k, element in enumerate(chain.elements))
+    return SpatialChain(base_pose=chain.base_pose, bodies=chain.bodies, elements=elements,
+                        loads=chain.loads, gravity=chain.gravity, names=chain.names)
+
+
+class _SpineObjective(eqx.Module):
+    chain: SpatialChain
+    moments: Float[Array, " k"]
+    axes: Float[Array, "m 3"]
+    data: Float[Array, "m k b 6"]
+    sigma: Float[Array, "6"]
+    loaded: int = eqx.field(static=True)
+    observed: tuple[int, ...] = eqx.field(static=True)
+
+    def predict(self, u):
+        """Observed poses `(m, k, b, 6)` and equilibrium flags `(m, k)` at `log s = u`."""
+        chain = scaled_laws(self.chain, jnp.exp(u).reshape(-1, 3))
+        poses, ok = jax.vmap(lambda axis: moment_sweep(chain, self.loaded, self.moments,
+                                                       axis))(self.axes)
+        poses = poses.reshape(poses.shape[:2] + (-1, 6))[:, :, list(self.observed)]
+        return poses, ok
+
+    def __call__(self, u, args=None):
+        poses, ok = self.predict(u)
+        misfit = (poses - self.data) / self.sigma
+        return jnp.where(ok[:, :, None, None], misfit, 1e6).ravel()
+
+
+@dataclasses.dataclass
+class SpineFit(AbstractResult):
+    """The outcome of `fit_spine_levels`: `names` (`"<joint> <direction>"`), `start`, `values`,
+    `stderr` (the scales `s_kd`, dimensionless; Cramer-Rao, NaN where not individually
+    identifiable), `correlation`, `cost`, `n_data`, `converged`, `n_steps`, `noise` (`position`
+    in m, `angle` in rad), `identifiability`, `predicted` and `measured` (`(m, k, b, 6)`),
+    `observed` (body names), `warnings`, `seconds`, `goodness_of_fit`."""
+
+    names: list[str]
+    start: np.ndarray
+    values: np.ndarray
+    stderr: np.ndarray
+    correlation: np.ndarray
+    cost: float
+    n_data: int
+    converged: bool
+    n_steps: int
+    noise: dict[str, float]
+    identifiability: Identifiability
+    predicted: np.ndarray
+    measured: np.ndarray
+    observed: tuple[str, ...]
+    warnings: list[str]
+    seconds: float
+    goodness_of_fit: GoodnessOfFit
+
+    def report(self) -> dict:
+        """JSON-ready report."""
+        def number(x):
+            return None if not np.isfinite(x) else float(x)
+
+        return {"converged": bool(self.converged), "cost": float(self.cost),
+                "n_data": int(self.n_data), "n_steps": int(self.n_steps),
+                "seconds": float(self.seconds), "noise": dict(self.noise),
+                "observed": list(self.observed),
+                "parameters": [{"name": n, "value": float(v), "stderr": number(e),
+                                "start": float(s),
+                                "identifiable": bool(self.identifiability.identifiable[i])}
+                               for i, (n, v, e, s) in enumerate(zip(
+                                   self.names, self.values, self.stderr, self.start))],
+                "identifiability": self.identifiability.to_dict(),
+                "warnings": list(self.warnings),
+                "goodness_of_fit": self.goodness_of_fit.to_dict()}
+
+    def summary(self) -> str:
+        """A table of the scales with their standard errors, the identifiability and the
+        goodness of fit."""
+        lines = [f"spine fit: {'converged' if self.converged else 'NOT converged'} after "
+                 f"{self.n_steps} steps in {self.seconds:.1f} s; cost {self.cost:.6g} "
+                 f"({self.n_data} data values, bodies observed: {', '.join(self.observed)})",
+                 f"{'joint and direction':34s} {'start':>8s} {'scale':>9s} {'stderr':>10s}"]
+        for name, start, value, error in zip(self.names, self.start, self.values, self.stderr):
+            shown = f"{error:.3g}" if np.isfinite(error) else "not ident."
+            lines.append(f"{name:34s} {start:8.3g} {value:9.4g} {shown:>10s}")
+        ident = self.identifiability
+        lines.append(f"identifiability: rank {ident.rank} of {ident.n_parameters} scales")
+        lines += [f"WARNING: {w}" for w in self.warnings]
+        lines.append(self.goodness_of_fit.summary())
+        return "\n".join(lines)
+
+
+def _rotation_vectors(rotations: np.ndarray) -> np.ndarray:
+    # Axis times angle (rad) of rotation matrices (..., 3, 3).
+    cos = np.clip((np.trace(rotations, axis1=-2, axis2=-1) - 1) / 2, -1.0, 1.0)
+    angle = np.arccos(cos)
+    skew = np.stack([rotations[..., 2, 1] - rotations[..., 1, 2],
+                     rotations[..., 0, 2] - rotations[..., 2, 0],
+                     rotations[..., 1, 0] - rotations[..., 0, 1]], axis=-1)
+    factor = np.where(angle > 1e-12, angle / (2 * np.sin(np.maximum(angle, 1e-12))), 0.5)
+    return skew * factor[..., None]
+
+
+def _inverse_laws(chain: SpatialChain, direction: int):
+    # Per joint, the law's angle as a function of moment (tabulated, interpolated): laws are
+    # increasing, so one table inverts each.
+    grid = np.linspace(-0.6, 0.6, 24001)
+    tables = [np.asarray(jax.vmap(element.laws[3 + direction].load)(jnp.asarray(grid)))
+              for element in chain.elements]
+    return lambda k, moment: np.interp(moment, tables[k], grid)
+
+
+def data_start(chain: SpatialChain, loaded: int, moments: np.ndarray, axes: np.ndarray,
+               poses: np.ndarray, observed: tuple[int, ...], directions) -> np.ndarray:
+    """Scales `(n, 3)` to start a `fit_spine_levels` from, read off the data: between each
+    pair of consecutive observed bodies (the base counts as observed) the joints in between
+    share one scale per direction, the one whose laws' angles at the transmitted moment add up
+    to the measured relative rotation (its component about the span's first joint axis; the
+    median over load steps). Joints above the loaded body, or not tested in a direction,
+    keep 1."""
+    scales = np.ones((len(chain.bodies), 3))
+    rotation = jax.vmap(euler123_rotation)
+    frames = []
+    for k, element in enumerate(chain.elements):
+        lower = chain.base_pose if k == 0 else chain.bodies[k - 1].reference_pose
+        frames.append(np.asarray(element.frames(lower, chain.bodies[k].reference_pose)[0]))
+    reference = np.stack([np.asarray(b.reference_pose) for b in chain.bodies])
+    seen = [-1] + sorted(i for i in observed if i <= loaded)
+    for m, name in enumerate(directions):
+        d = DIRECTIONS.index(name)
+        inverse = _inverse_laws(chain, d)
+        for below, above in zip(seen[:-1], seen[1:]):
+            span = range(below + 1, above + 1)
+            column = observed.index(above)
+            turned = np.asarray(rotation(jnp.asarray(poses[m, :, column, 3:])))
+            if below >= 0:
+                base = np.asarray(rotation(jnp.asarray(poses[m, :, observed.index(below), 3:])))
+                base_reference = np.asarray(euler123_rotation(reference[below, 3:]))
+            else:
+                base = np.repeat(np.asarray(euler123_rotation(chain.base_pose[3:]))[None],
+                                 moments.size, axis=0)
+                base_reference = base[0]
+            change = (np.swapaxes(base, 1, 2) @ turned) @ (
+                np.asarray(euler123_rotation(reference[above, 3:])).T @ base_reference)
+            # The relative rotation's change, in the first joint's frame-1 axes.
+            axis_frame = base_reference.T @ frames[span[0]]
+            measured = _rotation_vectors(change) @ axis_frame[:, d]
+            applied = moments * (axes[m] @ frames[span[0]][:, d])
+            estimates = []
+            for moment, angle in zip(applied, measured):
+                if abs(angle) < 1e-6 or abs(moment) < 1e-9:
+                    continue
+                low, high = np.log(0.05), np.log(20.0)
+                for _ in range(60):  # the span's angle falls as the common scale grows
+                    middle = 0.5 * (low + high)
+                    total = sum(inverse(k, moment / np.exp(middle)) for k in span)
+                    if abs(total) > abs(angle):
+                        low = middle
+                    else:
+                        high = middle
+                estimates.append(0.5 * (low + high))
+            if estimates:
+                scales[list(span), d] = np.exp(np.median(estimates))
+    return scales
+
+
+def spans(chain: SpatialChain, loaded: int, observed: tuple[int, ...]) -> list[list[int]]:
+    """The joints between consecutive observed bodies (the base counts as observed), up to the
+    loaded body: the runs of joints whose motions the data see only together."""
+    seen = [-1] + sorted(i for i in observed if i <= loaded)
+    if seen[-1] != loaded:
+        seen.append(loaded)
+    return [list(range(below + 1, above + 1)) for below, above in zip(seen[:-1], seen[1:])]
+
+
+def _check_moments(moments: np.ndarray) -> None:
+    middle = moments.size // 2
+    if (moments.ndim != 1 or moments.size % 2 == 0 or moments[middle] != 0
+            or np.any(np.diff(moments) <= 0)):
+        raise ValueError("moments: expected increasing load steps with zero in the middle, as "
+                         "spineid.load_steps(moment, steps) gives them")
+
+
+def fit_spine_levels(chain: SpatialChain, loaded: str, moments, poses, *, observed=None,
+                     directions=DIRECTIONS, noise=None, start="data",
+                     solver: LevenbergMarquardt | None = None,
+                     progress: bool = False) -> SpineFit:
+    """Fit each joint's rotational stiffness scales (module docstring) to measured poses.
+
+    **Arguments:** `chain` (the model whose laws are scaled; its gravity must be zero),
+    `loaded` (the body carrying the moment, e.g. `"T1"`), `moments` (N m, `(k,)`, as
+    `spineid.load_steps` gives them), `poses` (`(m, k, b, 6)`: for each of the `m` `directions`
+    (names of `DIRECTIONS`, about the axes of the loaded body's joint frame), each moment and
+    each of the `b` `observed` bodies (names, default all), the measured pose `[x, y, z, a1,
+    a2, a3]` in m and rad), `noise` (`{"position": m, "angle": rad}`, default 0.1 mm and 0.1
+    degree), `start` (`(n, 3)` scales; default `"data"`: `data_start`, read off the measured
+    relative rotations; `"model"`: all 1), `solver` (a `LevenbergMarquardt`),
+    `progress` (print each iteration; the first waits for the compilation).
+
+    **Returns:** a `SpineFit`. Bad shapes, unknown bodies or directions raise `ValueError`.
+    """
+    started = time.perf_counter()
+    solver = LevenbergMarquardt() if solver is None else solver
+    if not isinstance(solver, LevenbergMarquardt):
+        raise TypeError(f"fit_spine_levels(solver={solver!r}): expected a "
+                        "spineid.LevenbergMarquardt")
+    k = chain.body_index(loaded, "loaded")
+    names = chain.body_names[1:]
+    observed = tuple(names if observed is None else observed)
+    indices = tuple(chain.body_index(name, "observed") for name in observed)
+    moments = np.asarray(moments, dtype=float)
+    _check_moments(moments)
+    unknown = [d for d in directions if d not in DIRECTIONS]
+    if unknown or not directions:
+        raise ValueError(f"directions {list(directions)}: expected names of {list(DIRECTIONS)}")
+    poses = np.asarray(poses, dtype=float)
+    expected = (len(directions), moments.size, len(observed), 6)
+    if poses.shape != expected:
+        raise ValueError(f"poses of shape {poses.shape}: expected {expected} (directions, "
+                         "moments, observed bodies, pose)")
+    noise = {"position": 1e-4, "angle": np.radians(0.1)} | dict(noise or {})
+    if set(noise) != {"position", "angle"} or not all(v > 0 for v in noise.values()):
+        raise ValueError(f"noise {noise}: expected positive 'position' (m) and 'angle' (rad)")
+    sigma = np.array([noise["position"]] * 3 + [noise["angle"]] * 3)
+    n = len(chain.bodies)
+    frame = np.asarray(segment_pair(chain, k).elements[0].frames(
+        (chain.base_pose if k == 0 else chain.bodies[k - 1].reference_pose),
+        chain.bodies[k].reference_pose)[0])
+    axes = np.stack([frame[:, DIRECTIONS.index(d)] for d in directions])
+    if isinstance(start, str) and start == "data":
+        start = data_start(chain, k, moments, axes, poses, indices, directions)
+    elif isinstance(start, str) and start == "model":
+        start = np.ones((n, 3))
+    start = np.asarray(start, dtype=float)
+    if start.shape != (n, 3) or np.any(~(start > 0)):
+        raise ValueError(f"start: expected 'data', 'model' or ({n}, 3) positive scales, got "
+                         f"shape {start.shape}")
+    objective = _SpineObjective(chain, jnp.asarray(moments), jnp.asarray(axes),
+                                jnp.asarray(poses), jnp.asarray(sigma), k, indices)
+
+    def minimise(objective, u0):
+        return stepwise_levenberg_marquardt(
+            objective, u0, max_steps=solver.max_steps, decrement_tol=solver.decrement_tol,
+            xtol=solver.rtol, gtol=solver.atol, progress=progress)
+
+    solution = minimise(objective, jnp.log(jnp.asarray(start).ravel()))
+    # Joints between unobserved vertebrae are seen only through their sum: the data may be
+    # explained as well by scales traded between them (one softer, its neighbour stiffer),
+    # a different optimum the local Cramer-Rao errors know nothing of. Starts with the trade
+    # made both ways look for one.
+    runs = [run for run in spans(chain, k, indices) if len(run) > 1]
+    others = []
+    for sign in ((1.0, -1.0) if runs else ()):
+        pattern = np.zeros((n, 3))
+        for run in runs:
+            pattern[run] = sign * 0.4 * np.where(np.arange(len(run)) % 2 == 0, 1.0, -1.0)[:, None]
+        others.append(minimise(objective, jnp.asarray(np.log(start).ravel() + pattern.ravel())))
+    for other in others:
+        if float(other.cost) < float(solution.cost):
+            solution, other = other, solution
+    u = np.asarray(solution.value)
+    values = np.exp(u)
+    joints = joint_names(chain)
+    labels = [f"{joint} {direction}" for joint in joints for direction in DIRECTIONS]
+    jacobian = np.asarray(solution.jacobian) / values[None, :]
+    covariance, identifiability = fisher_analysis(jacobian, values, values, labels)
+    stderr = np.sqrt(np.diag(covariance))
+    residuals = np.asarray(solution.residuals).reshape(poses.shape)
+    predicted = poses + residuals * sigma
+    messages = list(identifiability.warnings)
+    # An optimum within the 95% profile threshold of the best (2 delta cost < 3.84) whose
+    # value of a scale lies beyond 2 standard errors: that scale is not determined.
+    undetermined = np.zeros(values.size, bool)
+    candidates = [solution] + others
+    for other in candidates[1:]:
+        if 2.0 * (float(other.cost) - float(solution.cost)) < 3.84:
+            apart = np.abs(np.exp(np.asarray(other.value)) - values) > 2 * np.nan_to_num(
+                stderr, nan=np.inf)
+            undetermined |= apart & np.isfinite(stderr)
+    if np.any(undetermined):
+        stderr[undetermined] = np.nan
+        identifiability.identifiable[undetermined] = False
+        names = [labels[i] for i in np.flatnonzero(undetermined)]
+        messages.append(
+            f"{len(names)} scales are not determined: optima as good as the best (within the "
+            f"95% profile threshold) have them more than 2 standard errors away, so their "
+            f"Cramer-Rao errors do not hold: {', '.join(names[:8])}"
+            f"{' ...' if len(names) > 8 else ''}")
+    if runs:
+        hidden = sum(len(run) for run in runs)
+        messages.append(
+            f"{hidden} joints are seen only through runs between observed vertebrae; their "
+            "scales are told apart only by the laws' nonlinearity, and the fit can stop at a "
+            "local optimum that the goodness-of-fit test does not reject (in "
+            "experiments/thoracolumbar_flexibility.py one did, with scales 80 standard errors "
+            "off): try other starts (start=...) or observe the vertebrae in between")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        correlation = covariance / np.outer(stderr, stderr)
+    if not bool(solution.converged):
+        messages.append("Levenberg-Marquardt did not converge")
+    if np.any(np.abs(residuals) >= 1e6):
+        messages.append("some load steps found no equilibrium at the fitted scales")
+    rows = [residuals[:, :, b].reshape(-1, 6) for b in range(len(observed))]
+    goodness = assess_fit(rows, _CHANNELS, identifiability.rank, noise_given=True,
+                          sigma=dict(zip(_CHANNELS, map(float, sigma))),
+                          units=dict(zip(_CHANNELS, ("m",) * 3 + ("rad",) * 3)), ordered=False)
+    return SpineFit(names=labels, start=start.ravel(), values=values, stderr=stderr,
+                    correlation=correlation, cost=0.5 * float(np.sum(residuals**2)),
+                    n_data=int(poses.size), converged=bool(solution.converged),
+                    n_steps=int(solution.steps), noise=noise, identifiability=identifiability,
+                    predicted=predicted, measured=poses, observed=observed, warnings=messages,
+                    seconds=time.perf_counter() - started, goodness_of_fit=goodness)
