@@ -73,7 +73,7 @@ plt.show()
 # The whole spine under a moment on T1 is another experiment: every joint below T1 carries
 # the same moment, but in its own axes, so a lateral moment on T1 becomes partly axial rotation
 # at the tilted lumbar levels. And a moment that keeps its direction in the room while the
-# spine flexes can make the flexed spine buckle sideways: `spine_flexibility` checks the
+# spine flexes can make the flexed spine buckle: `spine_flexibility` checks the static
 # stability of every equilibrium it finds.
 
 # %%
@@ -89,9 +89,10 @@ spineid.plot_flexibility(whole, title="whole spine, moment on T1 (dotted: unstab
 plt.show()
 
 # %% [markdown]
-# Beyond about 3.6 N m of flexion the straight (sagittal) equilibrium is unstable: a real spine,
-# or a rig with a fixed-direction moment, would fall sideways. Identification experiments
-# should stay below that. Here are the poses at 2 N m:
+# Beyond about 3.6 N m of flexion or extension the continued equilibrium is statically
+# unstable: its tangent stiffness has a negative eigenvalue, and a real spine under a
+# fixed-direction moment would buckle away from it. Identification experiments should stay
+# below that. Here are the poses at 2 N m:
 
 # %%
 step = int(np.argmin(np.abs(whole.moments - 2.0)))
@@ -104,8 +105,10 @@ plt.show()
 #
 # Suppose a specimen's levels are stiffer or softer than the literature model by unknown
 # factors. Observe the poses of the vertebrae under moments on the top one and fit one scale
-# per joint and direction, starting from the literature model (all scales 1). To keep the
-# notebook quick we use the four lowest levels (the experiment script fits all seventeen).
+# per joint and direction. The fit starts from scales read off the data (each joint's measured
+# rotation against its law at the transmitted moment): from the literature model (all scales
+# 1) a fit of all seventeen levels stops at a wrong optimum, and says so. To keep the notebook
+# quick we use the four lowest levels (the experiment script fits all seventeen).
 
 # %%
 lumbar = spineid.SpatialChain(base_pose=spine.base_pose, bodies=spine.bodies[:4],

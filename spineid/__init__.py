@@ -122,6 +122,7 @@ from .models import (  # noqa: E402
 
 # simulation: motion by diffrax, quasi-static equilibria by Newton's method
 from .simulation import (  # noqa: E402
+    chain_residual as chain_residual,
     default_solver as default_solver,
     DIRECTIONS as DIRECTIONS,
     dynamic_flexibility as dynamic_flexibility,
@@ -130,12 +131,14 @@ from .simulation import (  # noqa: E402
     Equilibrium as Equilibrium,
     FlexibilityTest as FlexibilityTest,
     integrate_in_windows as integrate_in_windows,
+    joint_names as joint_names,
     linear_modes as linear_modes,
     LinearModes as LinearModes,
     load_steps as load_steps,
     moment_sweep as moment_sweep,
     pose_change as pose_change,
     segment_flexibility as segment_flexibility,
+    segment_pair as segment_pair,
     simulate as simulate,
     simulate_in_windows as simulate_in_windows,
     Simulation as Simulation,

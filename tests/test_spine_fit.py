@@ -89,6 +89,8 @@ def test_bad_requests_name_what_is_wrong(lumbar, poses):
         spineid.fit_spine_levels(lumbar, "L2", MOMENTS, poses, observed=["L4", "L2"])
     with pytest.raises(ValueError, match="zero in the middle"):
         spineid.fit_spine_levels(lumbar, "L2", MOMENTS[1:], poses[:, 1:])
+    with pytest.raises(ValueError, match="distinct body names"):
+        spineid.fit_spine_levels(lumbar, "L2", MOMENTS, poses[:, :, :2], observed=["L3", "L3"])
     with pytest.raises(ValueError, match="directions"):
         spineid.fit_spine_levels(lumbar, "L2", MOMENTS, poses, directions=("twist",))
 

@@ -1,4 +1,4 @@
-"""The thoracolumbar spine of Liu 2001 chapter 4 (issue: a 3-D T1-L5 model, flexibility tests).
+"""The thoracolumbar spine of Liu 2001 chapter 4: the 3-D T1-L5 model and its flexibility tests.
 
 Oracles: Liu's printed node coordinates (the model's frames must carry the local nodes onto
 them), the inverse of each joint law found by bisection in numpy (a pure moment about a joint's
@@ -120,6 +120,8 @@ def test_ranges_of_motion_are_the_sources(segments):
     # L5-S1 flexion-extension: Liu's phases, -5.8 to 8.5 degrees at -+10 N m.
     assert np.degrees(rom[0, 2]) == pytest.approx(14.3, abs=1e-6)
     assert np.degrees(segments.primary()[0, 2, 0]) == pytest.approx(-8.5, abs=1e-6)  # flexion
+    with pytest.raises(ValueError, match="nz_moment"):
+        segments.neutral_zone(20.0)
     nz = np.degrees(segments.neutral_zone(0.25))
     assert 2.8 < nz[0, 2] < 3.4  # Liu's neutral zone is +-1.7 degrees (smoothed corners)
 
@@ -169,15 +171,41 @@ def _chain_text(edit):
     (lambda t: t.replace('name = "T2"', 'name = "TX"').replace('name = "T1"', 'name = "T2"')
      .replace('name = "TX"', 'name = "T1"'), r"joints\[15\]\.upper"),
     # L3 deleted (its body table): a joint too many and a missing vertebra.
-    (lambda t: re.sub(r'\[\[bodies\]\]\nname = "L3"\n(?:.*\n){3}', "", t), r"joints"),
+    (lambda t: re.sub(r'\[\[bodies\]\]\nname = "L3"\n(?:.*\n){3}', "", t),
+     r"joints\[2\]\.upper: expected 'L2'.*'L3' is not a body of this file"),
     (lambda t: t.replace('name = "L2"', 'name = "L4"', 1), r"bodies\[3\]\.name"),
     (lambda t: t.replace('lower = "L1"', 'lower = "L9"', 1), r"joints\[5\]\.lower"),
+    (lambda t: t.replace('lower = "L1"\n', '', 1), r"joints\[5\]\.lower: .*it names no body"),
 ])
 def test_chain_files_with_vertebrae_out_of_order_or_missing_name_the_key(tmp_path, edit, key):
     path = tmp_path / "spine.toml"
     path.write_text(_chain_text(edit))
     with pytest.raises(ValueError, match=key):
         spineid.load_model(path)
+
+
+def test_chain_loads_are_body_forces_and_moments_like_a_pairs(spine):
+    # Body L4's load [F, M] in the chain and in its motion segment (a SpatialPair, whose loads
+    # are checked against Newton-Euler in tests/test_spatial_pair.py) give the same
+    # generalized forces at a turned pose.
+    load = spineid.SinusoidalLoad.from_terms(
+        [("Fx", 3.0, 0.0, np.pi / 2), ("My", 0.7, 0.0, np.pi / 2), ("Mz", -1.1, 0.0, np.pi / 2)],
+        spineid.SPATIAL_LOAD_COMPONENTS)
+    rows = np.asarray(load.direction)
+    chain_load = spineid.SinusoidalLoad(
+        amplitude=load.amplitude, frequency=load.frequency, phase=load.phase,
+        direction=jnp.asarray(np.pad(rows, ((0, 0), (6, spine.n_dof - 12)))))
+    chain = spineid.SpatialChain(base_pose=spine.base_pose, bodies=spine.bodies,
+                                 elements=spine.elements, loads=(chain_load,),
+                                 gravity=spine.gravity, names=spine.names)
+    q = np.asarray(chain.initial_state()[0]).copy()
+    q[6:12] += [0.001, -0.002, 0.0005, 0.2, -0.3, 0.4]
+    pair = segment_pair(spine, 1, (load,))
+    expected = pair.generalized_forces(0.0, jnp.asarray(q[6:12]), jnp.zeros(6))
+    got = chain.generalized_forces(0.0, jnp.asarray(q), jnp.zeros(spine.n_dof))
+    np.testing.assert_allclose(got[6:12], expected, rtol=1e-12, atol=1e-12)
+    assert np.all(np.asarray(got[:6]) == 0) and np.all(np.asarray(got[12:]) == 0)
+    assert chain.load_components[6:9] == ("Fx_L4", "Fy_L4", "Fz_L4")
 
 
 def test_bad_flexibility_requests_say_what_is_wrong(spine):
@@ -191,6 +219,12 @@ def test_bad_flexibility_requests_say_what_is_wrong(spine):
         spineid.dynamic_flexibility(spine, "L4-L5", "twist")
     with pytest.raises(ValueError, match="moment"):
         spineid.segment_flexibility(spine, moment=-1.0)
+    with pytest.raises(ValueError, match="joints is empty"):
+        spineid.segment_flexibility(spine, joints=[])
+    heavy = spineid.thoracolumbar_spine(gravity=(0.0, -9.81, 0.0))
+    for test in (spineid.segment_flexibility, lambda c: spineid.spine_flexibility(c, "T1")):
+        with pytest.raises(ValueError, match="the chain has gravity"):
+            test(heavy)
     with pytest.warns(RuntimeWarning, match="beyond the joint laws' tables.*L5-S1 lateral"):
         beyond = spineid.segment_flexibility(spine, moment=14.0, steps=6)  # compiled shapes
     assert len(beyond.extrapolated()) == 17 * 3

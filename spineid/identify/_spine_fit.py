@@ -29,7 +29,10 @@ from jaxtyping import Array, Float
 
 from ..kinematics._rotations import euler123_rotation
 from ..models._spatial_chain import SpatialChain
-from ..simulation._flexibility import DIRECTIONS, joint_names, moment_sweep, segment_pair
+from ..elements._bushings import TableBushing
+from ..simulation._flexibility import (
+    check_sweepable, DIRECTIONS, joint_names, moment_sweep, segment_pair,
+)
 from ._goodness import assess_fit, GoodnessOfFit
 from ._least_squares import stepwise_levenberg_marquardt
 from ._result_family import AbstractResult
@@ -160,8 +163,8 @@ def data_start(chain: SpatialChain, loaded: int, moments: np.ndarray, axes: np.n
     pair of consecutive observed bodies (the base counts as observed) the joints in between
     share one scale per direction, the one whose laws' angles at the transmitted moment add up
     to the measured relative rotation (its component about the span's first joint axis; the
-    median over load steps). Joints above the loaded body, or not tested in a direction,
-    keep 1."""
+    median over load steps). Joints above the highest observed body at or below the loaded
+    one (their motion is not seen), and directions not tested, keep 1."""
     scales = np.ones((len(chain.bodies), 3))
     rotation = jax.vmap(euler123_rotation)
     frames = []
@@ -231,7 +234,8 @@ def fit_spine_levels(chain: SpatialChain, loaded: str, moments, poses, *, observ
                      progress: bool = False) -> SpineFit:
     """Fit each joint's rotational stiffness scales (module docstring) to measured poses.
 
-    **Arguments:** `chain` (the model whose laws are scaled; its gravity must be zero),
+    **Arguments:** `chain` (the model whose laws are scaled: table bushings of one layout,
+    no gravity),
     `loaded` (the body carrying the moment, e.g. `"T1"`), `moments` (N m, `(k,)`, as
     `spineid.load_steps` gives them), `poses` (`(m, k, b, 6)`: for each of the `m` `directions`
     (names of `DIRECTIONS`, about the axes of the loaded body's joint frame), each moment and
@@ -249,8 +253,15 @@ def fit_spine_levels(chain: SpatialChain, loaded: str, moments, poses, *, observ
         raise TypeError(f"fit_spine_levels(solver={solver!r}): expected a "
                         "spineid.LevenbergMarquardt")
     k = chain.body_index(loaded, "loaded")
+    check_sweepable(chain, "fit_spine_levels")
+    if not all(isinstance(element, TableBushing) for element in chain.elements):
+        raise ValueError("fit_spine_levels: every joint must be a table bushing (its laws are "
+                         "scaled)")
     names = chain.body_names[1:]
     observed = tuple(names if observed is None else observed)
+    if not observed or len(set(observed)) != len(observed):
+        raise ValueError(f"observed {list(observed)}: expected distinct body names, at least "
+                         "one")
     indices = tuple(chain.body_index(name, "observed") for name in observed)
     moments = np.asarray(moments, dtype=float)
     _check_moments(moments)
@@ -299,9 +310,9 @@ def fit_spine_levels(chain: SpatialChain, loaded: str, moments, poses, *, observ
         for run in runs:
             pattern[run] = sign * 0.4 * np.where(np.arange(len(run)) % 2 == 0, 1.0, -1.0)[:, None]
         others.append(minimise(objective, jnp.asarray(np.log(start).ravel() + pattern.ravel())))
-    for other in others:
-        if float(other.cost) < float(solution.cost):
-            solution, other = other, solution
+    every = [solution] + others
+    solution = min(every, key=lambda one: float(one.cost))
+    others = [one for one in every if one is not solution]
     u = np.asarray(solution.value)
     values = np.exp(u)
     joints = joint_names(chain)
@@ -315,8 +326,7 @@ def fit_spine_levels(chain: SpatialChain, loaded: str, moments, poses, *, observ
     # An optimum within the 95% profile threshold of the best (2 delta cost < 3.84) whose
     # value of a scale lies beyond 2 standard errors: that scale is not determined.
     undetermined = np.zeros(values.size, bool)
-    candidates = [solution] + others
-    for other in candidates[1:]:
+    for other in others:
         if 2.0 * (float(other.cost) - float(solution.cost)) < 3.84:
             apart = np.abs(np.exp(np.asarray(other.value)) - values) > 2 * np.nan_to_num(
                 stderr, nan=np.inf)
@@ -335,9 +345,9 @@ def fit_spine_levels(chain: SpatialChain, loaded: str, moments, poses, *, observ
         messages.append(
             f"{hidden} joints are seen only through runs between observed vertebrae; their "
             "scales are told apart only by the laws' nonlinearity, and the fit can stop at a "
-            "local optimum that the goodness-of-fit test does not reject (in "
-            "experiments/thoracolumbar_flexibility.py one did, with scales 80 standard errors "
-            "off): try other starts (start=...) or observe the vertebrae in between")
+            "local optimum that the goodness-of-fit test does not reject, with standard errors "
+            "that do not hold: try other starts (start=...) or observe the vertebrae in "
+            "between")
     with np.errstate(invalid="ignore", divide="ignore"):
         correlation = covariance / np.outer(stderr, stderr)
     if not bool(solution.converged):

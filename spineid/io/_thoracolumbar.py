@@ -51,8 +51,10 @@ NEUTRAL_ZONE_MOMENT = 0.25
 
 # Liu's L5-S1 phases as fractions of each side's range, with the moments they reach (N m):
 # flexion side 1.7, 6.8, 8.5 degrees -> 0, 2.5, 10; extension side 1.7, 5.0, 5.8 -> 0, 5, 10.
-_FLEXION_SHAPE = (np.array([1.7, 6.8, 8.5]) / 8.5, np.array([NEUTRAL_ZONE_MOMENT, 2.5, 10.0]))
-_EXTENSION_SHAPE = (np.array([1.7, 5.0, 5.8]) / 5.8, np.array([NEUTRAL_ZONE_MOMENT, 5.0, 10.0]))
+_FLEXION_SHAPE = (np.array([1.7, 6.8, 8.5]) / 8.5,
+                  np.array([NEUTRAL_ZONE_MOMENT, 0.25 * TEST_MOMENT, TEST_MOMENT]))
+_EXTENSION_SHAPE = (np.array([1.7, 5.0, 5.8]) / 5.8,
+                    np.array([NEUTRAL_ZONE_MOMENT, 0.5 * TEST_MOMENT, TEST_MOMENT]))
 _FLEXION_SHARE = 8.5 / 14.3
 _TRANSLATION_RANGE = 5e-3  # m: the linear translation laws are tabulated over +-5 mm
 
@@ -69,8 +71,9 @@ class SpineGeometry:
     `heights`, `disc_heights` (Table 4-1: vertebra and inferior disc heights, m), `depths` (m,
     the body's depth, node 3), `node_angles` and `table_angles` (rad: the sagittal angle of the
     node fit and of Table 4-1), `dropped` (per vertebra, the nodes left out of the fit besides
-    13/14), `fit_rms` (m, per vertebra), `disc_gaps` (m: the distance between each vertebra's
-    inferior endplate centre and the superior endplate centre below, the base for L5).
+    13/14), `fit_rms` (m, per vertebra), `base_position` (m, `(3,)`: the sacrum's superior
+    endplate centre), `disc_gaps` (m: the distance between each vertebra's inferior endplate
+    centre and the superior endplate centre below, the base for L5).
     """
 
     names: tuple[str, ...]
@@ -100,7 +103,10 @@ def liu_spine_geometry(tolerance: float = 1e-3) -> SpineGeometry:
     """The body frames of Liu's 17 vertebrae (module docstring): robust rigid fits of Appendix
     A's local onto global node coordinates, nodes farther than `tolerance` (m) from the fit left
     out one at a time. The sacrum (the fixed base) lies one L5 disc height (Table 4-1) below
-    L5's inferior endplate, along L5's superior axis."""
+    L5's inferior endplate, along L5's superior axis. Raises `ValueError` for a tolerance
+    that is not positive or that leaves fewer than 4 nodes of a vertebra."""
+    if not tolerance > 0:
+        raise ValueError(f"tolerance {tolerance!r}: expected a positive distance in m")
     nodes, curve = liu_vertebra_nodes(), liu_scoliosis_curve()
     names = tuple(str(v) for v in curve["vertebra"])
     centres, rotations, depths, angles, dropped, rms = [], [], [], [], [], []
@@ -115,6 +121,9 @@ def liu_spine_geometry(tolerance: float = 1e-3) -> SpineGeometry:
             if miss[worst] <= tolerance:
                 break
             keep[worst] = False
+            if keep.sum() < 4:
+                raise ValueError(f"liu_spine_geometry: tolerance {tolerance:g} m leaves fewer "
+                                 f"than 4 nodes of {name}")
         depth = float(local[number == 3][0, 1])
         centre_thesis = shift + rotation @ np.array([0.0, depth / 2, 0.0])
         rms.append(float(np.sqrt(np.mean(miss[keep] ** 2))))

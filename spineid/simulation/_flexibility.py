@@ -54,6 +54,18 @@ def load_steps(moment: float, steps: int) -> np.ndarray:
     return np.concatenate([-side[::-1], [0.0], side])
 
 
+def check_sweepable(chain: SpatialChain, what: str) -> None:
+    """Refuse, naming `what`, a chain a flexibility test cannot load with pure moments alone:
+    one with gravity (tests apply pure moments to a spine without it), or whose joints differ
+    in layout (element types, table sizes: they are solved as one batch)."""
+    if np.any(np.asarray(chain.gravity) != 0):
+        raise ValueError(f"{what}: the chain has gravity; flexibility tests apply pure moments "
+                         "to a spine without it (build the model with gravity (0, 0, 0))")
+    if len(chain.elements) > 1 and chain._stacked_elements() is None:
+        raise ValueError(f"{what}: the chain's joints differ in layout (element types or table "
+                         "sizes) and cannot be solved as one batch")
+
+
 def segment_pair(chain: SpatialChain, joint: int, loads=()) -> SpatialPair:
     """Joint `joint` of `chain` as a motion segment: the body below it fixed at its reference
     pose (the base for joint 0), the body above it free, the joint's bushing between them;
@@ -120,8 +132,9 @@ class FlexibilityTest:
     m or rad, or NaN where the joint has no table), `loaded` (the body carrying the moment in a
     whole-spine test, or `None` for joint-by-joint tests), `poses` (whole-spine tests: `(3, k,
     6 n)`, the chain's poses), `stable` (whole-spine tests: `(3, k)`, whether the equilibrium
-    is stable: every eigenvalue of the tangent stiffness `d(chain_residual)/dq` has a positive
-    real part).
+    is statically stable: every eigenvalue of the tangent stiffness `d(chain_residual)/dq` has a
+    positive real part, so no load-free disturbance grows statically (divergence); a fixed-
+    direction moment is not conservative, and dynamic stability (flutter) is not checked).
     """
 
     joints: tuple[str, ...]
@@ -140,13 +153,17 @@ class FlexibilityTest:
 
     def range_of_motion(self) -> np.ndarray:
         """`(joints, 3)` (rad): primary rotation at the largest moment minus at the most
-        negative one; flexion-extension, lateral bending and axial rotation each both sides."""
+        negative one, both sides together; columns in `DIRECTIONS` order."""
         primary = self.primary()
         return primary[..., -1] - primary[..., 0]
 
     def neutral_zone(self, nz_moment: float = 0.25) -> np.ndarray:
         """`(joints, 3)` (rad): primary rotation between `-nz_moment` and `+nz_moment` (N m),
-        interpolated along each curve (module docstring)."""
+        interpolated along each curve (module docstring); `nz_moment` must lie within the
+        tested moments."""
+        if not 0 < nz_moment <= self.moments[-1]:
+            raise ValueError(f"nz_moment {nz_moment!r}: expected a moment in (0, "
+                             f"{self.moments[-1]:g}] N m, within the test")
         primary = self.primary()
         high = np.apply_along_axis(lambda r: np.interp(nz_moment, self.moments, r), -1, primary)
         low = np.apply_along_axis(lambda r: np.interp(-nz_moment, self.moments, r), -1, primary)
@@ -217,9 +234,14 @@ def segment_flexibility(chain: SpatialChain, moment: float = 10.0, steps: int = 
     leaves its law's table or a step has no equilibrium. The joints must share one layout
     (the same element types and law sizes, as in `thoracolumbar_spine`).
     """
+    check_sweepable(chain, "segment_flexibility")
     names = joint_names(chain)
-    chosen = range(len(names)) if joints is None else [_joint_index(names, j) for j in joints]
-    chosen = list(chosen)
+    if isinstance(joints, str):
+        joints = [joints]
+    chosen = list(range(len(names)) if joints is None
+                  else [_joint_index(names, j) for j in joints])
+    if not chosen:
+        raise ValueError("segment_flexibility: joints is empty; name at least one joint")
     pairs = [segment_pair(chain, k) for k in chosen]
     try:
         stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *pairs)
@@ -347,21 +369,16 @@ def spine_flexibility(chain: SpatialChain, body: str, moment: float = 10.0, step
     test checks. A chain with gravity is refused (its joints do not decouple).
 
     With `stability` (default) every equilibrium's tangent stiffness (`6 n x 6 n`) is checked
-    (`stable`); where one is unstable (a fixed-direction moment can buckle a flexed spine out of
-    its plane) a `RuntimeWarning` says so. Without it `stable` is `None` (half the time).
+    for static stability (`stable`; divergence, not flutter); where one is unstable (a
+    fixed-direction moment can make a spine buckle) a `RuntimeWarning` says so. Without it
+    `stable` is `None` (half the time).
 
     Returns a `FlexibilityTest` over all joints (every joint's rotations under the moment on
     `body`, `loaded = body`, with the chain's `poses`). The base cannot be loaded: a `body`
     that is the base or unknown raises `ValueError`.
     """
     k = chain.body_index(body)
-    if np.any(np.asarray(chain.gravity) != 0):
-        raise ValueError("spine_flexibility: the chain has gravity; a flexibility test applies "
-                         "pure moments to a spine without it (build the model with gravity "
-                         "(0, 0, 0))")
-    if chain._stacked_elements() is None:
-        raise ValueError("spine_flexibility: the chain's joints differ in layout (element types "
-                         "or table sizes)")
+    check_sweepable(chain, "spine_flexibility")
     moments = load_steps(moment, steps)
     axes = _axes(segment_pair(chain, k))
     poses, converged = _chain_sweeps(chain, k, jnp.asarray(moments), axes, atol)
@@ -370,12 +387,16 @@ def spine_flexibility(chain: SpatialChain, body: str, moment: float = 10.0, step
     joints = len(chain.bodies)
     stable = _stability(chain, k, moments, axes, poses) if stability else None
     if stability and not np.all(stable[np.asarray(converged)]):
-        worst = [f"{DIRECTIONS[d]} beyond {np.min(np.abs(moments[~stable[d]])):g} N m"
-                 for d in range(3) if not np.all(stable[d])]
+        worst = []
+        for d in range(3):
+            for side, chosen in (("negative", moments < 0), ("positive", moments > 0)):
+                unstable = np.abs(moments[chosen & ~stable[d]])
+                if unstable.size:
+                    worst.append(f"{DIRECTIONS[d]} {side} beyond {unstable.min():g} N m")
         warnings.warn(f"spine_flexibility: unstable equilibria under a fixed-direction moment on "
-                      f"{body} ({'; '.join(worst)}): the spine would buckle out of the loaded "
-                      "plane there; the path reported is the equilibrium continued from the "
-                      "reference, not the motion a real spine would take", RuntimeWarning,
+                      f"{body} ({'; '.join(worst)}): statically unstable (divergence), the spine "
+                      "would buckle there; the path reported is the equilibrium continued from "
+                      "the reference, not the motion a real spine would take", RuntimeWarning,
                       stacklevel=2)
     return _warn_extrapolated(FlexibilityTest(
         joints=joint_names(chain), moments=moments, rotations=changes[..., 3:],
@@ -403,6 +424,7 @@ def dynamic_flexibility(chain: SpatialChain, joint: str, direction: str, moment:
     moment about the joint's `direction` axis ramped linearly from 0 to `moment` (N m, either
     sign) over `ramp` seconds and held for `hold` seconds, integrated from rest (`simulate`).
     With enough damping the held rotation equals the quasi-static one at the same moment."""
+    check_sweepable(chain, "dynamic_flexibility")
     index = _joint_index(joint_names(chain), joint)
     d = _direction_index(direction)
     if not ramp > 0 or hold < 0:

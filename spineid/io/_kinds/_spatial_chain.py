@@ -15,7 +15,7 @@ from ...elements._load_laws import PiecewiseLinearLaw
 from ...elements._parameters import Parameter
 from ...models._spatial_chain import SpatialChain
 from ...models._spatial_pair import SpatialBody
-from .._toml import simulation_settings
+from .._toml import MISSING, simulation_settings
 from ._shared import read_loads
 from ._spatial_pair import read_bushing, spatial_body
 
@@ -36,6 +36,9 @@ def read_spatial_chain(document, check, folder) -> tuple[SpatialChain, tuple[Par
     check.keys(base_table, "base", {"name", "pose"}, {"name", "pose"})
     names = [_name(check, base_table, "base")]
     base_pose = check.vector(base_table, "pose", "base.pose", 6)
+    if abs(np.cos(base_pose[4])) < 1e-3:
+        check.fail("base.pose", "a pose away from a2 = +-90 degrees (the singularity of the "
+                                "1-2-3 Euler angles)", base_pose.tolist())
     base = SpatialBody(mass=jnp.asarray(1.0), inertia=jnp.eye(3),
                        reference_pose=jnp.asarray(base_pose), fixed=True)
     bodies = []
@@ -53,29 +56,31 @@ def read_spatial_chain(document, check, folder) -> tuple[SpatialChain, tuple[Par
         body, _ = spatial_body({k: v for k, v in table.items() if k != "name"}, key, check)
         bodies.append(body)
     joint_tables = check.tables(document, "joints")
-    if len(joint_tables) != len(bodies):
-        check.fail("joints", f"{len(bodies)} joints, one per body in the order of [[bodies]] "
-                             f"(joint k joins the body below to bodies[k])", len(joint_tables))
     elements, parameters = [], []
     below = [base] + bodies
-    for index, joint in enumerate(joint_tables):
+    for index, joint in enumerate(joint_tables[:len(bodies)]):
         key = f"joints[{index}]"
         for side, expected in (("lower", names[index]), ("upper", names[index + 1])):
-            given = joint.get(side)
-            if given != expected:
-                if given not in names:
-                    where = f"{given!r} is not a body of this file"
-                elif given == names[0]:
-                    where = f"{given!r} is the base"
-                else:
-                    where = f"{given!r} is bodies[{names.index(given) - 1}]"
-                check.fail(f"{key}.{side}", f"{expected!r}: joint {index} joins "
-                           f"{names[index]!r} (below) to {names[index + 1]!r}; list the "
-                           f"bodies bottom up, one joint per body in the same order ({where})",
-                           given)
+            given = joint.get(side, MISSING)
+            if given == expected:
+                continue
+            if given is MISSING:
+                where = "it names no body"
+            elif given not in names:
+                where = f"{given!r} is not a body of this file"
+            elif given == names[0]:
+                where = f"{given!r} is the base"
+            else:
+                where = f"{given!r} is bodies[{names.index(given) - 1}]"
+            check.fail(f"{key}.{side}", f"{expected!r}: joint {index} joins {names[index]!r} "
+                       f"(below) to {names[index + 1]!r}; list the bodies bottom up, one joint "
+                       f"per body in the same order ({where})", given)
         elements.append(read_bushing(check, joint, key, below[index], bodies[index],
                                      (names[index], names[index + 1]), len(elements),
                                      parameters, extra_keys=("lower", "upper")))
+    if len(joint_tables) != len(bodies):
+        check.fail("joints", f"{len(bodies)} joints, one per body in the order of [[bodies]] "
+                             f"(joint k joins the body below to bodies[k])", len(joint_tables))
     if "simulation" in document:
         simulation_settings(document, check.source)
     chain = SpatialChain(base_pose=jnp.asarray(base_pose), bodies=tuple(bodies),
