@@ -15,6 +15,7 @@ from ..kinematics._planar import body_point_position
 from ._problem import FitProblem
 from ._goodness import GoodnessOfFit
 from ._profile import Profiled
+from ._result_family import json_number
 from ._uncertainty import Identifiability
 
 
@@ -72,13 +73,11 @@ class FitResult(Profiled):
     def report(self) -> dict:
         """JSON-ready report (`report.json` of `spineid fit`, docs/cli.md)."""
 
-        def number(x):
-            return None if not np.isfinite(x) else float(x)
-
         parameters = []
         for i, name in enumerate(self.names):
             entry = {
-                "name": name, "value": float(self.values[i]), "stderr": number(self.stderr[i]),
+                "name": name, "value": float(self.values[i]),
+                "stderr": json_number(self.stderr[i]),
                 "unit": self.units[i], "start": float(self.start[i]),
                 "at_bound": bool(self.at_bound[i]),
                 "identifiable": bool(self.identifiability.identifiable[i]),
@@ -96,7 +95,7 @@ class FitResult(Profiled):
             "starts": dict(self.starts),
             "noise": {"sigma": self.noise, "estimated_from_residuals": self.noise_estimated},
             "parameters": parameters,
-            "correlation": [[number(x) for x in row] for row in self.correlation],
+            "correlation": [[json_number(x) for x in row] for row in self.correlation],
             "identifiability": self.identifiability.to_dict(),
             "moments": self.moments,
             "warnings": list(self.warnings),

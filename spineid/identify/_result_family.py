@@ -1,11 +1,20 @@
 """The family of results every fit returns: `FitResult` (trajectories), `LawFit` (load laws),
-`StiffnessFit` (stiffness matrices), `SegmentFit` (motion segments) and `MeasureResult`
-(stiffness measures). Each explains itself the same way: `summary()` (text for a person),
-`report()` (the dict written as report.json) and `explains_data` (the verdict of its
-`goodness_of_fit`, `spineid.GoodnessOfFit`); each module has its plots in `spineid.plots`.
+`StiffnessFit` (stiffness matrices), `SegmentFit` (motion segments), `SpineFit` (a spine's
+levels) and `MeasureResult` (stiffness measures). Each explains itself the same way:
+`summary()` (text for a person), `report()` (the dict written as report.json) and
+`explains_data` (the verdict of its `goodness_of_fit`, `spineid.GoodnessOfFit`); each module
+has its plots in `spineid.plots`.
 """
 
 import abc
+
+import numpy as np
+
+
+def json_number(x) -> float | None:
+    """`x` as a float for a JSON report, or `None` where it is not finite (a standard error
+    that does not exist, a correlation with one)."""
+    return None if not np.isfinite(x) else float(x)
 
 
 class AbstractResult(abc.ABC):

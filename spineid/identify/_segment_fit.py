@@ -28,7 +28,7 @@ from ..io._measurements import DEFLECTION_COLUMNS, QuasiStaticTest
 from ..io._model_file import ModelFile
 from ..models._spatial_pair import SpatialPair
 from ..simulation._equilibrium import equilibrium, equilibrium_change
-from ._result_family import AbstractResult
+from ._result_family import AbstractResult, json_number
 from ._goodness import GoodnessOfFit, assess_fit
 from ._least_squares import stepwise_levenberg_marquardt
 from ._problem import check_noise, noise_from_residuals
@@ -112,21 +112,18 @@ class SegmentFit(AbstractResult):
 
     def report(self) -> dict:
         """JSON-ready report (`report.json` of `spineid segment --fit`, docs/cli.md)."""
-        def number(x):
-            return None if not np.isfinite(x) else float(x)
-
         return {
             "converged": bool(self.converged), "cost": float(self.cost),
             "n_data": int(self.n_data), "n_steps": int(self.n_steps),
             "seconds": float(self.seconds),
             "noise": {"sigma": self.noise, "estimated_from_residuals": self.noise_estimated},
             "parameters": [
-                {"name": name, "value": float(self.values[i]), "stderr": number(self.stderr[i]),
-                 "unit": self.units[i], "start": float(self.start[i]),
-                 "at_bound": bool(self.at_bound[i]),
+                {"name": name, "value": float(self.values[i]),
+                 "stderr": json_number(self.stderr[i]), "unit": self.units[i],
+                 "start": float(self.start[i]), "at_bound": bool(self.at_bound[i]),
                  "identifiable": bool(self.identifiability.identifiable[i])}
                 for i, name in enumerate(self.names)],
-            "correlation": [[number(x) for x in row] for row in self.correlation],
+            "correlation": [[json_number(x) for x in row] for row in self.correlation],
             "identifiability": self.identifiability.to_dict(),
             "equilibria_converged": [bool(x) for x in self.equilibria_converged],
             "warnings": list(self.warnings),

@@ -35,7 +35,7 @@ from ..simulation._flexibility import (
 )
 from ._goodness import assess_fit, GoodnessOfFit
 from ._least_squares import stepwise_levenberg_marquardt
-from ._result_family import AbstractResult
+from ._result_family import AbstractResult, json_number
 from ._solvers import LevenbergMarquardt
 from ._uncertainty import fisher_analysis, Identifiability
 
@@ -104,14 +104,11 @@ class SpineFit(AbstractResult):
 
     def report(self) -> dict:
         """JSON-ready report."""
-        def number(x):
-            return None if not np.isfinite(x) else float(x)
-
         return {"converged": bool(self.converged), "cost": float(self.cost),
                 "n_data": int(self.n_data), "n_steps": int(self.n_steps),
                 "seconds": float(self.seconds), "noise": dict(self.noise),
                 "observed": list(self.observed),
-                "parameters": [{"name": n, "value": float(v), "stderr": number(e),
+                "parameters": [{"name": n, "value": float(v), "stderr": json_number(e),
                                 "start": float(s),
                                 "identifiable": bool(self.identifiability.identifiable[i])}
                                for i, (n, v, e, s) in enumerate(zip(

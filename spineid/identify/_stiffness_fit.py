@@ -30,7 +30,7 @@ import numpy as np
 
 from ..io._measurements import LOAD_COLUMNS, QuasiStaticTest
 from ..kinematics._rotations import euler_basis
-from ._result_family import AbstractResult
+from ._result_family import AbstractResult, json_number
 from ._goodness import GoodnessOfFit, assess_fit
 from ._uncertainty import fisher_analysis, Identifiability
 
@@ -105,9 +105,6 @@ class StiffnessFit(AbstractResult):
     def report(self) -> dict:
         """JSON-ready report (`report.json` of `spineid stiffness`, docs/cli.md): the fit
         report's layout plus the matrix."""
-        def number(x):
-            return None if not np.isfinite(x) else float(x)
-
         return {
             "converged": True,
             "cost": self.cost,
@@ -115,10 +112,10 @@ class StiffnessFit(AbstractResult):
             "structure": self.structure,
             "moments": "euler basis (exact)" if self.exact else "as measured (linearised)",
             "largest_rotation_deg": math.degrees(self.largest_rotation),
-            "conversion_effect_in_stderr": number(self.conversion_effect),
+            "conversion_effect_in_stderr": json_number(self.conversion_effect),
             "parameters": [
                 {"name": entry_name(i, j), "value": float(self.matrix[i, j]),
-                 "stderr": number(self.stderr[i, j]), "unit": entry_unit(i, j)}
+                 "stderr": json_number(self.stderr[i, j]), "unit": entry_unit(i, j)}
                 for i, j in self.entries
             ],
             "matrix": self.matrix.tolist(),
