@@ -131,6 +131,7 @@ from .simulation import (  # noqa: E402
     Equilibrium as Equilibrium,
     FlexibilityTest as FlexibilityTest,
     integrate_in_windows as integrate_in_windows,
+    joint_axes as joint_axes,
     joint_names as joint_names,
     linear_modes as linear_modes,
     LinearModes as LinearModes,

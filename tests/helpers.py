@@ -143,8 +143,9 @@ def _planar_conservative(document: dict) -> dict:
 
 
 def _spatial_conservative(document: dict) -> dict:
+    # Pairs' bushings and chains' joints alike.
     conservative = _unloaded(document)
-    for bushing in conservative["bushings"]:
+    for bushing in conservative.get("bushings", []) + conservative.get("joints", []):
         bushing["damping"] = [0.0] * 6
     conservative["gravity"] = [0.0, -9.81, 0.0]
     return conservative
@@ -190,14 +191,6 @@ def _small_spine() -> dict:
     return _short(document, 0.05, 51)
 
 
-def _chain_conservative(document: dict) -> dict:
-    conservative = _unloaded(document)
-    for joint in conservative["joints"]:
-        joint["damping"] = [0.0] * 6
-    conservative["gravity"] = [0.0, -9.81, 0.0]
-    return conservative
-
-
 MODEL_KINDS = {
     "planar_pair": ModelKind(
         _short(document(springs=AXIAL_SPRINGS[:2], torsion=TORSION, loads=LOADS), 0.2, 101),
@@ -208,6 +201,6 @@ MODEL_KINDS = {
                               "bushings[0].stiffness[5]", _spatial_conservative),
     "head_neck": ModelKind(_small_head_neck(), "joints.stiffness", _head_neck_conservative),
     "spatial_chain": ModelKind(_small_spine(), "joints[1].laws[0].load[1]",
-                               _chain_conservative),
+                               _spatial_conservative),
 }
 """Every built-in model kind (`spineid.model_kinds()`), a small instance of each."""

@@ -31,7 +31,7 @@ from ..kinematics._rotations import euler123_rotation
 from ..models._spatial_chain import SpatialChain
 from ..elements._bushings import TableBushing
 from ..simulation._flexibility import (
-    check_sweepable, DIRECTIONS, joint_names, moment_sweep, segment_pair,
+    check_sweepable, DIRECTIONS, joint_axes, joint_names, moment_sweep,
 )
 from ._goodness import assess_fit, GoodnessOfFit
 from ._least_squares import stepwise_levenberg_marquardt
@@ -164,10 +164,7 @@ def data_start(chain: SpatialChain, loaded: int, moments: np.ndarray, axes: np.n
     one (their motion is not seen), and directions not tested, keep 1."""
     scales = np.ones((len(chain.bodies), 3))
     rotation = jax.vmap(euler123_rotation)
-    frames = []
-    for k, element in enumerate(chain.elements):
-        lower = chain.base_pose if k == 0 else chain.bodies[k - 1].reference_pose
-        frames.append(np.asarray(element.frames(lower, chain.bodies[k].reference_pose)[0]))
+    frames = [joint_axes(chain, k) for k in range(len(chain.elements))]
     reference = np.stack([np.asarray(b.reference_pose) for b in chain.bodies])
     seen = [-1] + sorted(i for i in observed if i <= loaded)
     for m, name in enumerate(directions):
@@ -275,9 +272,7 @@ def fit_spine_levels(chain: SpatialChain, loaded: str, moments, poses, *, observ
         raise ValueError(f"noise {noise}: expected positive 'position' (m) and 'angle' (rad)")
     sigma = np.array([noise["position"]] * 3 + [noise["angle"]] * 3)
     n = len(chain.bodies)
-    frame = np.asarray(segment_pair(chain, k).elements[0].frames(
-        (chain.base_pose if k == 0 else chain.bodies[k - 1].reference_pose),
-        chain.bodies[k].reference_pose)[0])
+    frame = joint_axes(chain, k)
     axes = np.stack([frame[:, DIRECTIONS.index(d)] for d in directions])
     if isinstance(start, str) and start == "data":
         start = data_start(chain, k, moments, axes, poses, indices, directions)

@@ -29,7 +29,8 @@ import numpy as np
 
 from ..elements._bushings import TableBushing
 from ..elements._load_laws import PiecewiseLinearLaw
-from ..kinematics._rotations import euler123_angles
+from ..kinematics._markers import rigid_poses
+from ..kinematics._rotations import axial, axis_rotation, euler123_angles
 from ..models._spatial_chain import SpatialChain
 from ..models._spatial_pair import SpatialBody
 from ._datasets import (
@@ -90,15 +91,6 @@ class SpineGeometry:
     disc_gaps: np.ndarray
 
 
-def _rigid_fit(local: np.ndarray, seen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    # Least-squares rotation and shift with seen ~ R local + t (Kabsch).
-    a, b = local.mean(axis=0), seen.mean(axis=0)
-    u, _, vt = np.linalg.svd((local - a).T @ (seen - b))
-    sign = np.sign(np.linalg.det(vt.T @ u.T))
-    rotation = vt.T @ np.diag([1.0, 1.0, sign]) @ u.T
-    return rotation, b - rotation @ a
-
-
 def liu_spine_geometry(tolerance: float = 1e-3) -> SpineGeometry:
     """The body frames of Liu's 17 vertebrae (module docstring): robust rigid fits of Appendix
     A's local onto global node coordinates, nodes farther than `tolerance` (m) from the fit left
@@ -115,7 +107,8 @@ def liu_spine_geometry(tolerance: float = 1e-3) -> SpineGeometry:
         local, seen, number = nodes["local"][rows], nodes["global"][rows], nodes["node"][rows]
         keep = ~np.isin(number, (13, 14))
         while True:
-            rotation, shift = _rigid_fit(local[keep], seen[keep])
+            fitted, shifts, _, _ = rigid_poses(local[keep], seen[keep][None])
+            rotation, shift = fitted[0], shifts[0]
             miss = np.linalg.norm(seen - (local @ rotation.T + shift), axis=1)
             worst = int(np.argmax(np.where(keep, miss, -1.0)))
             if miss[worst] <= tolerance:
@@ -155,16 +148,13 @@ def liu_spine_geometry(tolerance: float = 1e-3) -> SpineGeometry:
 
 
 def _halfway(lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
-    # The rotation halfway between two (the geodesic midpoint), by Rodrigues' formula.
+    # The rotation halfway between two (the geodesic midpoint).
     relative = lower.T @ upper
     angle = np.arccos(np.clip((np.trace(relative) - 1) / 2, -1.0, 1.0))
     if angle < 1e-12:
         return lower
-    axis = np.array([relative[2, 1] - relative[1, 2], relative[0, 2] - relative[2, 0],
-                     relative[1, 0] - relative[0, 1]]) / (2 * np.sin(angle))
-    k = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
-    half = np.eye(3) + np.sin(angle / 2) * k + (1 - np.cos(angle / 2)) * k @ k
-    return lower @ half
+    axis = np.asarray(axial(relative)) / np.sin(angle)
+    return lower @ np.asarray(axis_rotation(axis, angle / 2))
 
 
 def joint_ranges() -> dict[str, np.ndarray]:

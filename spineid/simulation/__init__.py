@@ -12,6 +12,7 @@ from ._flexibility import (
     dynamic_flexibility as dynamic_flexibility,
     DynamicFlexibility as DynamicFlexibility,
     FlexibilityTest as FlexibilityTest,
+    joint_axes as joint_axes,
     joint_names as joint_names,
     load_steps as load_steps,
     moment_sweep as moment_sweep,

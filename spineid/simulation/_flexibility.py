@@ -90,6 +90,12 @@ def _axes(pair: SpatialPair) -> Float[Array, "3 3"]:
     return pair.elements[0].frames(pair.lower.reference_pose, pair.upper.reference_pose)[0]
 
 
+def joint_axes(chain: SpatialChain, joint: int) -> np.ndarray:
+    """`(3, 3)`: the ground directions (columns) of joint `joint`'s frame-1 axes at the
+    reference pose: lateral bending, axial rotation and flexion-extension (`DIRECTIONS`)."""
+    return np.asarray(_axes(segment_pair(chain, joint)))
+
+
 def _rotation_change(pair: SpatialPair, pose) -> Float[Array, "6"]:
     bushing = pair.elements[0]
     return bushing.deflection(pair.lower.reference_pose, pose) - bushing.reference
@@ -380,7 +386,7 @@ def spine_flexibility(chain: SpatialChain, body: str, moment: float = 10.0, step
     k = chain.body_index(body)
     check_sweepable(chain, "spine_flexibility")
     moments = load_steps(moment, steps)
-    axes = _axes(segment_pair(chain, k))
+    axes = joint_axes(chain, k)
     poses, converged = _chain_sweeps(chain, k, jnp.asarray(moments), axes, atol)
     changes = np.asarray(jax.vmap(jax.vmap(lambda q: _joint_changes(chain, q)))(poses))
     changes = np.moveaxis(changes, 2, 0)  # (joints, 3, k, 6)
@@ -429,7 +435,7 @@ def dynamic_flexibility(chain: SpatialChain, joint: str, direction: str, moment:
     d = _direction_index(direction)
     if not ramp > 0 or hold < 0:
         raise ValueError(f"ramp {ramp!r} must be > 0 s and hold {hold!r} >= 0 s")
-    axis = np.asarray(_axes(segment_pair(chain, index)))[:, d]
+    axis = joint_axes(chain, index)[:, d]
     times = np.array([0.0, ramp, ramp + hold])
     values = np.zeros((3, 6))
     values[1:, 3:] = moment * axis
