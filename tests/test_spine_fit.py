@@ -100,3 +100,17 @@ def test_only_the_top_vertebra_seen_is_said(lumbar, poses):
     fit = spineid.fit_spine_levels(lumbar, "L2", MOMENTS, noisy[:, :, 3:], observed=["L2"])
     assert fit.observed == ("L2",)
     assert "4 joints are seen only through runs between observed vertebrae" in fit.summary()
+
+
+@pytest.mark.parametrize("factor", [0.2, 5.0])
+def test_far_starts_reach_the_optimum_of_the_start_read_off_the_data(lumbar, truth, poses,
+                                                                     factor):
+    noisy = poses + np.random.default_rng(7).normal(size=poses.shape) * NOISE
+    default = spineid.fit_spine_levels(lumbar, "L2", MOMENTS, noisy)
+    far = spineid.fit_spine_levels(lumbar, "L2", MOMENTS, noisy, start=factor * truth)
+    assert far.explains_data
+    assert far.cost == pytest.approx(default.cost, rel=1e-6)
+    # The same optimum to a hundredth of a standard error (the stops differ by the start).
+    assert np.all(np.abs(far.values - default.values) < 0.01 * default.stderr)
+    stopped_short = any("given start stopped at a local optimum" in w for w in far.warnings)
+    assert stopped_short == (not np.allclose(far.start, factor * truth.ravel()))

@@ -53,8 +53,10 @@ def output_folder(out: str | pathlib.Path) -> pathlib.Path:
         handle, probe = tempfile.mkstemp(prefix=".spineid-probe-", dir=existing)
     except OSError as error:
         raise ValueError(f"--out {out}: {where} is not writable ({error.strerror})") from None
-    os.close(handle)
-    os.unlink(probe)
+    try:  # removed even when an interruption (SIGTERM, Ctrl-C) lands between the two calls
+        os.close(handle)
+    finally:
+        os.unlink(probe)
     return out
 
 

@@ -39,6 +39,12 @@ from ._planar_springs import (
     TorsionSpring as TorsionSpring,
     VectorSprings as VectorSprings,
 )
+from ._rods import (
+    ROD_MATERIALS as ROD_MATERIALS,
+    rod_material as rod_material,
+    rod_segment as rod_segment,
+    rod_stiffness as rod_stiffness,
+)
 from ._stiffness_matrices import (
     block_scale as block_scale,
     cartesian_stiffness as cartesian_stiffness,

@@ -25,11 +25,21 @@ from ._datasets import (
     lumbar_spine_models as lumbar_spine_models,
 )
 from ._exports import export_model as export_model
+from ._instrumentation import (
+    IMPLANT_POINTS as IMPLANT_POINTS,
+    implant_point as implant_point,
+    instrument as instrument,
+    Rod as Rod,
+    rod_links as rod_links,
+)
 from ._kinds._spatial_chain import chain_document as chain_document
 from ._thoracolumbar import (
+    bent_geometry as bent_geometry,
     joint_laws as joint_laws,
     joint_ranges as joint_ranges,
     liu_spine_geometry as liu_spine_geometry,
+    sagittal_curve as sagittal_curve,
+    spinal_curve as spinal_curve,
     SpineGeometry as SpineGeometry,
     thoracolumbar_spine as thoracolumbar_spine,
 )

@@ -89,6 +89,25 @@ class SpineGeometry:
     fit_rms: np.ndarray
     base_position: np.ndarray
     disc_gaps: np.ndarray
+    base_rotation: np.ndarray | None = None
+
+    @property
+    def base_axes(self) -> np.ndarray:
+        """`(3, 3)`: the sacrum's axes in ground (`base_rotation`, by default L5's)."""
+        return self.rotations[0] if self.base_rotation is None else self.base_rotation
+
+    def disc_frames(self) -> tuple[np.ndarray, np.ndarray]:
+        """`(centres (17, 3), rotations (17, 3, 3))`: each disc's centre, midway between the
+        endplate centres above and below it, and its axes, halfway between the two
+        vertebrae's (the frame of `thoracolumbar_spine`'s joints), bottom up from L5-S1."""
+        rotations = np.concatenate([self.base_axes[None], self.rotations])
+        ups = rotations[:, :, 1]
+        heights = np.concatenate([[0.0], self.heights])
+        lower = np.concatenate([[self.base_position], self.centres])
+        top = lower[:-1] + heights[:-1, None] / 2 * ups[:-1]
+        bottom = self.centres - self.heights[:, None] / 2 * ups[1:]
+        return 0.5 * (top + bottom), np.array([_halfway(rotations[k], rotations[k + 1])
+                                              for k in range(len(self.names))])
 
 
 def liu_spine_geometry(tolerance: float = 1e-3) -> SpineGeometry:
@@ -144,7 +163,81 @@ def liu_spine_geometry(tolerance: float = 1e-3) -> SpineGeometry:
         depths=np.array(depths), node_angles=np.array(angles),
         table_angles=np.asarray(curve["sagittal_orientation"], float), dropped=tuple(dropped),
         fit_rms=np.array(rms), base_position=base,
-        disc_gaps=np.linalg.norm(inferior - superior, axis=1))
+        disc_gaps=np.linalg.norm(inferior - superior, axis=1), base_rotation=rotations[0])
+
+
+def bent_geometry(geometry: SpineGeometry, curve) -> SpineGeometry:
+    """`geometry` with its joints turned by `curve` (`(17, 3)`, rad, bottom up from L5-S1:
+    each joint's rotation vector in its disc frame's axes, `[lateral bending (e1, to the right
+    positive), axial rotation (e2, to the left positive), flexion-extension (e3, extension
+    positive)]`, the order of `DIRECTIONS`): joint by joint from the sacrum, every vertebra
+    above the disc turned about the disc's centre. With `thoracolumbar_spine(curve=...)` the
+    turned shape is the spine's rest shape (a structural curve such as a scoliosis); the
+    sacrum stays where it is."""
+    curve = np.asarray(curve, dtype=float)
+    if curve.shape != (len(geometry.names), 3) or not np.all(np.isfinite(curve)):
+        raise ValueError(f"curve: expected finite rotations (rad) of shape "
+                         f"({len(geometry.names)}, 3), got shape {curve.shape}")
+    centres, rotations = geometry.centres.copy(), geometry.rotations.copy()
+    for k in range(len(geometry.names)):
+        if not np.any(curve[k]):
+            continue
+        bent = dataclasses.replace(geometry, centres=centres, rotations=rotations)
+        disc_centre, disc = (a[k] for a in bent.disc_frames())
+        vector = disc @ curve[k]
+        angle = float(np.linalg.norm(vector))
+        turn = np.asarray(axis_rotation(vector / angle, angle))
+        centres = centres.copy()
+        centres[k:] = disc_centre + (centres[k:] - disc_centre) @ turn.T
+        rotations = rotations.copy()
+        rotations[k:] = turn @ rotations[k:]
+    return dataclasses.replace(geometry, centres=centres, rotations=rotations,
+                               base_rotation=geometry.base_axes)
+
+
+def sagittal_curve(geometry: SpineGeometry | None = None) -> np.ndarray:
+    """`(17, 3)` (rad): Table 4-1's sagittal shape as joint rotations for `bent_geometry`: each
+    joint's flexion-extension (third column, extension positive) is the sagittal angle of the
+    vertebra above relative to the one below (as the node fit places them; L5-S1 zero, the
+    sacrum sharing L5's orientation). `bent_geometry(g, -c * sagittal_curve(g))` straightens the
+    spine's sagittal curves by the share `c`."""
+    geometry = liu_spine_geometry() if geometry is None else geometry
+    rotations = np.concatenate([geometry.base_axes[None], geometry.rotations])
+    relative = np.einsum("kji,kjl->kil", rotations[:-1], rotations[1:])
+    curve = np.zeros((len(geometry.names), 3))
+    curve[:, 2] = np.arctan2(relative[:, 1, 0], relative[:, 0, 0])
+    return curve
+
+
+def spinal_curve(path=None, geometry: SpineGeometry | None = None) -> np.ndarray:
+    """`(17, 3)` (rad) joint rotations for `bent_geometry` read from a CSV file (default the
+    bundled `datasets/thoracolumbar/scoliotic_curve.csv`, a synthetic right thoracic curve of
+    40 degrees Cobb): a `joint` column naming joints as `joint_names` does (`"T8-T9"`, upper
+    first), and any of `lateral_bending_deg`, `axial_rotation_deg`, `flexion_extension_deg`
+    (degrees, signs of `bent_geometry`); joints not listed keep zero. An unknown or repeated
+    joint, or a file with none of the three columns, is refused naming it."""
+    geometry = liu_spine_geometry() if geometry is None else geometry
+    path = dataset_path("thoracolumbar/scoliotic_curve.csv") if path is None else path
+    columns = ("lateral_bending_deg", "axial_rotation_deg", "flexion_extension_deg")
+    table = read_table(path, ("joint",), optional=columns, text=("joint",), others="ignore",
+                       min_rows=1)
+    if not any(c in table for c in columns):
+        raise ValueError(f"{path}: expected at least one of the columns {list(columns)}")
+    names = ("S1",) + geometry.names
+    joints = [f"{names[k + 1]}-{names[k]}" for k in range(len(geometry.names))]
+    curve = np.zeros((len(joints), 3))
+    seen = set()
+    for row, joint in enumerate(table["joint"]):
+        if joint not in joints:
+            raise ValueError(f"{path}: joint {str(joint)!r} (data row {row + 1}) is not a joint of "
+                             f"the spine; expected one of {joints}")
+        if joint in seen:
+            raise ValueError(f"{path}: joint {str(joint)!r} is listed twice")
+        seen.add(joint)
+        for d, column in enumerate(columns):
+            if column in table:
+                curve[joints.index(joint), d] = np.radians(table[column][row])
+    return curve
 
 
 def _halfway(lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
@@ -219,14 +312,16 @@ def segment_masses(geometry: SpineGeometry, body_mass: float, trunk_share: float
 
 def thoracolumbar_spine(body_mass: float = 73.0, trunk_share: float = DE_LEVA_TRUNK_SHARE,
                         rotation_damping: float = 1.0, translation_damping: float = 2000.0,
-                        gravity=(0.0, 0.0, 0.0)) -> SpatialChain:
+                        gravity=(0.0, 0.0, 0.0), curve=None) -> SpatialChain:
     """Liu's thoracolumbar spine (chapter 4): L5 ... T1 on a fixed sacrum `"S1"`, each level
     joined to the one below by a `TableBushing` at the centre of the disc between them.
 
     **Arguments:** `body_mass` (kg) and `trunk_share` (of body mass, default de Leva's upper plus
     middle trunk) give the masses (`segment_masses`); `rotation_damping` (N m s/rad) and
     `translation_damping` (N s/m), the same at every level; `gravity` (m/s^2, ground axes, e2
-    superior; default none, as in a flexibility test).
+    superior; default none, as in a flexibility test); `curve` (`(17, 3)`, rad: joint
+    rotations that `bent_geometry` applies to Liu's shape, such as `spinal_curve()`'s
+    scoliosis; the bent shape is the rest shape, every joint unloaded in it).
 
     **Returns:** a `SpatialChain` named `("S1", "L5", ..., "T1")`; joint `k` joins body `k - 1`
     (the sacrum for `k = 0`) to body `k`; its frames sit at the disc centre, midway between
@@ -240,10 +335,12 @@ def thoracolumbar_spine(body_mass: float = 73.0, trunk_share: float = DE_LEVA_TR
     if rotation_damping < 0 or translation_damping < 0:
         raise ValueError("thoracolumbar_spine: damping must be >= 0")
     geometry = liu_spine_geometry()
+    if curve is not None:
+        geometry = bent_geometry(geometry, curve)
     masses = segment_masses(geometry, body_mass, trunk_share)
     ranges = joint_ranges()
     base_pose = np.concatenate([geometry.base_position,
-                                np.asarray(euler123_angles(geometry.rotations[0]))])
+                                np.asarray(euler123_angles(geometry.base_axes))])
     poses = [base_pose]
     bodies = []
     for k, name in enumerate(geometry.names):
@@ -255,18 +352,14 @@ def thoracolumbar_spine(body_mass: float = 73.0, trunk_share: float = DE_LEVA_TR
         poses.append(pose)
         bodies.append(SpatialBody(mass=jnp.asarray(masses[k]), inertia=jnp.asarray(inertia),
                                   reference_pose=jnp.asarray(pose)))
-    rotations = np.vstack([geometry.rotations[:1], geometry.rotations])
-    ups = rotations[:, :, 1]
-    heights = np.concatenate([[0.0], geometry.heights])
+    rotations = np.vstack([geometry.base_axes[None], geometry.rotations])
+    discs = geometry.disc_frames()
     damping = np.array([translation_damping] * 3 + [rotation_damping] * 3)
     elements = []
     names = ("S1",) + geometry.names
     for k in range(len(bodies)):
         lower, upper = poses[k], poses[k + 1]
-        top = lower[:3] + heights[k] / 2 * ups[k]
-        bottom = upper[:3] - heights[k + 1] / 2 * ups[k + 1]
-        centre = 0.5 * (top + bottom)
-        disc = _halfway(rotations[k], rotations[k + 1])
+        centre, disc = discs[0][k], discs[1][k]
         frames = [(rotations[i].T @ (centre - pose[:3]),
                    np.asarray(euler123_angles(rotations[i].T @ disc)))
                   for i, pose in ((k, lower), (k + 1, upper))]

@@ -70,11 +70,13 @@ def _check_gimbal(nu, cos_nu2, where: str):
     )
 
 
-def euler123_angles(rotation: Float[ArrayLike, "3 3"]) -> Float[Array, "3"]:
+def euler123_angles(rotation: Float[ArrayLike, "3 3"], check: bool = True
+                    ) -> Float[Array, "3"]:
     """The 1-2-3 Euler angles (rad) of a rotation tensor `(3, 3)` (inverse of
     `euler123_rotation`): `nu_2 = asin(Q_13)` in [-pi/2, pi/2], `nu_1 = atan2(-Q_23, Q_33)`,
     `nu_3 = atan2(-Q_12, Q_11)` in (-pi, pi]. Raises (also under jit) near the singularity
-    `|cos nu_2| < GIMBAL_TOLERANCE` instead of returning arbitrary angles."""
+    `|cos nu_2| < GIMBAL_TOLERANCE` instead of returning arbitrary angles; `check=False` (for
+    a solver's trial points, which it rejects by their residual) returns them unchecked."""
     q = jnp.asarray(rotation, dtype=float)
     cos_nu2 = jnp.hypot(q[0, 0], q[0, 1])
     nu = jnp.array([
@@ -82,7 +84,7 @@ def euler123_angles(rotation: Float[ArrayLike, "3 3"]) -> Float[Array, "3"]:
         jnp.arctan2(q[0, 2], cos_nu2),
         jnp.arctan2(-q[0, 1], q[0, 0]),
     ])
-    return _check_gimbal(nu, cos_nu2, "euler123_angles")
+    return _check_gimbal(nu, cos_nu2, "euler123_angles") if check else nu
 
 
 def euler_basis(nu: Float[ArrayLike, "3"]) -> Float[Array, "3 3"]:

@@ -25,6 +25,7 @@ from ._pair import AbstractVertebralPair as AbstractVertebralPair
 from ._pinned_pair import PinnedPair as PinnedPair
 from ._planar_pair import PlanarBody as PlanarBody, PlanarPair as PlanarPair
 from ._spatial_chain import (
+    ChainLink as ChainLink,
     lumbar_models as lumbar_models,
     prescribed_motion as prescribed_motion,
     SpatialChain as SpatialChain,

@@ -17,6 +17,33 @@ from ._mechanics import AbstractLagrangianSystem
 from ._spatial_pair import SpatialBody
 
 
+class ChainLink(eqx.Module):
+    """A bushing joining any two bodies of a `SpatialChain` besides its joints: a segment of an
+    implant rod between the screws of two vertebrae, or a tissue spanning levels.
+
+    Fields: `lower` and `upper` (static: indices into the chain's `body_names`, 0 for the base,
+    `k + 1` for free body `k`; `lower < upper`), `element` (an `AbstractBushing` whose frame 1
+    is on body `lower`, frame 2 on body `upper`), `name` (static, for reports).
+    """
+
+    lower: int = eqx.field(static=True)
+    upper: int = eqx.field(static=True)
+    element: AbstractBushing
+    name: str = eqx.field(static=True, default="")
+
+
+def _stacked(elements):
+    # The elements as one batched element when they share a layout (one traced energy,
+    # vmapped: a far smaller program for long chains), else None.
+    first = jax.tree.structure(elements[0])
+    shapes = [jnp.shape(leaf) for leaf in jax.tree.leaves(elements[0])]
+    for element in elements[1:]:
+        if (jax.tree.structure(element) != first
+                or [jnp.shape(leaf) for leaf in jax.tree.leaves(element)] != shapes):
+            return None
+    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *elements)
+
+
 class SpatialChain(AbstractLagrangianSystem):
     """Free vertebrae stacked on a fixed base pose, bushing `k` joining body `k - 1` (the base
     for `k = 0`) to body `k`.
@@ -40,8 +67,14 @@ class SpatialChain(AbstractLagrangianSystem):
     loads: tuple[AbstractLoad, ...]
     gravity: Float[Array, "3"]
     names: tuple[str, ...] = eqx.field(static=True, default=())
+    links: tuple[ChainLink, ...] = ()
 
     def __check_init__(self):
+        for link in self.links:
+            if not 0 <= link.lower < link.upper <= len(self.bodies):
+                raise ValueError(f"SpatialChain: link {link.name or ''} joins bodies "
+                                 f"{link.lower} and {link.upper}; expected 0 <= lower < upper <= "
+                                 f"{len(self.bodies)} (indices of body_names, 0 the base)")
         if len(self.elements) != len(self.bodies):
             raise ValueError(f"SpatialChain: {len(self.bodies)} bodies need as many joints, "
                              f"got {len(self.elements)}")
@@ -89,15 +122,23 @@ class SpatialChain(AbstractLagrangianSystem):
         return total
 
     def _stacked_elements(self):
-        # The joints as one batched element when they share a layout (one traced energy,
-        # vmapped over joints: a far smaller program for long chains), else None.
-        first = jax.tree.structure(self.elements[0])
-        shapes = [jnp.shape(leaf) for leaf in jax.tree.leaves(self.elements[0])]
-        for element in self.elements[1:]:
-            if (jax.tree.structure(element) != first
-                    or [jnp.shape(leaf) for leaf in jax.tree.leaves(element)] != shapes):
-                return None
-        return jax.tree.map(lambda *leaves: jnp.stack(leaves), *self.elements)
+        # The joints as one batched element when they share a layout, else None.
+        return _stacked(self.elements)
+
+    def _link_sum(self, poses, rates, function):
+        # Sum of `function(element, lower pose, upper pose, lower rate, upper rate)` over the
+        # links, vmapped when they share a layout.
+        if not self.links:
+            return 0.0
+        lower = jnp.stack([poses[link.lower] for link in self.links])
+        upper = jnp.stack([poses[link.upper] for link in self.links])
+        lower_rate = jnp.stack([rates[link.lower] for link in self.links])
+        upper_rate = jnp.stack([rates[link.upper] for link in self.links])
+        stacked = _stacked([link.element for link in self.links])
+        if stacked is not None:
+            return jnp.sum(jax.vmap(function)(stacked, lower, upper, lower_rate, upper_rate))
+        return sum(function(link.element, lower[i], upper[i], lower_rate[i], upper_rate[i])
+                   for i, link in enumerate(self.links))
 
     def _pose_pairs(self, q):
         poses = jnp.concatenate([self.base_pose[None], q.reshape(-1, 6)])
@@ -114,7 +155,8 @@ class SpatialChain(AbstractLagrangianSystem):
                           for k, element in enumerate(self.elements))
         gravity = sum(-body.mass * self.gravity @ poses[k + 1][:3]
                       for k, body in enumerate(self.bodies))
-        return elastic + gravity
+        links = self._link_sum(poses, poses, lambda e, a, b, u, v: e.energy(a, b))
+        return elastic + gravity + links
 
     def _rates(self, qdot) -> list:
         # Pose rates `[base (zero), body_0, ...]`, matching `poses`.
@@ -126,11 +168,15 @@ class SpatialChain(AbstractLagrangianSystem):
         if stacked is not None:
             lower, upper = self._pose_pairs(q)
             rates = jnp.concatenate([jnp.zeros((1, 6), qdot.dtype), qdot.reshape(-1, 6)])
-            return jnp.sum(jax.vmap(lambda e, a, b, u, v: e.dissipation(a, b, u, v))(
+            joints = jnp.sum(jax.vmap(lambda e, a, b, u, v: e.dissipation(a, b, u, v))(
                 stacked, lower, upper, rates[:-1], rates[1:]))
-        poses, rates = self.poses(q), self._rates(qdot)
-        return sum(element.dissipation(poses[k], poses[k + 1], rates[k], rates[k + 1])
-                   for k, element in enumerate(self.elements)) + jnp.zeros((), dtype=q.dtype)
+        else:
+            poses, rates = self.poses(q), self._rates(qdot)
+            joints = sum(element.dissipation(poses[k], poses[k + 1], rates[k], rates[k + 1])
+                         for k, element in enumerate(self.elements))
+        links = self._link_sum(self.poses(q), self._rates(qdot),
+                               lambda e, a, b, u, v: e.dissipation(a, b, u, v))
+        return joints + links + jnp.zeros((), dtype=q.dtype)
 
     def generalized_forces(self, t, q, qdot):
         load = sum((load.value(t) for load in self.loads), jnp.zeros(self.n_dof, dtype=q.dtype))
@@ -167,6 +213,20 @@ class SpatialChain(AbstractLagrangianSystem):
             arm = element.frames(poses[k], poses[k + 1])[3] - poses[k + 1][:3]
             rows.append(jnp.concatenate([force, moment + jnp.cross(arm, force)]))
         return jnp.stack(rows)
+
+    def link_loads(self, q, qdot=None) -> Float[Array, "m 2 6"]:
+        """`(links, 2, 6)`: the force and moment (ground axes, N and N m) that each link exerts
+        on its lower body (row 0, moment about frame 1's origin) and on its upper body (row 1,
+        about frame 2's origin), at the poses `q` and rates `qdot` (default at rest)."""
+        qdot = jnp.zeros_like(q) if qdot is None else qdot
+        poses, rates = self.poses(q), self._rates(qdot)
+        rows = []
+        for link in self.links:
+            a, b = poses[link.lower], poses[link.upper]
+            (m1, f1), (m2, f2) = link.element.wrenches(a, b, rates[link.lower],
+                                                       rates[link.upper])
+            rows.append(jnp.stack([jnp.concatenate([f1, m1]), jnp.concatenate([f2, m2])]))
+        return jnp.stack(rows) if rows else jnp.zeros((0, 2, 6), dtype=q.dtype)
 
 
 def chain_generalized_loads(q: Float[Array, " n"], load: Float[Array, " n"]) -> Float[Array, " n"]:

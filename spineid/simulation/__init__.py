@@ -1,6 +1,14 @@
 """Simulation: integrating a model's motion with diffrax, quasi-static equilibria, and
 flexibility tests of spine models."""
 
+from ._chain_equilibrium import (
+    assemble_links as assemble_links,
+    chain_equilibrium as chain_equilibrium,
+    chain_flexibility as chain_flexibility,
+    ChainEquilibrium as ChainEquilibrium,
+    ChainPath as ChainPath,
+    engaged as engaged,
+)
 from ._equilibrium import (
     equilibrium as equilibrium,
     Equilibrium as Equilibrium,

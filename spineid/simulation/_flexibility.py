@@ -55,12 +55,18 @@ def load_steps(moment: float, steps: int) -> np.ndarray:
 
 
 def check_sweepable(chain: SpatialChain, what: str) -> None:
-    """Refuse, naming `what`, a chain a flexibility test cannot load with pure moments alone:
-    one with gravity (tests apply pure moments to a spine without it), or whose joints differ
-    in layout (element types, table sizes: they are solved as one batch)."""
+    """Refuse, naming `what`, a chain a joint-by-joint flexibility test cannot solve: one with
+    gravity (tests apply pure moments to a spine without it), with links spanning joints (an
+    implant rod: `chain_flexibility` solves those), or whose joints differ in layout (element
+    types, table sizes: they are solved as one batch)."""
     if np.any(np.asarray(chain.gravity) != 0):
         raise ValueError(f"{what}: the chain has gravity; flexibility tests apply pure moments "
                          "to a spine without it (build the model with gravity (0, 0, 0))")
+    if chain.links:
+        named = ", ".join(link.name or "unnamed" for link in chain.links)
+        raise ValueError(f"{what}: the chain has links ({named}) that span joints, so a moment "
+                         "does not pass joint by joint; use chain_flexibility, which solves "
+                         "every coordinate at once")
     if len(chain.elements) > 1 and chain._stacked_elements() is None:
         raise ValueError(f"{what}: the chain's joints differ in layout (element types or table "
                          "sizes) and cannot be solved as one batch")

@@ -115,6 +115,11 @@ def chain_document(chain: SpatialChain) -> dict:
     """The `spatial_chain` model-file document of `chain` (`dumps_toml` writes it): base,
     bodies and joints (table bushings with piecewise-linear laws, or classic and spine
     bushings), gravity. Loads are not written (give them in the file's `[[loads]]`)."""
+    if chain.links:
+        raise ValueError(f"chain_document: the chain has {len(chain.links)} links (implant rods "
+                         "or other bushings spanning joints), which the spatial_chain file kind "
+                         "cannot hold yet; write the spine without them and add them in Python "
+                         "(spineid.instrument)")
     names = chain.body_names
     document = {"kind": "spatial_chain", "gravity": _numbers(chain.gravity),
                 "base": {"name": names[0], "pose": _numbers(chain.base_pose)}, "bodies": [],
