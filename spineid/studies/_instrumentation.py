@@ -15,7 +15,9 @@ from ..models._spatial_chain import SpatialChain
 from ..simulation import (
     assemble_links, chain_flexibility, ChainPath, DIRECTIONS, FlexibilityTest, joint_names,
 )
-from ..simulation._flexibility import _joint_changes, _limits
+from ..simulation._flexibility import (
+    _joint_changes, _limits, check_sweepable, spine_flexibility,
+)
 
 
 def coronal_tilts(q) -> np.ndarray:
@@ -171,13 +173,18 @@ class MotionChange:
 def motion_change(chain: SpatialChain, rods, shape=None, body: str = "T1",
                   moment: float = 5.0, steps: int = 10, assembly_steps: int = 10,
                   stability: bool = True) -> MotionChange:
-    """The whole-spine flexibility test (`chain_flexibility`: a pure moment on `body` up to
-    `moment` N m in `steps` steps per side) of `chain` alone and with `rods` (contoured to
+    """The whole-spine flexibility test (a pure moment on `body` up to `moment` N m in `steps`
+    steps per side: `spine_flexibility` where the joints carry it one by one, else
+    `chain_flexibility`) of `chain` alone and with `rods` (contoured to
     `shape`, pulled into place by `correct_curve`, the test starting from the corrected
     posture; `stability` as in `chain_flexibility`). `MotionChange.table` compares each level's
     range of motion."""
     correction = correct_curve(chain, rods, shape, assembly_steps)
-    before = chain_flexibility(chain, body, moment, steps, stability=stability)
+    try:  # without links or gravity the joint-by-joint solve is exact, and faster
+        check_sweepable(chain, "motion_change")
+        before = spine_flexibility(chain, body, moment, steps, stability=stability)
+    except ValueError:
+        before = chain_flexibility(chain, body, moment, steps, stability=stability)
     after = chain_flexibility(correction.chain, body, moment, steps, start=correction.q,
                               stability=stability)
     return MotionChange(before=before, after=after, correction=correction)
