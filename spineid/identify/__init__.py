@@ -2,6 +2,14 @@
 fitting stiffness matrices, load laws and segment parameters to quasi-static tests, with
 standard errors and identifiability."""
 
+from ._design import (
+    Candidate as Candidate,
+    candidate_sensitivities as candidate_sensitivities,
+    CRITERIA as CRITERIA,
+    design as design,
+    Design as Design,
+    peak_loads as peak_loads,
+)
 from ._fit import analyse as analyse, fit as fit, fit_many as fit_many
 from ._goodness import assess_fit as assess_fit, GoodnessOfFit as GoodnessOfFit
 from ._least_squares import (

@@ -1,0 +1,373 @@
+"""Experiment design: which of the experiments a rig can run (load cases, each a model with its
+loads and initial pose, sampled at chosen times) tell the most about the free parameters.
+
+Each candidate experiment `c` contributes the Fisher information `F_c = J_c^T J_c` of its
+noise-weighted sensitivities `J_c = d(prediction / sigma) / d theta`, computed exactly by
+forward-mode differentiation through the ODE at the nominal parameters (the model's values).
+Independent experiments add: a design `S` has `F_S = sum_{c in S} F_c`, and its Cramer-Rao
+covariance is `F_S^-1` (Fisher 1925; Fedorov, Theory of Optimal Experiments, 1972, ch. 2).
+The criteria compare designs on the information in relative units, `M = D F D` with `D`
+the nominal magnitudes (`D_ii = |theta_i|`):
+
+- `"D"`: maximise `log det M` (the volume of the confidence ellipsoid, in relative units);
+- `"A"`: minimise `trace M^-1` (the sum of the squared relative standard errors);
+- `"E"`: maximise the smallest eigenvalue of `M` (the worst-determined direction);
+- a sequence of parameter names: minimise the sum of their squared relative standard errors.
+
+The search over the candidates is greedy (add the best candidate while the budget allows), then
+exchanges (swap a chosen candidate for another while the criterion improves): Fedorov's
+exchange algorithm for a discrete design space. What no selection can determine is the null
+space of the information of all candidates together: it is reported, since no design among
+these candidates will ever identify it.
+"""
+
+import dataclasses
+import time
+from collections.abc import Sequence
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..io._measurements import Measurement
+from ..models._loads import PLANAR_LOAD_COMPONENTS
+from ..models._spatial_pair import SPATIAL_LOAD_COMPONENTS
+from ..simulation._simulate import simulate
+from ._objective import _evaluate, _objective, _scales
+from ._problem import FitProblem, check_noise
+from ._result_family import json_number
+from ._uncertainty import fisher_analysis, RANK_RTOL
+
+CRITERIA = ("D", "A", "E")
+"""Named design criteria (module docstring); a sequence of parameter names asks for their
+Cramer-Rao errors."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """An experiment the rig can run: `name`, `model` (the specimen's model with this
+    experiment's loads and initial pose: the same free parameters and nominal values as every
+    other candidate), `times` (s, `(k,)`, the sampling, from 0; its span is the experiment's
+    duration)."""
+
+    name: str
+    model: object
+    times: np.ndarray
+
+    def __post_init__(self):
+        times = np.asarray(self.times, dtype=float)
+        if times.ndim != 1 or times.size < 3 or not np.all(np.isfinite(times)) \
+                or np.any(np.diff(times) <= 0) or times[0] < 0:
+            raise ValueError(f"candidate {self.name!r}: times must be at least 3 increasing "
+                             "finite sample times (s) from 0 or later")
+        object.__setattr__(self, "times", times)
+
+    @property
+    def duration(self) -> float:
+        """Length of the experiment (s): the span of `times`."""
+        return float(self.times[-1] - self.times[0])
+
+
+def _load_names(model) -> tuple[str, ...]:
+    names = getattr(model, "load_components", None)
+    if names is not None:
+        return tuple(names)
+    size = sum(np.size(load.value(0.0)) for load in model.loads[:1]) if model.loads else 0
+    return {3: PLANAR_LOAD_COMPONENTS, 6: SPATIAL_LOAD_COMPONENTS}.get(size, ())
+
+
+def peak_loads(candidate: Candidate) -> tuple[float, float]:
+    """`(force, moment)`: the largest absolute force component (N) and moment component (N m)
+    the candidate's loads reach over its span (components named `F...` and `M...`), looked
+    up on a grid ten times finer than its sampling."""
+    model = candidate.model
+    if not getattr(model, "loads", ()):
+        return 0.0, 0.0
+    names = _load_names(model)
+    grid = np.linspace(candidate.times[0], candidate.times[-1], 10 * candidate.times.size)
+    values = np.asarray(jax.vmap(lambda t: sum(load.value(t) for load in model.loads))(
+        jnp.asarray(grid)))
+    force = [i for i, n in enumerate(names) if n.startswith("F")]
+    moment = [i for i, n in enumerate(names) if n.startswith("M")]
+    peak = [float(np.max(np.abs(values[:, index]))) if index else 0.0
+            for index in (force, moment)]
+    return peak[0], peak[1]
+
+
+def _check_limits(candidates, limits) -> None:
+    unknown = set(limits) - {"force", "moment", "duration", "total"}
+    if unknown:
+        raise ValueError(f"limits {sorted(unknown)}: expected 'force' (N), 'moment' (N m), "
+                         "'duration' (s, of each experiment) or 'total' (s, of the design)")
+    for key, value in limits.items():
+        if not (isinstance(value, (int, float)) and value > 0):
+            raise ValueError(f"limits[{key!r}] = {value!r}: expected a positive number")
+    for candidate in candidates:
+        force, moment = peak_loads(candidate)
+        reached = {"force": force, "moment": moment, "duration": candidate.duration}
+        for key, limit in limits.items():
+            if key != "total" and reached[key] > limit * (1 + 1e-12):
+                units = {"force": "N", "moment": "N m", "duration": "s"}[key]
+                raise ValueError(f"candidate {candidate.name!r}: its {key} reaches "
+                                 f"{reached[key]:.4g} {units}, beyond the rig's limit "
+                                 f"{limit:.4g} {units}; leave it out or scale it down")
+
+
+def candidate_sensitivities(candidate: Candidate, free: Sequence[str], noise: dict[str, float]
+                            ) -> tuple[FitProblem, np.ndarray]:
+    """`(problem, J)`: the one-experiment `FitProblem` of `candidate` (its data the noise-free
+    simulation at the nominal parameters) and its noise-weighted sensitivity matrix `J`
+    (`(k c, p)`, 1/SI of each parameter: d(prediction/sigma)/d theta, forward mode through
+    the ODE)."""
+    model = candidate.model
+    simulation = simulate(model, candidate.times)
+    observed = np.stack([np.asarray(model.observe(q)) for q in np.asarray(simulation.q)])
+    measurement = Measurement(candidate.times, observed, tuple(model.observable_names),
+                              source=f"candidate {candidate.name!r}")
+    try:
+        problem = FitProblem(model, measurement, free, noise)
+    except ValueError as error:
+        raise ValueError(f"candidate {candidate.name!r}: {error}") from None
+    sigma = np.array([problem.noise[c] for c in problem.channels])
+    objective = _objective(problem, sigma, problem.transform(), diffrax.ForwardMode(), 20_000)
+    jacobian = np.asarray(_evaluate(objective, jnp.asarray(problem.start))[0])
+    return problem, jacobian
+
+
+def _score(information: np.ndarray, criterion, targets: np.ndarray | None,
+           ridge: float) -> float:
+    # Larger is better. The ridge keeps a design that does not yet determine everything
+    # comparable while the greedy search builds it up; it is far below any determined
+    # direction (1e-9 of the mean eigenvalue of all candidates' information).
+    m = information + ridge * np.eye(len(information))
+    if criterion == "D":
+        return float(np.linalg.slogdet(m)[1])
+    if criterion == "E":
+        return float(np.linalg.eigvalsh(m)[0])
+    inverse = np.linalg.inv(m)
+    diagonal = np.diag(inverse)
+    return -float(np.sum(diagonal if targets is None else diagonal[targets]))
+
+
+@dataclasses.dataclass
+class Design:
+    """The outcome of `design`.
+
+    Fields: `names` (free parameters), `values` (nominal, SI), `criterion`, `chosen`
+    (candidate names, in the order found), `stderr` and `baseline_stderr` (`(p,)`, SI:
+    predicted Cramer-Rao errors with the design and with `baseline`, NaN where not
+    individually identifiable), `baseline` (candidate names, or `()`), `identifiable` and
+    `baseline_identifiable` (`(p,)` bool), `never` (what no selection of the candidates
+    determines: each a parameter change `{name: component}` (SI, largest component 1) that
+    changes no candidate's prediction, a null vector of all candidates' information together), `duration` (s, the chosen experiments' total), `seconds`,
+    `warnings`.
+    """
+
+    names: list[str]
+    values: np.ndarray
+    criterion: object
+    chosen: tuple[str, ...]
+    stderr: np.ndarray
+    baseline: tuple[str, ...]
+    baseline_stderr: np.ndarray
+    identifiable: np.ndarray
+    baseline_identifiable: np.ndarray
+    never: list[dict]
+    duration: float
+    seconds: float
+    warnings: list[str]
+    problems: dict = dataclasses.field(repr=False, default_factory=dict)
+
+    def relative_stderr(self) -> np.ndarray:
+        """`(p,)`: predicted standard errors over the nominal magnitudes."""
+        return self.stderr / np.abs(self.values)
+
+    def problem(self) -> FitProblem:
+        """The `FitProblem` of the chosen experiments together (one load case each, their data
+        the noise-free simulations at the nominal values): simulate noise on it and fit, to
+        check the design (`fit_many`)."""
+        chosen = [self.problems[name] for name in self.chosen]
+        return FitProblem(chosen[0].model, [p.measurements[0] for p in chosen],
+                          self.names, chosen[0].noise, models=[p.model for p in chosen])
+
+    def summary(self) -> str:
+        """What to run and what it will determine, as text."""
+        criterion = (self.criterion if isinstance(self.criterion, str)
+                     else "Cramer-Rao errors of " + ", ".join(self.criterion))
+        lines = [f"design ({criterion}-optimal): run {', '.join(self.chosen)} "
+                 f"({self.duration:.3g} s of testing; found in {self.seconds:.1f} s)"]
+        head = f"{'parameter':30s} {'nominal':>11s} {'stderr':>22s}"
+        if self.baseline:
+            head += f" {'with ' + '+'.join(self.baseline):>24s}"
+        lines.append(head)
+
+        def shown(error, value):
+            return f"{error:.3g} ({abs(error / value):.1%})" if np.isfinite(error) \
+                else "not identifiable"
+
+        for i, name in enumerate(self.names):
+            row = f"{name:30s} {self.values[i]:11.4g} {shown(self.stderr[i], self.values[i]):>22s}"
+            if self.baseline:
+                row += f" {shown(self.baseline_stderr[i], self.values[i]):>24s}"
+            lines.append(row)
+        gained = [n for n, a, b in zip(self.names, self.identifiable, self.baseline_identifiable)
+                  if a and not b]
+        if self.baseline and gained:
+            lines.append("identifiable with the design, not with the baseline: "
+                         + ", ".join(gained))
+        for direction in self.never:
+            lines.append("no selection of these candidates sees the change "
+                         + ", ".join(f"{n} by {c:+.3g} t" for n, c in direction.items())
+                         + " (any t)")
+        lines += [f"WARNING: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+    def report(self) -> dict:
+        """JSON-ready form."""
+        return {"criterion": self.criterion if isinstance(self.criterion, str)
+                else list(self.criterion),
+                "chosen": list(self.chosen), "baseline": list(self.baseline),
+                "duration": self.duration, "seconds": self.seconds,
+                "parameters": [{"name": n, "nominal": float(v), "stderr": json_number(e),
+                                "baseline_stderr": json_number(b),
+                                "identifiable": bool(i)}
+                               for n, v, e, b, i in zip(self.names, self.values, self.stderr,
+                                                        self.baseline_stderr,
+                                                        self.identifiable)],
+                "never_determined": self.never, "warnings": list(self.warnings)}
+
+
+def design(candidates: Sequence[Candidate], free: Sequence[str], noise: dict[str, float], *,
+           criterion="D", budget: int = 1, baseline: Sequence[str] = (),
+           limits: dict | None = None) -> Design:
+    """Choose `budget` of the `candidates` (distinct experiments) that best determine the
+    `free` parameters under `noise` (per channel standard deviations, SI), by `criterion`
+    (`"D"`, `"A"`, `"E"`, or a sequence of free parameter names whose Cramer-Rao errors to
+    minimise; module docstring), within the rig's `limits`: `"force"` (N), `"moment"` (N m)
+    and `"duration"` (s) that every candidate must keep within (one beyond them is refused),
+    and `"total"` (s), the longest total test time of the chosen experiments. `baseline`:
+    names of candidates that make the current protocol, whose predicted errors are reported
+    beside the design's.
+
+    Returns a `Design`. Candidates that cannot be simulated or do not excite the joint, a
+    criterion naming a parameter that is not free, a candidate beyond the limits, repeated
+    names or a budget beyond the candidates raise `ValueError` naming them.
+    """
+    started = time.perf_counter()
+    candidates = list(candidates)
+    if not candidates:
+        raise ValueError("design: no candidate experiments given")
+    labels = [c.name for c in candidates]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"design: candidate names repeat: {labels}")
+    if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= len(
+            candidates):
+        raise ValueError(f"budget {budget!r}: expected a whole number of experiments from 1 "
+                         f"to {len(candidates)} (the candidates)")
+    unknown = [name for name in baseline if name not in labels]
+    if unknown:
+        raise ValueError(f"baseline {unknown}: not among the candidates {labels}")
+    if isinstance(criterion, str):
+        if criterion not in CRITERIA:
+            raise ValueError(f"criterion {criterion!r}: expected one of {list(CRITERIA)} or "
+                             "a list of free parameter names")
+    elif not criterion or isinstance(criterion, (bytes, dict)):
+        raise ValueError(f"criterion {criterion!r}: expected one of {list(CRITERIA)} or a "
+                         "list of free parameter names")
+    limits = dict(limits or {})
+    _check_limits(candidates, limits)
+    durations = {c.name: c.duration for c in candidates}
+    total = limits.get("total", np.inf)
+    if min(durations.values()) > total:
+        raise ValueError(f"limits['total'] = {total} s: shorter than every candidate "
+                         f"(the shortest lasts {min(durations.values()):.4g} s)")
+    problems, jacobians = {}, {}
+    for candidate in candidates:
+        problems[candidate.name], jacobians[candidate.name] = candidate_sensitivities(
+            candidate, free, noise)
+    first = problems[labels[0]]
+    names, values = first.names, first.start
+    for label in labels[1:]:
+        other = problems[label]
+        if other.names != names or not np.allclose(other.start, values, rtol=1e-12, atol=0):
+            raise ValueError(f"candidate {label!r}: its free parameters or their values differ "
+                             f"from {labels[0]!r}'s ({other.names} = {other.start} against "
+                             f"{names} = {values}); every candidate is the same specimen")
+    targets = None
+    if not isinstance(criterion, str):
+        criterion = tuple(criterion)
+        missing = [name for name in criterion if name not in names]
+        if missing:
+            raise ValueError(f"criterion names {missing}, which are not free parameters; the "
+                             f"free parameters are {names}")
+        targets = np.array([names.index(name) for name in criterion])
+    scales = _scales(values, first.transform())
+    information = {label: (jacobians[label] * scales).T @ (jacobians[label] * scales)
+                   for label in labels}
+    everything = sum(information.values())
+    eigenvalues, vectors = np.linalg.eigh(everything)
+    ridge = 1e-9 * max(float(np.trace(everything)) / len(names), 1e-300)
+
+    def score(selection) -> float:
+        if sum(durations[label] for label in selection) > total * (1 + 1e-12):
+            return -np.inf
+        return _score(sum(information[label] for label in selection), criterion, targets,
+                      ridge)
+
+    chosen: list[str] = []
+    for _ in range(budget):  # greedy, while the total time allows
+        scored = [(score(chosen + [label]), label) for label in labels if label not in chosen]
+        best_score, best = max(scored)
+        if best_score == -np.inf:
+            break
+        chosen.append(best)
+    improved = True
+    while improved:  # exchanges
+        improved = False
+        current = score(chosen)
+        for i in range(len(chosen)):
+            for label in labels:
+                if label in chosen:
+                    continue
+                trial = chosen[:i] + [label] + chosen[i + 1:]
+                if score(trial) > current + 1e-12 * abs(current):
+                    chosen, current, improved = trial, score(trial), True
+    warnings = []
+
+    def predicted(selection):
+        if not selection:
+            return np.full(len(names), np.nan), np.zeros(len(names), bool)
+        jacobian = np.concatenate([jacobians[label] for label in selection])
+        covariance, identifiability = fisher_analysis(jacobian, values, scales, names)
+        return np.sqrt(np.diag(covariance)), identifiability.identifiable
+
+    stderr, identifiable = predicted(chosen)
+    baseline_stderr, baseline_identifiable = predicted(list(baseline))
+    tolerance = (RANK_RTOL ** 2) * eigenvalues[-1]
+    never = []
+    for k in np.flatnonzero(eigenvalues <= tolerance):
+        # A null vector v of the scaled information is the parameter change D v (SI) that
+        # changes no candidate's prediction (to first order).
+        direction = vectors[:, k] * scales
+        direction /= direction[np.argmax(np.abs(direction))]
+        never.append({name: float(c) for name, c in zip(names, direction) if abs(c) > 1e-9})
+    if never:
+        warnings.append(
+            f"{len(never)} direction(s) of parameter change are seen by no selection of these "
+            "candidates (the null space of all their information together), so the parameters "
+            "along them are determined by none: a different kind of experiment or another "
+            "measured channel is needed, not more of these")
+    if not np.all(identifiable):
+        left = [n for n, ok in zip(names, identifiable) if not ok]
+        warnings.append(f"not identifiable with the design: {', '.join(left)}")
+    if len(chosen) < budget:
+        warnings.append(f"{len(chosen)} of the {budget} experiments asked for fit in the total "
+                        f"test time of {total:g} s")
+    duration = float(sum(durations[label] for label in chosen))
+    return Design(names=list(names), values=np.asarray(values), criterion=criterion,
+                  chosen=tuple(chosen), stderr=stderr, baseline=tuple(baseline),
+                  baseline_stderr=baseline_stderr, identifiable=identifiable,
+                  baseline_identifiable=baseline_identifiable, never=never,
+                  duration=duration, seconds=time.perf_counter() - started,
+                  warnings=warnings, problems=problems)

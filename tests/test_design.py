@@ -1,0 +1,154 @@
+"""Experiment design (`spineid.design`) on the planar pair of three axial springs, with load
+cases of one component at one frequency as the candidates.
+
+Oracles: brute force over every pair of candidates, each pair's Cramer-Rao covariance computed
+by `spineid.analyse` on the two-load-case problem (the design adds per-candidate information
+instead); the spread of estimates over noisy simulations of the design, fitted (the realised
+standard errors); an analytic null space (two springs at one point are seen only through their
+sum, whatever the loads).
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import spineid
+from helpers import AXIAL_SPRINGS, document
+
+pytestmark = pytest.mark.xdist_group("design")
+
+TS = np.linspace(0.0, 0.2, 101)
+NOISE = {"x": 5e-6, "y": 5e-6, "theta": 1.7e-4}
+AMPLITUDES = {"Fx": 6.0, "Fy": 4.0, "Mz": 0.08}
+FREQUENCIES = (3.0, 8.0, 20.0)
+
+
+def candidate(component, frequency, springs=AXIAL_SPRINGS, amplitude=None):
+    amplitude = AMPLITUDES[component] if amplitude is None else amplitude
+    doc = document(springs=springs, loads=[{"component": component, "amplitude": amplitude,
+                                            "frequency": frequency}])
+    return spineid.Candidate(f"{component}@{frequency:g}Hz", spineid.model_from_document(doc),
+                             TS)
+
+
+@pytest.fixture(scope="module")
+def candidates():
+    return [candidate(c, f) for c in AMPLITUDES for f in FREQUENCIES]
+
+
+@pytest.fixture(scope="module")
+def pair_covariances(candidates):
+    # Relative covariance of every pair, through analyse on the two-case problem.
+    out = {}
+    for a, b in itertools.combinations(candidates, 2):
+        problem = spineid.FitProblem(
+            a.model, [spineid.Measurement(c.times, _simulated(c), ("x", "y", "theta"))
+                      for c in (a, b)],
+            ["stiffness"], NOISE, models=[a.model, b.model])
+        covariance, _ = spineid.analyse(problem)
+        out[(a.name, b.name)] = covariance / np.outer(problem.start, problem.start)
+    return out
+
+
+def _simulated(c):
+    simulation = spineid.simulate(c.model, c.times)
+    return np.stack([np.asarray(c.model.observe(q)) for q in np.asarray(simulation.q)])
+
+
+BRUTE_FORCE = {
+    "D": lambda cov: -np.linalg.slogdet(cov)[1],
+    "A": lambda cov: -np.trace(cov),
+    "E": lambda cov: -np.linalg.eigvalsh(cov)[-1],
+    ("elements[0].stiffness[2]",): lambda cov: -cov[2, 2],
+}
+
+
+@pytest.mark.parametrize("criterion", list(BRUTE_FORCE), ids=str)
+def test_the_design_is_the_best_pair_brute_force_finds(candidates, pair_covariances,
+                                                       criterion):
+    found = spineid.design(candidates, ["stiffness"], NOISE, criterion=criterion, budget=2)
+    scores = {pair: BRUTE_FORCE[criterion](cov) for pair, cov in pair_covariances.items()}
+    best = max(scores, key=scores.get)
+    assert set(found.chosen) == set(best), (found.chosen, best)
+    np.testing.assert_allclose(found.stderr**2 / found.values**2,
+                               np.diag(pair_covariances[best]), rtol=1e-6)
+
+
+def test_realised_standard_errors_are_the_predicted_ones(candidates):
+    found = spineid.design(candidates, ["stiffness"], NOISE, budget=2, baseline=["Fx@3Hz"])
+    problem = found.problem()
+    sigma = np.array([NOISE[c] for c in problem.channels])
+    rng = np.random.default_rng(11)
+    estimates = []
+    for _ in range(50):  # a loop of warm fits: 4x faster here than fit_many's vmap
+        noisy = [spineid.Measurement(m.ts, m.values + rng.normal(size=m.values.shape) * sigma,
+                                     m.channels) for m in problem.measurements]
+        fitted = spineid.fit(spineid.FitProblem(problem.model, noisy, problem.names, NOISE,
+                                                models=problem.models),
+                             spineid.LevenbergMarquardt())
+        assert fitted.converged
+        estimates.append(fitted.values)
+    realised = np.std(estimates, axis=0, ddof=1)
+    # 50 repetitions estimate a standard deviation to about 10%.
+    np.testing.assert_allclose(realised, found.stderr, rtol=0.25)
+    # The design determines each stiffness better than the baseline (Fx at 3 Hz alone).
+    assert np.all(found.stderr < found.baseline_stderr)
+    text = found.summary()
+    assert "design (D-optimal): run" in text and "with Fx@3Hz" in text
+    assert found.report()["chosen"] == list(found.chosen)
+
+
+def test_what_no_design_determines_is_said():
+    # Two springs at one point act as one: only the sum of their stiffnesses is seen.
+    twin = [dict(AXIAL_SPRINGS[0]), dict(AXIAL_SPRINGS[0], stiffness=12000.0),
+            dict(AXIAL_SPRINGS[1])]
+    candidates = [candidate(c, 8.0, springs=twin) for c in AMPLITUDES]
+    found = spineid.design(candidates, ["stiffness"], NOISE, budget=3)
+    assert len(found.never) == 1
+    combination = found.never[0]
+    assert set(combination) == {"elements[0].stiffness[0]", "elements[0].stiffness[1]"}
+    np.testing.assert_allclose(sorted(combination.values()), [-1.0, 1.0], atol=1e-6)
+    assert not found.identifiable[0] and not found.identifiable[1] and found.identifiable[2]
+    assert "seen by no selection of these candidates" in " ".join(found.warnings)
+    assert "elements[0].stiffness[0] by" in found.summary()
+
+
+def test_the_total_test_time_limits_the_design(candidates):
+    found = spineid.design(candidates, ["stiffness"], NOISE, budget=3,
+                           limits={"total": 0.45})
+    assert len(found.chosen) == 2 and found.duration == pytest.approx(0.4)
+    assert "2 of the 3 experiments" in " ".join(found.warnings)
+
+
+@pytest.mark.parametrize("arguments, match", [
+    (dict(criterion=["elements[0].damping[0]"]), "not free parameters"),
+    (dict(criterion="G"), "criterion 'G'"),
+    (dict(budget=0), "budget 0"),
+    (dict(budget=10), "budget 10"),
+    (dict(baseline=["Fz@1Hz"]), "baseline"),
+    (dict(limits={"force": 5.0}), "'Fx@3Hz': its force reaches 6 N, beyond the rig's limit 5 N"),
+    (dict(limits={"moment": 0.05}), "'Mz@3Hz': its moment reaches 0.08 N m, beyond"),
+    (dict(limits={"speed": 1.0}), "limits"),
+    (dict(limits={"total": 0.1}), "shorter than every candidate"),
+])
+def test_bad_designs_say_what_is_wrong(candidates, arguments, match):
+    with pytest.raises(ValueError, match=match):
+        spineid.design(candidates, ["stiffness"], NOISE, **arguments)
+
+
+def test_bad_candidates_say_what_is_wrong(candidates):
+    idle = candidate("Fx", 3.0, amplitude=0.0)
+    idle = spineid.Candidate("idle", idle.model, TS)
+    with pytest.raises(ValueError, match="candidate 'idle': .*nothing excites the joint"):
+        spineid.design(candidates[:2] + [idle], ["stiffness"], NOISE)
+    with pytest.raises(ValueError, match="candidate names repeat"):
+        spineid.design(candidates[:2] + candidates[:1], ["stiffness"], NOISE)
+    softer = candidate("Fy", 3.0, springs=[dict(AXIAL_SPRINGS[0], stiffness=1000.0)]
+                       + AXIAL_SPRINGS[1:])
+    with pytest.raises(ValueError, match="'Fy@3Hz': its free parameters or their values"):
+        spineid.design(candidates[:1] + [softer], ["stiffness"], NOISE)
+    with pytest.raises(ValueError, match="no candidate experiments"):
+        spineid.design([], ["stiffness"], NOISE)
+    with pytest.raises(ValueError, match="times must be"):
+        spineid.Candidate("late", candidates[0].model, [0.2, 0.1, 0.3])
