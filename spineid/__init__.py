@@ -232,6 +232,8 @@ from .identify import (  # noqa: E402
     design as design,
     Design as Design,
     peak_loads as peak_loads,
+    Posterior as Posterior,
+    posterior as posterior,
     first_variation as first_variation,
     fit as fit,
     fit_load_law as fit_load_law,
@@ -291,7 +293,8 @@ __version__ = "0.1.0"
 _PLOTS = (
     "plot_chain_snapshots", "plot_fit", "plot_flat_transition", "plot_grid_study",
     "plot_identifiability", "plot_law_fit", "plot_load_laws", "plot_measure", "plot_population",
-    "plot_planar_pair", "plot_planar_trajectories", "plot_profile", "plot_residuals",
+    "plot_planar_pair", "plot_planar_trajectories", "plot_posterior", "plot_profile",
+    "plot_residuals",
     "plot_segment_study", "plot_flexibility", "plot_spine",
     "plot_spine_geometry", "plot_stiffness_fit", "plot_whiplash",
 )

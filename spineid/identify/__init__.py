@@ -16,6 +16,12 @@ from ._least_squares import (
     LeastSquaresSolution as LeastSquaresSolution,
     levenberg_marquardt as levenberg_marquardt,
 )
+from ._posterior import (
+    default_prior as default_prior,
+    Posterior as Posterior,
+    posterior as posterior,
+    PRIOR_KINDS as PRIOR_KINDS,
+)
 from ._problem import FitProblem as FitProblem
 from ._recover import recover as recover, recover_grid as recover_grid
 from ._recovery_problem import (

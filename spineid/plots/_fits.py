@@ -236,3 +236,47 @@ def plot_population(rows, path: str | pathlib.Path, title: str = "population"
                     + "; bars: standard errors, lines: group medians, hollow: not accepted",
                     fontsize=10)
     return _save(figure, path)
+
+
+def plot_posterior(posterior, path: str | pathlib.Path | None = None, reference=None):
+    """Posterior draws (`spineid.posterior`'s `Posterior`) as a corner plot: each parameter's
+    marginal histogram on the diagonal, every pair's draws below it, in SI units. With
+    `reference` (a `FitResult` or anything with `values` and `stderr`), the Cramer-Rao normal
+    density over each marginal and its 2-sigma ellipse over each pair, for comparison: where
+    they part, the linearised interval is not to be trusted. Returns the PNG path, or the
+    figure without a path."""
+    draws, names = np.asarray(posterior.draws), list(posterior.names)
+    p = len(names)
+    figure, axes = plt.subplots(p, p, figsize=(2.6 * p + 1, 2.6 * p + 0.5), squeeze=False)
+    values = None if reference is None else np.asarray(reference.values)
+    errors = None if reference is None else np.asarray(reference.stderr)
+    for i in range(p):
+        for j in range(p):
+            axis = axes[i, j]
+            if j > i:
+                axis.set_visible(False)
+                continue
+            if i == j:
+                axis.hist(draws[:, i], bins=40, density=True, color="C0", alpha=0.6)
+                if values is not None and np.isfinite(errors[i]) and errors[i] > 0:
+                    grid = np.linspace(*axis.get_xlim(), 200)
+                    axis.plot(grid, np.exp(-0.5 * ((grid - values[i]) / errors[i]) ** 2)
+                              / (errors[i] * np.sqrt(2 * np.pi)), color="C1",
+                              label="Cramer-Rao")
+                axis.set_yticks([])
+            else:
+                axis.plot(draws[:, j], draws[:, i], ".", ms=1.5, color="C0", alpha=0.4)
+                if values is not None and np.all(np.isfinite(errors[[i, j]])):
+                    angle = np.linspace(0, 2 * np.pi, 100)
+                    axis.plot(values[j] + 2 * errors[j] * np.cos(angle),
+                              values[i] + 2 * errors[i] * np.sin(angle), color="C1", lw=0.8)
+            if i == p - 1:
+                axis.set_xlabel(names[j], fontsize=8)
+            if j == 0 and i > 0:
+                axis.set_ylabel(names[i], fontsize=8)
+            axis.tick_params(labelsize=7)
+    if values is not None:
+        axes[0, 0].legend(fontsize="x-small")
+    figure.suptitle(f"posterior ({len(draws)} draws; orange: Cramer-Rao, axes-aligned 2 sigma)",
+                    fontsize=10)
+    return _save(figure, path)

@@ -1,0 +1,95 @@
+"""Bayesian posteriors (`spineid.posterior`, NUTS of blackjax) on the planar pair of three axial
+springs.
+
+Oracles: the Cramer-Rao covariance of the least-squares fit (a separate path: Levenberg-
+Marquardt's Jacobian at its optimum), which a near-linear problem's posterior must match in
+spread and centre; and a prior that dominates (a narrow prior far from the data's optimum
+pulls the posterior onto the precision-weighted mean of the two normals, computed by hand).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import spineid
+from helpers import AXIAL_SPRINGS, LOADS, document
+
+pytestmark = pytest.mark.xdist_group("posterior")
+
+TS = np.linspace(0.0, 0.2, 101)
+NOISE = {"x": 5e-6, "y": 5e-6, "theta": 1.7e-4}
+
+
+@pytest.fixture(scope="module")
+def problem():
+    model_file = spineid.ModelFile.from_document(document(springs=AXIAL_SPRINGS, loads=LOADS))
+    simulation = spineid.simulate(model_file.model, jnp.asarray(TS))
+    clean = np.asarray(jax.vmap(model_file.model.observe)(simulation.q))
+    noisy = clean + np.random.default_rng(3).normal(size=clean.shape) * np.array(
+        [NOISE[c] for c in ("x", "y", "theta")])
+    return spineid.FitProblem(model_file, spineid.Measurement(TS, noisy, ("x", "y", "theta")),
+                              ["stiffness"], NOISE)
+
+
+@pytest.fixture(scope="module")
+def fitted(problem):
+    return spineid.fit(problem, spineid.LevenbergMarquardt())
+
+
+@pytest.fixture(scope="module")
+def sampled(problem, fitted):
+    return spineid.posterior(problem, samples=400, warmup=100, start=fitted.values, seed=1)
+
+
+def test_a_near_linear_posterior_is_the_cramer_rao_normal(fitted, sampled):
+    assert sampled.divergences == 0
+    assert np.all(sampled.effective_samples > 150), sampled.effective_samples
+    # With a few hundred effective draws the standard deviation is known to about 6%.
+    np.testing.assert_allclose(sampled.sd, fitted.stderr, rtol=0.2)
+    assert np.all(np.abs(sampled.mean - fitted.values) < 0.3 * fitted.stderr)
+    interval = sampled.interval()
+    assert np.all((interval[:, 0] < fitted.values) & (fitted.values < interval[:, 1]))
+    assert "springs[2].stiffness" in sampled.summary()
+    assert sampled.report()["parameters"][0]["prior"][0] == "lognormal"
+
+
+def test_a_narrow_prior_pulls_the_posterior_as_two_normals_combine(problem, fitted):
+    # A normal prior ten times narrower than the data's error on the first spring, centred
+    # 5 of the data's standard errors away: the posterior mean is the precision-weighted mean.
+    error = fitted.stderr[0]
+    centre, width = fitted.values[0] + 5 * error, error / 10
+    priors = {"springs[0].stiffness": ("normal", centre, width)}
+    pulled = spineid.posterior(problem, priors=priors, samples=400, warmup=100,
+                               start=fitted.values, seed=2)
+    # The two normals combine (correlations with the other springs change the weights a
+    # little: bounds rather than equality).
+    expected = (centre / width**2 + fitted.values[0] / error**2) / (1 / width**2 + 1 / error**2)
+    assert abs(pulled.mean[0] - expected) < 0.2 * error
+    assert pulled.sd[0] < 0.2 * error
+
+
+def test_the_posterior_plot_is_written(sampled, fitted, tmp_path):
+    import spineid.plots
+    path = spineid.plots.plot_posterior(sampled, tmp_path / "posterior.png", reference=fitted)
+    assert path.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("arguments, match", [
+    (dict(priors={"springs[0].stiffness": ("normal", 1.0, 0.0)}), "scale must be > 0"),
+    (dict(priors={"springs[0].stiffness": ("lognormal", 1.0, -2.0)}), "scale must be > 0"),
+    (dict(priors={"springs[0].stiffness": ("cauchy", 1.0, 2.0)}), "kind one of"),
+    (dict(priors={"springs[9].stiffness": ("normal", 1.0, 2.0)}), "not free parameters"),
+    (dict(priors={"springs[0].stiffness": ("uniform", 1.0, 2.0)}), "lies outside it"),
+    (dict(samples=3), "samples 3"),
+    (dict(start=[1.0]), "start: expected 3 finite values"),
+])
+def test_bad_requests_say_what_is_wrong(problem, arguments, match):
+    with pytest.raises(ValueError, match=match):
+        spineid.posterior(problem, **arguments)
+
+
+def test_a_problem_without_noise_is_refused(problem):
+    unknown = spineid.FitProblem(problem.model_file, problem.measurements, ["stiffness"])
+    with pytest.raises(ValueError, match="give the measurement noise"):
+        spineid.posterior(unknown)
