@@ -291,7 +291,7 @@ __version__ = "0.1.0"
 
 # plots: loaded on first use (PEP 562), so that `import spineid` does not import matplotlib.
 _PLOTS = (
-    "plot_chain_snapshots", "plot_fit", "plot_flat_transition", "plot_grid_study",
+    "plot_chain_snapshots", "plot_design", "plot_fit", "plot_flat_transition", "plot_grid_study",
     "plot_identifiability", "plot_law_fit", "plot_load_laws", "plot_measure", "plot_population",
     "plot_planar_pair", "plot_planar_trajectories", "plot_posterior", "plot_profile",
     "plot_residuals",

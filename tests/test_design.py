@@ -152,3 +152,50 @@ def test_bad_candidates_say_what_is_wrong(candidates):
         spineid.design([], ["stiffness"], NOISE)
     with pytest.raises(ValueError, match="times must be"):
         spineid.Candidate("late", candidates[0].model, [0.2, 0.1, 0.3])
+
+
+def test_the_design_command_reads_a_design_file_and_writes_its_report(tmp_path, capsys):
+    import json
+
+    from spineid.cli import main
+    out = tmp_path / "design"
+    path = spineid.dataset_path("designs/axial_4_springs.toml")
+    assert main(["design", str(path), "--out", str(out)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert len(report["chosen"]) == 2 and "bundled protocol" not in report["chosen"]
+    assert report["baseline"] == ["bundled protocol"]
+    for row in report["parameters"]:  # both chosen together beat the bundled protocol
+        assert row["stderr"] < row["baseline_stderr"]
+    assert (out / "design.png").stat().st_size > 10_000
+    assert "design (D-optimal): run" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda t: t.replace('model = "../axial_4_springs.toml"\n', ""), "model: expected a value"),
+    (lambda t: t.replace("../axial_4_springs.toml", "../none.toml"), "an existing model file"),
+    (lambda t: t.replace("budget = 2", "budget = 2\nspeed = 1"), "speed: expected one of"),
+    (lambda t: t.replace("x = 5e-6", "z = 5e-6"), r"noise\.z: expected one of"),
+    (lambda t: t.replace("duration = 0.5\nsamples = 251\nloads = [{component = \"Fx\", "
+                         "amplitude = 6.0, frequency = 3.0}]",
+                         "samples = 251\nloads = [{component = \"Fx\", amplitude = 6.0, "
+                         "frequency = 3.0}]"), r"candidates\[1\]\.duration"),
+    (lambda t: t.replace('component = "Fx", amplitude = 6.0, frequency = 12.0',
+                         'component = "Fq", amplitude = 6.0, frequency = 12.0'),
+     r"candidates\[2\] \('Fx 12 Hz'\)"),
+    (lambda t: t.replace("force = 10.0", "force = 5.0"),
+     "'bundled protocol': its force reaches 6 N, beyond the rig's limit 5 N"),
+])
+def test_bad_design_files_name_the_key(tmp_path, capsys, edit, match):
+    from spineid.cli import main
+    source = spineid.dataset_path("designs/axial_4_springs.toml").read_text()
+    folder = tmp_path / "designs"
+    folder.mkdir()
+    (tmp_path / "axial_4_springs.toml").write_text(
+        spineid.dataset_path("axial_4_springs.toml").read_text())
+    path = folder / "design.toml"
+    path.write_text(edit(source))
+    assert main(["design", str(path), "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert len(error.strip().splitlines()) == 1, error
+    assert __import__("re").search(match, error), error
+    assert not (tmp_path / "out").exists()

@@ -10,6 +10,8 @@ import numpy as np
 
 from ..identify import (
     Auto,
+    Candidate,
+    design,
     FitProblem,
     MultipleShooting,
     MultiStart,
@@ -31,6 +33,7 @@ from ..io import (
     liu_l5_s1_phases,
     liu_vertebra_nodes,
     load_model_file,
+    read_design_file,
     read_load_displacement,
     read_quasi_static,
     write_model_file,
@@ -42,6 +45,7 @@ from ..io._columns import describe_columns, parse_assignments
 from ..io._measurements import LOAD_COLUMNS
 from ..plots import (
     plot_chain_snapshots,
+    plot_design,
     plot_law_fit,
     plot_load_laws,
     plot_planar_pair,
@@ -533,3 +537,25 @@ def command_segment(arguments) -> int:
     if arguments.fit:
         return 0 if result.converged and result.explains_data is not False else 1
     return 0 if bool(np.all(study.converged)) else 1
+
+
+def command_design(arguments) -> int:
+    """`spineid design DESIGN.toml`: choose the experiments of a design file
+    (docs/formats/design-files.md) that best determine its free parameters."""
+    parsed = read_design_file(arguments.design)
+    candidates = [Candidate(name, model, times) for name, model, times in parsed.candidates]
+    criterion = arguments.criterion or parsed.criterion
+    budget = arguments.budget or parsed.budget
+    out = arguments.output
+    print(f"spineid design: {parsed.source}, {len(candidates)} candidate experiments on "
+          f"{parsed.model.source}; choosing {budget} by {criterion} -> {out}/ (the first "
+          "sensitivities wait for their compilation)", flush=True)
+    found = design(candidates, parsed.free, parsed.noise, criterion=criterion, budget=budget,
+                   baseline=parsed.baseline, limits=parsed.limits)
+    print(found.summary())
+    report = found.report()
+    refuse_non_finite({k: v for k, v in report.items() if k != "parameters"}, "design")
+    paths = [write_json(out / "report.json", report), plot_design(found, out / "design.png")]
+    out.finish()
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0

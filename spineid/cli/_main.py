@@ -271,6 +271,17 @@ def build_parser() -> argparse.ArgumentParser:
                                 help="displacement noise of dx,dy,dz (m) and b1,b2,b3 (rad); "
                                      "default: estimated from the residuals")
     segment_parser.set_defaults(run=verbs.command_segment)
+    design_parser = commands.add_parser(
+        "design", help="choose the experiments that best determine a model's parameters "
+                       "(Fisher information through the ODE)")
+    design_parser.add_argument("design", help="design file (docs/formats/design-files.md): the "
+                                              "model, free parameters, noise and candidates")
+    _add_output(design_parser, default="spineid-design")
+    design_parser.add_argument("--criterion", choices=("D", "A", "E"),
+                               help="optimality criterion (default: the file's, else D)")
+    design_parser.add_argument("--budget", type=int, metavar="N",
+                               help="how many experiments to choose (default: the file's)")
+    design_parser.set_defaults(run=verbs.command_design)
     demo_parser = commands.add_parser("demo", help="the main job on bundled data")
     _add_output(demo_parser, default="spineid-demo")
     demo_parser.set_defaults(run=verbs.command_demo)

@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..io._measurements import Measurement
+from ..io._model_file import ModelFile
 from ..models._loads import PLANAR_LOAD_COMPONENTS
 from ..models._spatial_pair import SPATIAL_LOAD_COMPONENTS
 from ..simulation._simulate import simulate
@@ -47,9 +48,9 @@ Cramer-Rao errors."""
 @dataclasses.dataclass(frozen=True)
 class Candidate:
     """An experiment the rig can run: `name`, `model` (the specimen's model with this
-    experiment's loads and initial pose: the same free parameters and nominal values as every
-    other candidate), `times` (s, `(k,)`, the sampling, from 0; its span is the experiment's
-    duration)."""
+    experiment's loads and initial pose, built in Python or a `ModelFile`: the same free
+    parameters and nominal values as every other candidate), `times` (s, `(k,)`, the
+    sampling, from 0; its span is the experiment's duration)."""
 
     name: str
     model: object
@@ -62,6 +63,11 @@ class Candidate:
             raise ValueError(f"candidate {self.name!r}: times must be at least 3 increasing "
                              "finite sample times (s) from 0 or later")
         object.__setattr__(self, "times", times)
+
+    @property
+    def system(self):
+        """The model to simulate (`model`, or a `ModelFile`'s model)."""
+        return self.model.model if isinstance(self.model, ModelFile) else self.model
 
     @property
     def duration(self) -> float:
@@ -81,7 +87,7 @@ def peak_loads(candidate: Candidate) -> tuple[float, float]:
     """`(force, moment)`: the largest absolute force component (N) and moment component (N m)
     the candidate's loads reach over its span (components named `F...` and `M...`), looked
     up on a grid ten times finer than its sampling."""
-    model = candidate.model
+    model = candidate.system
     if not getattr(model, "loads", ()):
         return 0.0, 0.0
     names = _load_names(model)
@@ -120,13 +126,13 @@ def candidate_sensitivities(candidate: Candidate, free: Sequence[str], noise: di
     simulation at the nominal parameters) and its noise-weighted sensitivity matrix `J`
     (`(k c, p)`, 1/SI of each parameter: d(prediction/sigma)/d theta, forward mode through
     the ODE)."""
-    model = candidate.model
+    model = candidate.system
     simulation = simulate(model, candidate.times)
-    observed = np.stack([np.asarray(model.observe(q)) for q in np.asarray(simulation.q)])
+    observed = np.asarray(jax.vmap(model.observe)(simulation.q))
     measurement = Measurement(candidate.times, observed, tuple(model.observable_names),
                               source=f"candidate {candidate.name!r}")
     try:
-        problem = FitProblem(model, measurement, free, noise)
+        problem = FitProblem(candidate.model, measurement, free, noise)
     except ValueError as error:
         raise ValueError(f"candidate {candidate.name!r}: {error}") from None
     sigma = np.array([problem.noise[c] for c in problem.channels])
@@ -188,7 +194,8 @@ class Design:
         the noise-free simulations at the nominal values): simulate noise on it and fit, to
         check the design (`fit_many`)."""
         chosen = [self.problems[name] for name in self.chosen]
-        return FitProblem(chosen[0].model, [p.measurements[0] for p in chosen],
+        return FitProblem(chosen[0].model_file or chosen[0].model,
+                          [p.measurements[0] for p in chosen],
                           self.names, chosen[0].noise, models=[p.model for p in chosen])
 
     def summary(self) -> str:

@@ -7,6 +7,7 @@ from ._database import (
     plot_spine_geometry as plot_spine_geometry,
 )
 from ._fits import (
+    plot_design as plot_design,
     plot_fit as plot_fit,
     plot_identifiability as plot_identifiability,
     plot_law_fit as plot_law_fit,

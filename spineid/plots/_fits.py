@@ -280,3 +280,35 @@ def plot_posterior(posterior, path: str | pathlib.Path | None = None, reference=
     figure.suptitle(f"posterior ({len(draws)} draws; orange: Cramer-Rao, axes-aligned 2 sigma)",
                     fontsize=10)
     return _save(figure, path)
+
+
+def plot_design(design, path: str | pathlib.Path | None = None):
+    """A `Design` (`spineid.design`) as bars: each free parameter's predicted relative standard
+    error (log scale) with the chosen experiments and, where a baseline was given, with it;
+    parameters not identifiable drawn at the top with a cross. Returns the PNG path, or the
+    figure without a path."""
+    names = list(design.names)
+    relative = [np.abs(design.stderr / design.values)]
+    labels = ["design: " + " + ".join(design.chosen)]
+    if design.baseline:
+        relative.insert(0, np.abs(design.baseline_stderr / design.values))
+        labels.insert(0, "baseline: " + " + ".join(design.baseline))
+    figure, axis = plt.subplots(figsize=(max(6.0, 0.9 * len(names) + 2), 4.2))
+    finite = np.concatenate([r[np.isfinite(r)] for r in relative] + [np.ones(1)])
+    top = 3.0 * finite.max()
+    width = 0.8 / len(relative)
+    for k, (values, label) in enumerate(zip(relative, labels)):
+        x = np.arange(len(names)) + (k - (len(relative) - 1) / 2) * width
+        shown = np.where(np.isfinite(values), values, top)
+        axis.bar(x, shown, width, label=label, color=f"C{k}", alpha=0.8)
+        missing = ~np.isfinite(values)
+        axis.plot(x[missing], shown[missing], "x", color="k", ms=8)
+    axis.set_yscale("log")
+    axis.set_xticks(np.arange(len(names)))
+    axis.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+    axis.set_ylabel("predicted standard error / nominal value")
+    axis.grid(alpha=0.3, axis="y")
+    axis.legend(fontsize="small")
+    criterion = design.criterion if isinstance(design.criterion, str) else "named errors"
+    axis.set_title(f"{criterion}-optimal design (x: not identifiable)", fontsize=10)
+    return _save(figure, path)
