@@ -93,3 +93,17 @@ def test_a_problem_without_noise_is_refused(problem):
     unknown = spineid.FitProblem(problem.model_file, problem.measurements, ["stiffness"])
     with pytest.raises(ValueError, match="give the measurement noise"):
         spineid.posterior(unknown)
+
+
+def test_directions_the_data_cannot_see_are_said_before_sampling(problem):
+    # Two springs at one point: only their sum is seen (the same oracle as the design's).
+    twin = [dict(AXIAL_SPRINGS[0]), dict(AXIAL_SPRINGS[0], stiffness=12000.0)]
+    model_file = spineid.ModelFile.from_document(document(springs=twin, loads=LOADS))
+    measurement = spineid.Measurement(TS, problem.measurements[0].values, ("x", "y", "theta"))
+    unseen = spineid.FitProblem(model_file, measurement, ["stiffness"], NOISE)
+    # Narrow priors keep the unseen direction short, so a few draws are quick.
+    priors = {name: ("lognormal", value, 0.01) for name, value in zip(unseen.names,
+                                                                      unseen.start)}
+    with pytest.warns(RuntimeWarning, match="determine 1 combinations of the 2 parameters"):
+        sampled = spineid.posterior(unseen, priors=priors, samples=10, warmup=10)
+    assert "determine 1 combinations" in sampled.summary()

@@ -223,10 +223,15 @@ class Design:
         if self.baseline and gained:
             lines.append("identifiable with the design, not with the baseline: "
                          + ", ".join(gained))
-        for direction in self.never:
+        for direction in self.never[:2]:
             lines.append("no selection of these candidates sees the change "
                          + ", ".join(f"{n} by {c:+.3g} t" for n, c in direction.items())
                          + " (any t)")
+        if len(self.never) > 2:
+            lines.append(f"... and {len(self.never) - 2} more such directions (report: "
+                         f"never_determined): the candidates together determine "
+                         f"{len(self.names) - len(self.never)} combinations of the "
+                         f"{len(self.names)} parameters")
         lines += [f"WARNING: {w}" for w in self.warnings]
         return "\n".join(lines)
 
