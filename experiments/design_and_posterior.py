@@ -12,7 +12,7 @@
    >= 400 effective draws for every parameter in under 2 minutes on a 2-core CPU), the
    posterior against the Cramer-Rao interval.
 
-    python experiments/design_and_posterior.py [--repetitions 50] [--draws 1000]
+    python experiments/design_and_posterior.py [--repetitions 50] [--draws 650]
 """
 
 import argparse
@@ -123,7 +123,7 @@ def nuts(draws):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repetitions", type=int, default=50)
-    parser.add_argument("--draws", type=int, default=1000)
+    parser.add_argument("--draws", type=int, default=650)
     arguments = parser.parse_args()
     axial_springs(arguments.repetitions)
     bushing()
