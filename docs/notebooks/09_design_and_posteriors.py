@@ -1,0 +1,1 @@
+../../notebooks/09_design_and_posteriors.py
