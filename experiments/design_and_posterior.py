@@ -11,6 +11,9 @@
 3. NUTS on the 4-axial-spring problem: effective draws per parameter and the time (target:
    >= 400 effective draws for every parameter in under 2 minutes on a 2-core CPU), the
    posterior against the Cramer-Rao interval.
+4. All 21 entries of a full 6x6 bushing stiffness (Christophy et al. 2013's lumbar K_F^E,
+   eq 24, as the nominal matrix of the spatial pair): the fewest of 12 single-component load
+   cases that identify every entry, by D-optimal designs of 1, 2, 3 ... experiments.
 
     python experiments/design_and_posterior.py [--repetitions 50] [--draws 650]
 """
@@ -94,6 +97,44 @@ def bushing():
     print()
 
 
+def full_stiffness():
+    print("4. The 21 entries of a full 6x6 bushing stiffness: the fewest load cases")
+    model_file = spineid.load_model_file(spineid.dataset_path("spatial_pair.toml"))
+    document = copy.deepcopy(model_file.document)
+    document["bushings"][0]["stiffness"] = np.asarray(spineid.K_F_E).tolist()
+    path_free = [f"bushings[0].stiffness[{i}][{j}]" for i in range(6) for j in range(i, 6)]
+    noise = {c: (1e-5 if c in ("x", "y", "z") else float(np.radians(0.01)))
+             for c in model_file.model.observable_names}
+    amplitudes = {"Fx": 20.0, "Fy": 40.0, "Fz": 20.0, "Mx": 0.5, "My": 0.5, "Mz": 0.5}
+    times = np.linspace(0.0, 0.2, 101)
+    candidates = []
+    for component, amplitude in amplitudes.items():
+        for frequency in (5.0, 20.0):
+            changed = copy.deepcopy(document)
+            changed["loads"] = [{"component": component, "amplitude": amplitude,
+                                 "frequency": frequency}]
+            candidates.append(spineid.Candidate(f"{component}@{frequency:g}Hz",
+                                                spineid.ModelFile.from_document(changed),
+                                                times))
+    # Each entry's standard error against sqrt(K_ii K_jj), the size a coupling could have.
+    diagonal = np.abs(np.diag(np.asarray(spineid.K_F_E)))
+    reference = np.array([np.sqrt(diagonal[i] * diagonal[j]) for i in range(6)
+                          for j in range(i, 6)])
+    for budget in range(1, 7):
+        start = time.perf_counter()
+        found = spineid.design(candidates, path_free, noise, budget=budget)
+        count = int(np.sum(found.identifiable))
+        relative = found.stderr / reference
+        worst = int(np.nanargmax(relative))
+        print(f"   {budget} load case(s) {', '.join(found.chosen)}: {count} of 21 entries "
+              f"identifiable; within 10% of sqrt(K_ii K_jj): {int(np.sum(relative < 0.1))}; "
+              f"worst {found.names[worst]} {relative[worst]:.2g} "
+              f"({time.perf_counter() - start:.1f} s)")
+        if np.all(relative < 0.1):
+            break
+    print()
+
+
 def nuts(draws):
     print("3. NUTS on the four axial springs")
     model_file = spineid.load_model_file(spineid.dataset_path("axial_4_springs.toml"))
@@ -128,6 +169,7 @@ def main() -> None:
     axial_springs(arguments.repetitions)
     bushing()
     nuts(arguments.draws)
+    full_stiffness()
 
 
 if __name__ == "__main__":

@@ -76,7 +76,7 @@ def test_the_design_is_the_best_pair_brute_force_finds(candidates, pair_covarian
 
 
 def test_realised_standard_errors_are_the_predicted_ones(candidates):
-    found = spineid.design(candidates, ["stiffness"], NOISE, budget=2, baseline=["Fx@3Hz"])
+    found = spineid.design(candidates, ["stiffness"], NOISE, budget=2, baseline="Fx@3Hz")
     problem = found.problem()
     sigma = np.array([NOISE[c] for c in problem.channels])
     rng = np.random.default_rng(11)
@@ -199,3 +199,18 @@ def test_bad_design_files_name_the_key(tmp_path, capsys, edit, match):
     assert len(error.strip().splitlines()) == 1, error
     assert __import__("re").search(match, error), error
     assert not (tmp_path / "out").exists()
+
+
+def test_vector_springs_beyond_their_moments_are_never_separated_and_the_reason_is_said():
+    # Four vector springs on a line act through three moments of their measure (sum k,
+    # sum k x, sum k x^2): one direction of the four stiffnesses is never seen.
+    from helpers import VECTOR_SPRINGS
+    candidates = [candidate(c, 8.0, springs=VECTOR_SPRINGS) for c in AMPLITUDES]
+    found = spineid.design(candidates, ["stiffness"], NOISE, budget=3)
+    assert len(found.never) == 1
+    assert any("moments of their stiffness measure" in w for w in found.warnings)
+    # The unseen change leaves the three moments unchanged.
+    x = np.array([s["point"][0] for s in VECTOR_SPRINGS])
+    x = x / np.abs(x).max()
+    change = np.array([found.never[0].get(name, 0.0) for name in found.names])
+    np.testing.assert_allclose([change.sum(), change @ x, change @ x**2], 0.0, atol=1e-6)

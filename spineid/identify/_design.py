@@ -7,7 +7,9 @@ forward-mode differentiation through the ODE at the nominal parameters (the mode
 Independent experiments add: a design `S` has `F_S = sum_{c in S} F_c`, and its Cramer-Rao
 covariance is `F_S^-1` (Fisher 1925; Fedorov, Theory of Optimal Experiments, 1972, ch. 2).
 The criteria compare designs on the information in relative units, `M = D F D` with `D`
-the nominal magnitudes (`D_ii = |theta_i|`):
+the nominal magnitudes (`D_ii = |theta_i|`; for a parameter whose nominal value is zero, such as
+a coupling term, the magnitude that gives its column of sensitivities over all candidates the
+median size of the others'):
 
 - `"D"`: maximise `log det M` (the volume of the confidence ellipsoid, in relative units);
 - `"A"`: minimise `trace M^-1` (the sum of the squared relative standard errors);
@@ -139,6 +141,20 @@ def candidate_sensitivities(candidate: Candidate, free: Sequence[str], noise: di
     objective = _objective(problem, sigma, problem.transform(), diffrax.ForwardMode(), 20_000)
     jacobian = np.asarray(_evaluate(objective, jnp.asarray(problem.start))[0])
     return problem, jacobian
+
+
+def _reason(problem: FitProblem, direction: dict) -> str:
+    # Why a direction is never seen, where the model says: vector springs act on the motion
+    # only through the moments of their stiffness measure.
+    involved = [p for p in problem.parameters if p.name in direction]
+    elements = getattr(problem.model, "elements", ())
+    if involved and all(p.element is not None and p.field == "stiffness"
+                        and type(elements[p.element]).__name__ == "VectorSprings"
+                        for p in involved):
+        return ("the vector springs act on the motion only through the moments of their "
+                "stiffness measure (sum k, sum k s, sum k s s^T over the spring points s; Liu "
+                "2001 eqs 2-6 to 2-29): no load protocol separates springs beyond those moments")
+    return ""
 
 
 def _score(information: np.ndarray, criterion, targets: np.ndarray | None,
@@ -277,6 +293,7 @@ def design(candidates: Sequence[Candidate], free: Sequence[str], noise: dict[str
             candidates):
         raise ValueError(f"budget {budget!r}: expected a whole number of experiments from 1 "
                          f"to {len(candidates)} (the candidates)")
+    baseline = [baseline] if isinstance(baseline, str) else list(baseline)
     unknown = [name for name in baseline if name not in labels]
     if unknown:
         raise ValueError(f"baseline {unknown}: not among the candidates {labels}")
@@ -315,6 +332,16 @@ def design(candidates: Sequence[Candidate], free: Sequence[str], noise: dict[str
                              f"free parameters are {names}")
         targets = np.array([names.index(name) for name in criterion])
     scales = _scales(values, first.transform())
+    zero = np.asarray(values) == 0
+    if np.any(zero) and not np.all(zero):
+        # A parameter whose nominal value is zero (a coupling term) has no relative scale;
+        # one SI unit would make its information look negligible and its rank decisions
+        # arbitrary (measured: 11 of the 21 entries of a full bushing matrix 'unidentifiable'
+        # from any protocol). Its unit is chosen so that its sensitivity over all candidates
+        # is the median of the others'.
+        norms = np.linalg.norm(np.concatenate([jacobians[label] for label in labels]), axis=0)
+        typical = np.median(np.abs(values[~zero]) * norms[~zero])
+        scales = np.where(zero & (norms > 0), typical / np.where(norms > 0, norms, 1.0), scales)
     information = {label: (jacobians[label] * scales).T @ (jacobians[label] * scales)
                    for label in labels}
     everything = sum(information.values())
@@ -364,12 +391,14 @@ def design(candidates: Sequence[Candidate], free: Sequence[str], noise: dict[str
         direction = vectors[:, k] * scales
         direction /= direction[np.argmax(np.abs(direction))]
         never.append({name: float(c) for name, c in zip(names, direction) if abs(c) > 1e-9})
+    reasons = [_reason(first, direction) for direction in never]
     if never:
         warnings.append(
             f"{len(never)} direction(s) of parameter change are seen by no selection of these "
             "candidates (the null space of all their information together), so the parameters "
             "along them are determined by none: a different kind of experiment or another "
             "measured channel is needed, not more of these")
+    warnings += sorted({reason for reason in reasons if reason})
     if not np.all(identifiable):
         left = [n for n, ok in zip(names, identifiable) if not ok]
         warnings.append(f"not identifiable with the design: {', '.join(left)}")

@@ -222,11 +222,9 @@ def posterior(problem: FitProblem, *, priors: dict | None = None, samples: int =
     # correlated or badly scaled parameters (without it: steps of 0.02 and 8 minutes for the
     # three-spring pair; measured).
     sensitivity = np.asarray(_evaluate(objective, transform.to_physical(u0))[0])
-    slope = np.asarray(jax.jacfwd(transform.to_physical)(u0)).diagonal()
+    scaled = sensitivity * np.asarray(jax.jacfwd(transform.to_physical)(u0)).diagonal()
     curvature = -np.asarray(jax.hessian(log_prior)(u0))
-    information = (sensitivity * slope).T @ (sensitivity * slope) + 0.5 * (
-        curvature + curvature.T)
-    scaled = sensitivity * slope
+    information = scaled.T @ scaled + 0.5 * (curvature + curvature.T)
     singular = np.linalg.svd(scaled, compute_uv=False)
     unseen = int(np.sum(singular <= RANK_RTOL * max(singular.max(), 1e-300)))
     messages = []
