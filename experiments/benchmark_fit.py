@@ -12,7 +12,8 @@ Reports, each measured here:
 - warm time per fit for both (spineid: a second fit from another start, compiled code reused);
 - agreement of the two estimates, in units of spineid's standard errors;
 - estimator efficiency: RMS error of the stiffnesses over 100 noisy repetitions divided by the
-  Cramer-Rao bound (target <= 1.2), and the throughput of those 100 fits run as one vmap.
+  Cramer-Rao bound (target <= 1.2), and the throughput of those 100 fits run as one vmap and
+  on `spineid.Local()` (whole fits in a loop).
 
 Run: python experiments/benchmark_fit.py   (targets: warm >= 50x, whole process >= 5x)
 """
@@ -189,6 +190,16 @@ def main():
     coverage = np.mean(np.abs(batch["values"] - truth) <= 1.96 * batch["stderr"])
     print(f"    coverage of the 95% intervals: {coverage:.1%}")
     print(f"    100 fits vmapped: {batch_seconds:.2f} s ({100 / batch_seconds:.1f} fits/s)")
+    # The same 100 fits on an executor: whole spineid fits (verdicts included) in a loop in
+    # this process (`Local`; `spineid.Dask(workers=N)` sends the chunks to worker processes,
+    # experiments/benchmark_scale_out.py measures those).
+    start = time.perf_counter()
+    looped = spineid.fit_many(problem, [draws], executor=spineid.Local())
+    loop_seconds = time.perf_counter() - start
+    print(f"    100 fits on spineid.Local() (a loop of whole fits, compiled once): "
+          f"{loop_seconds:.2f} s ({100 / loop_seconds:.1f} fits/s); estimates within "
+          f"{np.max(np.abs(looped['values'] - batch['values']) / batch['stderr']):.2g} "
+          "standard errors of the vmap's")
 
 
 if __name__ == "__main__":

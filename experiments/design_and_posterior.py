@@ -13,9 +13,15 @@
    posterior against the Cramer-Rao interval.
 4. All 21 entries of a full 6x6 bushing stiffness (Christophy et al. 2013's lumbar K_F^E,
    eq 24, as the nominal matrix of the spatial pair): the fewest of 12 single-component load
-   cases that identify every entry, by D-optimal designs of 1, 2, 3 ... experiments.
+   cases that identify every entry, by D-optimal designs of 1, 2, 3 ... experiments; the
+   design validated by fitting noisy simulations of it (`--repetitions-21`, all 21 free).
+5. The anterior cervical ligament of the head-neck chain (datasets/head_neck.toml): the best
+   1 and 3 of 18 base pulses (rear and frontal; 4, 8.5, 15 g; 60, 105, 150 ms) for its
+   Cramer-Rao error from the head's track, and what added measurements would give (the head's
+   angle, every body's angle, the ligament's tension at one level).
 
     python experiments/design_and_posterior.py [--repetitions 50] [--draws 650]
+        [--repetitions-21 20] [--head-neck-rate 500] [--sections 12345]
 """
 
 import argparse
@@ -97,7 +103,7 @@ def bushing():
     print()
 
 
-def full_stiffness():
+def full_stiffness(repetitions):
     print("4. The 21 entries of a full 6x6 bushing stiffness: the fewest load cases")
     model_file = spineid.load_model_file(spineid.dataset_path("spatial_pair.toml"))
     document = copy.deepcopy(model_file.document)
@@ -132,6 +138,17 @@ def full_stiffness():
               f"({time.perf_counter() - start:.1f} s)")
         if np.all(relative < 0.1):
             break
+    # The design validated: noisy simulations of the chosen load cases, each fitted (all 21
+    # entries free, from the nominal matrix), the spread of the estimates against the
+    # predicted standard errors.
+    start = time.perf_counter()
+    realised = validate(found, repetitions)
+    ratio = realised / found.stderr
+    print(f"   validated by {repetitions} noisy fits of the {len(found.chosen)} load cases "
+          f"({time.perf_counter() - start:.0f} s): realised / predicted standard error per "
+          f"entry: median {np.median(ratio):.2f}, range {ratio.min():.2f}-{ratio.max():.2f} "
+          f"(a spread of {repetitions} draws is itself uncertain by about "
+          f"{1 / np.sqrt(2 * (repetitions - 1)):.0%})")
     print()
 
 
@@ -161,15 +178,103 @@ def nuts(draws):
     print()
 
 
+HEAD_NECK_FREE = ["ligaments.stiffness", "joints.stiffness", "joints.damping"]
+ANTERIOR = "ligaments.anterior_stiffness"
+
+
+def head_neck(rate):
+    """The anterior cervical ligament of the head-neck chain: the pulses that would identify it
+    from the head's track, and the measurements that would."""
+    import diffrax
+    import jax
+    import jax.numpy as jnp
+
+    print("5. head-neck chain: the anterior ligament's stiffness (one value for every level), "
+          f"free with the posterior's and the joints' stiffness and damping; head track 0-1 s "
+          f"at {rate:g} Hz, 0.5 mm noise")
+    model_file = spineid.load_model_file(spineid.dataset_path("head_neck.toml"))
+    times = np.linspace(0.0, 1.0, int(round(rate)) + 1)
+    noise = {"head_x": 5e-4, "head_y": 5e-4}
+    candidates = []
+    for direction, side in (((1.0, 0.0), "rear"), ((-1.0, 0.0), "frontal")):
+        for g in (4.0, 8.5, 15.0):
+            for t_end in (0.06, 0.105, 0.15):
+                document = copy.deepcopy(model_file.document)
+                document["pulse"] = {"peak": g * 9.80665, "t_peak": t_end / 2,
+                                     "t_end": t_end, "direction": list(direction)}
+                candidates.append(spineid.Candidate(
+                    f"{side} {g:g} g {t_end * 1e3:.0f} ms",
+                    spineid.ModelFile.from_document(document, folder=model_file.folder), times))
+    clock = time.perf_counter()
+    for budget in (1, 3):
+        found = spineid.design(candidates, HEAD_NECK_FREE, noise, criterion=[ANTERIOR],
+                               budget=budget, baseline=["rear 8.5 g 105 ms"])
+        j = found.names.index(ANTERIOR)
+        print(f"   best {budget} of {len(candidates)} pulses (rear and frontal; 4, 8.5, 15 g; "
+              f"60, 105, 150 ms): {', '.join(found.chosen)}: anterior stiffness "
+              f"{found.relative_stderr()[j]:.0%} (the seed's pulse alone "
+              f"{found.baseline_stderr[j] / found.values[j]:.0%})")
+    print(f"   ({time.perf_counter() - clock:.0f} s)")
+    # What added measurements would do, at the seed's pulse: the sensitivities of the head
+    # track and of other channels, by forward mode through the simulation, each channel in
+    # units of its noise.
+    chain = model_file.model
+    problem = spineid.FitProblem(model_file, spineid.Measurement(
+        times, np.zeros((times.size, 2)), chain.observable_names), HEAD_NECK_FREE, noise)
+    parameters, values = problem.parameters, problem.start
+    angle_noise, force_noise = np.radians(0.5), 1.0
+
+    def channels(log_values):
+        model = spineid.apply_values(chain, parameters, jnp.exp(log_values))
+        solution = spineid.simulate(model, times, adjoint=diffrax.ForwardMode(), rtol=1e-7,
+                                    atol=1e-9, max_steps=100_000)
+        head = jax.vmap(model.observe)(solution.q) / 5e-4
+        forces = jax.vmap(model.ligament_forces)(jnp.asarray(times), solution.q, solution.qdot)
+        return head, solution.q / angle_noise, forces[:, 0] / force_noise
+
+    head, angles, anterior = (np.asarray(a) for a in jax.jacfwd(channels)(
+        jnp.log(jnp.asarray(values))))
+    head = head.reshape(-1, len(values))  # (k 2, p); angles and anterior (k, n, p)
+    levels = anterior.shape[1]
+    j = problem.names.index(ANTERIOR)
+
+    def error(*blocks):
+        rows = np.concatenate(blocks)
+        return np.sqrt(np.linalg.inv(rows.T @ rows)[j, j])
+
+    print("   added to the head track at the seed's pulse (Cramer-Rao error of the anterior "
+          "stiffness):")
+    print(f"     head track alone                                        {error(head):8.1%}")
+    print(f"     + the head's angle (0.5 deg)                            "
+          f"{error(head, angles[:, -1]):8.1%}")
+    print(f"     + every body's angle (0.5 deg, cineradiography)         "
+          f"{error(head, angles.reshape(-1, len(values))):8.1%}")
+    for level in (0, levels // 2, levels - 1):
+        print(f"     + the anterior ligament's tension below body {level} (1 N)      "
+              f"{error(head, anterior[:, level]):8.1%}")
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repetitions", type=int, default=50)
     parser.add_argument("--draws", type=int, default=650)
+    parser.add_argument("--repetitions-21", type=int, default=20,
+                        help="noisy fits validating the 21-entry design of section 4")
+    parser.add_argument("--head-neck-rate", type=float, default=500.0,
+                        help="sampling of the head track in section 5 (Hz)")
+    parser.add_argument("--sections", default="12345")
     arguments = parser.parse_args()
-    axial_springs(arguments.repetitions)
-    bushing()
-    nuts(arguments.draws)
-    full_stiffness()
+    if "1" in arguments.sections:
+        axial_springs(arguments.repetitions)
+    if "2" in arguments.sections:
+        bushing()
+    if "3" in arguments.sections:
+        nuts(arguments.draws)
+    if "4" in arguments.sections:
+        full_stiffness(arguments.repetitions_21)
+    if "5" in arguments.sections:
+        head_neck(arguments.head_neck_rate)
 
 
 if __name__ == "__main__":

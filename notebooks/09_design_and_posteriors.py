@@ -28,8 +28,8 @@ import spineid
 
 design_file = spineid.io.read_design_file(
     spineid.dataset_path("designs/axial_4_springs.toml"))
-candidates = [spineid.Candidate(name, model, times)
-              for name, model, times in design_file.candidates]
+# (each entry: name, model, sample times, measured channels)
+candidates = [spineid.Candidate(*entry) for entry in design_file.candidates]
 noise = {"x": 2e-5, "y": 2e-5, "theta": float(np.radians(0.05))}  # 20 um, 0.05 degree
 free = ["stiffness", "damping"]
 print([c.name for c in candidates])

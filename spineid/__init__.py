@@ -157,6 +157,12 @@ from .simulation import (  # noqa: E402
 )
 
 # io: model files and their kinds, CSV tables and measured data, bundled datasets, export
+from .executors import (  # noqa: E402
+    BatchResult as BatchResult,
+    Dask as Dask,
+    Local as Local,
+    run_batch as run_batch,
+)
 from .io import (  # noqa: E402
     chain_document as chain_document,
     christophy_stiffness as christophy_stiffness,
@@ -227,11 +233,16 @@ from .identify import (  # noqa: E402
     analyse as analyse,
     assess_fit as assess_fit,
     Auto as Auto,
+    BatchFits as BatchFits,
     Candidate as Candidate,
     CRITERIA as CRITERIA,
+    fit_batch as fit_batch,
     design as design,
     Design as Design,
     peak_loads as peak_loads,
+    optimise_protocol as optimise_protocol,
+    Protocol as Protocol,
+    ProtocolProblem as ProtocolProblem,
     Posterior as Posterior,
     posterior as posterior,
     first_variation as first_variation,

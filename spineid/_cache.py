@@ -5,13 +5,18 @@ the compiled programs are written to a directory, and a later process running th
 computation loads them instead of compiling again.
 
 What it holds and what it cannot: JAX stores no program that calls back into Python. Every
-diffrax solve carries equinox's runtime checks (`saveat.ts must be increasing`, ...), which are
-such callbacks, so the simulations and the trajectory fits through them are compiled again in
-every process (measured: the 4-axial-spring fit's solver, 2.6 s of XLA compilation, is never
-written). What is stored: the load-law fits of `spineid table` (a second process loads the
-compiled fit of the same layout), Jacobians and sensitivities outside an ODE solve, and the
-many small programs of operations run outside `jit` (about 60 in a trajectory fit's process,
-10-30 ms each to compile). Numbers in the README.
+diffrax solve carries equinox's runtime checks (`saveat.ts must be increasing`, ...), which
+raise through such callbacks; the solves that report their failures instead of raising
+(`simulate(..., throw=False)`, as every fit calls it) trace those checks as NaN-producing
+(`spineid/simulation/_reported_checks.py`), so the trajectory fits are stored: a second process
+loads the 4-axial-spring fit's Levenberg-Marquardt loop instead of compiling it (2.6 s of XLA).
+Not stored: simulations that raise (`simulate` with `throw=True`, its default) and fits that
+print every solver step (`fit(..., progress="steps")`, `spineid fit --steps`). What is stored
+besides: the load-law fits of `spineid table`, Jacobians and sensitivities outside an ODE
+solve, and the many small programs of operations run outside `jit` (about 60 in a trajectory
+fit's process, 10-30 ms each to compile). What remains of a second process's cost is tracing
+(the cache is keyed by the traced program, so it is traced again) and what is not JAX. Numbers
+in the README.
 
 `import spineid` turns the cache on, in the user's cache directory (`~/.cache/spineid/jax` on
 Linux, `$XDG_CACHE_HOME` if set; `~/Library/Caches/spineid/jax` on macOS; `%LOCALAPPDATA%` on

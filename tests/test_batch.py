@@ -5,6 +5,7 @@ its finished rows."""
 
 import csv
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -140,6 +141,45 @@ def test_an_interrupted_batch_keeps_its_finished_rows(tmp_path, monkeypatch):
     rows = summary(out)
     assert [row["folder"] for row in rows] == ["s0"] and rows[0]["status"] == "ok"
     assert not json.loads((out / "spineid-outputs.json").read_text())["complete"]
+    first = (out / "s0" / "report.json").read_text()
+    # Resumed: only the files not finished run (the second, where it stopped, and the third).
+    calls.clear()
+    monkeypatch.setattr(verbs, "command_table", lambda arguments: (
+        calls.append(arguments.data), run(arguments))[1])
+    assert main(["table", str(tmp_path / "s*.csv"), "--out", str(out), *TABLE,
+                 "--resume"]) == 0
+    assert [pathlib.Path(c).name for c in calls] == ["s1.csv", "s2.csv"]
+    assert [row["folder"] for row in summary(out)] == ["s0", "s1", "s2"]
+    assert (out / "s0" / "report.json").read_text() == first  # (not run again)
+    marker = json.loads((out / "spineid-outputs.json").read_text())
+    assert marker["complete"] and {"s0/report.json", "s2/report.json"} <= set(marker["files"])
+    # Another batch (other options) is not mixed into this one; nor is --resume a batch of
+    # another verb's folder, or given with --overwrite.
+    assert main(["table", str(tmp_path / "s*.csv"), "--out", str(out), *TABLE[:-1],
+                 "--resume"]) == 2
+    assert main(["table", str(tmp_path / "s*.csv"), "--out", str(out), *TABLE, "--resume",
+                 "--overwrite"]) == 2
+    assert main(["table", str(tmp_path / "s0.csv"), "--out", str(tmp_path / "one"), *TABLE,
+                 "--resume"]) == 2
+
+
+def test_a_batch_on_two_dask_workers_equals_the_local_batch(tmp_path, capsys):
+    for i in range(4):
+        law_file(tmp_path / f"s{i}.csv", 100 + 10 * i, 150 - 5 * i, i)
+    local, remote = tmp_path / "local", tmp_path / "remote"
+    assert main(["table", str(tmp_path / "s*.csv"), "--out", str(local), *TABLE]) == 0
+    assert main(["table", str(tmp_path / "s*.csv"), "--out", str(remote), *TABLE,
+                 "--executor", "dask", "--workers", "2"]) == 0
+    assert "dask local cluster of 2 worker process(es)" in capsys.readouterr().out
+    here, there = summary(local), summary(remote)
+    assert [r["folder"] for r in there] == [r["folder"] for r in here]
+    for a, b in zip(here, there):
+        for name in ("breakpoint[1]", "slope[1]", "slope[2]", "cost"):
+            assert float(b[name]) == pytest.approx(float(a[name]), rel=1e-10, abs=1e-14)
+    assert (remote / "s3" / "log.txt").is_file() and (remote / "population.png").is_file()
+    assert main(["table", str(tmp_path / "s0.csv"), "--out", str(tmp_path / "x"), *TABLE,
+                 "--executor", "dask"]) == 2  # (one file is not a batch)
+    assert "only for a batch" in capsys.readouterr().err
 
 
 def _set_table(parser):

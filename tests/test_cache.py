@@ -84,3 +84,33 @@ def test_no_home_directory_leaves_the_cache_off_without_failing(monkeypatch):
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setattr(pathlib.Path, "home", classmethod(no_home))
     assert spineid.use_compilation_cache() is None
+
+
+def test_a_second_process_loads_the_trajectory_fit_the_first_compiled(tmp_path):
+    # A trajectory fit solves the ODE inside its Levenberg-Marquardt loop. The solve's
+    # checks report NaN there instead of calling back into Python (simulate(throw=False)),
+    # so the compiled loop is written and a second process loads it.
+    cache = tmp_path / "cache"
+    code = """
+import logging, sys
+import numpy as np
+logging.basicConfig(level=logging.DEBUG, stream=sys.stdout, format="%(message)s")
+logging.getLogger("jax._src.compiler").setLevel(logging.DEBUG)
+import spineid
+model_file = spineid.load_model_file(spineid.dataset_path("axial_4_springs.toml"))
+ts = np.linspace(0.0, 0.2, 101)
+clean = np.array([model_file.model.observe(q)
+                  for q in spineid.simulate(model_file.model, ts).q])
+data = clean + np.random.default_rng(0).normal(size=clean.shape) * [5e-6, 5e-6, 1.7e-4]
+problem = spineid.FitProblem(model_file, spineid.Measurement(ts, data, ("x", "y", "theta")),
+                             ["springs[0].stiffness"], {"x": 5e-6, "y": 5e-6, "theta": 1.7e-4})
+print("converged", spineid.fit(problem, "lm").converged)
+"""
+    first = _python(code, tmp_path, SPINEID_CACHE_DIR=str(cache))
+    assert "converged True" in first
+    assert "PERSISTENT COMPILATION CACHE MISS for 'jit_levenberg_marquardt'" in first
+    assert "Not writing persistent cache entry for 'jit_levenberg_marquardt'" not in first
+    second = _python(code, tmp_path, SPINEID_CACHE_DIR=str(cache))
+    assert "converged True" in second
+    assert "Persistent compilation cache hit for 'jit_levenberg_marquardt'" in second
+    assert "PERSISTENT COMPILATION CACHE MISS for 'jit_levenberg_marquardt'" not in second

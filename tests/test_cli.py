@@ -1,5 +1,7 @@
 """The command line, run as a user would (in-process for speed)."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -95,7 +97,12 @@ def test_fit_writes_model_report_and_plots(tmp_path, capsys):
     # fitted.toml has the same schema and the identified values: it simulates back to the data.
     refit = spineid.load_model_file(out / "fitted.toml")
     assert refit.parameters[0].get(refit.model) == pytest.approx(27000.0, rel=1e-6)
-    assert "LM step" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert re.search(r"^  lm: \d+ step\(s\), cost ", printed, re.MULTILINE)
+    assert "LM step" not in printed  # (every step only with --steps)
+    code = main(["fit", str(start), str(data), "--free", "stiffness", "--noise",
+                 "x=5e-6,y=5e-6,theta=1.7e-4", "--out", str(tmp_path / "steps"), "--steps"])
+    assert code == 0 and "LM step 1: cost" in capsys.readouterr().out
 
 
 def test_a_fit_whose_cost_overflows_writes_nothing(tmp_path, capsys):

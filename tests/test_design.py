@@ -168,6 +168,15 @@ def test_the_design_command_reads_a_design_file_and_writes_its_report(tmp_path, 
         assert row["stderr"] < row["baseline_stderr"]
     assert (out / "design.png").stat().st_size > 10_000
     assert "design (D-optimal): run" in capsys.readouterr().out
+    # The same file with a rotation-only copy of a candidate: the sensor is a choice too.
+    text = path.read_text().replace("../axial_4_springs.toml",
+                                    str(spineid.dataset_path("axial_4_springs.toml")))
+    start = text.index('[[candidates]]\nname = "Fx 3 Hz"')
+    copy = text[start:text.index("[[candidates]]", start + 1)]
+    copy = copy.replace('name = "Fx 3 Hz"', 'name = "Fx 3 Hz theta"\nchannels = ["theta"]')
+    (tmp_path / "channels.toml").write_text(text + "\n" + copy)
+    assert main(["design", str(tmp_path / "channels.toml"), "--out",
+                 str(tmp_path / "channels")]) == 0
 
 
 @pytest.mark.parametrize("edit, match", [
@@ -184,6 +193,8 @@ def test_the_design_command_reads_a_design_file_and_writes_its_report(tmp_path, 
      r"candidates\[2\] \('Fx 12 Hz'\)"),
     (lambda t: t.replace("force = 10.0", "force = 5.0"),
      "'bundled protocol': its force reaches 6 N, beyond the rig's limit 5 N"),
+    (lambda t: t.replace('name = "Fx 3 Hz"', 'name = "Fx 3 Hz"\nchannels = ["phi"]'),
+     r"candidates\[1\]\.channels: expected distinct channels among"),
 ])
 def test_bad_design_files_name_the_key(tmp_path, capsys, edit, match):
     from spineid.cli import main
@@ -214,3 +225,142 @@ def test_vector_springs_beyond_their_moments_are_never_separated_and_the_reason_
     x = x / np.abs(x).max()
     change = np.array([found.never[0].get(name, 0.0) for name in found.names])
     np.testing.assert_allclose([change.sum(), change @ x, change @ x**2], 0.0, atol=1e-6)
+
+
+def test_measured_channels_are_a_design_variable_checked_by_finite_differences():
+    # Which sensor for a moment test: the rotation alone, or the two positions alone? The
+    # information of a channel subset against central differences of the simulated
+    # measured channels (no forward mode, no objective).
+    full = candidate("Mz", 8.0)
+    rotation = spineid.Candidate("Mz@8Hz theta", full.model, TS, channels=("theta",))
+    positions = spineid.Candidate("Mz@8Hz x,y", full.model, TS, channels=["x", "y"])
+    noise = {"theta": NOISE["theta"], "x": NOISE["x"], "y": NOISE["y"]}
+    found = spineid.design([rotation, positions], ["stiffness"], noise, criterion="A")
+    problem = spineid.FitProblem(full.model, spineid.Measurement(TS, _simulated(full),
+                                                                 ("x", "y", "theta")),
+                                 ["stiffness"], NOISE)
+    values = problem.start
+
+    def measured(theta, columns):
+        model = problem.fitted_model(theta)
+        q = np.asarray(spineid.simulate(model, TS, rtol=1e-12, atol=1e-14).q)
+        return np.stack([np.asarray(model.observe(row)) for row in q])[:, columns]
+
+    for name in ("Mz@8Hz theta", "Mz@8Hz x,y"):
+        columns = [2] if name.endswith("theta") else [0, 1]
+        sigma = np.array([NOISE[c] for c in ("x", "y", "theta")])[columns]
+        jacobian = []
+        for j, value in enumerate(values):
+            step = np.zeros_like(values)
+            step[j] = 1e-4 * value
+            difference = measured(values + step, columns) - measured(values - step, columns)
+            jacobian.append((difference / (2 * step[j]) / sigma).ravel())
+        jacobian = np.array(jacobian).T
+        expected = np.sqrt(np.diag(np.linalg.inv(jacobian.T @ jacobian)))
+        alone = spineid.design([rotation if name.endswith("theta") else positions],
+                               ["stiffness"], noise)
+        np.testing.assert_allclose(alone.stderr, expected, rtol=1e-4)
+    best = min(("Mz@8Hz theta", "Mz@8Hz x,y"), key=lambda n: np.sum(
+        spineid.design([rotation if n.endswith("theta") else positions], ["stiffness"],
+                       noise).relative_stderr() ** 2))
+    assert found.chosen == (best,)
+    with pytest.raises(ValueError, match="measure only some of the model's channels"):
+        found.problem()
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda m: spineid.Candidate("c", m, TS, channels=("phi",)), r"unknown \['phi'\]"),
+    (lambda m: spineid.Candidate("c", m, TS, channels=()), "expected distinct names"),
+    (lambda m: spineid.Candidate("c", m, TS, channels=("x", "x")), "expected distinct names"),
+])
+def test_bad_channel_choices_are_refused(make, match):
+    with pytest.raises(ValueError, match=match):
+        make(candidate("Fx", 8.0).model)
+
+
+def test_a_measured_channel_without_noise_is_refused():
+    chosen = spineid.Candidate("c", candidate("Fx", 8.0).model, TS, channels=("theta",))
+    with pytest.raises(ValueError, match=r"measured channel\(s\) \['theta'\]"):
+        spineid.design([chosen], ["stiffness"], {"x": 5e-6})
+
+
+def _frequency_protocol():
+    import equinox as eqx
+    import jax.numpy as jnp
+
+    base = candidate("Mz", 8.0).model
+
+    def build(x):
+        load = base.loads[0]
+        return eqx.tree_at(lambda m: m.loads[0].frequency, base,
+                           x["frequency"] * jnp.ones_like(load.frequency))
+
+    return base, build
+
+
+def test_a_continuous_protocol_is_the_best_a_fine_grid_finds_and_its_gradient_is_exact():
+    # The frequency of a moment test, from 2 to 30 Hz: the D-criterion of the continuous
+    # optimum against a brute-force grid of one-experiment designs (analyse on each), and the
+    # criterion's gradient (forward over forward through the ODE) against central differences
+    # of that brute force.
+    _, build = _frequency_protocol()
+    problem = spineid.ProtocolProblem(build, {"frequency": (2.0, 30.0, 5.0)}, TS,
+                                      ["stiffness"], NOISE, criterion="D")
+    found = spineid.optimise_protocol(problem)
+
+    def brute(frequency):
+        model = build({"frequency": frequency})
+        fit_problem = spineid.FitProblem(model, spineid.Measurement(
+            TS, _simulated(spineid.Candidate("g", model, TS)), ("x", "y", "theta")),
+            ["stiffness"], NOISE)
+        covariance, _ = spineid.analyse(fit_problem)
+        start = fit_problem.start
+        return -np.linalg.slogdet(covariance / np.outer(start, start))[1]
+
+    grid = np.linspace(2.0, 30.0, 57)
+    scores = np.array([brute(f) for f in grid])
+    assert found.score >= scores.max() - 1e-6
+    assert abs(found.variables["frequency"] - grid[np.argmax(scores)]) <= 0.5
+    assert found.score == pytest.approx(brute(found.variables["frequency"]), abs=1e-5)
+    assert found.start_score == pytest.approx(brute(5.0), abs=1e-5)
+    for frequency in (6.0, 12.0):
+        value, gradient = problem.criterion({"frequency": frequency})
+        assert value == pytest.approx(brute(frequency), abs=1e-5)
+        h = 1e-3
+        slope = (brute(frequency + h) - brute(frequency - h)) / (2 * h)
+        assert gradient["frequency"] == pytest.approx(slope, rel=1e-3, abs=1e-4)
+    assert "frequency = " in found.summary()
+    assert found.report()["variables"]["frequency"] == found.variables["frequency"]
+
+
+def test_a_protocol_held_back_by_the_rig_says_so_and_bad_protocols_are_refused():
+    import equinox as eqx
+
+    base = candidate("Mz", 8.0).model
+
+    def build(x):
+        return eqx.tree_at(lambda m: m.loads[0].amplitude, base,
+                           x["amplitude"] * jnp.ones_like(base.loads[0].amplitude))
+
+    import jax.numpy as jnp
+    problem = spineid.ProtocolProblem(build, {"amplitude": (0.01, 0.08, 0.02)}, TS,
+                                      ["stiffness"], NOISE, criterion="A")
+    found = spineid.optimise_protocol(problem, limits={"moment": 0.08}, starts=1)
+    # More moment, more signal against the same noise: the largest amplitude allowed wins.
+    assert found.at_bound == ["amplitude"]
+    assert found.variables["amplitude"] == pytest.approx(0.08)
+    assert found.peak_moment == pytest.approx(0.08, rel=1e-3)
+    # (Nearly linear in the load: four times the moment, about a quarter of the errors.)
+    np.testing.assert_allclose(found.stderr, found.start_stderr * 0.02 / 0.08, rtol=0.1)
+    with pytest.raises(ValueError, match="beyond the rig's limit"):
+        spineid.optimise_protocol(problem, limits={"moment": 0.05}, starts=1)
+    for variables, match in [({}, "at least one design variable"),
+                             ({"amplitude": (0.1, 0.01, 0.05)}, "expected finite low < high"),
+                             ({"amplitude": (0.01, 0.1)}, r"expected \(low, high, start\)")]:
+        with pytest.raises(ValueError, match=match):
+            spineid.ProtocolProblem(build, variables, TS, ["stiffness"], NOISE)
+    with pytest.raises(ValueError, match="not free parameters"):
+        spineid.ProtocolProblem(build, {"amplitude": (0.01, 0.08, 0.02)}, TS, ["stiffness"],
+                                NOISE, criterion=["elements[0].damping"])
+    with pytest.raises(ValueError, match="expected 'force'"):
+        spineid.optimise_protocol(problem, limits={"duration": 1.0})

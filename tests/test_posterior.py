@@ -107,3 +107,46 @@ def test_directions_the_data_cannot_see_are_said_before_sampling(problem):
     with pytest.warns(RuntimeWarning, match="determine 1 combinations of the 2 parameters"):
         sampled = spineid.posterior(unseen, priors=priors, samples=10, warmup=10)
     assert "determine 1 combinations" in sampled.summary()
+
+
+def test_the_predictive_check_agrees_with_replicated_data_by_brute_force(problem, sampled):
+    # The data's discrepancy at each checked draw recomputed outside the fit's objective (the
+    # model simulated at the draw, residuals weighted in numpy), and the p-value from data
+    # replicated at those draws (prediction plus drawn noise, its discrepancy counted).
+    assert sampled.explains_data and sampled.predictive_p > 0.05
+    checked = np.unique(np.linspace(0, len(sampled.draws) - 1,
+                                    min(spineid.identify._posterior.CHECKED_DRAWS,
+                                        len(sampled.draws))).astype(int))
+    assert len(sampled.chi_square) == len(checked)
+    sigma = np.array([NOISE[c] for c in ("x", "y", "theta")])
+    data = problem.measurements[0].values
+    rng = np.random.default_rng(7)
+    exceed, total = 0, 0
+    for j, index in enumerate(checked[::10]):
+        model = problem.fitted_model(sampled.draws[index])
+        predicted = np.asarray(jax.vmap(model.observe)(spineid.simulate(model, TS).q))
+        observed = float(np.sum(((data - predicted) / sigma) ** 2))
+        assert observed == pytest.approx(sampled.chi_square[10 * j], rel=1e-6)
+        for _ in range(200):
+            replicated = predicted + rng.normal(size=predicted.shape) * sigma
+            exceed += np.sum(((replicated - predicted) / sigma) ** 2) >= observed
+            total += 1
+    subset = np.mean([spineid.identify._goodness.chi_square_sf(c, data.size)
+                      for c in sampled.chi_square[::10]])
+    assert exceed / total == pytest.approx(subset, abs=0.05)
+    assert "posterior predictive check" in sampled.summary()
+    assert sampled.report()["predictive_check"]["explains_data"] is True
+
+
+def test_a_model_that_lacks_what_the_data_show_fails_the_predictive_check(problem):
+    # The third spring held at twice its true stiffness: the other two cannot make up for it.
+    document_ = problem.model_file.document
+    document_["springs"][2]["stiffness"] *= 2.0
+    wrong = spineid.FitProblem(spineid.ModelFile.from_document(document_),
+                               problem.measurements, ["springs[0].stiffness",
+                                                      "springs[1].stiffness"], NOISE)
+    start = spineid.fit(wrong, spineid.LevenbergMarquardt()).values
+    with pytest.warns(RuntimeWarning, match="does not explain the data"):
+        sampled = spineid.posterior(wrong, samples=40, warmup=40, start=start)
+    assert not sampled.explains_data and sampled.predictive_p < 1e-6
+    assert "does NOT explain the data" in sampled.summary()

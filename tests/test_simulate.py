@@ -98,6 +98,26 @@ def test_failed_integration_reported_without_throw():
     assert ok.result == spineid.SimulationResult.successful
 
 
+def test_a_check_inside_a_solve_that_does_not_throw_reports_instead_of_raising():
+    # diffrax checks its save times inside every solve; a solve that does not throw (as every
+    # fit calls it) reports the failed check as a non-finite state, so that its compiled
+    # program has no callback into Python (and can be cached). Throwing, it still raises.
+    pair = model(springs=VECTOR_SPRINGS, loads=LOADS)
+    with pytest.raises(Exception, match="saveat.ts must lie between t0 and t1"):
+        spineid.simulate(pair, TS + 0.1, t0=0.2)
+    jitted = jax.jit(lambda ts: spineid.simulate(pair, ts, throw=False, t0=0.2))
+    sim = jitted(TS + 0.1)
+    assert sim.result == spineid.SimulationResult.non_finite_state
+    assert jitted(TS + 0.2).result == spineid.SimulationResult.successful
+    # Nothing of the reporting mode stays: throwing solves and checks of the same shapes and
+    # messages traced afterwards raise again.
+    with pytest.raises(Exception, match="saveat.ts must lie between t0 and t1"):
+        jax.jit(lambda ts: spineid.simulate(pair, ts, t0=0.2))(TS + 0.1)
+    with pytest.raises(Exception, match="saveat.ts must lie between t0 and t1"):
+        jax.jit(lambda ts: eqx.internal.error_if(
+            ts, (ts > 0.3) | (ts < 0.2), "saveat.ts must lie between t0 and t1."))(TS + 0.1)
+
+
 def test_tabulated_load_matches_sinusoid(tmp_path):
     sinusoid = model(springs=VECTOR_SPRINGS, loads=LOADS)
     times = np.linspace(0.0, 0.2, 4001)

@@ -24,6 +24,8 @@ import time
 
 import equinox as eqx
 
+from ..executors import Dask, Local
+from ..executors import run_batch as parallel_run
 from ..io import write_table, write_text_atomically
 from ..plots import plot_population
 from ._outputs import MARKER, OutputFolder
@@ -224,10 +226,101 @@ def _write_summary(out: OutputFolder, rows: list[dict]) -> pathlib.Path:
                        {name: [_cell(row.get(name)) for row in rows] for name in names})
 
 
+# Arguments that say where and how a batch runs, not what it computes: left out of the key
+# that a resumed batch must match.
+_HOW = ("output", "out", "overwrite", "resume", "executor", "scheduler", "workers", "data",
+        "time_limit", "run")
+
+
+def _batch_key(arguments, data: list[pathlib.Path]) -> str:
+    # What the batch computes: the verb, its options and every file (name, size, time).
+    options = {k: v for k, v in sorted(vars(arguments).items()) if k not in _HOW}
+    files = []
+    for path in data:
+        status = path.stat()
+        files.append([str(path.resolve()), status.st_size, status.st_mtime_ns])
+    return json.dumps({"options": options, "files": files}, default=str, sort_keys=True)
+
+
+def executor_of(arguments):
+    """The executor the options ask for: `--executor local` (default; this process) or
+    `dask` (`--workers` local worker processes, or the cluster at `--scheduler`)."""
+    scheduler = getattr(arguments, "scheduler", None)
+    if getattr(arguments, "executor", "local") == "local" and scheduler is None:
+        if getattr(arguments, "workers", None) is not None:
+            raise ValueError("--workers: only with --executor dask")
+        return Local()
+    return Dask(scheduler=scheduler, workers=getattr(arguments, "workers", None) or 2)
+
+
+class _WorkerFolder:
+    # The output folder of one file, `OUT/<stem>/`, where the file's run happens (this process
+    # or a worker's): what the verbs use of an `OutputFolder`, the files it was asked for
+    # recorded for the batch's marker.
+    def __init__(self, path: pathlib.Path, prefix: str = ""):
+        self.path, self.prefix, self.files = path, prefix, []
+
+    def __truediv__(self, name: str) -> pathlib.Path:
+        path = self.path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.files.append(f"{self.prefix}{name}")
+        return path
+
+    def finish(self) -> None:
+        pass  # (the batch's marker is completed once, after the last file)
+
+    def subfolder(self, name: str) -> "_WorkerFolder":
+        inner = _WorkerFolder(self.path / name, f"{self.prefix}{name}/")
+        inner.files = self.files  # (one list: the outer folder's)
+        return inner
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+
+def run_file(job: dict) -> dict:
+    """One file of a batch (wherever it runs): the verb on a copy of the arguments whose data
+    is that file and whose output is `OUT/<stem>/`, what it printed in `log.txt`, its error in
+    `error.txt`; returns `{"row", "files", "accepted"}` (the summary row, the files written,
+    relative to `OUT`, and whether the verb returned 0)."""
+    path, stem, out = pathlib.Path(job["path"]), job["stem"], pathlib.Path(job["out"])
+    single = argparse.Namespace(**job["arguments"])
+    # (`fit` takes a list of load cases; the other verbs one file.)
+    setattr(single, job["data_field"], [str(path)] if job["command"] == "fit" else str(path))
+    single.output = folder = _WorkerFolder(out / stem)
+    single.out = str(out / stem)
+    log = io.StringIO()
+    clock = time.perf_counter()
+    error, status, report = None, 2, None
+    try:
+        with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+            status = job["verb"](single)
+    except (ValueError, OSError, MemoryError, eqx.EquinoxRuntimeError) as caught:
+        error = " ".join(str(caught).split()) or type(caught).__name__
+        if isinstance(caught, OSError) and caught.filename:
+            error = f"{caught.filename}: {caught.strerror or caught}"
+    seconds = time.perf_counter() - clock
+    report_path = out / stem / "report.json"
+    if error is None and report_path.is_file():
+        report = json.loads(report_path.read_text(encoding="utf-8"))
+    outcome = ("failed" if error is not None else "ok" if status == 0 else
+               "not accepted")  # (did not converge, or does not explain the data)
+    if error is not None:
+        write_text_atomically(folder / "error.txt", f"{path}: {error}\n")
+        log.write(f"spineid: error: {error}\n")
+    write_text_atomically(folder / "log.txt", log.getvalue())
+    return {"row": _summary_row(path, stem, job["group"], outcome, seconds, report, error,
+                                job["command"]),
+            "files": [f"{stem}/{name}" for name in dict.fromkeys(folder.files)],
+            "accepted": status == 0 and error is None}
+
+
 def run_batch(arguments, verb, data: list[pathlib.Path], data_field: str = "data") -> int:
-    """Run `verb` (a `command_*` function) once per file of `data`, each with its own copy of
-    `arguments` whose `data_field` is that file and whose output is `OUT/<stem>/`; write
-    summary.csv after every file and population.png at the end (module docstring).
+    """Run `verb` (a `command_*` function) once per file of `data` (`run_file`) on the
+    executor the options ask for (`executor_of`: this process, or Dask workers), each file's
+    run a task; write summary.csv as each file's run arrives and population.png at the end
+    (module docstring). The runs are kept in `OUT/.batch/` as they complete, so that
+    `--resume` continues an interrupted batch with the files not yet done.
 
     **Returns:** the exit status: 0 when every file gave an accepted result (its verb
     returned 0), else `BATCH_STATUS` plus the number of files that did not (counted up to
@@ -243,49 +336,48 @@ def run_batch(arguments, verb, data: list[pathlib.Path], data_field: str = "data
         except re.error as error:
             raise ValueError(f"--group {arguments.group!r}: not a regular expression "
                              f"({error})") from None
+    executor = executor_of(arguments)
     stems = _stems(data)
-    rows: list[dict] = []
-    failed = 0
+    shared = {k: v for k, v in vars(arguments).items() if k not in ("output", "run")}
+    jobs = [{"verb": verb, "arguments": shared, "path": str(path), "stem": stem,
+             "out": str(out.path), "group": group_of(path, pattern), "data_field": data_field,
+             "command": arguments.command} for path, stem in zip(data, stems)]
+    rows: dict[int, dict] = {}
+    accepted: dict[int, bool] = {}
     progress = _progress(len(data), arguments.command)
-    for path, stem in zip(data, stems):
-        single = argparse.Namespace(**vars(arguments))
-        # (`fit` takes a list of load cases; the other verbs one file.)
-        setattr(single, data_field, [str(path)] if arguments.command == "fit" else str(path))
-        single.output = _FileFolder(out, stem)
-        single.out = str(out.path / stem)
-        log = io.StringIO()
-        clock = time.perf_counter()
-        error, status, report = None, 2, None
-        try:
-            with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-                status = verb(single)
-        except (ValueError, OSError, MemoryError, eqx.EquinoxRuntimeError) as caught:
-            error = " ".join(str(caught).split()) or type(caught).__name__
-            if isinstance(caught, OSError) and caught.filename:
-                error = f"{caught.filename}: {caught.strerror or caught}"
-        seconds = time.perf_counter() - clock
-        report_path = out.path / stem / "report.json"
-        if error is None and report_path.is_file():
-            report = json.loads(report_path.read_text(encoding="utf-8"))
-        outcome = ("failed" if error is not None else "ok" if status == 0 else
-                   "not accepted")  # (did not converge, or does not explain the data)
-        if error is not None:
-            write_text_atomically(out / f"{stem}/error.txt", f"{path}: {error}\n")
-            log.write(f"spineid: error: {error}\n")
-        write_text_atomically(out / f"{stem}/log.txt", log.getvalue())
-        failed += status != 0 or error is not None
-        rows.append(_summary_row(path, stem, group_of(path, pattern), outcome, seconds, report,
-                                 error, arguments.command))
-        _write_summary(out, rows)
-        progress(path, outcome, seconds)
-    population = plot_population(rows, out / "population.png",
-                                 title=f"spineid {arguments.command}: {len(rows)} files")
-    mixed = _mixed_units(rows)
+
+    def arrived(records):
+        for record in records:
+            index = record["index"]
+            if record["ok"]:
+                result = record["result"]
+                for name in result["files"]:
+                    out.file(name)  # (listed in the batch's marker)
+                rows[index], accepted[index] = result["row"], result["accepted"]
+            else:  # (a task that failed as a whole: its worker died)
+                rows[index] = _summary_row(data[index], stems[index], jobs[index]["group"],
+                                           "failed", 0.0, None, record["error"],
+                                           arguments.command)
+                accepted[index] = False
+            _write_summary(out, [rows[i] for i in sorted(rows)])
+            progress(data[index], rows[index]["status"], rows[index]["seconds"])
+
+    out.file(".batch/batch.json")  # (prepares the folder; listed in the marker)
+    parallel_run(run_file, jobs, executor=executor, chunk=1, out=out.path / ".batch",
+                 resume=getattr(arguments, "resume", False), overwrite=True,
+                 key=_batch_key(arguments, data), on_chunk=arrived)
+    ordered = [rows[i] for i in sorted(rows)]
+    failed = sum(not ok for ok in accepted.values())
+    population = plot_population(ordered, out / "population.png",
+                                 title=f"spineid {arguments.command}: {len(ordered)} files")
+    mixed = _mixed_units(ordered)
     if mixed:
         print(mixed, flush=True)
     out.finish()
-    print(f"{len(rows) - failed} of {len(rows)} files accepted; wrote {out.path / 'summary.csv'}"
-          f", {population} and one folder per file", flush=True)
+    print(f"{len(ordered) - failed} of {len(ordered)} files accepted; wrote "
+          f"{out.path / 'summary.csv'}, {population} and one folder per file"
+          + (f" ({executor.describe()})" if not isinstance(executor, Local) else ""),
+          flush=True)
     return 0 if not failed else BATCH_STATUS + min(failed, MAX_COUNTED)
 
 

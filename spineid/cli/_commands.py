@@ -219,7 +219,7 @@ def command_fit(arguments) -> int:
         f"{arguments.solver}",
         flush=True,
     )
-    result = fit(problem, solver, progress=True)
+    result = fit(problem, solver, progress="steps" if arguments.steps else True)
     out = arguments.output
     paths = write_fit_outputs(result, problem, out)
     print(result.summary())
@@ -543,7 +543,8 @@ def command_design(arguments) -> int:
     """`spineid design DESIGN.toml`: choose the experiments of a design file
     (docs/formats/design-files.md) that best determine its free parameters."""
     parsed = read_design_file(arguments.design)
-    candidates = [Candidate(name, model, times) for name, model, times in parsed.candidates]
+    candidates = [Candidate(name, model, times, channels)
+                  for name, model, times, channels in parsed.candidates]
     criterion = arguments.criterion or parsed.criterion
     budget = arguments.budget or parsed.budget
     out = arguments.output

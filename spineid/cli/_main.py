@@ -84,6 +84,19 @@ def _add_batch(parser):
                         help="in a batch: group the files by this pattern in their names (its "
                              "first capture group, e.g. '(Ant|Pos)') in summary.csv and "
                              "population.png")
+    parser.add_argument("--executor", choices=("local", "dask"), default="local",
+                        help="in a batch: where the files' runs go: this process (local, the "
+                             "default) or the worker processes of a Dask cluster (dask; "
+                             "needs spineid[dask])")
+    parser.add_argument("--workers", type=POSITIVE_INT, metavar="N",
+                        help="with --executor dask: worker processes of the local cluster "
+                             "(default 2)")
+    parser.add_argument("--scheduler", metavar="ADDRESS",
+                        help="a running Dask scheduler to send the runs to (e.g. "
+                             "tcp://host:8786); implies --executor dask")
+    parser.add_argument("--resume", action="store_true",
+                        help="in a batch: continue the interrupted batch in --out, running "
+                             "only the files it has not finished (refused for another batch)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,6 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
     fit_parser.add_argument("--max-steps", type=POSITIVE_INT, default=None,
                             help="iterations of the local solver (default 200 for the "
                                  "Levenberg-Marquardt solvers, 2000 for adam and lbfgs)")
+    fit_parser.add_argument("--steps", action="store_true",
+                            help="print every solver step as it is taken (the compiled solve "
+                                 "then calls back into Python: it is compiled in every run "
+                                 "instead of being loaded from the compilation cache)")
     fit_parser.add_argument("--profile", action="append", default=[], metavar="NAME",
                             help="also the profile-likelihood interval of this free parameter "
                                  "(profile_NAME.png, `profiles` in report.json); repeat for "
@@ -343,13 +360,24 @@ def _run(arguments) -> int:
                 arguments.data = arguments.data[0]
         elif getattr(arguments, "each", False):
             files = data_files(arguments.data)
-        if files is None and getattr(arguments, "group", None):
-            raise ValueError("--group: only a batch (several data files, a folder or a "
-                             "pattern; fit: --each) groups files")
+        if files is None:
+            for option, given in (("--group", getattr(arguments, "group", None)),
+                                  ("--executor dask", getattr(arguments, "executor",
+                                                              "local") != "local"),
+                                  ("--workers", getattr(arguments, "workers", None)),
+                                  ("--scheduler", getattr(arguments, "scheduler", None)),
+                                  ("--resume", getattr(arguments, "resume", False))):
+                if given:
+                    raise ValueError(f"{option}: only for a batch (several data files, a "
+                                     "folder or a pattern; fit: --each)")
+        if getattr(arguments, "resume", False) and arguments.overwrite:
+            raise ValueError("--resume and --overwrite: choose one (continue the batch in "
+                             "--out, or replace it)")
         # The output folder is checked before any work (simulate checks its file itself).
         if arguments.run is not verbs.command_simulate:
             arguments.output = OutputFolder(arguments.out, arguments.command,
-                                            arguments.overwrite)
+                                            arguments.overwrite,
+                                            resume=getattr(arguments, "resume", False))
         # Overflowing numbers are caught where they matter (a result holding one is never
         # written); numpy's warnings about them would only clutter the one-line answer.
         # spineid's own warnings are one line each, without Python's source location.

@@ -3,13 +3,14 @@ checks an output folder before any work, writes into it and marks it complete; a
 of the fitting verbs (the fitted model file, the JSON report and the plots of a fit or a measure
 recovery, and what else the model can be written as)."""
 
+import contextlib
 import datetime
 import json
 import math
 import os
 import pathlib
 import re
-import tempfile
+import secrets
 
 import jax.numpy as jnp
 import numpy as np
@@ -49,14 +50,17 @@ def output_folder(out: str | pathlib.Path) -> pathlib.Path:
     where = 'the folder' if existing == out.absolute() else existing
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ValueError(f"--out {out}: {where} is not writable")
-    try:  # (the permission bits do not tell for a superuser, nor for /proc or a full disk)
-        handle, probe = tempfile.mkstemp(prefix=".spineid-probe-", dir=existing)
+    # (The permission bits do not tell for a superuser, nor for /proc or a full disk.) The
+    # probe's name is chosen before it is created, so that an interruption (SIGTERM, Ctrl-C)
+    # landing anywhere, even inside the call that creates it, still has it removed.
+    probe = existing / f".spineid-probe-{os.getpid()}-{secrets.token_hex(6)}"
+    try:
+        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     except OSError as error:
         raise ValueError(f"--out {out}: {where} is not writable ({error.strerror})") from None
-    try:  # removed even when an interruption (SIGTERM, Ctrl-C) lands between the two calls
-        os.close(handle)
     finally:
-        os.unlink(probe)
+        with contextlib.suppress(OSError):
+            os.unlink(probe)
     return out
 
 
@@ -110,14 +114,27 @@ class OutputFolder:
     and those this verb writes (`VERB_OUTPUTS`); other files are left alone. The completion
     marker `spineid-outputs.json` (verb, spineid version, files, times) is rewritten before
     every file with `"complete": false` and, by `finish`, with `"complete": true` once every
-    file is written, so a folder either holds a whole result or says it does not.
+    file is written, so a folder either holds a whole result or says it does not. With
+    `resume` (a batch's `--resume`) a folder holding an earlier run of the same verb is taken
+    as it is: nothing is removed, and its marker's files stay listed.
     """
 
-    def __init__(self, path: str | pathlib.Path, verb: str, overwrite: bool = False):
+    def __init__(self, path: str | pathlib.Path, verb: str, overwrite: bool = False,
+                 resume: bool = False):
         self.path, self.verb, self.overwrite = output_folder(path), verb, overwrite
         self.files: list[str] = []
         self.started = None
         held = self._held()
+        if resume:
+            # A batch to continue: its files are kept, and listed again by the marker.
+            earlier = self._marker()
+            if held and (earlier is None or earlier.get("verb") != verb):
+                raise ValueError(f"--out {path}: --resume continues a batch of `spineid "
+                                 f"{verb}`, and this folder does not hold one")
+            if earlier is not None:
+                self.files = [name for name in earlier.get("files", [])
+                              if isinstance(name, str)]
+            return
         if held and overwrite:
             for name in self._earlier_outputs():  # what --overwrite cannot remove: said now
                 entry = self.path / name

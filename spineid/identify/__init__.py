@@ -2,6 +2,12 @@
 fitting stiffness matrices, load laws and segment parameters to quasi-static tests, with
 standard errors and identifiability."""
 
+from ._batch_fits import (
+    BatchFits as BatchFits,
+    fit_batch as fit_batch,
+    fit_many as fit_many,
+    fit_record as fit_record,
+)
 from ._design import (
     Candidate as Candidate,
     candidate_sensitivities as candidate_sensitivities,
@@ -10,11 +16,16 @@ from ._design import (
     Design as Design,
     peak_loads as peak_loads,
 )
-from ._fit import analyse as analyse, fit as fit, fit_many as fit_many
+from ._fit import analyse as analyse, fit as fit
 from ._goodness import assess_fit as assess_fit, GoodnessOfFit as GoodnessOfFit
 from ._least_squares import (
     LeastSquaresSolution as LeastSquaresSolution,
     levenberg_marquardt as levenberg_marquardt,
+)
+from ._protocol import (
+    optimise_protocol as optimise_protocol,
+    Protocol as Protocol,
+    ProtocolProblem as ProtocolProblem,
 )
 from ._posterior import (
     default_prior as default_prior,

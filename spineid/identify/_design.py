@@ -38,7 +38,7 @@ from ..models._loads import PLANAR_LOAD_COMPONENTS
 from ..models._spatial_pair import SPATIAL_LOAD_COMPONENTS
 from ..simulation._simulate import simulate
 from ._objective import _evaluate, _objective, _scales
-from ._problem import FitProblem, check_noise
+from ._problem import FitProblem
 from ._result_family import json_number
 from ._uncertainty import fisher_analysis, RANK_RTOL
 
@@ -52,11 +52,15 @@ class Candidate:
     """An experiment the rig can run: `name`, `model` (the specimen's model with this
     experiment's loads and initial pose, built in Python or a `ModelFile`: the same free
     parameters and nominal values as every other candidate), `times` (s, `(k,)`, the
-    sampling, from 0; its span is the experiment's duration)."""
+    sampling, from 0; its span is the experiment's duration), `channels` (the model's observed
+    channels this experiment measures, e.g. `("theta",)` for a rig that tracks only the
+    rotation; default every one): candidates that differ only in `channels` ask which
+    measurement to add or keep."""
 
     name: str
     model: object
     times: np.ndarray
+    channels: tuple[str, ...] | None = None
 
     def __post_init__(self):
         times = np.asarray(self.times, dtype=float)
@@ -65,6 +69,22 @@ class Candidate:
             raise ValueError(f"candidate {self.name!r}: times must be at least 3 increasing "
                              "finite sample times (s) from 0 or later")
         object.__setattr__(self, "times", times)
+        if self.channels is not None:
+            channels = (self.channels,) if isinstance(self.channels, str) \
+                else tuple(self.channels)
+            observed = tuple(self.system.observable_names)
+            unknown = [c for c in channels if c not in observed]
+            if not channels or unknown or len(set(channels)) != len(channels):
+                raise ValueError(f"candidate {self.name!r}: channels {list(channels)}: expected "
+                                 f"distinct names among the model's observed channels "
+                                 f"{list(observed)}" + (f"; unknown {unknown}" if unknown
+                                                        else ""))
+            object.__setattr__(self, "channels", channels)
+
+    @property
+    def measured(self) -> tuple[str, ...]:
+        """The channels this experiment measures (`channels`, or all the model observes)."""
+        return tuple(self.system.observable_names) if self.channels is None else self.channels
 
     @property
     def system(self):
@@ -122,25 +142,44 @@ def _check_limits(candidates, limits) -> None:
                                  f"{limit:.4g} {units}; leave it out or scale it down")
 
 
-def candidate_sensitivities(candidate: Candidate, free: Sequence[str], noise: dict[str, float]
-                            ) -> tuple[FitProblem, np.ndarray]:
-    """`(problem, J)`: the one-experiment `FitProblem` of `candidate` (its data the noise-free
-    simulation at the nominal parameters) and its noise-weighted sensitivity matrix `J`
-    (`(k c, p)`, 1/SI of each parameter: d(prediction/sigma)/d theta, forward mode through
-    the ODE)."""
+def candidate_problem(candidate: Candidate, free: Sequence[str], noise: dict[str, float]
+                      ) -> FitProblem:
+    """The one-experiment `FitProblem` of `candidate`: its data the noise-free simulation at
+    the nominal parameters, every channel the model observes, with `noise` (SI) for the
+    channels it measures (the others carry a placeholder: their rows are left out of the
+    information). Raises `ValueError` naming the candidate."""
     model = candidate.system
+    channels = tuple(model.observable_names)
+    missing = [c for c in candidate.measured if c not in noise]
+    if missing:
+        raise ValueError(f"candidate {candidate.name!r}: noise: give the standard deviation of "
+                         f"the measured channel(s) {missing}")
     simulation = simulate(model, candidate.times)
     observed = np.asarray(jax.vmap(model.observe)(simulation.q))
-    measurement = Measurement(candidate.times, observed, tuple(model.observable_names),
+    measurement = Measurement(candidate.times, observed, channels,
                               source=f"candidate {candidate.name!r}")
+    every = {c: noise.get(c, 1.0) for c in channels}
+    every.update({c: v for c, v in noise.items() if c not in channels})  # (refused by name)
     try:
-        problem = FitProblem(candidate.model, measurement, free, noise)
+        return FitProblem(candidate.model, measurement, free, every)
     except ValueError as error:
         raise ValueError(f"candidate {candidate.name!r}: {error}") from None
-    sigma = np.array([problem.noise[c] for c in problem.channels])
+
+
+def candidate_sensitivities(candidate: Candidate, free: Sequence[str], noise: dict[str, float]
+                            ) -> tuple[FitProblem, np.ndarray]:
+    """`(problem, J)`: the one-experiment problem of `candidate` (`candidate_problem`) and the
+    noise-weighted sensitivity matrix `J` of the channels it measures (`(k c, p)`, 1/SI of
+    each parameter: d(prediction/sigma)/d theta, forward mode through the ODE; rows sample
+    by sample, channels in the model's order). `noise` needs only the measured channels."""
+    problem = candidate_problem(candidate, free, noise)
+    channels = problem.channels
+    sigma = np.array([problem.noise[c] for c in channels])
     objective = _objective(problem, sigma, problem.transform(), diffrax.ForwardMode(), 20_000)
     jacobian = np.asarray(_evaluate(objective, jnp.asarray(problem.start))[0])
-    return problem, jacobian
+    kept = [channels.index(c) for c in channels if c in candidate.measured]
+    jacobian = jacobian.reshape(-1, len(channels), jacobian.shape[-1])[:, kept]
+    return problem, jacobian.reshape(-1, jacobian.shape[-1])
 
 
 def _reason(problem: FitProblem, direction: dict) -> str:
@@ -200,6 +239,7 @@ class Design:
     seconds: float
     warnings: list[str]
     problems: dict = dataclasses.field(repr=False, default_factory=dict)
+    measured: dict = dataclasses.field(repr=False, default_factory=dict)
 
     def relative_stderr(self) -> np.ndarray:
         """`(p,)`: predicted standard errors over the nominal magnitudes."""
@@ -210,6 +250,12 @@ class Design:
         the noise-free simulations at the nominal values): simulate noise on it and fit, to
         check the design (`fit_many`)."""
         chosen = [self.problems[name] for name in self.chosen]
+        partial = [name for name in self.chosen if self.measured.get(name) is not None]
+        if partial:
+            raise ValueError(f"Design.problem: {partial} measure only some of the model's "
+                             "channels, and a FitProblem fits every channel its model "
+                             "observes; fit those experiments with a model that observes "
+                             "just the measured channels")
         return FitProblem(chosen[0].model_file or chosen[0].model,
                           [p.measurements[0] for p in chosen],
                           self.names, chosen[0].noise, models=[p.model for p in chosen])
@@ -411,4 +457,5 @@ def design(candidates: Sequence[Candidate], free: Sequence[str], noise: dict[str
                   baseline_stderr=baseline_stderr, identifiable=identifiable,
                   baseline_identifiable=baseline_identifiable, never=never,
                   duration=duration, seconds=time.perf_counter() - started,
-                  warnings=warnings, problems=problems)
+                  warnings=warnings, problems=problems,
+                  measured={c.name: c.channels for c in candidates})

@@ -7,11 +7,8 @@ Jacobian by forward-mode autodiff through diffrax; first-order methods (optax) u
 
 import dataclasses
 import time
-from collections.abc import Sequence
 
 import diffrax
-import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -20,18 +17,9 @@ from ..simulation._modes import linear_modes
 from ._objective import _evaluate, _objective, _scales
 from ._problem import FitProblem, check_noise
 from ._result import FitResult
-from ._routines import _solve_jaxopt_lm, _solve_lm
 from ._run import _Run
 from ._shooting import segments_problem
-from ._solvers import (
-    BATCH_SOLVER,
-    Auto,
-    JaxoptLevenbergMarquardt,
-    MultipleShooting,
-    MultiStart,
-    OptimistixLevenbergMarquardt,
-    as_solver,
-)
+from ._solvers import Auto, as_solver, MultipleShooting, MultiStart
 from ._uncertainty import Identifiability, fisher_analysis
 
 
@@ -61,7 +49,7 @@ def integrated_implicitly(models) -> bool:
                for model in models if isinstance(model, AbstractLagrangianSystem))
 
 
-def fit(problem: FitProblem, solver="auto", *, progress: bool = False) -> FitResult:
+def fit(problem: FitProblem, solver="auto", *, progress: bool | str = False) -> FitResult:
     """Fit the free parameters of `problem` by least squares through the ODE solve.
 
     **Arguments:**
@@ -71,7 +59,10 @@ def fit(problem: FitProblem, solver="auto", *, progress: bool = False) -> FitRes
       `spineid.JaxoptLevenbergMarquardt(...)`, `spineid.Adam(...)`, `spineid.LBFGS(...)`,
       `spineid.MultiStart(inner, n=...)`), or one of the command line's names (`"auto"`,
       `"lm"`, `"jaxopt-lm"`, `"optimistix-lm"`, `"adam"`, `"lbfgs"`) for its defaults.
-    - `progress`: print the solver's progress.
+    - `progress`: `True` prints the fit's stages and one line per local solve (steps, cost);
+      `"steps"` also prints every solver step as it is taken (a host callback inside the
+      compiled solve: that program is then compiled again in every process instead of being
+      loaded from the persistent compilation cache, `spineid/_cache.py`).
 
     With the noise estimated (`problem.noise` is `None`) the fit runs with provisional weights
     (its statistical stop measured against the level its residuals show), estimates the noise
@@ -172,70 +163,3 @@ def analyse(
     )
     jacobian = np.asarray(_evaluate(objective, jnp.asarray(theta))[0])
     return fisher_analysis(jacobian, theta, _scales(theta, transform), problem.names)
-
-
-@eqx.filter_jit
-def _solve_batch(objective, batch, solver: str, rtol: float, atol: float, max_steps: int):
-    # vmapped Levenberg-Marquardt over data sets; at module level so that a second call with
-    # the same problem and shapes reuses the compilation.
-    def one(case_data):
-        single = eqx.tree_at(lambda o: o.data, objective, case_data)
-        u0 = jnp.zeros_like(single.transform.start)
-        if solver == "optimistix-lm":
-            u, converged, _ = _solve_lm(single, u0, rtol, atol, max_steps, False)
-        else:
-            u, converged, _ = _solve_jaxopt_lm(single, u0, rtol, atol, max_steps)
-        theta = single.transform.to_physical(u)
-        jacobian, residuals, _ = _evaluate(single, theta)
-        return theta, jacobian, converged, 0.5 * jnp.sum(residuals**2)
-
-    return jax.vmap(one)(batch)
-
-
-def fit_many(problem: FitProblem, data: Sequence[np.ndarray],
-             solver=BATCH_SOLVER) -> dict[str, np.ndarray]:
-    """Fit the same problem to a batch of data sets at once (`vmap` over LM solves).
-
-    **Arguments:** `data`, one array per load case of shape `(batch, k, c)` (e.g. noise draws
-    for a Monte Carlo study); the problem's noise must be given; `solver` a vmappable
-    Levenberg-Marquardt that carries its options: `spineid.OptimistixLevenbergMarquardt(...)`
-    (the default, `"optimistix-lm"`) or `spineid.JaxoptLevenbergMarquardt(...)`
-    (`"jaxopt-lm"`), each with `max_steps`, `rtol`, `atol`.
-
-    **Returns:** `values` `(batch, p)`, Cramer-Rao `stderr` `(batch, p)` (full-rank problems;
-    NaN where the Fisher information is singular), `converged` `(batch,)`, `cost` `(batch,)`.
-    Raises `ValueError` for another solver or a data array per load case missing.
-    """
-    batch_solvers = (OptimistixLevenbergMarquardt, JaxoptLevenbergMarquardt)
-    if isinstance(solver, str) and solver in ("optimistix-lm", "jaxopt-lm"):
-        solver = as_solver(solver)
-    if not isinstance(solver, batch_solvers):
-        raise ValueError(f"fit_many(solver={solver!r}): expected "
-                         "spineid.OptimistixLevenbergMarquardt(...) ('optimistix-lm') or "
-                         "spineid.JaxoptLevenbergMarquardt(...) ('jaxopt-lm'): the solvers "
-                         "that run vmapped over a batch")
-    sigma = _noise_array(problem, None)
-    objective = _objective(problem, sigma, problem.transform(), diffrax.ForwardMode(), 20_000)
-    if len(data) != len(problem.measurements):
-        raise ValueError(f"{len(data)} data arrays for {len(problem.measurements)} load cases")
-    batch = []
-    for case, (d, measurement) in enumerate(zip(data, problem.measurements)):
-        d = np.asarray(d, dtype=float)
-        if d.ndim != 3 or d.shape[1:] != measurement.values.shape:
-            raise ValueError(f"data of load case {case}: shape {d.shape}, expected (batch, "
-                             f"{', '.join(map(str, measurement.values.shape))})")
-        # Padded as the objective's records are (repeated last sample, weight zero).
-        length = objective.data[case].shape[0]
-        batch.append(jnp.asarray(np.pad(d, ((0, 0), (0, length - d.shape[1]), (0, 0)),
-                                        mode="edge")))
-    batch = tuple(batch)
-
-    theta, jacobian, converged, cost = _solve_batch(objective, batch, solver.name,
-                                                    solver.rtol, solver.atol, solver.max_steps)
-    fisher = np.einsum("bni,bnj->bij", np.asarray(jacobian), np.asarray(jacobian))
-    stderr = np.full(np.shape(theta), np.nan)
-    for b, information in enumerate(fisher):
-        if np.linalg.cond(information) < 1e12:
-            stderr[b] = np.sqrt(np.diag(np.linalg.inv(information)))
-    return {"values": np.asarray(theta), "stderr": stderr, "converged": np.asarray(converged),
-            "cost": np.asarray(cost)}

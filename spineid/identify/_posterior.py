@@ -9,6 +9,17 @@ coordinates `u` (`theta = T(u)`: a logarithm for a parameter bounded below, a lo
 for one bounded on both sides), so the density it sees carries the Jacobian of `T`:
 `log p(u) = log L(T(u)) + log prior(T(u)) + sum_j log |dT_j/du_j|`.
 
+Whether the model explains the data is checked against the posterior too (Gelman, Meng and
+Stern, Statistica Sinica 6:733, 1996): the discrepancy `chi2(y, theta) = sum_i r_i^2` of the
+data at a draw `theta`, against that of data replicated from the model at the same draw,
+`y_rep = f(theta) + sigma eps`, whose discrepancy is `sum eps_i^2`, chi-square with `n` (the
+number of data values) degrees of freedom. The posterior predictive p-value
+`P(chi2(y_rep, theta) >= chi2(y, theta) | y)` is the mean over draws of the chi-square
+survival function at `chi2(y, theta)`: exact for Gaussian noise, no replicate simulated. A
+right model gives p near 1/2 or above (the check is conservative); a model that lacks an
+effect the data show, or noise stated too small, gives p near 0. The model is said not to
+explain the data below `ALPHA` (1%), as a fit says it (`GoodnessOfFit`).
+
 Where the problem is near-linear and the prior flat beside the likelihood, the posterior is
 the Gaussian of the Cramer-Rao covariance (a test checks it); where a parameter is weakly
 determined, the posterior shows what the linearised interval cannot (skew, a floor, a ridge
@@ -26,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._fit import _noise_array
+from ._goodness import ALPHA, chi_square_sf
 from ._objective import _evaluate, _objective
 from ._problem import FitProblem
 from ._uncertainty import RANK_RTOL
@@ -100,7 +112,10 @@ class Posterior:
 
     Fields: `names`, `draws` (`(samples, p)`, SI), `priors` (the `(kind, a, b)` used per
     parameter), `effective_samples` (`(p,)`), `acceptance` (mean acceptance rate),
-    `divergences` (count), `step_size`, `seconds`, `warnings`.
+    `divergences` (count), `step_size`, `seconds`, `warnings`; the posterior predictive check
+    (module docstring): `chi_square` (the data's discrepancy `sum r^2` at the draws checked,
+    `(m,)`), `n_data` (its degrees of freedom under replication), `predictive_p` (the
+    posterior predictive p-value) and `explains_data` (`predictive_p >= ALPHA`).
     """
 
     names: list[str]
@@ -112,6 +127,24 @@ class Posterior:
     step_size: float
     seconds: float
     warnings: list[str]
+    chi_square: np.ndarray
+    n_data: int
+    predictive_p: float
+
+    @property
+    def explains_data(self) -> bool:
+        """Whether the model explains the data at the posterior: the posterior predictive
+        p-value is at least `ALPHA` (module docstring)."""
+        return bool(self.predictive_p >= ALPHA)
+
+    def check_sentence(self) -> str:
+        """The posterior predictive check in one sentence."""
+        verdict = ("the model explains the data" if self.explains_data else
+                   "the model does NOT explain the data (an effect the model lacks, a wrong "
+                   "model, or noise stated too small)")
+        return (f"posterior predictive check: sum of squared weighted residuals at the draws "
+                f"{np.median(self.chi_square):.5g} (median of {len(self.chi_square)}) for "
+                f"{self.n_data} data values, p = {self.predictive_p:.3g}: {verdict}")
 
     @property
     def mean(self) -> np.ndarray:
@@ -141,6 +174,7 @@ class Posterior:
             lines.append(f"{name:30s} {self.mean[j]:11.5g} {self.sd[j]:10.3g} "
                          f"{interval[j, 0]:11.5g} {interval[j, 1]:11.5g} "
                          f"{self.effective_samples[j]:7.0f}  {kind}({a:.3g}, {b:.3g})")
+        lines.append(self.check_sentence())
         lines += [f"WARNING: {w}" for w in self.warnings]
         return "\n".join(lines)
 
@@ -150,12 +184,32 @@ class Posterior:
         return {"draws": int(len(self.draws)), "acceptance": self.acceptance,
                 "divergences": self.divergences, "step_size": self.step_size,
                 "seconds": self.seconds, "warnings": list(self.warnings),
+                "predictive_check": {"p": float(self.predictive_p),
+                                     "explains_data": self.explains_data,
+                                     "n_data": int(self.n_data),
+                                     "chi_square_median": float(np.median(self.chi_square)),
+                                     "draws_checked": int(len(self.chi_square))},
                 "parameters": [{"name": n, "mean": float(self.mean[j]),
                                 "sd": float(self.sd[j]), "low95": float(interval[j, 0]),
                                 "high95": float(interval[j, 1]),
                                 "effective_samples": float(self.effective_samples[j]),
                                 "prior": list(self.priors[j][:3])}
                                for j, n in enumerate(self.names)]}
+
+
+CHECKED_DRAWS = 200
+"""Draws, evenly spaced through the chain, at which the posterior predictive check simulates
+the model (its p-value is a mean over draws: 200 put its Monte-Carlo error near 0.01-0.02)."""
+
+
+def predictive_check(objective, u, n_data: int) -> tuple[np.ndarray, float]:
+    """The posterior predictive check (module docstring) at the unconstrained draws `u`
+    `(m, p)`: `(chi_square (m,), p_value)`, with `objective(u)` the noise-weighted residuals
+    `(n,)` and `n_data` the data values they hold (padding excluded)."""
+    costs = np.asarray(jax.jit(jax.vmap(lambda v: jnp.sum(objective(v) ** 2)))(
+        jnp.asarray(u)))
+    survival = [chi_square_sf(c, n_data) if np.isfinite(c) else 0.0 for c in costs]
+    return costs, float(np.mean(survival))
 
 
 def posterior(problem: FitProblem, *, priors: dict | None = None, samples: int = 1000,
@@ -170,7 +224,8 @@ def posterior(problem: FitProblem, *, priors: dict | None = None, samples: int =
     fit's optimum, `FitResult.values`, shortens the warm-up), `seed`, `progress` (print the
     draws done every tenth of the way).
 
-    **Returns:** a `Posterior`. Needs blackjax (`pip install 'spineid[bayes]'`).
+    **Returns:** a `Posterior`, with its posterior predictive check at `CHECKED_DRAWS` draws
+    (a warning when the model does not explain the data). Needs blackjax (`pip install 'spineid[bayes]'`).
     """
     try:
         import blackjax
@@ -276,6 +331,16 @@ def posterior(problem: FitProblem, *, priors: dict | None = None, samples: int =
         notes.append(f"{divergences} divergent transitions: the posterior has regions the "
                         "sampler's step cannot follow (strong curvature); its draws there may "
                         "be biased")
+    checked = np.unique(np.linspace(0, len(u) - 1, min(CHECKED_DRAWS, len(u))).astype(int))
+    chi_square, predictive_p = predictive_check(objective, u[checked], problem.n_data)
+    if predictive_p < ALPHA:
+        notes.append(f"the model does not explain the data: posterior predictive p = "
+                     f"{predictive_p:.3g} (the data's sum of squared weighted residuals, "
+                     f"median {np.median(chi_square):.4g} over the draws, against a chi-square "
+                     f"of {problem.n_data} degrees of freedom); the posterior describes the "
+                     "parameters of a model that misses an effect the data show (or the noise "
+                     "is stated too small), and its intervals are not to be trusted")
+        warnings.warn("posterior: " + notes[-1], RuntimeWarning, stacklevel=2)
     low = [n for n, e in zip(problem.names, effective) if e < 100]
     if low:
         notes.append(f"fewer than 100 effective draws for {', '.join(low)}: draw more "
@@ -284,4 +349,6 @@ def posterior(problem: FitProblem, *, priors: dict | None = None, samples: int =
                      priors=[p[:3] for p in prior], effective_samples=effective,
                      acceptance=float(np.concatenate(acceptance).mean()),
                      divergences=divergences, step_size=float(parameters["step_size"]),
-                     seconds=time.perf_counter() - started, warnings=notes)
+                     seconds=time.perf_counter() - started, warnings=notes,
+                     chi_square=chi_square, n_data=int(problem.n_data),
+                     predictive_p=predictive_p)

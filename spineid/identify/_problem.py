@@ -3,6 +3,7 @@ parameters and the measurement noise, validated before anything is solved; and t
 that check data and noise for every fit.
 """
 
+import copy
 import math
 import pathlib
 from collections.abc import Sequence
@@ -137,6 +138,21 @@ class FitProblem:
             raise ValueError(f"fitted_model: {values.shape[0] if values.ndim else 0} values for "
                              f"{len(self.parameters)} free parameters {self.names}")
         return apply_values(self.models[case], self.parameters, values)
+
+    def with_measurements(self, measurements) -> "FitProblem":
+        """The same problem (models, free parameters, noise, options) with other data: one
+        `Measurement` per load case, with this problem's channels (e.g. a noise draw of a
+        Monte-Carlo study, or another specimen's test of the same protocol)."""
+        if isinstance(measurements, Measurement):
+            measurements = [measurements]
+        measurements = tuple(measurements)
+        if len(measurements) != len(self.measurements):
+            raise ValueError(f"with_measurements: {len(measurements)} measurements for "
+                             f"{len(self.measurements)} load cases")
+        other = copy.copy(self)
+        other.measurements = measurements
+        other._check_data()
+        return other
 
     def transform(self) -> Transform:
         """The map between the free parameters and the solver's coordinates, 0 at the start."""

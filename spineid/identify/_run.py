@@ -80,8 +80,14 @@ class _Run:
     weights, local fits from given starts, a multi-start, the verdict of a fit, and the
     result."""
 
-    def __init__(self, problem: FitProblem, local, progress: bool):
-        self.problem, self.local, self.progress = problem, local, progress
+    def __init__(self, problem: FitProblem, local, progress: bool | str):
+        if progress not in (False, True, "steps"):
+            raise ValueError(f"progress must be True, False or 'steps', not {progress!r}")
+        self.problem, self.local = problem, local
+        # Stages and one line per local solve from Python; every solver step only when asked
+        # (a host callback inside the compiled solve: that program is then compiled in every
+        # process, never loaded from the persistent compilation cache).
+        self.progress, self.each_step = bool(progress), progress == "steps"
         self.transform = problem.transform()
         self.noise_estimated = problem.noise is None
         if self.noise_estimated:
@@ -92,6 +98,12 @@ class _Run:
         self.objective = self.objective_for(self.sigma)
         self.shooting_objectives = {}
         self.notes: list[str] = []  # what went wrong on the way, for the result's warnings
+
+    def say_solved(self, steps, cost: float, converged) -> None:
+        """With progress shown (but not every step), one line for a finished local solve."""
+        if self.progress and not self.each_step:
+            print(f"  {self.local.name}: {int(steps)} step(s), cost {cost:.6e}"
+                  + ("" if bool(converged) else ", not converged"), flush=True)
 
     def note(self, text: str):
         """Keep `text` for the result's warnings and warn now."""
@@ -119,7 +131,7 @@ class _Run:
                                 [start_cost])
         try:
             u, converged, steps, linearisation = self.local.solve(
-                self.objective, jnp.asarray(u0, dtype=float), self.progress,
+                self.objective, jnp.asarray(u0, dtype=float), self.each_step,
                 provisional=self.noise_estimated)
         except eqx.EquinoxRuntimeError as error:
             # A check inside the compiled solve (optimistix's implicit-function derivative
@@ -131,6 +143,7 @@ class _Run:
                             skipped=1)
         cost = float(linearisation[0] if linearisation is not None
                      else _cost(self.objective, u))
+        self.say_solved(steps, cost, converged)
         return _Outcome(np.asarray(u), converged, steps, linearisation, cost, [cost])
 
     def shooting_fit(self, shooting: MultipleShooting, u0) -> _Outcome:
@@ -148,7 +161,7 @@ class _Run:
         try:
             u, _, steps = solve_shooting(objective, u0, max_steps=inner.max_steps,
                                          decrement_tol=inner.decrement_tol, xtol=inner.rtol,
-                                         gtol=inner.atol, progress=self.progress,
+                                         gtol=inner.atol, progress=self.each_step,
                                          provisional=self.noise_estimated)
         except eqx.EquinoxRuntimeError as error:  # (as in `local_fit`)
             self.note(f"multiple shooting stopped by a check inside its compiled solve "
@@ -213,8 +226,11 @@ class _Run:
                       + ", ".join(f"{c}={v:.3g}" for c, v in zip(self.problem.channels, sigma))
                       + "; refining the fit with these weights", flush=True)
             objective = self.objective_for(sigma)
-            u, converged, more, linearisation = self.local.solve(objective, u, progress)
+            u, converged, more, linearisation = self.local.solve(
+                objective, u, progress and self.each_step)
             steps += int(more)
+            if progress and linearisation is not None:
+                self.say_solved(more, float(linearisation[0]), converged)
             estimate = _estimate_noise(self.problem, np.asarray(self.transform.to_physical(u)),
                                        objective)
             change = float(np.max(np.abs(estimate / sigma - 1)))

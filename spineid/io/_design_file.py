@@ -12,14 +12,14 @@ from ._model_file import load_model_file, ModelFile
 from ._toml import DocumentChecker, read_toml
 
 _TOP = {"model", "free", "noise", "criterion", "budget", "baseline", "limits", "candidates"}
-_CANDIDATE = {"name", "loads", "duration", "samples", "initial_pose"}
+_CANDIDATE = {"name", "loads", "duration", "samples", "initial_pose", "channels"}
 
 
 @dataclasses.dataclass(frozen=True)
 class DesignFile:
     """A parsed design file: `model` (the `ModelFile` it names), `candidates` (`(name,
-    ModelFile, times)` per experiment: the model with the candidate's loads, and its sample
-    times in s), `free`, `noise` (channel -> SI), `criterion` (`"D"`, `"A"`, `"E"` or a list
+    ModelFile, times, channels)` per experiment: the model with the candidate's loads, its
+    sample times in s, and the channels it measures or `None` for all), `free`, `noise` (channel -> SI), `criterion` (`"D"`, `"A"`, `"E"` or a list
     of parameter names), `budget`, `baseline` (candidate names), `limits` (dict), `source`."""
 
     model: ModelFile
@@ -90,8 +90,16 @@ def read_design_file(path: str | pathlib.Path) -> DesignFile:
             candidate_model = ModelFile.from_document(changed, f"{path} {key}", model.folder)
         except ValueError as error:
             raise ValueError(f"{path}: {key} ({table['name']!r}): {error}") from None
+        channels = None
+        if "channels" in table:
+            channels = table["channels"]
+            observed = list(model.model.observable_names)
+            if not isinstance(channels, list) or not channels or not all(
+                    isinstance(c, str) and c in observed for c in channels) \
+                    or len(set(channels)) != len(channels):
+                check.fail(f"{key}.channels", f"distinct channels among {observed}", channels)
         candidates.append((table["name"], candidate_model,
-                           np.linspace(0.0, duration, samples)))
+                           np.linspace(0.0, duration, samples), channels))
     return DesignFile(model=model, candidates=tuple(candidates), free=free, noise=noise,
                       criterion=criterion, budget=budget, baseline=baseline, limits=limits,
                       source=str(path))

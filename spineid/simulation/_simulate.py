@@ -9,6 +9,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ..models._mechanics import AbstractLagrangianSystem, lagrangian_vector_field
+from ._reported_checks import checks_reported_as_nan
 from ._windows import integrate_in_windows
 
 
@@ -185,21 +186,24 @@ def simulate(
     y0 = system.initial_state() if y0 is None else y0
     # (Shapes are known while tracing: refused before anything is allocated.)
     refuse_oversized_output(ts.shape[0], 2 * y0[0].size, "spineid.simulate")
-    solution = diffrax.diffeqsolve(
-        diffrax.ODETerm(lagrangian_vector_field),
-        _solver_for(system) if solver is None else solver,
-        t0=ts[0] if t0 is None else t0,
-        t1=ts[-1],
-        dt0=None,
-        y0=y0,
-        args=system,
-        saveat=diffrax.SaveAt(ts=ts),
-        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol,
-                                                  jump_ts=system.jump_times()),
-        adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
-        max_steps=max_steps,
-        throw=False,
-    )
+    # (Not throwing, the checks traced inside the solve report NaN states instead of calling
+    # back into Python: a fit's program can then be cached; see `_reported_checks`.)
+    with checks_reported_as_nan(active=not throw):
+        solution = diffrax.diffeqsolve(
+            diffrax.ODETerm(lagrangian_vector_field if throw else _vector_field_reporting),
+            _solver_for(system) if solver is None else solver,
+            t0=ts[0] if t0 is None else t0,
+            t1=ts[-1],
+            dt0=None,
+            y0=y0,
+            args=system,
+            saveat=diffrax.SaveAt(ts=ts),
+            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol,
+                                                      jump_ts=system.jump_times()),
+            adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
+            max_steps=max_steps,
+            throw=False,
+        )
     q, qdot = solution.ys
     result = classify(solution.result, q, qdot)
     if throw:
@@ -207,6 +211,13 @@ def simulate(
     return Simulation(
         ts=ts, q=q, qdot=qdot, result=result, n_steps=solution.stats["num_accepted_steps"]
     )
+
+
+def _vector_field_reporting(t, y, system):
+    # `lagrangian_vector_field` under a name of its own for the solves that do not throw:
+    # `diffeqsolve` keeps one trace per vector field, so a solve traced with its checks
+    # reported as NaN never reuses one traced with them raising, nor the other way round.
+    return lagrangian_vector_field(t, y, system)
 
 
 def simulate_in_windows(

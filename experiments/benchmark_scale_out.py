@@ -1,0 +1,87 @@
+"""Benchmark: many fits of the planar pair on one process and on Dask workers, in one run.
+
+Problem: the bundled 4-axial-spring pair (datasets/axial_4_springs.toml) over 0.2 s at 101
+samples with optical-tracking noise (5 um, 0.01 deg); `--fits` noisy records, each fitted with
+spineid's Levenberg-Marquardt (`spineid.fit(problem, "lm")`, the whole result: standard errors,
+identifiability, verdict) through `spineid.fit_many(..., executor=...)`, chunks of `--chunk`.
+
+Configurations, each timed as a whole (the start of the workers and their compilation
+included, as a user waits for them):
+1. `Local()`: this process, the fits in a loop (compiled once);
+2. `Dask(workers=1)`: a LocalCluster of one worker process;
+3. `Dask(workers=2)`: two worker processes.
+Efficiency of a configuration = (time of 1 / its time) / its worker processes. Every
+configuration's estimates are compared with the local ones (target: equal to 1e-10).
+
+Run: `python experiments/benchmark_scale_out.py [--fits 1000] [--chunk 50]`.
+Target (issue): two local workers >= 1.7x one on 1,000 fits. Numbers measured are in the
+README.
+"""
+
+import argparse
+import os
+import tempfile
+import time
+
+import numpy as np
+
+NOISE = {"x": 5e-6, "y": 5e-6, "theta": float(np.radians(0.01))}
+
+
+def problem_and_draws(count: int, seed: int = 0):
+    import jax
+
+    import spineid
+
+    model_file = spineid.load_model_file(spineid.dataset_path("axial_4_springs.toml"))
+    ts = np.linspace(0.0, 0.2, 101)
+    clean = np.asarray(jax.vmap(model_file.model.observe)(
+        spineid.simulate(model_file.model, ts).q))
+    problem = spineid.FitProblem(model_file, spineid.Measurement(ts, clean, ("x", "y", "theta")),
+                                 ["stiffness"], NOISE)
+    draws = clean + np.random.default_rng(seed).normal(size=(count,) + clean.shape) * np.array(
+        list(NOISE.values()))
+    return problem, draws
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fits", type=int, default=1000)
+    parser.add_argument("--chunk", type=int, default=50)
+    arguments = parser.parse_args()
+    # (The workers share this run's compilation cache: a fresh folder, so that the first
+    # configuration compiles as a first run would.)
+    os.environ["SPINEID_CACHE_DIR"] = tempfile.mkdtemp(prefix="spineid-cache-")
+    import spineid
+
+    problem, draws = problem_and_draws(arguments.fits)
+    print(f"{arguments.fits} fits of the 4-axial-spring pair (101 samples), chunks of "
+          f"{arguments.chunk}; {os.cpu_count()} cores")
+    configurations = [("local (1 process)", spineid.Local(), 1),
+                      ("dask, 1 worker", spineid.Dask(workers=1), 1),
+                      ("dask, 2 workers", spineid.Dask(workers=2), 2)]
+    results, times = {}, {}
+    for label, executor, workers in configurations:
+        clock = time.perf_counter()
+        results[label] = spineid.fit_many(problem, [draws], executor=executor,
+                                          chunk=arguments.chunk)
+        times[label] = time.perf_counter() - clock
+    base = "local (1 process)"
+    one = times["dask, 1 worker"]
+    print(f"{'configuration':22s} {'time':>9s} {'fits/s':>8s} {'speed-up':>9s} "
+          f"{'efficiency':>10s} {'max |diff| / value':>19s} failed")
+    for label, _, workers in configurations:
+        speed = times[base] / times[label]
+        difference = np.max(np.abs(results[label]["values"] - results[base]["values"])
+                            / np.abs(results[base]["values"]))
+        print(f"{label:22s} {times[label]:8.1f}s {arguments.fits / times[label]:8.1f} "
+              f"{speed:8.2f}x {speed / workers:10.2f} {difference:19.1e} "
+              f"{len(results[label]['errors'])}")
+    print(f"two workers against one worker: {one / times['dask, 2 workers']:.2f}x "
+          "(target >= 1.7x)")
+    print(f"converged: {int(results[base]['converged'].sum())} of {arguments.fits}; explain "
+          f"their data: {int(results[base]['explains_data'].sum())}")
+
+
+if __name__ == "__main__":
+    main()

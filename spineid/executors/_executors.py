@@ -1,0 +1,144 @@
+"""Where the chunks of a batch run: in this process (`Local`), or on the workers of a Dask
+cluster (`Dask`: a `LocalCluster` of worker processes by default, or an existing scheduler).
+
+An executor is a small object carrying its options (as diffrax's solvers do); `run_batch`
+hands it chunks of work and takes back each chunk's records as it completes. Both run the same
+chunk function (`run_chunk`), so their results are the same numbers: one compiled program on
+the same kind of CPU gives the same bits whichever process runs it.
+"""
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
+
+from ._chunks import Chunk, run_chunk
+
+
+class AbstractExecutor:
+    """Runs chunks of a batch: `session()` is a context manager giving a `submit(chunks)`
+    function that yields `(chunk, records)` as chunks complete (records as `run_chunk` makes
+    them; a chunk whose task failed as a whole is reported by `task_failed`)."""
+
+    name: str = "abstract"
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[Callable]:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """One line: where the work runs."""
+        return self.name
+
+
+@dataclasses.dataclass(frozen=True)
+class Local(AbstractExecutor):
+    """Every chunk in this process, one after the other (compiled once: the chunks reuse the
+    process's compiled programs)."""
+
+    name = "local"
+
+    @contextlib.contextmanager
+    def session(self):
+        def submit(function: Callable, chunks: Sequence[Chunk]):
+            for chunk in chunks:
+                yield chunk, run_chunk(function, chunk)
+
+        yield submit
+
+    def describe(self) -> str:
+        return "local (this process)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Dask(AbstractExecutor):
+    """The chunks as tasks of a Dask cluster (`dask.distributed`, the extra `spineid[dask]`).
+
+    Options:
+    - `scheduler`: the address of a running scheduler (`tcp://host:8786`; a Slurm or Kubernetes
+      cluster started with dask-jobqueue or dask-kubernetes, see docs/scale-out.md); default
+      `None`: a `LocalCluster` of `workers` processes on this machine, closed at the end.
+    - `workers`: worker processes of the local cluster (default 2), one thread each (a fit is
+      single-threaded XLA work; threads would share one Python interpreter).
+    - `timeout`: seconds to wait for the scheduler before giving up with an error.
+    - `retries`: how often a task whose worker died, or that raised, is run again (default
+      once) before its chunk is reported failed (for a worker's death a remote scheduler
+      follows its own `distributed.scheduler.allowed-failures` setting).
+
+    Worker processes are started by spawn (fork and JAX's threads do not mix); each compiles
+    the batch's programs once and keeps them for its later chunks. They share the persistent
+    compilation cache when `SPINEID_CACHE_DIR` names a folder they all see (the local
+    cluster's workers inherit this process's environment).
+    """
+
+    scheduler: str | None = None
+    workers: int = 2
+    timeout: float = 30.0
+    retries: int = 1
+    name = "dask"
+
+    def __post_init__(self):
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) \
+                or self.workers < 1:
+            raise ValueError(f"Dask(workers={self.workers!r}): expected a whole number >= 1")
+        if isinstance(self.retries, bool) or not isinstance(self.retries, int) \
+                or self.retries < 0:
+            raise ValueError(f"Dask(retries={self.retries!r}): expected a whole number >= 0")
+        if not (isinstance(self.timeout, (int, float)) and self.timeout > 0):
+            raise ValueError(f"Dask(timeout={self.timeout!r}): expected seconds > 0")
+        if self.scheduler is not None and not isinstance(self.scheduler, str):
+            raise ValueError(f"Dask(scheduler={self.scheduler!r}): expected an address such "
+                             "as 'tcp://host:8786'")
+
+    def describe(self) -> str:
+        return (f"dask scheduler {self.scheduler}" if self.scheduler is not None
+                else f"dask local cluster of {self.workers} worker process(es)")
+
+    @contextlib.contextmanager
+    def session(self):
+        try:
+            import dask
+            from distributed import as_completed, Client, LocalCluster
+        except ImportError:
+            raise ImportError("the Dask executor needs dask.distributed: "
+                              "pip install 'spineid[dask]'") from None
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(dask.config.set({
+                "distributed.worker.multiprocessing-method": "spawn",
+                "distributed.comm.timeouts.connect": f"{self.timeout}s",
+                # A task whose worker died is given to another `retries` times, then failed
+                # (the local cluster's scheduler runs here; a remote one keeps its own).
+                "distributed.scheduler.allowed-failures": self.retries}))
+            if self.scheduler is None:
+                cluster = stack.enter_context(LocalCluster(
+                    n_workers=self.workers, threads_per_worker=1, processes=True,
+                    dashboard_address=None, silence_logs=40))
+                client = stack.enter_context(Client(cluster, timeout=self.timeout))
+            else:
+                try:
+                    client = stack.enter_context(Client(self.scheduler, timeout=self.timeout))
+                except (OSError, TimeoutError) as error:
+                    raise ConnectionError(
+                        f"Dask scheduler {self.scheduler}: not reachable within "
+                        f"{self.timeout:g} s ({type(error).__name__}: {error}); check the "
+                        "address and that the scheduler runs") from None
+
+            def submit(function: Callable, chunks: Sequence[Chunk]):
+                futures = {client.submit(run_chunk, function, chunk, retries=self.retries,
+                                         pure=False): chunk for chunk in chunks}
+                for future in as_completed(futures):
+                    chunk = futures[future]
+                    try:
+                        yield chunk, future.result()
+                    except Exception as error:  # the task itself failed (a worker died)
+                        yield chunk, task_failed(chunk, error, self.retries)
+
+            yield submit
+
+
+def task_failed(chunk: Chunk, error: BaseException, retries: int) -> list[dict]:
+    """Failure records for every item of a chunk whose task failed as a whole (its worker
+    died, after `retries` more tries)."""
+    text = (f"the task of chunk {chunk.number} failed after {retries + 1} tries "
+            f"({type(error).__name__}: {error})")
+    return [{"index": index, "ok": False, "error": text} for index in chunk.indices]
+
