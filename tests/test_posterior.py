@@ -150,3 +150,45 @@ def test_a_model_that_lacks_what_the_data_show_fails_the_predictive_check(proble
         sampled = spineid.posterior(wrong, samples=40, warmup=40, start=start)
     assert not sampled.explains_data and sampled.predictive_p < 1e-6
     assert "does NOT explain the data" in sampled.summary()
+
+
+def test_priors_written_in_the_model_file_are_the_posteriors_and_given_ones_win(problem,
+                                                                                 fitted,
+                                                                                 tmp_path):
+    error = fitted.stderr[0]
+    prior = ["normal", float(fitted.values[0] + 5 * error), float(error / 10)]
+    document = problem.model_file.document
+    document["priors"] = {"springs[0].stiffness": prior}
+    with_file = spineid.FitProblem(spineid.ModelFile.from_document(document),
+                                   problem.measurements, ["stiffness"], NOISE)
+    assert with_file.model_file.priors == {"springs[0].stiffness": tuple(prior)}
+    # Written back (a fitted model file keeps them) and read again, by a TOML reader too.
+    import tomllib
+    path = spineid.io.write_model_file(tmp_path / "with_priors.toml", with_file.model_file, {})
+    assert spineid.load_model_file(path).priors == with_file.model_file.priors
+    assert tomllib.loads(path.read_text())["priors"]["springs[0].stiffness"] == prior
+    from_file = spineid.posterior(with_file, samples=40, warmup=20, start=fitted.values, seed=4)
+    given = spineid.posterior(problem, priors={"springs[0].stiffness": tuple(prior)},
+                              samples=40, warmup=20, start=fitted.values, seed=4)
+    np.testing.assert_array_equal(from_file.draws, given.draws)
+    assert from_file.priors[0] == ("normal", prior[1], prior[2])
+    overridden = spineid.posterior(with_file, priors={"springs[0].stiffness": (
+        "lognormal", float(fitted.values[0]), 1.0)}, samples=10, warmup=10,
+        start=fitted.values)
+    assert overridden.priors[0][0] == "lognormal"
+
+
+@pytest.mark.parametrize("prior, match", [
+    ({"springs[7].stiffness": ["normal", 1.0, 1.0]}, r"priors\.springs\[7\]\.stiffness: "
+                                                     "expected the name of a parameter"),
+    ({"springs[0].stiffness": ["cauchy", 1.0, 1.0]}, "kind one of"),
+    ({"springs[0].stiffness": ["normal", 1.0, 0.0]}, "scale > 0"),
+    ({"springs[0].stiffness": ["uniform", 2.0, 1.0]}, "low < high"),
+    ({"springs[0].stiffness": ["lognormal", -1.0, 1.0]}, "median > 0"),
+    ({"springs[0].stiffness": "normal"}, r"\[kind, a, b\]"),
+])
+def test_bad_priors_in_a_model_file_name_the_key(problem, prior, match):
+    document = problem.model_file.document
+    document["priors"] = prior
+    with pytest.raises(ValueError, match=match):
+        spineid.ModelFile.from_document(document, "file.toml")

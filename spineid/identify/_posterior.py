@@ -36,15 +36,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..io._model_file import PRIOR_KINDS
 from ._fit import _noise_array
 from ._goodness import ALPHA, chi_square_sf
 from ._objective import _evaluate, _objective
 from ._problem import FitProblem
 from ._uncertainty import RANK_RTOL
 
-PRIOR_KINDS = ("lognormal", "normal", "uniform")
-"""Prior families: `("lognormal", median, log_sd)`, `("normal", mean, sd)`, `("uniform",
-low, high)`, each in the parameter's SI unit (`log_sd` dimensionless)."""
 
 
 def default_prior(parameter, start: float) -> tuple:
@@ -62,7 +60,9 @@ def default_prior(parameter, start: float) -> tuple:
 
 
 def _check_priors(problem: FitProblem, priors: dict | None) -> list[tuple]:
-    priors = dict(priors or {})
+    # The model file's priors of the free parameters, then those given (which win).
+    written = problem.model_file.priors if problem.model_file is not None else {}
+    priors = {**{n: p for n, p in written.items() if n in problem.names}, **dict(priors or {})}
     unknown = [name for name in priors if name not in problem.names]
     if unknown:
         raise ValueError(f"priors for {unknown}, which are not free parameters; the free "
@@ -218,7 +218,8 @@ def posterior(problem: FitProblem, *, priors: dict | None = None, samples: int =
     """Sample the posterior of `problem`'s free parameters (module docstring) with NUTS.
 
     **Arguments:** `problem` (its noise must be given: the likelihood needs it), `priors`
-    (`{name: (kind, a, b)}`, `PRIOR_KINDS`; the others `default_prior`), `samples` and
+    (`{name: (kind, a, b)}`, `PRIOR_KINDS`; for the others those of the model file's
+    `[priors]` table, then `default_prior`), `samples` and
     `warmup` (draws kept, and adaptation steps of the step size and the mass matrix,
     Stan's window adaptation), `start` (SI values, `(p,)`; default the problem's start: a
     fit's optimum, `FitResult.values`, shortens the warm-up), `seed`, `progress` (print the

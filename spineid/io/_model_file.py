@@ -12,9 +12,10 @@ document, so that fitted values can be written back). The built-in kinds are
 
 import copy
 import dataclasses
+import math
 import os
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -75,6 +76,40 @@ def model_kinds() -> tuple[str, ...]:
     return tuple(_READERS)
 
 
+PRIOR_KINDS = ("lognormal", "normal", "uniform")
+"""Prior families of a model file's `[priors]` table and of `spineid.posterior`:
+`["lognormal", median, log_sd]` (the median of the distance above the parameter's lower
+bound), `["normal", mean, sd]`, `["uniform", low, high]`, in the parameter's SI unit."""
+
+
+def check_priors_table(table, names: Sequence[str], check: DocumentChecker) -> dict:
+    """The `[priors]` table of a model file checked against the parameter `names` it
+    declares: `{name: (kind, a, b)}`; a mistake raises `ValueError` naming the key."""
+    if not isinstance(table, dict):
+        check.fail("priors", "a table of parameter name = [kind, a, b]", table)
+    out = {}
+    for name, prior in table.items():
+        key = f"priors.{name}"
+        if name not in names:
+            check.fail(key, f"the name of a parameter of this model ({', '.join(names[:6])}"
+                       + (", ..." if len(names) > 6 else "") + ")", name)
+        if not (isinstance(prior, list) and len(prior) == 3 and prior[0] in PRIOR_KINDS
+                and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                        and math.isfinite(v) for v in prior[1:])):
+            check.fail(key, f"[kind, a, b] with kind one of {list(PRIOR_KINDS)} and finite "
+                       "numbers a, b", prior)
+        kind, a, b = prior[0], float(prior[1]), float(prior[2])
+        if kind in ("lognormal", "normal") and b <= 0:
+            check.fail(key, f"a {kind} prior with a scale > 0", prior)
+        if kind == "lognormal" and a <= 0:
+            check.fail(key, "a log-normal prior with a median > 0 (of the distance above the "
+                       "parameter's lower bound)", prior)
+        if kind == "uniform" and not a < b:
+            check.fail(key, "a uniform prior with low < high", prior)
+        out[name] = (kind, a, b)
+    return out
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelFile:
     """A validated model file: the model, its named parameters and the parsed document.
@@ -100,8 +135,18 @@ class ModelFile:
         check = DocumentChecker(source)
         kind = check.choice(document, "kind", "kind", tuple(_READERS))
         folder = pathlib.Path(".") if folder is None else pathlib.Path(folder)
-        model, parameters = _READERS[kind](document, check, folder)
+        # (`[priors]` belongs to every kind: checked here, not by the kind's reader.)
+        model, parameters = _READERS[kind](
+            {k: v for k, v in document.items() if k != "priors"}, check, folder)
+        if "priors" in document:
+            check_priors_table(document["priors"], [p.name for p in parameters], check)
         return cls(model, tuple(parameters), copy.deepcopy(document), source, folder)
+
+    @property
+    def priors(self) -> dict:
+        """The `[priors]` table: `{parameter name: (kind, a, b)}` (`PRIOR_KINDS`), the priors
+        `spineid.posterior` uses for these parameters unless given others; `{}` without one."""
+        return {name: tuple(prior) for name, prior in self.document.get("priors", {}).items()}
 
     @property
     def kind(self) -> str:

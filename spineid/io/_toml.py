@@ -161,8 +161,19 @@ def _toml_value(value) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}"
+                                for k, v in value.items()) + " }"
     raise ValueError(f"cannot write {value!r} to TOML")
+
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _toml_key(key) -> str:
+    # A bare key as it is; any other (a parameter name such as `springs[0].stiffness`, the key
+    # of a `[priors]` entry) quoted, so that it reads back as one key.
+    key = str(key)
+    return key if _BARE_KEY.match(key) else _toml_value(key)
 
 
 def _is_table_array(value) -> bool:
@@ -174,13 +185,15 @@ def dumps_toml(document: dict) -> str:
     lines = []
     for key, value in document.items():
         if not isinstance(value, dict) and not _is_table_array(value):
-            lines.append(f"{key} = {_toml_value(value)}")
+            lines.append(f"{_toml_key(key)} = {_toml_value(value)}")
     for key, value in document.items():
         if isinstance(value, dict):
-            lines += ["", f"[{key}]"] + [f"{k} = {_toml_value(v)}" for k, v in value.items()]
+            lines += ["", f"[{_toml_key(key)}]"] + [f"{_toml_key(k)} = {_toml_value(v)}"
+                                                    for k, v in value.items()]
         elif _is_table_array(value):
             for table in value:
-                lines += ["", f"[[{key}]]"] + [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+                lines += ["", f"[[{_toml_key(key)}]]"] + [
+                    f"{_toml_key(k)} = {_toml_value(v)}" for k, v in table.items()]
     return "\n".join(lines) + "\n"
 
 
