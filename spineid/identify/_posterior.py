@@ -39,9 +39,9 @@ import numpy as np
 from ..io._model_file import PRIOR_KINDS
 from ._fit import _noise_array
 from ._goodness import ALPHA, chi_square_sf
-from ._objective import _evaluate, _objective
+from ._objective import _evaluate, _objective, _scales
 from ._problem import FitProblem
-from ._uncertainty import RANK_RTOL
+from ._uncertainty import fisher_analysis, RANK_RTOL
 
 
 
@@ -115,7 +115,11 @@ class Posterior:
     `divergences` (count), `step_size`, `seconds`, `warnings`; the posterior predictive check
     (module docstring): `chi_square` (the data's discrepancy `sum r^2` at the draws checked,
     `(m,)`), `n_data` (its degrees of freedom under replication), `predictive_p` (the
-    posterior predictive p-value) and `explains_data` (`predictive_p >= ALPHA`).
+    posterior predictive p-value) and `explains_data` (`predictive_p >= ALPHA`); what the
+    data determine (the identifiable combinations of the Fisher information at the start, as
+    a fit reports them, `Identifiability`): `rank`, and `combinations`, one dict per
+    combination `sum_j c_j theta_j`: `coefficients` `{name: c_j}`, its posterior `mean`,
+    `sd`, `low95`, `high95`, and the linearised `stderr` beside them.
     """
 
     names: list[str]
@@ -130,6 +134,8 @@ class Posterior:
     chi_square: np.ndarray
     n_data: int
     predictive_p: float
+    combinations: list = dataclasses.field(default_factory=list)
+    rank: int = 0
 
     @property
     def explains_data(self) -> bool:
@@ -175,6 +181,16 @@ class Posterior:
                          f"{interval[j, 0]:11.5g} {interval[j, 1]:11.5g} "
                          f"{self.effective_samples[j]:7.0f}  {kind}({a:.3g}, {b:.3g})")
         lines.append(self.check_sentence())
+        if self.rank < len(self.names):
+            lines.append(f"the data determine {self.rank} combination(s) of the "
+                         f"{len(self.names)} parameters; their posteriors (linearised error "
+                         "beside):")
+            for combination in self.combinations:
+                terms = " ".join(f"{c:+.3g} {n}" for n, c in
+                                 combination["coefficients"].items())
+                lines.append(f"  {terms}: {combination['mean']:.6g} +- {combination['sd']:.3g}"
+                             f" (95% {combination['low95']:.6g} to {combination['high95']:.6g};"
+                             f" linearised +- {combination['stderr']:.3g})")
         lines += [f"WARNING: {w}" for w in self.warnings]
         return "\n".join(lines)
 
@@ -184,6 +200,7 @@ class Posterior:
         return {"draws": int(len(self.draws)), "acceptance": self.acceptance,
                 "divergences": self.divergences, "step_size": self.step_size,
                 "seconds": self.seconds, "warnings": list(self.warnings),
+                "rank": int(self.rank), "combinations": list(self.combinations),
                 "predictive_check": {"p": float(self.predictive_p),
                                      "explains_data": self.explains_data,
                                      "n_data": int(self.n_data),
@@ -342,6 +359,17 @@ def posterior(problem: FitProblem, *, priors: dict | None = None, samples: int =
                      "parameters of a model that misses an effect the data show (or the noise "
                      "is stated too small), and its intervals are not to be trusted")
         warnings.warn("posterior: " + notes[-1], RuntimeWarning, stacklevel=2)
+    _, identifiability = fisher_analysis(sensitivity, start, _scales(start, transform),
+                                         problem.names)
+    combinations = []
+    for combination in identifiability.combinations:
+        weights = np.array([combination["coefficients"].get(n, 0.0) for n in problem.names])
+        along = draws @ weights
+        low95, high95 = np.percentile(along, [2.5, 97.5])
+        combinations.append({"coefficients": combination["coefficients"],
+                             "mean": float(along.mean()), "sd": float(along.std(ddof=1)),
+                             "low95": float(low95), "high95": float(high95),
+                             "stderr": combination["standard_error"]})
     low = [n for n, e in zip(problem.names, effective) if e < 100]
     if low:
         notes.append(f"fewer than 100 effective draws for {', '.join(low)}: draw more "
@@ -352,4 +380,5 @@ def posterior(problem: FitProblem, *, priors: dict | None = None, samples: int =
                      divergences=divergences, step_size=float(parameters["step_size"]),
                      seconds=time.perf_counter() - started, warnings=notes,
                      chi_square=chi_square, n_data=int(problem.n_data),
-                     predictive_p=predictive_p)
+                     predictive_p=predictive_p, combinations=combinations,
+                     rank=identifiability.rank)
