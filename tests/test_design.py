@@ -364,3 +364,38 @@ def test_a_protocol_held_back_by_the_rig_says_so_and_bad_protocols_are_refused()
                                 NOISE, criterion=["elements[0].damping"])
     with pytest.raises(ValueError, match="expected 'force'"):
         spineid.optimise_protocol(problem, limits={"duration": 1.0})
+
+
+def test_a_fit_resolves_a_zero_valued_coupling_as_the_design_predicts():
+    # A coupling entry of a bushing's stiffness starts at zero: the fit scales it by what the
+    # data resolve of it (one SI unit left it at its start, "not identifiable"), and its
+    # standard error is the one the design predicted for these load cases.
+    import copy
+    model_file = spineid.load_model_file(spineid.dataset_path("spatial_pair.toml"))
+    document = copy.deepcopy(model_file.document)
+    document["bushings"][0]["stiffness"] = np.asarray(spineid.K_F_E).tolist()
+    free = ["bushings[0].stiffness[0][0]", "bushings[0].stiffness[0][1]",
+            "bushings[0].stiffness[1][1]"]
+    noise = {c: (1e-5 if c in ("x", "y", "z") else float(np.radians(0.01)))
+             for c in model_file.model.observable_names}
+    times = np.linspace(0.0, 0.2, 101)
+    cases = []
+    for component, amplitude in (("Fx", 20.0), ("Fy", 40.0)):
+        changed = copy.deepcopy(document)
+        changed["loads"] = [{"component": component, "amplitude": amplitude,
+                             "frequency": 20.0}]
+        cases.append(spineid.Candidate(component, spineid.ModelFile.from_document(changed),
+                                       times))
+    found = spineid.design(cases, free, noise, budget=2)
+    assert found.identifiable.all()
+    problem = found.problem()
+    sigma = np.array([problem.noise[c] for c in problem.channels])
+    rng = np.random.default_rng(5)
+    noisy = [spineid.Measurement(m.ts, m.values + rng.normal(size=m.values.shape) * sigma,
+                                 m.channels) for m in problem.measurements]
+    result = spineid.fit(spineid.FitProblem(problem.model_file, noisy, free, problem.noise,
+                                            models=problem.models),
+                         spineid.LevenbergMarquardt())
+    assert result.converged and result.identifiability.rank == 3
+    np.testing.assert_allclose(result.stderr, found.stderr, rtol=0.25)
+    assert result.values[1] != 0.0 and abs(result.values[1]) < 5 * found.stderr[1]

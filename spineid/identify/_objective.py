@@ -189,3 +189,31 @@ def _cost(objective: _Objective, u):
 
 def _scales(theta, transform: Transform) -> np.ndarray:
     return np.where(np.abs(theta) > 0, np.abs(theta), np.asarray(transform.scale))
+
+
+def sensitivity_scales(objective: _Objective, values, transform: Transform) -> Transform:
+    """`transform` with the scale of each unbounded parameter whose start is zero (a coupling
+    term of a stiffness matrix, an offset) set from the sensitivities at the start, so that its
+    column of noise-weighted sensitivities is as large as the median column of the others
+    (`|theta_k| ||J_k||`). One SI unit (the default) can be a millionth of what the data
+    resolve: the fit then barely moves such a parameter and the rank decision calls it
+    unidentifiable (measured: the 21 entries of a full bushing matrix from three load cases,
+    all identifiable, fitted as 11 not identifiable and left at their starts). The design
+    scales such parameters the same way. Unchanged when no parameter needs it."""
+    values = np.asarray(values, dtype=float)
+    unbounded = ~np.isfinite(np.asarray(transform.lower))
+    zero = unbounded & (values == 0)
+    if not np.any(zero) or np.all(zero):
+        return transform
+    jacobian = np.asarray(_evaluate(objective, jnp.asarray(values))[0])
+    norms = np.linalg.norm(jacobian, axis=0)
+    if not np.all(np.isfinite(norms)):
+        return transform
+    others = ~zero & (norms > 0)
+    if not np.any(others):
+        return transform
+    typical = np.median(np.abs(np.asarray(_scales(values, transform))[others]) * norms[others])
+    scale = np.where(zero & (norms > 0), typical / np.where(norms > 0, norms, 1.0),
+                     np.asarray(transform.scale))
+    return eqx.tree_at(lambda t: t.scale, transform, jnp.asarray(scale))
+

@@ -23,6 +23,7 @@ from ._objective import (
     _Objective,
     _objective,
     _scales,
+    sensitivity_scales,
 )
 from ._problem import FitProblem, noise_from_residuals
 from ._result import VECTOR_MEASURE_NOTE, FitResult, _vector_spring_moments
@@ -95,6 +96,9 @@ class _Run:
             self.sigma = np.maximum(problem.channel_ranges(), 1e-12) * 1e-3
         else:
             self.sigma = np.array([problem.noise[c] for c in problem.channels])
+        # (Zero-valued unbounded parameters scaled by what the data resolve of them.)
+        self.transform = sensitivity_scales(self.objective_for(self.sigma), problem.start,
+                                            self.transform)
         self.objective = self.objective_for(self.sigma)
         self.shooting_objectives = {}
         self.notes: list[str] = []  # what went wrong on the way, for the result's warnings
