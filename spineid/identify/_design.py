@@ -37,7 +37,7 @@ from ..io._model_file import ModelFile
 from ..models._loads import PLANAR_LOAD_COMPONENTS
 from ..models._spatial_pair import SPATIAL_LOAD_COMPONENTS
 from ..simulation._simulate import simulate
-from ._objective import _evaluate, _objective, _scales
+from ._objective import _evaluate, _objective, _scales, resolved_scales
 from ._problem import FitProblem
 from ._result_family import json_number
 from ._uncertainty import fisher_analysis, RANK_RTOL
@@ -377,17 +377,11 @@ def design(candidates: Sequence[Candidate], free: Sequence[str], noise: dict[str
             raise ValueError(f"criterion names {missing}, which are not free parameters; the "
                              f"free parameters are {names}")
         targets = np.array([names.index(name) for name in criterion])
-    scales = _scales(values, first.transform())
-    zero = np.asarray(values) == 0
-    if np.any(zero) and not np.all(zero):
-        # A parameter whose nominal value is zero (a coupling term) has no relative scale;
-        # one SI unit would make its information look negligible and its rank decisions
-        # arbitrary (measured: 11 of the 21 entries of a full bushing matrix 'unidentifiable'
-        # from any protocol). Its unit is chosen so that its sensitivity over all candidates
-        # is the median of the others'.
-        norms = np.linalg.norm(np.concatenate([jacobians[label] for label in labels]), axis=0)
-        typical = np.median(np.abs(values[~zero]) * norms[~zero])
-        scales = np.where(zero & (norms > 0), typical / np.where(norms > 0, norms, 1.0), scales)
+    # (A parameter whose nominal value is zero, a coupling term, is scaled by what all the
+    # candidates together resolve of it: one SI unit made 11 of the 21 entries of a full
+    # bushing matrix look unidentifiable from any protocol.)
+    scales = resolved_scales(np.concatenate([jacobians[label] for label in labels]), values,
+                             _scales(values, first.transform()))
     information = {label: (jacobians[label] * scales).T @ (jacobians[label] * scales)
                    for label in labels}
     everything = sum(information.values())

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..models._mechanics import AbstractLagrangianSystem
 from ..simulation._modes import linear_modes
-from ._objective import _evaluate, _objective, _scales
+from ._objective import _evaluate, _objective, _scales, resolved_scales
 from ._problem import FitProblem, check_noise
 from ._result import FitResult
 from ._run import _Run
@@ -162,4 +162,5 @@ def analyse(
         problem, _noise_array(problem, noise), transform, diffrax.ForwardMode(), 20_000
     )
     jacobian = np.asarray(_evaluate(objective, jnp.asarray(theta))[0])
-    return fisher_analysis(jacobian, theta, _scales(theta, transform), problem.names)
+    scales = resolved_scales(jacobian, theta, _scales(theta, transform))
+    return fisher_analysis(jacobian, theta, scales, problem.names)

@@ -39,7 +39,7 @@ import numpy as np
 from ..io._model_file import PRIOR_KINDS
 from ._fit import _noise_array
 from ._goodness import ALPHA, chi_square_sf
-from ._objective import _evaluate, _objective, _scales
+from ._objective import _evaluate, _objective, _scales, resolved_scales
 from ._problem import FitProblem
 from ._uncertainty import fisher_analysis, RANK_RTOL
 
@@ -359,8 +359,9 @@ def posterior(problem: FitProblem, *, priors: dict | None = None, samples: int =
                      "parameters of a model that misses an effect the data show (or the noise "
                      "is stated too small), and its intervals are not to be trusted")
         warnings.warn("posterior: " + notes[-1], RuntimeWarning, stacklevel=2)
-    _, identifiability = fisher_analysis(sensitivity, start, _scales(start, transform),
-                                         problem.names)
+    _, identifiability = fisher_analysis(
+        sensitivity, start, resolved_scales(sensitivity, start, _scales(start, transform)),
+        problem.names)
     combinations = []
     for combination in identifiability.combinations:
         weights = np.array([combination["coefficients"].get(n, 0.0) for n in problem.names])
