@@ -104,27 +104,6 @@ def _stems(paths: list[pathlib.Path]) -> list[str]:
     return names
 
 
-class _FileFolder:
-    # The output folder of one file of a batch, `OUT/<stem>/`, inside the batch's folder:
-    # what the verbs use of an `OutputFolder` (`folder / name`, `finish`, `subfolder`).
-    def __init__(self, outer: OutputFolder, name: str):
-        self.outer, self.name = outer, name
-        self.path = outer.path / name
-
-    def __truediv__(self, name: str) -> pathlib.Path:
-        return self.outer.file(f"{self.name}/{name}")
-
-    def finish(self) -> None:
-        # The batch's marker is completed once, after the last file.
-        pass
-
-    def subfolder(self, name: str):
-        return self.outer.subfolder(f"{self.name}/{name}")
-
-    def __str__(self) -> str:
-        return str(self.path)
-
-
 def group_of(path: pathlib.Path, pattern: re.Pattern | None) -> str:
     """The group of a file: the first capture group of `pattern` found in its name (the whole
     match without groups), `"other"` where it does not match, `""` without a pattern."""
