@@ -211,6 +211,13 @@ def _score(information: np.ndarray, criterion, targets: np.ndarray | None,
     return -float(np.sum(diagonal if targets is None else diagonal[targets]))
 
 
+def shown_error(error: float, value: float) -> str:
+    """A predicted standard error with its size relative to the nominal value, or "not
+    identifiable" where it is not finite (the summaries of designs and protocols)."""
+    return f"{error:.3g} ({abs(error / value):.1%})" if np.isfinite(error) \
+        else "not identifiable"
+
+
 @dataclasses.dataclass
 class Design:
     """The outcome of `design`.
@@ -271,14 +278,11 @@ class Design:
             head += f" {'with ' + '+'.join(self.baseline):>24s}"
         lines.append(head)
 
-        def shown(error, value):
-            return f"{error:.3g} ({abs(error / value):.1%})" if np.isfinite(error) \
-                else "not identifiable"
-
         for i, name in enumerate(self.names):
-            row = f"{name:30s} {self.values[i]:11.4g} {shown(self.stderr[i], self.values[i]):>22s}"
+            error = shown_error(self.stderr[i], self.values[i])
+            row = f"{name:30s} {self.values[i]:11.4g} {error:>22s}"
             if self.baseline:
-                row += f" {shown(self.baseline_stderr[i], self.values[i]):>24s}"
+                row += f" {shown_error(self.baseline_stderr[i], self.values[i]):>24s}"
             lines.append(row)
         gained = [n for n, a, b in zip(self.names, self.identifiable, self.baseline_identifiable)
                   if a and not b]

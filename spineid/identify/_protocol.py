@@ -27,8 +27,9 @@ import numpy as np
 
 from ..elements._parameters import apply_values
 from ..simulation._simulate import simulate
-from ._design import candidate_problem, Candidate, CRITERIA, peak_loads
+from ._design import candidate_problem, Candidate, CRITERIA, peak_loads, shown_error
 from ._objective import _scales
+from ._result_family import json_number
 from ._uncertainty import fisher_analysis
 
 GRID_PER_VARIABLE = 3
@@ -85,22 +86,15 @@ class Protocol:
                          + ", ".join(self.at_bound))
         lines.append(f"{'parameter':30s} {'nominal':>11s} {'stderr':>22s} {'at the start':>22s}")
 
-        def shown(error, value):
-            return f"{error:.3g} ({abs(error / value):.1%})" if np.isfinite(error) \
-                else "not identifiable"
-
         for i, name in enumerate(self.names):
             lines.append(f"{name:30s} {self.values[i]:11.4g} "
-                         f"{shown(self.stderr[i], self.values[i]):>22s} "
-                         f"{shown(self.start_stderr[i], self.values[i]):>22s}")
+                         f"{shown_error(self.stderr[i], self.values[i]):>22s} "
+                         f"{shown_error(self.start_stderr[i], self.values[i]):>22s}")
         lines += [f"WARNING: {w}" for w in self.warnings]
         return "\n".join(lines)
 
     def report(self) -> dict:
         """JSON-ready form."""
-        def number(x):
-            return float(x) if np.isfinite(x) else None
-
         return {"criterion": self.criterion if isinstance(self.criterion, str)
                 else list(self.criterion),
                 "variables": dict(self.variables), "start": dict(self.start),
@@ -108,8 +102,8 @@ class Protocol:
                 "at_bound": list(self.at_bound), "peak_force": self.peak_force,
                 "peak_moment": self.peak_moment, "evaluations": self.evaluations,
                 "seconds": self.seconds, "warnings": list(self.warnings),
-                "parameters": [{"name": n, "nominal": float(v), "stderr": number(e),
-                                "start_stderr": number(s)}
+                "parameters": [{"name": n, "nominal": float(v), "stderr": json_number(e),
+                                "start_stderr": json_number(s)}
                                for n, v, e, s in zip(self.names, self.values, self.stderr,
                                                      self.start_stderr)]}
 
