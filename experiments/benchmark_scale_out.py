@@ -9,11 +9,16 @@ Configurations, each timed as a whole (the start of the workers and their compil
 included, as a user waits for them):
 1. `Local()`: this process, the fits in a loop (compiled once);
 2. `Dask(workers=1)`: a LocalCluster of one worker process;
-3. `Dask(workers=2)`: two worker processes.
+3. `Dask(workers=2)`: two worker processes;
+4. with `--devices 2`: `Devices()`, this process's CPU split into two JAX devices
+   (`XLA_FLAGS=--xla_force_host_platform_device_count=2`, set by this script before JAX is
+   imported), a thread per device.
 Efficiency of a configuration = (time of 1 / its time) / its worker processes. Every
 configuration's estimates are compared with the local ones (target: equal to 1e-10).
 
-Run: `python experiments/benchmark_scale_out.py [--fits 1000] [--chunk 50]`.
+Run: `python experiments/benchmark_scale_out.py [--fits 1000] [--chunk 50] [--devices 2]
+[--only local,devices]` (`--only`: a subset of the configurations, by the first word of their
+labels).
 Target (issue): two local workers >= 1.7x one on 1,000 fits. Numbers measured are in the
 README.
 """
@@ -48,7 +53,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fits", type=int, default=1000)
     parser.add_argument("--chunk", type=int, default=50)
+    parser.add_argument("--devices", type=int, default=0,
+                        help="also run Devices() over this many host devices")
+    parser.add_argument("--only", default=None,
+                        help="configurations to run, e.g. local,devices")
     arguments = parser.parse_args()
+    if arguments.devices:
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_"
+                                   f"platform_device_count={arguments.devices}").strip()
     # (The workers share this run's compilation cache: a fresh folder, so that the first
     # configuration compiles as a first run would.)
     os.environ["SPINEID_CACHE_DIR"] = tempfile.mkdtemp(prefix="spineid-cache-")
@@ -60,14 +72,18 @@ def main() -> None:
     configurations = [("local (1 process)", spineid.Local(), 1),
                       ("dask, 1 worker", spineid.Dask(workers=1), 1),
                       ("dask, 2 workers", spineid.Dask(workers=2), 2)]
+    if arguments.devices:
+        configurations.append((f"devices, {arguments.devices} host", spineid.Devices(), 1))
+    if arguments.only:
+        chosen = arguments.only.split(",")
+        configurations = [c for c in configurations if c[0].split(",")[0].split()[0] in chosen]
     results, times = {}, {}
     for label, executor, workers in configurations:
         clock = time.perf_counter()
         results[label] = spineid.fit_many(problem, [draws], executor=executor,
                                           chunk=arguments.chunk)
         times[label] = time.perf_counter() - clock
-    base = "local (1 process)"
-    one = times["dask, 1 worker"]
+    base = configurations[0][0]
     print(f"{'configuration':22s} {'time':>9s} {'fits/s':>8s} {'speed-up':>9s} "
           f"{'efficiency':>10s} {'max |diff| / value':>19s} failed")
     for label, _, workers in configurations:
@@ -77,8 +93,13 @@ def main() -> None:
         print(f"{label:22s} {times[label]:8.1f}s {arguments.fits / times[label]:8.1f} "
               f"{speed:8.2f}x {speed / workers:10.2f} {difference:19.1e} "
               f"{len(results[label]['errors'])}")
-    print(f"two workers against one worker: {one / times['dask, 2 workers']:.2f}x "
-          "(target >= 1.7x)")
+    if "dask, 1 worker" in times and "dask, 2 workers" in times:
+        print(f"two workers against one worker: "
+              f"{times['dask, 1 worker'] / times['dask, 2 workers']:.2f}x (target >= 1.7x)")
+    devices = [label for label in times if label.startswith("devices")]
+    if devices and "local (1 process)" in times:
+        print(f"{devices[0]} against this process alone: "
+              f"{times['local (1 process)'] / times[devices[0]]:.2f}x")
     print(f"converged: {int(results[base]['converged'].sum())} of {arguments.fits}; explain "
           f"their data: {int(results[base]['explains_data'].sum())}")
 

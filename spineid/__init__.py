@@ -160,6 +160,7 @@ from .simulation import (  # noqa: E402
 from .executors import (  # noqa: E402
     BatchResult as BatchResult,
     Dask as Dask,
+    Devices as Devices,
     Local as Local,
     run_batch as run_batch,
 )

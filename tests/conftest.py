@@ -1,7 +1,10 @@
 import os
 import pathlib
+import subprocess
+import sys
 
 import jax
+import pytest
 
 # The suite's compiled programs go to a cache of its own (spineid/_cache.py), shared by the
 # test workers of one run and by later runs, never to the user's cache directory.
@@ -9,3 +12,32 @@ os.environ.setdefault("SPINEID_CACHE_DIR",
                       str(pathlib.Path(__file__).parent.parent / ".pytest_cache" / "jax"))
 
 jax.config.update("jax_enable_x64", True)
+
+# Tests marked `own_process` run in a Python process of their own (pytest on that one test):
+# those that start Dask clusters, whose scheduler, event-loop thread and spawned worker
+# processes must not share a test worker with the rest of the suite, and those that need JAX
+# started otherwise (`@pytest.mark.own_process(env={"XLA_FLAGS": ...})`).
+CHILD = "SPINEID_TEST_OWN_PROCESS"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "own_process: run this test in a Python process of its "
+                                       "own (it starts clusters or threads that outlive it)")
+
+
+def pytest_pyfunc_call(pyfuncitem):
+    marker = pyfuncitem.get_closest_marker("own_process")
+    if marker is None or os.environ.get(CHILD):
+        return None
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    env.update(marker.kwargs.get("env", {}))  # (e.g. XLA_FLAGS, read when JAX starts)
+    env[CHILD] = "1"
+    command = [sys.executable, "-m", "pytest", "-n0", "-q", "-p", "no:cacheprovider",
+               pyfuncitem.nodeid]
+    run = subprocess.run(command, cwd=pyfuncitem.config.rootpath, env=env, text=True,
+                         capture_output=True, timeout=1200)
+    if run.returncode != 0:
+        pytest.fail(f"{pyfuncitem.nodeid} failed in its own process (exit status "
+                    f"{run.returncode}):\n{run.stdout[-8000:]}\n{run.stderr[-4000:]}",
+                    pytrace=False)
+    return True

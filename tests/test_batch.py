@@ -163,6 +163,7 @@ def test_an_interrupted_batch_keeps_its_finished_rows(tmp_path, monkeypatch):
                  "--resume"]) == 2
 
 
+@pytest.mark.own_process
 def test_a_batch_on_two_dask_workers_equals_the_local_batch(tmp_path, capsys):
     for i in range(4):
         law_file(tmp_path / f"s{i}.csv", 100 + 10 * i, 150 - 5 * i, i)

@@ -112,6 +112,22 @@ def test_what_no_design_determines_is_said():
     assert not found.identifiable[0] and not found.identifiable[1] and found.identifiable[2]
     assert "seen by no selection of these candidates" in " ".join(found.warnings)
     assert "elements[0].stiffness[0] by" in found.summary()
+    reason = [w for w in found.warnings if "act as one" in w]
+    assert len(reason) == 1 and "elements[0].stiffness[0] and elements[0].stiffness[1]" \
+        in reason[0]
+
+
+def test_the_reason_a_direction_is_never_seen_follows_its_parameters():
+    # (The reasons apart from a design: one parameter, two, several.)
+    from spineid.identify._design import _reason
+    problem = candidate("Fx", 8.0).model
+    free = spineid.FitProblem(problem, spineid.Measurement(TS, np.zeros((TS.size, 3)),
+                                                           ("x", "y", "theta")),
+                              ["stiffness"], NOISE)
+    names = free.names
+    assert "does not act in these experiments" in _reason(free, {names[2]: 1.0})
+    assert "act as one" in _reason(free, {names[0]: 1.0, names[1]: -0.5})
+    assert "3 parameters" in _reason(free, {names[0]: 1.0, names[1]: -0.5, names[2]: 0.2})
 
 
 def test_the_total_test_time_limits_the_design(candidates):

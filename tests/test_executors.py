@@ -1,8 +1,8 @@
-"""Batches on executors (`spineid.run_batch`, `spineid.fit_batch`, `fit_many(executor=...)`):
-this process or a two-worker Dask LocalCluster give the same numbers, failures are records and
-the batch goes on, a worker that dies has its chunk retried and then reported, an interrupted
-batch resumes from its folder without running finished chunks again, and a folder of another
-batch is refused.
+"""Batches on executors (`spineid.run_batch`, `spineid.fit_batch`, `fit_many(executor=...)`,
+`MultiStart(executor=...)`): this process, two host devices (a thread each) or a two-worker
+Dask LocalCluster give the same numbers, failures are records and the batch goes on, a worker
+that dies has its chunk retried and then reported, an interrupted batch resumes from its
+folder without running finished chunks again, and a folder of another batch is refused.
 
 Oracles: the same fits run one by one with `spineid.fit` in this process (the executors must
 give exactly their numbers), and counting what ran (a file per call, written by the items'
@@ -113,6 +113,72 @@ def test_bad_executors_say_what_is_wrong():
         spineid.Dask(retries=-1)
 
 
+def far(problem, factors=(3.0, 0.3, 2.5, 0.4)):
+    """`problem` from a start far from its truth (factors on each stiffness)."""
+    return spineid.FitProblem(problem.model_file, problem.measurements, ["stiffness"],
+                              NOISE, models=[problem.fitted_model(problem.start
+                                                                  * np.array(factors))])
+
+
+# Every start run, one after the other in this process, as the executor runs them.
+ALL_STARTS = dict(n=4, stop_when_explained=False, agreement=99)
+
+
+def test_a_multistart_on_an_executor_makes_the_fits_of_this_process(monte_carlo):
+    problem, draws = monte_carlo
+    problem = far(problem.with_measurements(spineid.Measurement(TS, draws[0],
+                                                                ("x", "y", "theta"))))
+    here = spineid.fit(problem, spineid.MultiStart(**ALL_STARTS))
+    batch = spineid.fit(problem, spineid.MultiStart(**ALL_STARTS, executor=spineid.Local(),
+                                                    chunk=3))
+    np.testing.assert_allclose(batch.values, here.values, rtol=1e-10)
+    # (Here the standard errors come from the solver's last Jacobian, of coarser integration
+    # tolerances; there from a Jacobian at the optimum.)
+    np.testing.assert_allclose(batch.stderr, here.stderr, rtol=1e-3)
+    np.testing.assert_allclose(sorted(batch.start_costs), sorted(here.start_costs), rtol=1e-10)
+    assert "4 start(s) run, on local (this process)" in batch.solver and batch.explains_data
+    with pytest.raises(ValueError, match="MultiStart.executor='dask'.: expected None"):
+        spineid.MultiStart(executor="dask")
+    with pytest.raises(ValueError, match="chunk=0"):
+        spineid.MultiStart(chunk=0)
+
+
+def where_it_ran(item):
+    """The device an item's computation ran on (a little work each, so that every device's
+    thread takes chunks)."""
+    time.sleep(0.05)
+    if item == 13:
+        raise ValueError("thirteen is refused")
+    return str(next(iter(jax.numpy.zeros(1).devices())))
+
+
+@pytest.mark.own_process(env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"})
+def test_two_host_devices_give_this_process_numbers(monte_carlo):
+    assert len(jax.devices()) == 2
+    problem, draws = monte_carlo
+    devices = spineid.Devices()
+    assert devices.describe() == "2 device(s) of this process (cpu)"
+    spread = spineid.fit_many(problem, [draws], executor=devices, chunk=2)
+    local = spineid.fit_many(problem, [draws], executor=spineid.Local(), chunk=2)
+    np.testing.assert_array_equal(spread["values"], local["values"])
+    np.testing.assert_array_equal(spread["stderr"], local["stderr"])
+    assert spread["converged"].all() and not spread["errors"]
+    # Every device took chunks; a failing item is a record, and the batch goes on.
+    batch = spineid.run_batch(where_it_ran, list(range(20)), chunk=2, executor=devices)
+    assert set(r for r in batch.results if r) == {str(d) for d in jax.devices()}
+    assert [r["index"] for r in batch.failures] == [13]
+    one = spineid.run_batch(where_it_ran, list(range(4)), executor=spineid.Devices(
+        devices=(jax.devices()[1],)))
+    assert set(one.results) == {str(jax.devices()[1])}
+    # An interruption ends the batch (it is not a failure record).
+    with pytest.raises(KeyboardInterrupt):
+        spineid.run_batch(square, [(v, None) for v in (1, 2, -2, 4, 5, 6)], chunk=1,
+                          executor=devices)
+    with pytest.raises(ValueError, match="non-empty tuple of JAX devices"):
+        spineid.Devices(devices=())
+
+
+@pytest.mark.own_process
 def test_an_unreachable_scheduler_is_said_within_its_timeout():
     clock = time.perf_counter()
     with pytest.raises(ConnectionError, match="not reachable within 2 s"):
@@ -121,6 +187,7 @@ def test_an_unreachable_scheduler_is_said_within_its_timeout():
     assert time.perf_counter() - clock < 30
 
 
+@pytest.mark.own_process
 def test_two_dask_workers_give_this_process_numbers_and_report_a_dead_worker(monte_carlo,
                                                                               tmp_path):
     problem, draws = monte_carlo
@@ -135,6 +202,14 @@ def test_two_dask_workers_give_this_process_numbers_and_report_a_dead_worker(mon
     assert not remote["errors"]
     local = spineid.fit_many(problem, [draws], executor=spineid.Local(), chunk=2)
     np.testing.assert_allclose(local["values"], remote["values"], rtol=1e-10)
+    # A multi-start's starts on the workers: the fits of this process.
+    problem_far = far(problem.with_measurements(spineid.Measurement(TS, draws[1],
+                                                                    ("x", "y", "theta"))))
+    starts_there = spineid.fit(problem_far, spineid.MultiStart(**ALL_STARTS, executor=executor))
+    starts_here = spineid.fit(problem_far, spineid.MultiStart(**ALL_STARTS,
+                                                              executor=spineid.Local()))
+    np.testing.assert_allclose(starts_there.values, starts_here.values, rtol=1e-10)
+    np.testing.assert_allclose(starts_there.start_costs, starts_here.start_costs, rtol=1e-10)
     # A worker that dies: its chunk is run once more, then reported; the others finish.
     counter = tmp_path / "calls"
     counter.mkdir()

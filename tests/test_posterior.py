@@ -7,6 +7,8 @@ spread and centre; and a prior that dominates (a narrow prior far from the data'
 pulls the posterior onto the precision-weighted mean of the two normals, computed by hand).
 """
 
+import copy
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -171,7 +173,7 @@ def test_priors_written_in_the_model_file_are_the_posteriors_and_given_ones_win(
                                                                                  tmp_path):
     error = fitted.stderr[0]
     prior = ["normal", float(fitted.values[0] + 5 * error), float(error / 10)]
-    document = problem.model_file.document
+    document = copy.deepcopy(problem.model_file.document)  # (the fixture's stays as it is)
     document["priors"] = {"springs[0].stiffness": prior}
     with_file = spineid.FitProblem(spineid.ModelFile.from_document(document),
                                    problem.measurements, ["stiffness"], NOISE)
@@ -202,7 +204,7 @@ def test_priors_written_in_the_model_file_are_the_posteriors_and_given_ones_win(
     ({"springs[0].stiffness": "normal"}, r"\[kind, a, b\]"),
 ])
 def test_bad_priors_in_a_model_file_name_the_key(problem, prior, match):
-    document = problem.model_file.document
+    document = copy.deepcopy(problem.model_file.document)  # (the fixture's stays as it is)
     document["priors"] = prior
     with pytest.raises(ValueError, match=match):
         spineid.ModelFile.from_document(document, "file.toml")

@@ -1,5 +1,7 @@
 """Simulation: jit, vmap, derivatives in both modes, failures reported, loads."""
 
+import threading
+
 import diffrax
 import equinox as eqx
 import jax
@@ -9,6 +11,7 @@ import pytest
 
 import spineid
 from helpers import AXIAL_SPRINGS, LOADS, TORSION, VECTOR_SPRINGS, document, model
+from spineid.simulation._reported_checks import checks_reported_as_nan
 
 TS = jnp.linspace(0.0, 0.2, 101)
 
@@ -116,6 +119,32 @@ def test_a_check_inside_a_solve_that_does_not_throw_reports_instead_of_raising()
     with pytest.raises(Exception, match="saveat.ts must lie between t0 and t1"):
         jax.jit(lambda ts: eqx.internal.error_if(
             ts, (ts > 0.3) | (ts < 0.2), "saveat.ts must lie between t0 and t1."))(TS + 0.1)
+
+
+def test_the_reporting_mode_is_per_thread():
+    # While one thread is inside the reporting block (a fit tracing its solve), a check traced
+    # by another thread (a fit on another device, `spineid.Devices`) still raises.
+    inside, leave = threading.Event(), threading.Event()
+
+    def hold():
+        with checks_reported_as_nan():
+            inside.set()
+            leave.wait(60)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        assert inside.wait(60)
+        with pytest.raises(Exception, match="another thread's check"):
+            jax.jit(lambda ts: eqx.internal.error_if(
+                ts, ts > 0.3, "another thread's check"))(TS + 0.1)
+    finally:
+        leave.set()
+        thread.join()
+    with checks_reported_as_nan():  # (and in the thread inside the block, NaN)
+        reported = jax.jit(lambda ts: eqx.internal.error_if(
+            ts, ts > 0.3, "this thread's check"))(TS + 0.1)
+    assert np.all(np.isnan(reported))
 
 
 def test_tabulated_load_matches_sinusoid(tmp_path):

@@ -1,6 +1,7 @@
 """Scale-out: many independent computations (fits of a population, Monte-Carlo repetitions,
-bootstrap resamples) in chunks on an executor (`Local`: this process; `Dask`: the workers of a
-Dask cluster), streamed to an output folder and resumable (`run_batch`)."""
+bootstrap resamples) in chunks on an executor (`Local`: this process; `Devices`: its JAX
+devices, a thread each; `Dask`: the workers of a Dask cluster), streamed to an output folder
+and resumable (`run_batch`)."""
 
 from ._batch import (
     batch_key as batch_key,
@@ -9,4 +10,9 @@ from ._batch import (
     run_batch as run_batch,
 )
 from ._chunks import Chunk as Chunk, run_chunk as run_chunk
-from ._executors import AbstractExecutor as AbstractExecutor, Dask as Dask, Local as Local
+from ._executors import (
+    AbstractExecutor as AbstractExecutor,
+    Dask as Dask,
+    Devices as Devices,
+    Local as Local,
+)

@@ -147,7 +147,8 @@ def run_batch(function: Callable, items: Sequence, *, executor: AbstractExecutor
     """
     executor = Local() if executor is None else executor
     if not isinstance(executor, AbstractExecutor):
-        raise ValueError(f"executor {executor!r}: expected spineid.Local() or spineid.Dask(...)")
+        raise ValueError(f"executor {executor!r}: expected spineid.Local(), spineid.Devices() "
+                         "or spineid.Dask(...)")
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise ValueError(f"chunk {chunk!r}: expected a whole number of items >= 1")
     items = list(items)

@@ -1,5 +1,6 @@
-"""Where the chunks of a batch run: in this process (`Local`), or on the workers of a Dask
-cluster (`Dask`: a `LocalCluster` of worker processes by default, or an existing scheduler).
+"""Where the chunks of a batch run: in this process (`Local`), on this process's JAX devices
+(`Devices`: a thread per device), or on the workers of a Dask cluster (`Dask`: a
+`LocalCluster` of worker processes by default, or an existing scheduler).
 
 An executor is a small object carrying its options (as diffrax's solvers do); `run_batch`
 hands it chunks of work and takes back each chunk's records as it completes. Both run the same
@@ -9,6 +10,8 @@ the same kind of CPU gives the same bits whichever process runs it.
 
 import contextlib
 import dataclasses
+import queue
+import threading
 from collections.abc import Callable, Iterator, Sequence
 
 from ._chunks import Chunk, run_chunk
@@ -133,6 +136,85 @@ class Dask(AbstractExecutor):
                         yield chunk, task_failed(chunk, error, self.retries)
 
             yield submit
+
+
+@dataclasses.dataclass(frozen=True)
+class Devices(AbstractExecutor):
+    """The chunks on this process's JAX devices, a thread per device, each taking the next
+    chunk when it finishes one (`jax.default_device`: a chunk's programs run on its thread's
+    device). Several GPUs of one machine, or CPU devices split off with
+    `XLA_FLAGS=--xla_force_host_platform_device_count=N` (set before JAX is imported).
+
+    Options: `devices`, the devices to use (default every device of JAX's default backend).
+
+    Each device compiles the batch's programs for itself once; the compiled programs run
+    without the Python interpreter's lock, so the devices work at the same time while the
+    Python around each fit (its verdict and standard errors) takes turns. The numbers are those
+    of `Local` (the same programs on the same kind of device)."""
+
+    devices: tuple | None = None
+    name = "devices"
+
+    def __post_init__(self):
+        if self.devices is not None and not (isinstance(self.devices, (tuple, list))
+                                             and len(self.devices) > 0):
+            raise ValueError(f"Devices(devices={self.devices!r}): expected a non-empty tuple "
+                             "of JAX devices (jax.devices()), or None for all of them")
+
+    def chosen(self) -> list:
+        """The devices the chunks run on."""
+        import jax
+
+        return list(self.devices) if self.devices is not None else jax.devices()
+
+    def describe(self) -> str:
+        devices = self.chosen()
+        return f"{len(devices)} device(s) of this process ({devices[0].platform})"
+
+    @contextlib.contextmanager
+    def session(self):
+        import jax
+
+        devices = self.chosen()
+
+        def submit(function: Callable, chunks: Sequence[Chunk]):
+            waiting, finished = queue.SimpleQueue(), queue.SimpleQueue()
+            for chunk in chunks:
+                waiting.put(chunk)
+
+            def work(device):
+                with jax.default_device(device):
+                    while True:
+                        try:
+                            chunk = waiting.get_nowait()
+                        except queue.Empty:
+                            return
+                        try:
+                            finished.put((chunk, run_chunk(function, chunk)))
+                        except BaseException as error:  # (an interruption ends the chunk)
+                            finished.put((chunk, error))
+                            return
+
+            threads = [threading.Thread(target=work, args=(device,), daemon=True,
+                                        name=f"spineid-{device}") for device in devices]
+            for thread in threads:
+                thread.start()
+            try:
+                for _ in chunks:
+                    chunk, records = finished.get()
+                    if isinstance(records, BaseException):
+                        raise records
+                    yield chunk, records
+            finally:
+                while True:  # (the chunks not started are not started)
+                    try:
+                        waiting.get_nowait()
+                    except queue.Empty:
+                        break
+                for thread in threads:
+                    thread.join()
+
+        yield submit
 
 
 def task_failed(chunk: Chunk, error: BaseException, retries: int) -> list[dict]:

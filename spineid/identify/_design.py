@@ -183,8 +183,10 @@ def candidate_sensitivities(candidate: Candidate, free: Sequence[str], noise: di
 
 
 def _reason(problem: FitProblem, direction: dict) -> str:
-    # Why a direction is never seen, where the model says: vector springs act on the motion
-    # only through the moments of their stiffness measure.
+    """Why the parameter change `direction` (`{name: coefficient}`, the largest 1) is seen by
+    no candidate: from the model where it says (vector springs act on the motion only through
+    the moments of their stiffness measure), else from the direction itself (one parameter
+    that acts in no candidate; two that act as one; several that compensate each other)."""
     involved = [p for p in problem.parameters if p.name in direction]
     elements = getattr(problem.model, "elements", ())
     if involved and all(p.element is not None and p.field == "stiffness"
@@ -193,7 +195,21 @@ def _reason(problem: FitProblem, direction: dict) -> str:
         return ("the vector springs act on the motion only through the moments of their "
                 "stiffness measure (sum k, sum k s, sum k s s^T over the spring points s; Liu "
                 "2001 eqs 2-6 to 2-29): no load protocol separates springs beyond those moments")
-    return ""
+    names = sorted(direction, key=lambda n: -abs(direction[n]))
+    if len(names) == 1:
+        return (f"{names[0]} changes no candidate's predictions: it does not act in these "
+                "experiments (a ligament that stays slack, a contact that never closes, a "
+                "motion never excited); a load case that engages it is needed")
+    if len(names) == 2:
+        a, b = names
+        return (f"{a} and {b} act as one in every candidate (changing {a} by "
+                f"{direction[a]:+.3g} and {b} by {direction[b]:+.3g} times any amount changes "
+                "no prediction, as two springs at one place): only a combination of them is "
+                "determined; an experiment that loads them differently, or a measurement of "
+                "one of them, separates them")
+    return (f"{len(names)} parameters ({', '.join(names[:4])}"
+            + (", ..." if len(names) > 4 else "") + ") compensate each other exactly in every "
+            "candidate along one direction: these experiments see only combinations of them")
 
 
 def _score(information: np.ndarray, criterion, targets: np.ndarray | None,

@@ -125,18 +125,25 @@ def fit(problem: FitProblem, solver="auto", *, progress: bool | str = False) -> 
                 print(f"  the fit does not explain the data: {multistart.n - 1} more starts, "
                       f"{multistart.low:g}x-{multistart.high:g}x", flush=True)
             outcome = run.multistart(multistart, first=outcome)
-            name += (f", then {multistart.name} ({outcome.tried} fit(s) in all)")
+            name += (f", then {multistart.name} ({outcome.tried} fit(s) in all"
+                     f"{where(multistart)})")
     elif isinstance(solver, MultipleShooting):
         outcome = run.shooting_fit(solver, zero)
         name = (f"multiple-shooting({run.segments(solver)} segments), then {local.name} "
                 "(single shooting)")
     elif isinstance(solver, MultiStart):
         outcome = run.multistart(solver)
-        name = f"{solver.name} ({outcome.tried} start(s) run)"
+        name = f"{solver.name} ({outcome.tried} start(s) run{where(solver)})"
     else:
         outcome = run.local_fit(zero)
         name = local.name
     return run.finish(outcome, clock, name)
+
+
+def where(multistart: MultiStart) -> str:
+    """`, on <executor>` for a multi-start run on an executor (the solver's name says so)."""
+    executor = multistart.executor
+    return "" if executor is None else f", on {executor.describe()}"
 
 
 def _noise_array(problem: FitProblem, noise: dict[str, float] | None) -> np.ndarray:

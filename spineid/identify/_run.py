@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..elements._parameters import apply_values
+from ..executors._batch import run_batch
 from ..elements._planar_springs import VectorSprings
 from ._goodness import GoodnessOfFit, assess_fit
 from ._objective import (
@@ -297,6 +298,14 @@ class _Run:
         best, start_costs = first, list(first.start_costs) if first is not None else []
         tried = first.tried if first is not None else 0
         agreed = 0
+        if multistart.executor is not None and usable:
+            outcomes = self.starts_on(multistart, [candidates[i] for i in usable])
+            skipped += sum(o.skipped for o in outcomes)
+            tried += len(outcomes)
+            start_costs += [o.cost for o in outcomes]
+            best = min([o for o in (best, *outcomes) if o is not None], key=lambda o: o.cost)
+            agreed = sum(c <= best.cost * (1 + SAME_OPTIMUM) for c in start_costs)
+            usable = []  # (all ran)
         for rank, index in enumerate(usable):
             outcome = (self.shooting_fit(multistart.inner, candidates[index])
                        if isinstance(multistart.inner, MultipleShooting)
@@ -322,6 +331,34 @@ class _Run:
             start_costs, tried = list(best.start_costs), 1
         return dataclasses.replace(best, start_costs=start_costs, tried=tried, skipped=skipped,
                                    agreed=agreed)
+
+    def starts_on(self, multistart: MultiStart, starts: list) -> list[_Outcome]:
+        """The local fits from `starts` (unconstrained, each `(p,)`) as a batch on the
+        multi-start's executor, `multistart.chunk` starts per task (`start_record`); a start
+        whose task failed counts as skipped, with its error among the notes."""
+        problem = self.problem
+        items = [(problem, self.local, multistart.inner, [float(x) for x in u])
+                 for u in starts]
+        batch = run_batch(start_record, items, executor=multistart.executor,
+                          chunk=multistart.chunk, progress=self.progress)
+        outcomes = []
+        for u, record in zip(starts, batch.records):
+            if record["ok"]:
+                result = record["result"]
+                for text in result["notes"]:
+                    self.note(text)
+                outcomes.append(_Outcome(np.asarray(result["u"]), result["converged"],
+                                         result["steps"], None, result["cost"],
+                                         [result["cost"]], skipped=result["skipped"]))
+            else:
+                self.note(f"a start of the multi-start failed on {batch.executor}: "
+                          f"{record['error']}")
+                outcomes.append(_Outcome(np.asarray(u), False, 0, None, math.inf, [math.inf],
+                                         skipped=1))
+        if self.progress:
+            print(f"  {len(starts)} start(s) on {batch.executor}: costs "
+                  + ", ".join(f"{o.cost:.6e}" for o in outcomes), flush=True)
+        return outcomes
 
     def finish(self, outcome: _Outcome, clock: float, solver_name: str) -> FitResult:
         """The result at `outcome`: with the noise estimated, the noise from the residuals and a
@@ -494,3 +531,30 @@ def _estimate_noise(problem, theta, objective: _Objective) -> np.ndarray:
         for i, k in enumerate(objective.lengths())
     ])
     return noise_from_residuals(raw, len(problem.parameters), problem.channel_ranges())
+
+
+# The run of the last problem a worker fitted starts of (`start_record`): the starts of one
+# multi-start share their problem object within a task, so its objective and scales are built
+# once per task, not once per start.
+_LAST_RUN: list = [None, None]
+
+
+def start_record(job: tuple) -> dict:
+    """One start of a multi-start on an executor (`_Run.starts_on`), wherever it runs: `job =
+    (problem, local solver, inner solver, u0)` with `inner` the local solver or a
+    `MultipleShooting`; returns the fit's JSON record (`u`, `cost`, `converged`, `steps`,
+    `skipped`, `notes`). The run is rebuilt from the problem as `fit` builds it (the same
+    provisional or given noise weights and scales), so the fit is the one this process
+    would make."""
+    problem, local, inner, u0 = job
+    if _LAST_RUN[0] is not problem or _LAST_RUN[1].local != local:
+        _LAST_RUN[:] = [problem, _Run(problem, local, False)]
+    run = _LAST_RUN[1]
+    run.notes = []
+    with python_warnings.catch_warnings():
+        python_warnings.simplefilter("ignore", RuntimeWarning)  # (its notes go back instead)
+        outcome = (run.shooting_fit(inner, np.asarray(u0)) if isinstance(inner, MultipleShooting)
+                   else run.local_fit(np.asarray(u0)))
+    return {"u": [float(x) for x in outcome.u], "cost": float(outcome.cost),
+            "converged": bool(outcome.converged), "steps": int(outcome.steps),
+            "skipped": int(outcome.skipped), "notes": list(run.notes)}

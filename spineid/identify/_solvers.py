@@ -55,6 +55,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..executors._executors import AbstractExecutor
 from ._least_squares import DECREMENT_TOL, levenberg_marquardt
 from ._routines import (
     _progress_printer,
@@ -382,7 +383,12 @@ class MultiStart:
     model explains the data ends the search (`spineid.GoodnessOfFit`), as do `agreement` starts
     that come back to the lowest cost found (within a relative `1e-3`): then that optimum is
     the model's best, and if it does not explain the data, the model lacks something. The
-    lowest cost wins. A start whose simulation fails is skipped and counted."""
+    lowest cost wins. A start whose simulation fails is skipped and counted.
+
+    With an `executor` (`spineid.Local()`, `spineid.Dask(...)`) the starts run as a batch on
+    it, `chunk` starts per task, all of them (the early stops above need the fits one after
+    the other); the lowest cost still wins, and `agreed` counts the starts that came back to
+    it. The fits are the ones this process would make from the same starts."""
 
     inner: object = dataclasses.field(default_factory=LevenbergMarquardt)
     n: int = 16
@@ -391,9 +397,16 @@ class MultiStart:
     seed: int = 0
     stop_when_explained: bool = True
     agreement: int = 4
+    executor: object = None
+    chunk: int = 1
 
     def __post_init__(self):
         _positive_int("MultiStart", "agreement", self.agreement)
+        _positive_int("MultiStart", "chunk", self.chunk)
+        if self.executor is not None and not isinstance(self.executor, AbstractExecutor):
+            raise ValueError(f"MultiStart(executor={self.executor!r}): expected None (this "
+                             "process, one start after the other), spineid.Local(), "
+                             "spineid.Devices() or spineid.Dask(...)")
         if not isinstance(self.inner, (*LOCAL_SOLVERS, MultipleShooting)):
             raise ValueError(f"MultiStart(inner={self.inner!r}): expected a local solver "
                              f"({', '.join(c.__name__ for c in LOCAL_SOLVERS)}) or "
@@ -470,7 +483,8 @@ class Auto:
     Where the start rings (its linearised modes run through more than `ringing_limit` rad of
     phase within the record, `spineid.LinearModes.ringing_phase`), multiple shooting runs first
     instead of the local solver. The rule is documented with its measurements in the module
-    docstring."""
+    docstring. `executor`: where the multi-start's fits run (`MultiStart`'s option; default
+    this process)."""
 
     inner: object = dataclasses.field(default_factory=LevenbergMarquardt)
     starts: int = 16
@@ -480,6 +494,7 @@ class Auto:
     segments: int | None = None
     shooting_enabled: bool = True
     ringing_limit: float = RINGING_LIMIT
+    executor: object = None
     name: ClassVar[str] = "auto"
 
     def __post_init__(self):
@@ -500,7 +515,8 @@ class Auto:
 
     def multistart(self) -> MultiStart:
         """The multi-start `Auto` turns to last."""
-        return MultiStart(self.inner, self.starts, self.low, self.high, self.seed, True)
+        return MultiStart(self.inner, self.starts, self.low, self.high, self.seed, True,
+                          executor=self.executor)
 
     def shooting(self) -> "MultipleShooting | None":
         """The multiple shooting `Auto` turns to first (`None` if it does not)."""

@@ -18,16 +18,23 @@ a mode of its own keeps it. `diffrax.diffeqsolve` keeps traces of its own (a `fi
 keyed by its arguments: `simulate` gives its non-throwing solves a vector field of their own
 (`_vector_field_reporting`), so the two modes never share a solve's trace either.
 
-The replacement is module state of equinox, so a check traced at the same moment in another
-thread would also see NaN mode. The data a fit passes (increasing times inside the span) never
-trigger diffrax's checks; the fit's inputs are checked before tracing. Where a future equinox
-no longer has these two functions, the block changes nothing (the fit is then compiled in
-every process, as before).
+The mode is per thread: equinox's jitted check is replaced once, for good, by a dispatcher
+that gives the NaN-mode body only in a thread inside the block and equinox's own jitted check
+everywhere else, so a check traced at the same moment in another thread (`spineid.Devices`
+runs fits in a thread per device) keeps raising. The data a fit passes (increasing times
+inside the span) never trigger diffrax's checks; the fit's inputs are checked before tracing.
+Where a future equinox no longer has these two functions, the block changes nothing (the fit
+is then compiled in every process, as before).
 """
 
 import contextlib
+import threading
 
 import equinox as eqx
+
+_INSIDE = threading.local()  # `depth`: how many blocks this thread is inside
+_ORIGINAL: list = []  # equinox's own jitted check, once the dispatcher replaces it
+_INSTALL = threading.Lock()
 
 
 def _reported(x, pred, index, msgs, *, on_error):
@@ -36,18 +43,28 @@ def _reported(x, pred, index, msgs, *, on_error):
         x, pred, index, msgs, on_error="nan" if on_error == "default" else on_error)
 
 
+def _dispatch(x, pred, index, msgs, *, on_error):
+    # NaN mode in a thread inside the block; equinox's jitted check everywhere else.
+    if getattr(_INSIDE, "depth", 0):
+        return _reported(x, pred, index, msgs, on_error=on_error)
+    return _ORIGINAL[0](x, pred, index, msgs, on_error=on_error)
+
+
 @contextlib.contextmanager
 def checks_reported_as_nan(active: bool = True):
-    """While the block traces a solve, equinox checks inside it give NaN instead of raising
-    (module docstring); `active=False` changes nothing."""
+    """While the block traces a solve in this thread, equinox checks inside it give NaN
+    instead of raising (module docstring); `active=False` changes nothing."""
     module = getattr(eqx, "_errors", None)
     if not active or not all(hasattr(module, name) for name in
                              ("branched_error_if_impl", "branched_error_if_impl_jit")):
         yield
         return
-    jitted = module.branched_error_if_impl_jit
-    module.branched_error_if_impl_jit = _reported
+    with _INSTALL:
+        if not _ORIGINAL:
+            _ORIGINAL.append(module.branched_error_if_impl_jit)
+            module.branched_error_if_impl_jit = _dispatch
+    _INSIDE.depth = getattr(_INSIDE, "depth", 0) + 1
     try:
         yield
     finally:
-        module.branched_error_if_impl_jit = jitted
+        _INSIDE.depth -= 1
