@@ -415,3 +415,97 @@ def test_a_fit_resolves_a_zero_valued_coupling_as_the_design_predicts():
     assert result.converged and result.identifiability.rank == 3
     np.testing.assert_allclose(result.stderr, found.stderr, rtol=0.25)
     assert result.values[1] != 0.0 and abs(result.values[1]) < 5 * found.stderr[1]
+
+
+PROTOCOL_FILE = """model = "MODEL"
+free = ["stiffness"]
+criterion = "D"
+
+[noise]
+x = 5e-6
+y = 5e-6
+theta = 1.7e-4
+
+[limits]
+moment = 0.1
+
+[protocol]
+duration = 0.2
+samples = 101
+starts = 1
+loads = [{component = "Mz", amplitude = 0.08, frequency = 5.0}]
+
+[protocol.variables]
+"loads[0].frequency" = [2.0, 30.0]
+"""
+
+
+def protocol_file(folder, text=PROTOCOL_FILE):
+    path = folder / "protocol.toml"
+    path.write_text(text.replace("MODEL", str(spineid.dataset_path("axial_4_springs.toml"))))
+    return path
+
+
+def test_a_protocol_file_is_designed_as_the_python_protocol_problem(tmp_path, capsys):
+    import json
+
+    import equinox as eqx
+    import jax.numpy as jnp
+
+    from spineid.cli import main
+    path = protocol_file(tmp_path)
+    spec = spineid.io.read_design_file(path).protocol
+    assert spec.variables == {"loads[0].frequency": (2.0, 30.0, 5.0)}
+    # The file's build against the model a document with that frequency gives (another path).
+    document = spineid.load_model_file(spineid.dataset_path("axial_4_springs.toml")).document
+    document["loads"] = [{"component": "Mz", "amplitude": 0.08, "frequency": 11.3}]
+    other = spineid.ModelFile.from_document(document).model
+    built = spec.build({"loads[0].frequency": jnp.asarray(11.3)})
+    np.testing.assert_allclose(spineid.simulate(built, TS).q, spineid.simulate(other, TS).q,
+                               rtol=0, atol=1e-14)
+    out = tmp_path / "out"
+    assert main(["design", str(path), "--out", str(out)]) == 0
+    assert "protocol (D-optimal" in capsys.readouterr().out
+    report = json.loads((out / "report.json").read_text())
+    assert (out / "design.png").stat().st_size > 10_000
+    base = spec.model.model
+
+    def build(x):
+        return eqx.tree_at(lambda m: m.loads[0].frequency, base,
+                           x["f"] * jnp.ones_like(base.loads[0].frequency))
+
+    python = spineid.optimise_protocol(spineid.ProtocolProblem(
+        build, {"f": (2.0, 30.0, 5.0)}, TS, ["stiffness"], NOISE, criterion="D"), starts=1)
+    assert report["variables"]["loads[0].frequency"] == pytest.approx(python.variables["f"],
+                                                                     rel=1e-6)
+    assert report["score"] == pytest.approx(python.score, abs=1e-8)
+    assert report["score"] > report["start_score"]
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda t: t.replace('"loads[0].frequency"', '"loads[1].frequency"'),
+     r'protocol\.variables\."loads\[1\]\.frequency": expected a name loads\[j\]\.field'),
+    (lambda t: t.replace('"loads[0].frequency"', '"loads[0].component"'),
+     "field one of"),
+    (lambda t: t.replace("[2.0, 30.0]", "[6.0, 30.0]"), r"\[low, high\] around the load's"),
+    (lambda t: t.replace("[2.0, 30.0]", "[30.0, 2.0]"), r"\[low, high\] around the load's"),
+    (lambda t: t.replace('criterion = "D"', 'criterion = "D"\nbudget = 2'),
+     r"budget: expected no such key with a \[protocol\]"),
+    (lambda t: t + '\n[[candidates]]\nname = "a"\nduration = 0.1\nloads = []\n',
+     r"candidates: expected either \[\[candidates\]\] tables .* not both"),
+    (lambda t: t.replace("[protocol]", "[other]").split("[other]")[0],
+     "not neither"),
+    (lambda t: t.replace('loads = [{component = "Mz", amplitude = 0.08, frequency = 5.0}]',
+                         'loads = [{loads_file = "loads.csv"}]'),
+     "a load file cannot vary"),
+    (lambda t: t.replace("moment = 0.1", "moment = 0.1\ntotal = 1.0"),
+     r"limits\.total: expected no such limit with a \[protocol\]"),
+])
+def test_bad_protocol_files_name_the_key(tmp_path, capsys, edit, match):
+    from spineid.cli import main
+    path = protocol_file(tmp_path, edit(PROTOCOL_FILE))
+    assert main(["design", str(path), "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert len(error.strip().splitlines()) == 1, error
+    assert __import__("re").search(match, error), error
+    assert not (tmp_path / "out").exists()

@@ -15,6 +15,8 @@ from ..identify import (
     FitProblem,
     MultipleShooting,
     MultiStart,
+    optimise_protocol,
+    ProtocolProblem,
     RecoveryProblem,
     fit,
     fit_load_law,
@@ -46,6 +48,7 @@ from ..io._measurements import LOAD_COLUMNS
 from ..plots import (
     plot_chain_snapshots,
     plot_design,
+    plot_protocol,
     plot_law_fit,
     plot_load_laws,
     plot_planar_pair,
@@ -543,6 +546,8 @@ def command_design(arguments) -> int:
     """`spineid design DESIGN.toml`: choose the experiments of a design file
     (docs/formats/design-files.md) that best determine its free parameters."""
     parsed = read_design_file(arguments.design)
+    if parsed.protocol is not None:
+        return _protocol_design(arguments, parsed)
     candidates = [Candidate(name, model, times, channels)
                   for name, model, times, channels in parsed.candidates]
     criterion = arguments.criterion or parsed.criterion
@@ -557,6 +562,32 @@ def command_design(arguments) -> int:
     report = found.report()
     refuse_non_finite({k: v for k, v in report.items() if k != "parameters"}, "design")
     paths = [write_json(out / "report.json", report), plot_design(found, out / "design.png")]
+    out.finish()
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+def _protocol_design(arguments, parsed) -> int:
+    """`spineid design` of a file with a `[protocol]`: the load amplitudes, frequencies and
+    phases within their bounds that best determine the free parameters
+    (`spineid.optimise_protocol`, gradients through the ODE)."""
+    spec = parsed.protocol
+    if arguments.budget is not None:
+        raise ValueError("--budget: only for a design file of candidates (a [protocol] "
+                         "designs one experiment)")
+    criterion = arguments.criterion or parsed.criterion
+    out = arguments.output
+    print(f"spineid design: {parsed.source}, a protocol of {len(spec.variables)} variable(s) "
+          f"({', '.join(spec.variables)}) on {parsed.model.source}; optimising {criterion} -> "
+          f"{out}/ (the first evaluation waits for its compilation)", flush=True)
+    problem = ProtocolProblem(spec.build, spec.variables, spec.times, parsed.free,
+                              parsed.noise, criterion=criterion, channels=spec.channels)
+    found = optimise_protocol(problem, limits=parsed.limits, starts=spec.starts)
+    print(found.summary())
+    report = found.report()
+    refuse_non_finite({k: v for k, v in report.items() if k != "parameters"}, "design")
+    paths = [write_json(out / "report.json", report),
+             plot_protocol(found, out / "design.png")]
     out.finish()
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0

@@ -24,7 +24,11 @@ from ._datasets import (
     liu_vertebra_nodes as liu_vertebra_nodes,
     lumbar_spine_models as lumbar_spine_models,
 )
-from ._design_file import DesignFile as DesignFile, read_design_file as read_design_file
+from ._design_file import (
+    DesignFile as DesignFile,
+    ProtocolSpec as ProtocolSpec,
+    read_design_file as read_design_file,
+)
 from ._exports import export_model as export_model
 from ._instrumentation import (
     IMPLANT_POINTS as IMPLANT_POINTS,

@@ -13,6 +13,7 @@ from ._fits import (
     plot_law_fit as plot_law_fit,
     plot_population as plot_population,
     plot_posterior as plot_posterior,
+    plot_protocol as plot_protocol,
     plot_profile as plot_profile,
     plot_residuals as plot_residuals,
     plot_stiffness_fit as plot_stiffness_fit,

@@ -287,28 +287,48 @@ def plot_design(design, path: str | pathlib.Path | None = None):
     error (log scale) with the chosen experiments and, where a baseline was given, with it;
     parameters not identifiable drawn at the top with a cross. Returns the PNG path, or the
     figure without a path."""
-    names = list(design.names)
-    relative = [np.abs(design.stderr / design.values)]
-    labels = ["design: " + " + ".join(design.chosen)]
+    bars = [("design: " + " + ".join(design.chosen), design.stderr)]
     if design.baseline:
-        relative.insert(0, np.abs(design.baseline_stderr / design.values))
-        labels.insert(0, "baseline: " + " + ".join(design.baseline))
+        bars.insert(0, ("baseline: " + " + ".join(design.baseline), design.baseline_stderr))
+    criterion = design.criterion if isinstance(design.criterion, str) else "named errors"
+    return _error_bars(design.names, design.values, bars,
+                       f"{criterion}-optimal design (x: not identifiable)", path)
+
+
+def plot_protocol(protocol, path: str | pathlib.Path | None = None):
+    """A `Protocol` (`spineid.optimise_protocol`) as bars, as `plot_design`: each free
+    parameter's predicted relative standard error under the start and under the optimal
+    protocol. Returns the PNG path, or the figure without a path."""
+    def shown(values):
+        return ", ".join(f"{k} {v:.3g}" for k, v in values.items())
+
+    criterion = protocol.criterion if isinstance(protocol.criterion, str) else "named errors"
+    return _error_bars(protocol.names, protocol.values,
+                       [("start: " + shown(protocol.start), protocol.start_stderr),
+                        ("optimum: " + shown(protocol.variables), protocol.stderr)],
+                       f"{criterion}-optimal protocol (x: not identifiable)", path)
+
+
+def _error_bars(names, values, bars, title, path):
+    # Relative predicted standard errors, one group of bars per parameter (log scale); NaN
+    # (not identifiable) drawn at the top with a cross.
+    names = list(names)
+    relative = [np.abs(np.asarray(stderr) / values) for _, stderr in bars]
     figure, axis = plt.subplots(figsize=(max(6.0, 0.9 * len(names) + 2), 4.2))
     finite = np.concatenate([r[np.isfinite(r)] for r in relative] + [np.ones(1)])
     top = 3.0 * finite.max()
     width = 0.8 / len(relative)
-    for k, (values, label) in enumerate(zip(relative, labels)):
+    for k, (shown, (label, _)) in enumerate(zip(relative, bars)):
         x = np.arange(len(names)) + (k - (len(relative) - 1) / 2) * width
-        shown = np.where(np.isfinite(values), values, top)
-        axis.bar(x, shown, width, label=label, color=f"C{k}", alpha=0.8)
-        missing = ~np.isfinite(values)
-        axis.plot(x[missing], shown[missing], "x", color="k", ms=8)
+        heights = np.where(np.isfinite(shown), shown, top)
+        axis.bar(x, heights, width, label=label, color=f"C{k}", alpha=0.8)
+        missing = ~np.isfinite(shown)
+        axis.plot(x[missing], heights[missing], "x", color="k", ms=8)
     axis.set_yscale("log")
     axis.set_xticks(np.arange(len(names)))
     axis.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
     axis.set_ylabel("predicted standard error / nominal value")
     axis.grid(alpha=0.3, axis="y")
     axis.legend(fontsize="small")
-    criterion = design.criterion if isinstance(design.criterion, str) else "named errors"
-    axis.set_title(f"{criterion}-optimal design (x: not identifiable)", fontsize=10)
+    axis.set_title(title, fontsize=10)
     return _save(figure, path)
