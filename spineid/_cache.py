@@ -30,8 +30,16 @@ Windows), unless
 Entries are keyed by the computation and the JAX version; an entry compiled on another kind of
 CPU is not loaded (a directory shared by a cluster helps machines of one kind). The cache grows
 with every new shape and version; deleting the directory is always safe.
+
+In memory, every program a process has compiled holds a few memory mappings (its code,
+constants and data) for as long as JAX keeps it, and JAX keeps the programs of every jitted
+function it has met. A process that compiles thousands of programs (a test suite; a worker
+that fits many different models) reaches the kernel's limit (`vm.max_map_count`, 65,530 by
+default on Linux), and XLA then aborts the process in its next compilation.
+`release_compiled_programs` drops them before that; every chunk of a batch calls it.
 """
 
+import gc
 import os
 import pathlib
 import sys
@@ -97,3 +105,26 @@ def cache_on_import() -> pathlib.Path | None:
     if chosen:
         return pathlib.Path(chosen)
     return use_compilation_cache()
+
+
+def memory_maps() -> tuple[int, int] | None:
+    """`(mappings this process holds, the kernel's limit)`, or `None` where the system does
+    not say (not Linux)."""
+    try:
+        limit = int(pathlib.Path("/proc/sys/vm/max_map_count").read_text())
+        with open("/proc/self/maps", "rb") as maps:
+            return sum(1 for _ in maps), limit
+    except (OSError, ValueError):
+        return None
+
+
+def release_compiled_programs(fraction: float = 1 / 3) -> bool:
+    """Drop JAX's compiled programs (`jax.clear_caches()`) when this process holds more memory
+    mappings than `fraction` of the kernel's limit (module docstring); later calls compile
+    again, or load from the persistent cache. Returns whether they were dropped."""
+    found = memory_maps()
+    if found is None or found[0] <= fraction * found[1]:
+        return False
+    jax.clear_caches()
+    gc.collect()
+    return True

@@ -1,4 +1,3 @@
-import gc
 import os
 import pathlib
 import subprocess
@@ -44,27 +43,14 @@ def pytest_pyfunc_call(pyfuncitem):
     return True
 
 
-# Every compiled XLA program of a process holds a few memory mappings (its code, constants and
-# data), and JAX keeps the programs of every jitted function it has seen. A test worker runs
+# Every compiled XLA program of a process holds a few memory mappings, and a test worker runs
 # hundreds of tests, each compiling its own: measured, 33 tests of the simulation and mechanics
 # left 10,795 mappings (601 after `jax.clear_caches()`), and a worker of the whole suite passed
-# 38,000. At the kernel's limit (`vm.max_map_count`, 65,530 by default) the next compilation
-# cannot map its code and XLA aborts the worker (seen: "Fatal Python error: Aborted" inside
-# `backend_compile_and_load`, in a different test each run). So the compiled programs are
-# dropped whenever a worker holds more than a third of the limit; later tests compile again
-# (or load from the persistent cache).
-MAPS = pathlib.Path("/proc/self/maps")
-try:
-    MAPS_LIMIT = int(pathlib.Path("/proc/sys/vm/max_map_count").read_text()) // 3
-except (OSError, ValueError):
-    MAPS_LIMIT = None
-
-
+# 38,000. At the kernel's limit (65,530 by default) XLA aborted the worker ("Fatal Python
+# error: Aborted" inside `backend_compile_and_load`, in a different test each run). So the
+# compiled programs are dropped whenever a worker holds more than a third of the limit
+# (spineid/_cache.py); later tests compile again or load from the persistent cache.
 def pytest_runtest_teardown(item, nextitem):
-    if MAPS_LIMIT is None:
-        return
-    with MAPS.open() as maps:
-        count = sum(1 for _ in maps)
-    if count > MAPS_LIMIT:
-        jax.clear_caches()
-        gc.collect()
+    from spineid._cache import release_compiled_programs  # (after the cache's folder is set)
+
+    release_compiled_programs()

@@ -1,6 +1,7 @@
 """JAX's persistent compilation cache (spineid/_cache.py): on by default, moved by
 SPINEID_CACHE_DIR, off with SPINEID_CACHE=off, a program's own choice kept, and a second
-process loading what the first compiled. Each case runs a fresh Python process: the cache is
+process loading what the first compiled, and compiled programs dropped before the kernel's limit
+of memory mappings. Each cache case runs a fresh Python process: the cache is
 configured at import."""
 
 import os
@@ -8,6 +9,9 @@ import pathlib
 import subprocess
 import sys
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import spineid
@@ -114,3 +118,18 @@ print("converged", spineid.fit(problem, "lm").converged)
     assert "converged True" in second
     assert "Persistent compilation cache hit for 'jit_levenberg_marquardt'" in second
     assert "PERSISTENT COMPILATION CACHE MISS for 'jit_levenberg_marquardt'" not in second
+
+
+def test_compiled_programs_are_dropped_before_the_kernels_limit_of_memory_maps():
+    # (Linux: /proc says how many mappings a process holds and allows.)
+    from spineid._cache import memory_maps, release_compiled_programs
+    if memory_maps() is None:
+        pytest.skip("the system does not report memory mappings")
+    functions = [jax.jit(lambda x, k=k: jnp.sin(x * k) + jnp.cumsum(x) ** k) for k in range(60)]
+    for f in functions:
+        f(jnp.ones(50)).block_until_ready()
+    before = memory_maps()[0]
+    assert not release_compiled_programs(fraction=1.0)
+    assert release_compiled_programs(fraction=1e-9)
+    assert memory_maps()[0] < before
+    assert float(functions[3](jnp.ones(50))[0]) == pytest.approx(np.sin(3.0) + 1.0)

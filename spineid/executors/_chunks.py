@@ -7,6 +7,8 @@ import time
 import traceback
 from collections.abc import Callable
 
+from .._cache import release_compiled_programs
+
 
 @dataclasses.dataclass(frozen=True)
 class Chunk:
@@ -35,4 +37,7 @@ def run_chunk(function: Callable, chunk: Chunk) -> list[dict]:
             continue
         records.append({"index": index, "ok": True, "result": result,
                         "seconds": time.perf_counter() - clock})
+    # (A worker that fits many different models never reaches the kernel's limit of memory
+    # mappings: spineid/_cache.py.)
+    release_compiled_programs()
     return records
