@@ -32,12 +32,13 @@ def pytest_pyfunc_call(pyfuncitem):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     env.update(marker.kwargs.get("env", {}))  # (e.g. XLA_FLAGS, read when JAX starts)
     env[CHILD] = "1"
-    command = [sys.executable, "-m", "pytest", "-n0", "-q", "-p", "no:cacheprovider",
-               pyfuncitem.nodeid]
+    # (The test's own id: under --dist loadgroup xdist appends "@group" to the node id.)
+    test = f"{pyfuncitem.path.relative_to(pyfuncitem.config.rootpath)}::{pyfuncitem.name}"
+    command = [sys.executable, "-m", "pytest", "-n0", "-q", "-p", "no:cacheprovider", test]
     run = subprocess.run(command, cwd=pyfuncitem.config.rootpath, env=env, text=True,
                          capture_output=True, timeout=1200)
     if run.returncode != 0:
-        pytest.fail(f"{pyfuncitem.nodeid} failed in its own process (exit status "
+        pytest.fail(f"{test} failed in its own process (exit status "
                     f"{run.returncode}):\n{run.stdout[-8000:]}\n{run.stderr[-4000:]}",
                     pytrace=False)
     return True

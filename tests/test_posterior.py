@@ -186,7 +186,12 @@ def test_priors_written_in_the_model_file_are_the_posteriors_and_given_ones_win(
     from_file = spineid.posterior(with_file, samples=40, warmup=20, start=fitted.values, seed=4)
     given = spineid.posterior(problem, priors={"springs[0].stiffness": tuple(prior)},
                               samples=40, warmup=20, start=fitted.values, seed=4)
-    np.testing.assert_array_equal(from_file.draws, given.draws)
+    # (The same sampler with the same priors; each compiles its own programs, so the draws
+    # agree to rounding, not always to the bit.)
+    np.testing.assert_allclose(from_file.draws, given.draws, rtol=1e-6)
+    # The file's prior, five standard errors above the fit and ten times narrower, holds the
+    # posterior there.
+    assert from_file.draws[:, 0].mean() > fitted.values[0] + 4 * error
     assert from_file.priors[0] == ("normal", prior[1], prior[2])
     overridden = spineid.posterior(with_file, priors={"springs[0].stiffness": (
         "lognormal", float(fitted.values[0]), 1.0)}, samples=10, warmup=10,
