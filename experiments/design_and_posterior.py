@@ -22,6 +22,10 @@
 
     python experiments/design_and_posterior.py [--repetitions 50] [--draws 650]
         [--repetitions-21 20] [--head-neck-rate 500] [--sections 12345]
+        [--executor local|dask] [--workers 2] [--scheduler ADDRESS]
+
+The validations' noisy fits are Monte-Carlo batches (`spineid.fit_batch`): `--executor dask`
+runs them on a LocalCluster of `--workers` processes, or on the cluster at `--scheduler`.
 """
 
 import argparse
@@ -46,19 +50,28 @@ def candidates_of(path, components, frequencies, amplitudes, times):
     return out
 
 
+# Where the Monte-Carlo fits of the validations run (`--executor`, `--workers`).
+EXECUTOR = spineid.Local()
+
+
 def validate(found, repetitions, seed=0):
+    """The spread of the estimates over `repetitions` fits of noisy simulations of the design
+    (a batch on `EXECUTOR`; failed fits are left out and counted)."""
     problem = found.problem()
     sigma = np.array([problem.noise[c] for c in problem.channels])
     rng = np.random.default_rng(seed)
-    estimates = []
+    problems = []
     for _ in range(repetitions):
         noisy = [spineid.Measurement(m.ts, m.values + rng.normal(size=m.values.shape) * sigma,
                                      m.channels) for m in problem.measurements]
-        fitted = spineid.fit(spineid.FitProblem(problem.model_file, noisy, problem.names,
-                                                problem.noise, models=problem.models),
-                             spineid.LevenbergMarquardt())
-        estimates.append(fitted.values)
-    return np.std(estimates, axis=0, ddof=1)
+        problems.append(spineid.FitProblem(problem.model_file, noisy, problem.names,
+                                           problem.noise, models=problem.models))
+    fits = spineid.fit_batch(problems, spineid.LevenbergMarquardt(), executor=EXECUTOR,
+                             chunk=max(1, repetitions // 10))
+    if fits.errors:
+        print(f"   {len(fits.errors)} of {repetitions} fits failed and are left out: "
+              + fits.summary().replace("\n", "\n   "))
+    return np.nanstd(fits.values, axis=0, ddof=1)
 
 
 def axial_springs(repetitions):
@@ -264,7 +277,16 @@ def main() -> None:
     parser.add_argument("--head-neck-rate", type=float, default=500.0,
                         help="sampling of the head track in section 5 (Hz)")
     parser.add_argument("--sections", default="12345")
+    parser.add_argument("--executor", choices=("local", "dask"), default="local",
+                        help="where the validations' noisy fits run")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="with --executor dask: local worker processes")
+    parser.add_argument("--scheduler", default=None,
+                        help="with --executor dask: a running scheduler's address")
     arguments = parser.parse_args()
+    global EXECUTOR
+    if arguments.executor == "dask":
+        EXECUTOR = spineid.Dask(scheduler=arguments.scheduler, workers=arguments.workers)
     if "1" in arguments.sections:
         axial_springs(arguments.repetitions)
     if "2" in arguments.sections:

@@ -5,6 +5,7 @@ result with its sensitivities (`spineid.fit` decides which of these run, `_fit.p
 
 import dataclasses
 import math
+import threading
 import time
 import warnings as python_warnings
 
@@ -14,8 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..elements._parameters import apply_values
-from ..executors._batch import run_batch
 from ..elements._planar_springs import VectorSprings
+from ..executors._batch import run_batch
 from ._goodness import GoodnessOfFit, assess_fit
 from ._objective import (
     FAILED_RESIDUAL,
@@ -103,6 +104,7 @@ class _Run:
         self.objective = self.objective_for(self.sigma)
         self.shooting_objectives = {}
         self.notes: list[str] = []  # what went wrong on the way, for the result's warnings
+        self.quiet = False
 
     def say_solved(self, steps, cost: float, converged) -> None:
         """With progress shown (but not every step), one line for a finished local solve."""
@@ -111,9 +113,11 @@ class _Run:
                   + ("" if bool(converged) else ", not converged"), flush=True)
 
     def note(self, text: str):
-        """Keep `text` for the result's warnings and warn now."""
+        """Keep `text` for the result's warnings and warn now (unless `quiet`: a start run
+        for another process, which warns when it reads the notes back)."""
         self.notes.append(text)
-        python_warnings.warn(text, RuntimeWarning, stacklevel=3)
+        if not self.quiet:
+            python_warnings.warn(text, RuntimeWarning, stacklevel=3)
 
     def objective_for(self, sigma) -> _Objective:
         """The residual objective with noise weights `sigma` `(c,)`."""
@@ -533,10 +537,11 @@ def _estimate_noise(problem, theta, objective: _Objective) -> np.ndarray:
     return noise_from_residuals(raw, len(problem.parameters), problem.channel_ranges())
 
 
-# The run of the last problem a worker fitted starts of (`start_record`): the starts of one
-# multi-start share their problem object within a task, so its objective and scales are built
-# once per task, not once per start.
-_LAST_RUN: list = [None, None]
+# The run of the last problem a worker thread fitted starts of (`start_record`): the starts of
+# one multi-start share their problem object within a task, so its objective and scales are
+# built once per task, not once per start (per thread: `spineid.Devices` runs a thread per
+# device).
+_LAST_RUN = threading.local()
 
 
 def start_record(job: tuple) -> dict:
@@ -547,14 +552,12 @@ def start_record(job: tuple) -> dict:
     provisional or given noise weights and scales), so the fit is the one this process
     would make."""
     problem, local, inner, u0 = job
-    if _LAST_RUN[0] is not problem or _LAST_RUN[1].local != local:
-        _LAST_RUN[:] = [problem, _Run(problem, local, False)]
-    run = _LAST_RUN[1]
-    run.notes = []
-    with python_warnings.catch_warnings():
-        python_warnings.simplefilter("ignore", RuntimeWarning)  # (its notes go back instead)
-        outcome = (run.shooting_fit(inner, np.asarray(u0)) if isinstance(inner, MultipleShooting)
-                   else run.local_fit(np.asarray(u0)))
+    run = getattr(_LAST_RUN, "run", None)
+    if run is None or run.problem is not problem or run.local != local:
+        run = _LAST_RUN.run = _Run(problem, local, False)
+    run.notes, run.quiet = [], True  # (its notes go back with the record)
+    outcome = (run.shooting_fit(inner, np.asarray(u0)) if isinstance(inner, MultipleShooting)
+               else run.local_fit(np.asarray(u0)))
     return {"u": [float(x) for x in outcome.u], "cost": float(outcome.cost),
             "converged": bool(outcome.converged), "steps": int(outcome.steps),
             "skipped": int(outcome.skipped), "notes": list(run.notes)}
