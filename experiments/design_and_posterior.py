@@ -162,6 +162,10 @@ def full_stiffness(repetitions):
           f"entry: median {np.median(ratio):.2f}, range {ratio.min():.2f}-{ratio.max():.2f} "
           f"(a spread of {repetitions} draws is itself uncertain by about "
           f"{1 / np.sqrt(2 * (repetitions - 1)):.0%})")
+    outside = [i for i in np.argsort(-np.abs(np.log(ratio)))
+               if abs(ratio[i] - 1) > 2 / np.sqrt(2 * (repetitions - 1))]
+    for i in outside:
+        print(f"   beyond two of those spreads: {found.names[i]} {ratio[i]:.2f}")
     print()
 
 
