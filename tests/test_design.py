@@ -509,3 +509,10 @@ def test_bad_protocol_files_name_the_key(tmp_path, capsys, edit, match):
     assert len(error.strip().splitlines()) == 1, error
     assert __import__("re").search(match, error), error
     assert not (tmp_path / "out").exists()
+
+
+def test_a_budget_is_refused_for_a_protocol(tmp_path, capsys):
+    from spineid.cli import main
+    assert main(["design", str(protocol_file(tmp_path)), "--out", str(tmp_path / "out"),
+                 "--budget", "2"]) == 2
+    assert "--budget: only for a design file of candidates" in capsys.readouterr().err
