@@ -12,12 +12,16 @@ included, as a user waits for them):
 3. `Dask(workers=2)`: two worker processes;
 4. with `--devices 2`: `Devices()`, this process's CPU split into two JAX devices
    (`XLA_FLAGS=--xla_force_host_platform_device_count=2`, set by this script before JAX is
-   imported), a thread per device.
+   imported), a thread per device;
+5. with `--started`: one and two workers of a cluster started beforehand (a `LocalCluster`
+   with the executor's own settings, its workers warmed by a few fits each), reached as
+   `Dask(scheduler=ADDRESS)`, as a user with a running cluster would: the batch alone, without
+   the start of the worker processes, their imports and their tracing.
 Efficiency of a configuration = (time of 1 / its time) / its worker processes. Every
 configuration's estimates are compared with the local ones (target: equal to 1e-10).
 
 Run: `python experiments/benchmark_scale_out.py [--fits 1000] [--chunk 50] [--devices 2]
-[--only local,devices]` (`--only`: a subset of the configurations, by the first word of their
+[--only local,devices] [--started]` (`--only`: a subset of the configurations, by the first word of their
 labels).
 Target (issue): two local workers >= 1.7x one on 1,000 fits. Numbers measured are in the
 README.
@@ -49,12 +53,35 @@ def problem_and_draws(count: int, seed: int = 0):
     return problem, draws
 
 
+def started_cluster(problem, draws, workers: int, chunk: int):
+    """Seconds of `fit_many` over `draws` on a cluster of `workers` started and warmed
+    beforehand (its workers warmed by a few fits), and the batch's results."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    import spineid
+
+    with dask.config.set({"distributed.worker.multiprocessing-method": "spawn"}), \
+            LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                         dashboard_address=None, silence_logs=40) as cluster, \
+            Client(cluster) as client:
+        executor = spineid.Dask(scheduler=cluster.scheduler_address)
+        # Warm every worker: single-fit chunks, four per worker, spread over the idle workers.
+        client.wait_for_workers(workers)
+        spineid.fit_many(problem, [draws[:4 * workers]], executor=executor, chunk=1)
+        clock = time.perf_counter()
+        results = spineid.fit_many(problem, [draws], executor=executor, chunk=chunk)
+        return time.perf_counter() - clock, results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fits", type=int, default=1000)
     parser.add_argument("--chunk", type=int, default=50)
     parser.add_argument("--devices", type=int, default=0,
                         help="also run Devices() over this many host devices")
+    parser.add_argument("--started", action="store_true",
+                        help="also time one and two workers of a cluster started beforehand")
     parser.add_argument("--only", default=None,
                         help="configurations to run, e.g. local,devices")
     arguments = parser.parse_args()
@@ -83,6 +110,12 @@ def main() -> None:
         results[label] = spineid.fit_many(problem, [draws], executor=executor,
                                           chunk=arguments.chunk)
         times[label] = time.perf_counter() - clock
+    if arguments.started:
+        for workers in (1, 2):
+            label = f"started, {workers} worker{'s' if workers > 1 else ''}"
+            seconds, results[label] = started_cluster(problem, draws, workers, arguments.chunk)
+            times[label] = seconds
+            configurations.append((label, None, workers))
     base = configurations[0][0]
     print(f"{'configuration':22s} {'time':>9s} {'fits/s':>8s} {'speed-up':>9s} "
           f"{'efficiency':>10s} {'max |diff| / value':>19s} failed")
@@ -96,6 +129,9 @@ def main() -> None:
     if "dask, 1 worker" in times and "dask, 2 workers" in times:
         print(f"two workers against one worker: "
               f"{times['dask, 1 worker'] / times['dask, 2 workers']:.2f}x (target >= 1.7x)")
+    if arguments.started:
+        print(f"two workers against one, clusters started beforehand: "
+              f"{times['started, 1 worker'] / times['started, 2 workers']:.2f}x")
     devices = [label for label in times if label.startswith("devices")]
     if devices and "local (1 process)" in times:
         print(f"{devices[0]} against this process alone: "

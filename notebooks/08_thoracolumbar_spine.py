@@ -23,6 +23,7 @@
 #    the curve, what each screw carries, and what motion the fused levels keep.
 
 # %%
+import os
 import warnings
 
 import jax.numpy as jnp
@@ -33,6 +34,9 @@ import spineid
 
 spine = spineid.thoracolumbar_spine()
 geometry = spineid.liu_spine_geometry()
+# The test suite runs every notebook with SPINEID_NOTEBOOK_QUICK=1: the same steps, with the
+# load tests in fewer increments (their curves then coarse).
+STEPS = 6 if os.environ.get("SPINEID_NOTEBOOK_QUICK") == "1" else 20
 
 # %% [markdown]
 # ## 1. From node tables to body frames
@@ -66,7 +70,7 @@ plt.show()
 # so the segment test should give them back exactly: a check of the test, not of the spine.
 
 # %%
-segments = spineid.segment_flexibility(spine, moment=10.0, steps=20)
+segments = spineid.segment_flexibility(spine, moment=10.0, steps=STEPS)
 print(segments.table())
 spineid.plot_flexibility(segments)
 plt.show()
@@ -81,7 +85,7 @@ plt.show()
 # %%
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    whole = spineid.spine_flexibility(spine, "T1", moment=10.0, steps=20)
+    whole = spineid.spine_flexibility(spine, "T1", moment=10.0, steps=STEPS)
 for warning in caught:
     print(warning.message)
 rom = np.degrees(whole.range_of_motion())
@@ -160,7 +164,7 @@ rods = (spineid.Rod(levels, side="left"), spineid.Rod(levels, side="right"))
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     change = spineid.motion_change(scoliotic, rods, shape=contour, body="T1", moment=5.0,
-                                   steps=20, stability=False)
+                                   steps=STEPS, stability=False)
 for warning in caught:
     print(warning.message)
 correction = change.correction

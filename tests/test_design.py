@@ -176,14 +176,18 @@ def test_the_design_command_reads_a_design_file_and_writes_its_report(tmp_path, 
     from spineid.cli import main
     out = tmp_path / "design"
     path = spineid.dataset_path("designs/axial_4_springs.toml")
-    assert main(["design", str(path), "--out", str(out)]) == 0
+    assert main(["design", str(path), "--out", str(out), "--check-linearity"]) == 0
     report = json.loads((out / "report.json").read_text())
+    # (The axial springs' errors are a few percent of their values: the check holds.)
+    assert report["linearity"]["holds"] is True and report["linearity"]["distance"] == 2.0
+    assert len(report["linearity"]["ratio"]) == 6
     assert len(report["chosen"]) == 2 and "bundled protocol" not in report["chosen"]
     assert report["baseline"] == ["bundled protocol"]
     for row in report["parameters"]:  # both chosen together beat the bundled protocol
         assert row["stderr"] < row["baseline_stderr"]
     assert (out / "design.png").stat().st_size > 10_000
-    assert "design (D-optimal): run" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "design (D-optimal): run" in printed and "linearisation holds" in printed
     # The same file with a rotation-only copy of a candidate: the sensor is a choice too.
     text = path.read_text().replace("../axial_4_springs.toml",
                                     str(spineid.dataset_path("axial_4_springs.toml")))
@@ -516,3 +520,52 @@ def test_a_budget_is_refused_for_a_protocol(tmp_path, capsys):
     assert main(["design", str(protocol_file(tmp_path)), "--out", str(tmp_path / "out"),
                  "--budget", "2"]) == 2
     assert "--budget: only for a design file of candidates" in capsys.readouterr().err
+    assert main(["design", str(protocol_file(tmp_path)), "--out", str(tmp_path / "out"),
+                 "--check-linearity"]) == 2
+    assert "--check-linearity: only for a design file of candidates" in \
+        capsys.readouterr().err
+
+
+def _slow_axial_case(noise_y):
+    # One free axial stiffness k_y of the spatial pair's bushing, pulled by a slow force (1 Hz,
+    # its natural frequency 57 Hz): quasi-static, y = F / k_y, so d(y / sigma)/dk_y =
+    # -F / (k_y^2 sigma) and the Cramer-Rao error is k_y^2 sigma / sqrt(sum F^2): the predicted
+    # error at k' over that at k is (k' / k)^2, the analytic limit the check must find. Only y
+    # is informative (the other channels' noise is taken huge).
+    import copy
+    model_file = spineid.load_model_file(spineid.dataset_path("spatial_pair.toml"))
+    document = copy.deepcopy(model_file.document)
+    document["loads"] = [{"component": "Fy", "amplitude": 50.0, "frequency": 1.0}]
+    noise = {c: (noise_y if c == "y" else 1.0) for c in model_file.model.observable_names}
+    case = spineid.Candidate("Fy@1Hz", spineid.ModelFile.from_document(document),
+                             np.linspace(0.0, 1.0, 201))
+    return spineid.design([case], ["bushings[0].stiffness[1]"], noise)
+
+
+@pytest.mark.parametrize("relative_error", [0.1, 0.001])
+def test_the_linearity_check_follows_the_quasi_static_analytic_limit(relative_error):
+    k = 2.2e5
+    forces = 50.0 * np.sin(2 * np.pi * np.linspace(0.0, 1.0, 201))
+    found = _slow_axial_case(relative_error * np.sqrt(np.sum(forces**2)) / k)
+    np.testing.assert_allclose(found.stderr[0] / k, relative_error, rtol=0.02)
+    check = found.check_linearity(distance=2.0, directions=1)
+    np.testing.assert_allclose(np.abs(check.steps[0, 0]), 2.0 * found.stderr[0], rtol=1e-9)
+    moved = k + np.array([1.0, -1.0]) * check.steps[0, 0]
+    np.testing.assert_allclose(check.ratio[:, 0], (moved / k) ** 2, rtol=0.01)
+    if relative_error > 0.01:  # +-20% in k: predicted errors x1.44 and x0.64
+        assert not check.holds
+        assert list(check.departures()) == ["bushings[0].stiffness[1]"]
+        assert "does not hold" in check.summary() and "validate" in check.summary()
+    else:
+        assert check.holds and check.departures() == {}
+        assert "linearisation holds" in check.summary()
+    assert check.report()["holds"] == check.holds
+
+
+def test_bad_linearity_checks_are_refused():
+    found = _slow_axial_case(1e-6)
+    for arguments, match in (({"distance": 0.0}, "distance"), ({"distance": np.nan}, "distance"),
+                             ({"directions": 2}, "directions"),
+                             ({"directions": 0}, "directions")):
+        with pytest.raises(ValueError, match=match):
+            found.check_linearity(**arguments)

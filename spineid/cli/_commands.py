@@ -560,7 +560,12 @@ def command_design(arguments) -> int:
                    baseline=parsed.baseline, limits=parsed.limits)
     print(found.summary())
     report = found.report()
-    refuse_non_finite({k: v for k, v in report.items() if k != "parameters"}, "design")
+    if arguments.check_linearity:
+        check = found.check_linearity()
+        print(check.summary())
+        report["linearity"] = check.report()
+    refuse_non_finite({k: v for k, v in report.items() if k not in ("parameters", "linearity")},
+                      "design")
     paths = [write_json(out / "report.json", report), plot_design(found, out / "design.png")]
     out.finish()
     print("wrote " + ", ".join(str(p) for p in paths))
@@ -575,6 +580,10 @@ def _protocol_design(arguments, parsed) -> int:
     if arguments.budget is not None:
         raise ValueError("--budget: only for a design file of candidates (a [protocol] "
                          "designs one experiment)")
+    if arguments.check_linearity:
+        raise ValueError("--check-linearity: only for a design file of candidates (in "
+                         "Python: design([Candidate(name, protocol.model, times)], free, "
+                         "noise).check_linearity())")
     criterion = arguments.criterion or parsed.criterion
     out = arguments.output
     print(f"spineid design: {parsed.source}, a protocol of {len(spec.variables)} variable(s) "

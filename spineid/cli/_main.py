@@ -298,6 +298,10 @@ def build_parser() -> argparse.ArgumentParser:
                                help="optimality criterion (default: the file's, else D)")
     design_parser.add_argument("--budget", type=int, metavar="N",
                                help="how many experiments to choose (default: the file's)")
+    design_parser.add_argument("--check-linearity", action="store_true",
+                               help="also check that the predicted standard errors hold two "
+                                    "of them away from the nominal values "
+                                    "(Design.check_linearity; report.json: linearity)")
     design_parser.set_defaults(run=verbs.command_design)
     demo_parser = commands.add_parser("demo", help="the main job on bundled data")
     _add_output(demo_parser, default="spineid-demo")

@@ -16,6 +16,10 @@ from ._design import (
     Design as Design,
     peak_loads as peak_loads,
 )
+from ._linearity import (
+    LINEARITY_BAND as LINEARITY_BAND,
+    LinearityCheck as LinearityCheck,
+)
 from ._fit import analyse as analyse, fit as fit
 from ._goodness import assess_fit as assess_fit, GoodnessOfFit as GoodnessOfFit
 from ._least_squares import (

@@ -78,6 +78,12 @@ def compiled_check_message(error: Exception) -> str:
     return sentence or "a check inside compiled code failed"
 
 
+def _agreeing(costs, lowest: float) -> int:
+    """How many of the starts' final `costs` reached the lowest one (within `SAME_OPTIMUM`,
+    relative): the starts that agree on the optimum."""
+    return sum(c <= lowest * (1 + SAME_OPTIMUM) for c in costs)
+
+
 class _Run:
     """One fit of a problem with one local solver: the objective with the current noise
     weights, local fits from given starts, a multi-start, the verdict of a fit, and the
@@ -308,7 +314,7 @@ class _Run:
             tried += len(outcomes)
             start_costs += [o.cost for o in outcomes]
             best = min([o for o in (best, *outcomes) if o is not None], key=lambda o: o.cost)
-            agreed = sum(c <= best.cost * (1 + SAME_OPTIMUM) for c in start_costs)
+            agreed = _agreeing(start_costs, best.cost)
             usable = []  # (all ran)
         for rank, index in enumerate(usable):
             outcome = (self.shooting_fit(multistart.inner, candidates[index])
@@ -326,7 +332,7 @@ class _Run:
                       + (", explains the data" if explained else ""), flush=True)
             if multistart.stop_when_explained and explained:
                 break
-            agreeing = sum(c <= best.cost * (1 + SAME_OPTIMUM) for c in start_costs)
+            agreeing = _agreeing(start_costs, best.cost)
             if agreeing >= multistart.agreement:
                 agreed = agreeing
                 break

@@ -1,0 +1,150 @@
+"""Whether a design's predicted standard errors hold over the estimates' own spread.
+
+A design's Cramer-Rao errors (`spineid.design`) are those of the model linearised at the
+nominal parameter values. The spread of fitted estimates follows them only where the
+sensitivities stay about the same within that spread: the curvature of a nonlinear
+regression model (Bates and Watts 1980, Relative curvature measures of nonlinearity, J R Stat
+Soc B 42:1-25). `check_linearity` measures it where it matters, at the nominal values moved
+by a few predicted standard errors along the least-determined principal directions of the
+predicted covariance, by recomputing the information there.
+"""
+
+import dataclasses
+import time
+
+import diffrax
+import jax.numpy as jnp
+import numpy as np
+
+from ._objective import _evaluate, _objective, _scales, resolved_scales
+from ._result_family import json_number
+from ._uncertainty import fisher_analysis, RANK_RTOL
+
+LINEARITY_BAND = (0.8, 1.25)
+"""Ratios of a predicted standard error moved off the nominal values to the nominal one
+within which `Design.check_linearity` takes the linearisation to hold (the 20% within which a
+design's validation by noisy fits is asked to agree)."""
+
+
+def check_linearity(design, distance: float = 2.0, directions: int = 3) -> "LinearityCheck":
+    """`design.check_linearity(distance, directions)` (`Design.check_linearity`, which
+    documents it) for a `Design`."""
+    started = time.perf_counter()
+    if not (isinstance(distance, (int, float)) and np.isfinite(distance) and distance > 0):
+        raise ValueError(f"distance {distance!r}: expected a positive number of standard "
+                         "errors")
+    problem = design.problem()
+    sigma = np.array([problem.noise[c] for c in problem.channels])
+    objective = _objective(problem, sigma, problem.transform(), diffrax.ForwardMode(),
+                           20_000)
+
+    def sensitivities(theta):
+        return np.asarray(_evaluate(objective, jnp.asarray(theta))[0])
+
+    values = np.asarray(design.values, dtype=float)
+    nominal = sensitivities(values)
+    scales = resolved_scales(nominal, values, _scales(values, problem.transform()))
+    _, singular, vt = np.linalg.svd(nominal * scales, full_matrices=False)
+    rank = int(np.sum(singular > singular[0] * RANK_RTOL)) if singular[0] > 0 else 0
+    if isinstance(directions, bool) or not isinstance(directions, int) \
+            or not 1 <= directions <= rank:
+        raise ValueError(f"directions {directions!r}: expected a whole number from 1 to "
+                         f"{rank} (the combinations the design determines)")
+
+    def stderr(jacobian, theta):
+        covariance, _ = fisher_analysis(jacobian, theta, scales, design.names)
+        return np.sqrt(np.diag(covariance))
+
+    reference = stderr(nominal, values)
+    # The least-determined directions: the smallest singular values of the scaled
+    # sensitivities; one predicted standard error along direction k is v_k / s_k (relative
+    # units), D v_k / s_k in SI.
+    steps = np.array([distance * scales * vt[k] / singular[k]
+                      for k in range(rank - 1, rank - 1 - directions, -1)])
+    ratios = []
+    for step in steps:
+        for sign in (1.0, -1.0):
+            theta = values + sign * step
+            try:
+                jacobian = sensitivities(theta)
+            except Exception:  # (the model cannot be simulated there)
+                jacobian = np.full_like(nominal, np.nan)
+            if not np.all(np.isfinite(jacobian)):
+                ratios.append(np.full(len(values), np.nan))
+                continue
+            ratios.append(stderr(jacobian, theta) / reference)
+    return LinearityCheck(names=list(design.names), distance=float(distance),
+                          steps=steps, ratio=np.array(ratios),
+                          seconds=time.perf_counter() - started)
+
+
+@dataclasses.dataclass(frozen=True)
+class LinearityCheck:
+    """The outcome of `Design.check_linearity`.
+
+    Fields: `names` (free parameters), `distance` (predicted standard errors moved),
+    `steps` (`(k, p)`, SI: the parameter change of each of the `k` least-determined principal
+    directions, most weakly determined first; each point is the nominal values plus or minus
+    one), `ratio` (`(2 k, p)`: each parameter's predicted standard error at nominal + step 1,
+    nominal - step 1, nominal + step 2, ... over the nominal one; NaN where the model could not
+    be simulated or the parameter is not identifiable there), `seconds`.
+    """
+
+    names: list[str]
+    distance: float
+    steps: np.ndarray
+    ratio: np.ndarray
+    seconds: float
+
+    @property
+    def simulated(self) -> bool:
+        """Whether every moved point could be simulated."""
+        return not bool(np.any(np.all(np.isnan(self.ratio), axis=1)))
+
+    def departures(self) -> dict[str, float]:
+        """`{name: ratio}` of the parameters whose predicted standard error leaves
+        `LINEARITY_BAND` at some point (the ratio farthest from 1, by its logarithm), worst
+        first."""
+        low, high = LINEARITY_BAND
+        out = {}
+        for j, name in enumerate(self.names):
+            column = self.ratio[:, j][np.isfinite(self.ratio[:, j])]
+            if column.size and (column.min() < low or column.max() > high):
+                out[name] = float(column[np.argmax(np.abs(np.log(column)))])
+        return dict(sorted(out.items(), key=lambda item: -abs(np.log(item[1]))))
+
+    @property
+    def holds(self) -> bool:
+        """Whether every predicted standard error stays within `LINEARITY_BAND` at every point
+        that could be simulated, and every point could."""
+        return self.simulated and not self.departures()
+
+    def summary(self) -> str:
+        """The verdict and the parameters it concerns, as text."""
+        k = len(self.steps)
+        where = (f"{self.distance:g} predicted standard errors along the {k} least-determined "
+                 f"direction(s), both ways")
+        if self.holds:
+            finite = self.ratio[np.isfinite(self.ratio)]
+            return (f"linearisation holds: at {where}, every predicted standard error stays "
+                    f"within {finite.min():.2f}-{finite.max():.2f} of the nominal one "
+                    f"({self.seconds:.1f} s)")
+        lines = [f"linearisation does not hold within the estimates' spread: at {where} "
+                 f"({self.seconds:.1f} s)"]
+        if not self.simulated:
+            lines.append("  the model cannot be simulated at some of those points: the "
+                         "estimates' spread reaches where the model fails")
+        for name, ratio in self.departures().items():
+            lines.append(f"  {name}: predicted standard error x{ratio:.2f}")
+        lines.append("  the realised errors may differ from the prediction, by up to about "
+                     "as much; validate the design by fitting noisy simulations of it "
+                     "(Design.problem, fit_batch)")
+        return "\n".join(lines)
+
+    def report(self) -> dict:
+        """JSON-ready form."""
+        return {"distance": self.distance, "holds": self.holds,
+                "simulated": self.simulated, "departures": self.departures(),
+                "steps": self.steps.tolist(),
+                "ratio": [[json_number(r) for r in row] for row in self.ratio],
+                "seconds": self.seconds}
