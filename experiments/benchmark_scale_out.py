@@ -117,6 +117,8 @@ def main() -> None:
             times[label] = seconds
             configurations.append((label, None, workers))
     base = configurations[0][0]
+    print(f"(the first configuration, {base}, also filled the empty compilation cache the "
+          "others read)")
     print(f"{'configuration':22s} {'time':>9s} {'fits/s':>8s} {'speed-up':>9s} "
           f"{'efficiency':>10s} {'max |diff| / value':>19s} failed")
     for label, _, workers in configurations:

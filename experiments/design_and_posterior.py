@@ -154,7 +154,8 @@ def full_stiffness(repetitions, least_cases=1):
         if np.all(relative < 0.1):
             break
     # Whether the prediction's linearisation holds over the estimates' own spread.
-    print("   " + found.check_linearity().summary().replace("\n", "\n   "))
+    check = found.check_linearity()
+    print("   " + check.summary().replace("\n", "\n   "))
     # The design validated: noisy simulations of the chosen load cases, each fitted (all 21
     # entries free, from the nominal matrix), the spread of the estimates against the
     # predicted standard errors.
@@ -170,6 +171,13 @@ def full_stiffness(repetitions, least_cases=1):
                if abs(ratio[i] - 1) > 2 / np.sqrt(2 * (repetitions - 1))]
     for i in outside:
         print(f"   beyond two of those spreads: {found.names[i]} {ratio[i]:.2f}")
+    # Each entry's realised / predicted error beside what the linearity check said of it (the
+    # direction farthest from 1 on both sides together, and between the sides).
+    both, one = check.both_ways(), check.one_way()
+    print(f"   {'entry':30s} {'realised/predicted':>18s} {'both ways':>10s} {'one way':>8s}")
+    for j, name in enumerate(found.names):
+        farthest = [f[np.argmax(np.abs(np.log(f)))] for f in (both[:, j], one[:, j])]
+        print(f"   {name:30s} {ratio[j]:18.2f} {farthest[0]:10.2f} {farthest[1]:8.2f}")
     print()
 
 

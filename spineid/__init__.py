@@ -240,7 +240,7 @@ from .identify import (  # noqa: E402
     fit_batch as fit_batch,
     design as design,
     Design as Design,
-    LINEARITY_BAND as LINEARITY_BAND,
+    LINEARITY_TOLERANCE as LINEARITY_TOLERANCE,
     LinearityCheck as LinearityCheck,
     peak_loads as peak_loads,
     optimise_protocol as optimise_protocol,

@@ -17,7 +17,7 @@ from ._design import (
     peak_loads as peak_loads,
 )
 from ._linearity import (
-    LINEARITY_BAND as LINEARITY_BAND,
+    LINEARITY_TOLERANCE as LINEARITY_TOLERANCE,
     LinearityCheck as LinearityCheck,
 )
 from ._fit import analyse as analyse, fit as fit

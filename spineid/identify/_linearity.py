@@ -20,10 +20,11 @@ from ._objective import _evaluate, _objective, _scales, resolved_scales
 from ._result_family import json_number
 from ._uncertainty import fisher_analysis, RANK_RTOL
 
-LINEARITY_BAND = (0.8, 1.25)
-"""Ratios of a predicted standard error moved off the nominal values to the nominal one
-within which `Design.check_linearity` takes the linearisation to hold (the 20% within which a
-design's validation by noisy fits is asked to agree)."""
+LINEARITY_TOLERANCE = 0.2
+"""How far (relative) a predicted standard error may change off the nominal values, on both
+sides together or between the two sides, before `Design.check_linearity` says the
+linearisation does not hold (the 20% within which a design's validation by noisy fits is
+asked to agree)."""
 
 
 def check_linearity(design, distance: float = 2.0, directions: int = 3) -> "LinearityCheck":
@@ -88,6 +89,16 @@ class LinearityCheck:
     one), `ratio` (`(2 k, p)`: each parameter's predicted standard error at nominal + step 1,
     nominal - step 1, nominal + step 2, ... over the nominal one; NaN where the model could not
     be simulated or the parameter is not identifiable there), `seconds`.
+
+    Two ways the linearisation fails, told apart by the two sides of each direction (ratios
+    `r+` and `r-`):
+    - **spread**, `both_ways = sqrt(r+ r-)`: the error grows (or shrinks) on both sides, so
+      the realised spread of fitted estimates is larger (smaller) than predicted;
+    - **skew**, `one_way = sqrt(r+ / r-)`: the error grows on one side and shrinks on the
+      other, so the estimates' distribution is skewed: the spread may still be the predicted
+      one, but a symmetric interval misplaces it (profiles, `FitResult.profile`, or the
+      posterior, `spineid.posterior`, place it).
+    A parameter departs where either leaves `1 +- LINEARITY_TOLERANCE` (by its logarithm).
     """
 
     names: list[str]
@@ -101,23 +112,37 @@ class LinearityCheck:
         """Whether every moved point could be simulated."""
         return not bool(np.any(np.all(np.isnan(self.ratio), axis=1)))
 
-    def departures(self) -> dict[str, float]:
-        """`{name: ratio}` of the parameters whose predicted standard error leaves
-        `LINEARITY_BAND` at some point (the ratio farthest from 1, by its logarithm), worst
-        first."""
-        low, high = LINEARITY_BAND
+    def both_ways(self) -> np.ndarray:
+        """`(k, p)`: `sqrt(r+ r-)` per direction and parameter (NaN where a side is)."""
+        return np.sqrt(self.ratio[0::2] * self.ratio[1::2])
+
+    def one_way(self) -> np.ndarray:
+        """`(k, p)`: `sqrt(r+ / r-)` per direction and parameter (NaN where a side is)."""
+        return np.sqrt(self.ratio[0::2] / self.ratio[1::2])
+
+    def _departing(self, factors: np.ndarray) -> dict[str, float]:
+        limit = np.log1p(LINEARITY_TOLERANCE)
         out = {}
         for j, name in enumerate(self.names):
-            column = self.ratio[:, j][np.isfinite(self.ratio[:, j])]
-            if column.size and (column.min() < low or column.max() > high):
+            column = factors[:, j][np.isfinite(factors[:, j])]
+            if column.size and np.max(np.abs(np.log(column))) > limit:
                 out[name] = float(column[np.argmax(np.abs(np.log(column)))])
         return dict(sorted(out.items(), key=lambda item: -abs(np.log(item[1]))))
 
+    def spread_changes(self) -> dict[str, float]:
+        """`{name: both_ways}` of the parameters whose realised spread will differ from the
+        prediction (the direction farthest from 1), worst first."""
+        return self._departing(self.both_ways())
+
+    def skews(self) -> dict[str, float]:
+        """`{name: one_way}` of the parameters whose estimates will be skewed (the direction
+        farthest from 1), worst first."""
+        return self._departing(self.one_way())
+
     @property
     def holds(self) -> bool:
-        """Whether every predicted standard error stays within `LINEARITY_BAND` at every point
-        that could be simulated, and every point could."""
-        return self.simulated and not self.departures()
+        """Whether every point could be simulated and no parameter departs, either way."""
+        return self.simulated and not self.spread_changes() and not self.skews()
 
     def summary(self) -> str:
         """The verdict and the parameters it concerns, as text."""
@@ -134,17 +159,24 @@ class LinearityCheck:
         if not self.simulated:
             lines.append("  the model cannot be simulated at some of those points: the "
                          "estimates' spread reaches where the model fails")
-        for name, ratio in self.departures().items():
-            lines.append(f"  {name}: predicted standard error x{ratio:.2f}")
-        lines.append("  the realised errors may differ from the prediction, by up to about "
-                     "as much; validate the design by fitting noisy simulations of it "
+        spread, skews = self.spread_changes(), self.skews()
+        if spread:
+            lines.append("  spread: the predicted error changes the same way on both sides, so "
+                         "the realised errors will differ from the prediction: "
+                         + ", ".join(f"{n} x{f:.2f}" for n, f in spread.items()))
+        if skews:
+            lines.append("  skew: the predicted error grows on one side and shrinks on the "
+                         "other, so the estimates will be skewed and a symmetric interval "
+                         "misplaces them (profile or posterior): "
+                         + ", ".join(f"{n} x{f:.2f} / x{1 / f:.2f}" for n, f in skews.items()))
+        lines.append("  validate the design by fitting noisy simulations of it "
                      "(Design.problem, fit_batch)")
         return "\n".join(lines)
 
     def report(self) -> dict:
         """JSON-ready form."""
         return {"distance": self.distance, "holds": self.holds,
-                "simulated": self.simulated, "departures": self.departures(),
-                "steps": self.steps.tolist(),
+                "simulated": self.simulated, "spread_changes": self.spread_changes(),
+                "skews": self.skews(), "steps": self.steps.tolist(),
                 "ratio": [[json_number(r) for r in row] for row in self.ratio],
                 "seconds": self.seconds}
