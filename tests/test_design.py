@@ -572,3 +572,17 @@ def test_bad_linearity_checks_are_refused():
                              ({"directions": 0}, "directions")):
         with pytest.raises(ValueError, match=match):
             found.check_linearity(**arguments)
+
+
+def test_a_linearity_check_reaching_where_the_model_fails_says_so():
+    # Twenty 10% errors below k_y the spring pushes instead of holding: the simulation
+    # diverges there, while twenty above (k' = 3 k) the error is 3^2 times the nominal one.
+    import json
+    k = 2.2e5
+    forces = 50.0 * np.sin(2 * np.pi * np.linspace(0.0, 1.0, 201))
+    found = _slow_axial_case(0.1 * np.sqrt(np.sum(forces**2)) / k)
+    check = found.check_linearity(distance=20.0, directions=1)
+    np.testing.assert_allclose(check.ratio[0, 0], 9.0, rtol=0.01)
+    assert np.isnan(check.ratio[1, 0]) and not check.simulated and not check.holds
+    assert "cannot be simulated" in check.summary()
+    assert json.loads(json.dumps(check.report()))["ratio"][1] == [None]

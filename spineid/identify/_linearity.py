@@ -31,9 +31,12 @@ def check_linearity(design, distance: float = 2.0, directions: int = 3) -> "Line
     """`design.check_linearity(distance, directions)` (`Design.check_linearity`, which
     documents it) for a `Design`."""
     started = time.perf_counter()
-    if not (isinstance(distance, (int, float)) and np.isfinite(distance) and distance > 0):
+    if isinstance(distance, bool) or not (isinstance(distance, (int, float))
+                                          and np.isfinite(distance) and distance > 0):
         raise ValueError(f"distance {distance!r}: expected a positive number of standard "
                          "errors")
+    if isinstance(directions, bool) or not isinstance(directions, int) or directions < 1:
+        raise ValueError(f"directions {directions!r}: expected a whole number >= 1")
     problem = design.problem()
     sigma = np.array([problem.noise[c] for c in problem.channels])
     objective = _objective(problem, sigma, problem.transform(), diffrax.ForwardMode(),
@@ -47,8 +50,7 @@ def check_linearity(design, distance: float = 2.0, directions: int = 3) -> "Line
     scales = resolved_scales(nominal, values, _scales(values, problem.transform()))
     _, singular, vt = np.linalg.svd(nominal * scales, full_matrices=False)
     rank = int(np.sum(singular > singular[0] * RANK_RTOL)) if singular[0] > 0 else 0
-    if isinstance(directions, bool) or not isinstance(directions, int) \
-            or not 1 <= directions <= rank:
+    if directions > rank:
         raise ValueError(f"directions {directions!r}: expected a whole number from 1 to "
                          f"{rank} (the combinations the design determines)")
 
@@ -68,7 +70,7 @@ def check_linearity(design, distance: float = 2.0, directions: int = 3) -> "Line
             theta = values + sign * step
             try:
                 jacobian = sensitivities(theta)
-            except Exception:  # (the model cannot be simulated there)
+            except RuntimeError:  # (the solver gave up: the model cannot be simulated there)
                 jacobian = np.full_like(nominal, np.nan)
             if not np.all(np.isfinite(jacobian)):
                 ratios.append(np.full(len(values), np.nan))
