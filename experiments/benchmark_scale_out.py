@@ -21,8 +21,8 @@ Efficiency of a configuration = (time of 1 / its time) / its worker processes. E
 configuration's estimates are compared with the local ones (target: equal to 1e-10).
 
 Run: `python experiments/benchmark_scale_out.py [--fits 1000] [--chunk 50] [--devices 2]
-[--only local,devices] [--started]` (`--only`: a subset of the configurations, by the first word of their
-labels).
+[--only local,devices] [--started]` (`--only`: a subset of the configurations, by the first
+word of their labels; the first configuration run also fills the compilation cache).
 Target (issue): two local workers >= 1.7x one on 1,000 fits. Numbers measured are in the
 README.
 """

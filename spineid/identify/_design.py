@@ -37,14 +37,13 @@ from ..io._model_file import ModelFile
 from ..models._loads import PLANAR_LOAD_COMPONENTS
 from ..models._spatial_pair import SPATIAL_LOAD_COMPONENTS
 from ..simulation._simulate import simulate
+from ._linearity import check_linearity, LinearityCheck
 from ._objective import _evaluate, _objective, _scales, resolved_scales
 from ._problem import FitProblem
 from ._result_family import json_number
-from ._linearity import check_linearity, LinearityCheck
 from ._uncertainty import fisher_analysis, RANK_RTOL
 
 CRITERIA = ("D", "A", "E")
-
 """Named design criteria (module docstring); a sequence of parameter names asks for their
 Cramer-Rao errors."""
 
