@@ -303,9 +303,9 @@ class Design:
         `LINEARITY_TOLERANCE` either way, validate the design by fitting noisy simulations of
         it (`Design.problem`, `fit_batch`) before trusting it. (Measured on the 21 entries of
         a full bushing matrix from three force cases, experiments/design_and_posterior.py:
-        five entries' errors grow 1.21-1.23 times on both sides, among them the three that 50
-        noisy fits realised at 1.26 times the prediction; the entries only skewed, up to
-        1.34 / 0.74, realised within 20%.)
+        the five entries whose error grows 1.21-1.23 times on both sides are the five that 50
+        noisy fits realised farthest above the prediction, 1.18-1.26 times; the entries only
+        skewed, up to 1.35 / 0.74, realised 1.05-1.09 times.)
 
         **Returns:** a `LinearityCheck`. Raises `ValueError` for a non-positive `distance` or
         a `directions` outside 1 ... the number of identifiable combinations.
