@@ -56,18 +56,10 @@ def problem_and_draws(count: int, seed: int = 0):
 def started_cluster(problem, draws, workers: int, chunk: int):
     """Seconds of `fit_many` over `draws` on a cluster of `workers` started and warmed
     beforehand (its workers warmed by a few fits), and the batch's results."""
-    import dask
-    from distributed import Client, LocalCluster
-
     import spineid
 
-    with dask.config.set({"distributed.worker.multiprocessing-method": "spawn"}), \
-            LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                         dashboard_address=None, silence_logs=40) as cluster, \
-            Client(cluster) as client:
-        executor = spineid.Dask(scheduler=cluster.scheduler_address)
+    with spineid.Dask(workers=workers).started() as executor:
         # Warm every worker: single-fit chunks, four per worker, spread over the idle workers.
-        client.wait_for_workers(workers)
         spineid.fit_many(problem, [draws[:4 * workers]], executor=executor, chunk=1)
         clock = time.perf_counter()
         results = spineid.fit_many(problem, [draws], executor=executor, chunk=chunk)

@@ -23,7 +23,8 @@
    angle, every body's angle, the ligament's tension at one level).
 
     python experiments/design_and_posterior.py [--repetitions 50] [--draws 650]
-        [--repetitions-21 20] [--cases-21 N] [--head-neck-rate 500] [--sections 12345]
+        [--repetitions-21 20] [--cases-21 N] [--head-neck-rate 500]
+        [--repetitions-head-neck N] [--sections 12345]
         [--executor local|dask] [--workers 2] [--scheduler ADDRESS]
 
 The validations' noisy fits are Monte-Carlo batches (`spineid.fit_batch`): `--executor dask`
@@ -211,9 +212,10 @@ HEAD_NECK_FREE = ["ligaments.stiffness", "joints.stiffness", "joints.damping"]
 ANTERIOR = "ligaments.anterior_stiffness"
 
 
-def head_neck(rate):
+def head_neck(rate, repetitions=0):
     """The anterior cervical ligament of the head-neck chain: the pulses that would identify it
-    from the head's track, and the measurements that would."""
+    from the head's track, and the measurements that would; with `repetitions`, the best three
+    pulses' design checked for linearity and validated by that many noisy fits."""
     import diffrax
     import jax
     import jax.numpy as jnp
@@ -244,6 +246,17 @@ def head_neck(rate):
               f"{found.relative_stderr()[j]:.0%} (the seed's pulse alone "
               f"{found.baseline_stderr[j] / found.values[j]:.0%})")
     print(f"   ({time.perf_counter() - clock:.0f} s)")
+    if repetitions:
+        clock = time.perf_counter()
+        check = found.check_linearity()
+        print("   linearity of the best three (" + f"{time.perf_counter() - clock:.0f} s): "
+              + check.summary().replace("\n", "\n   "))
+        clock = time.perf_counter()
+        realised = validate(found, repetitions)
+        print(f"   {repetitions} noisy fits of the best three ({time.perf_counter() - clock:.0f} "
+              "s): realised / predicted standard error "
+              + ", ".join(f"{name} {r:.2f}" for name, r in zip(found.names,
+                                                               realised / found.stderr)))
     # What added measurements would do, at the seed's pulse: the sensitivities of the head
     # track and of other channels, by forward mode through the simulation, each channel in
     # units of its noise.
@@ -295,6 +308,9 @@ def main() -> None:
                              "the fewest that determine every entry within 10%%)")
     parser.add_argument("--head-neck-rate", type=float, default=500.0,
                         help="sampling of the head track in section 5 (Hz)")
+    parser.add_argument("--repetitions-head-neck", type=int, default=0,
+                        help="section 5: noisy fits validating the best three pulses (minutes "
+                             "each; default none)")
     parser.add_argument("--sections", default="12345")
     parser.add_argument("--executor", choices=("local", "dask"), default="local",
                         help="where the validations' noisy fits run")
@@ -315,7 +331,7 @@ def main() -> None:
     if "4" in arguments.sections:
         full_stiffness(arguments.repetitions_21, arguments.cases_21)
     if "5" in arguments.sections:
-        head_neck(arguments.head_neck_rate)
+        head_neck(arguments.head_neck_rate, arguments.repetitions_head_neck)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ give exactly their numbers), and counting what ran (a file per call, written by 
 function wherever it runs).
 """
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -185,6 +186,31 @@ def test_an_unreachable_scheduler_is_said_within_its_timeout():
         spineid.run_batch(square, [(1, None)],
                           executor=spineid.Dask(scheduler="tcp://127.0.0.1:9", timeout=2))
     assert time.perf_counter() - clock < 30
+
+
+@pytest.mark.own_process
+def test_a_started_cluster_serves_many_batches_and_keeps_the_executor_settings(tmp_path):
+    with spineid.Dask(workers=2, retries=2).started() as executor:
+        assert executor.scheduler.startswith("tcp://") and executor.retries == 2
+        first = spineid.run_batch(square, [(v, None) for v in range(4)], chunk=1,
+                                  executor=executor)
+        assert [r["square"] for r in first.results] == [0, 1, 4, 9]
+        # The retries reached the cluster's scheduler: a dying worker's chunk is tried three
+        # times before it is reported.
+        counter = tmp_path / "calls"
+        counter.mkdir()
+        second = spineid.run_batch(square, [(v, str(counter)) for v in (1, -1, 3)], chunk=1,
+                                   executor=executor)
+        assert [r["index"] for r in second.failures] == [1]
+        assert calls(counter).count(-1) == 3
+        assert second.results[2] == {"square": 9}
+    # Closed at the end of the block: its address no longer answers.
+    with pytest.raises(ConnectionError, match="not reachable"):
+        spineid.run_batch(square, [(1, None)],
+                          executor=dataclasses.replace(executor, timeout=2))
+    with pytest.raises(ValueError, match="already names a running cluster"):
+        with spineid.Dask(scheduler="tcp://127.0.0.1:9").started():
+            pass
 
 
 @pytest.mark.own_process
