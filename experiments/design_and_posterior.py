@@ -174,11 +174,10 @@ def full_stiffness(repetitions, least_cases=1):
         print(f"   beyond two of those spreads: {found.names[i]} {ratio[i]:.2f}")
     # Each entry's realised / predicted error beside what the linearity check said of it (the
     # direction farthest from 1 on both sides together, and between the sides).
-    both, one = check.both_ways(), check.one_way()
+    both, one = check.farthest(check.both_ways()), check.farthest(check.one_way())
     print(f"   {'entry':30s} {'realised/predicted':>18s} {'both ways':>10s} {'one way':>8s}")
     for j, name in enumerate(found.names):
-        farthest = [f[np.argmax(np.abs(np.log(f)))] for f in (both[:, j], one[:, j])]
-        print(f"   {name:30s} {ratio[j]:18.2f} {farthest[0]:10.2f} {farthest[1]:8.2f}")
+        print(f"   {name:30s} {ratio[j]:18.2f} {both[j]:10.2f} {one[j]:8.2f}")
     print()
 
 

@@ -563,6 +563,16 @@ def test_the_linearity_check_follows_the_quasi_static_analytic_limit(relative_er
         assert check.holds and check.spread_changes() == {} and check.skews() == {}
         assert "linearisation holds" in check.summary()
     assert check.report()["holds"] == check.holds
+    np.testing.assert_allclose(check.farthest(check.one_way()), np.sqrt((moved[0] / moved[1])
+                                                                        ** 2), rtol=0.01)
+
+
+def test_the_factor_farthest_from_one_is_taken_by_its_logarithm():
+    # x0.5 is farther from 1 than x1.5 (log 2 against log 1.5); NaN directions are passed
+    # over; a parameter with none finite has none.
+    factors = np.array([[0.5, 1.1, np.nan], [1.5, np.nan, np.nan]])
+    np.testing.assert_array_equal(spineid.LinearityCheck.farthest(factors)[:2], [0.5, 1.1])
+    assert np.isnan(spineid.LinearityCheck.farthest(factors)[2])
 
 
 def test_bad_linearity_checks_are_refused():

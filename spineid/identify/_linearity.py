@@ -18,7 +18,7 @@ import numpy as np
 
 from ._objective import _evaluate, _objective, _scales, resolved_scales
 from ._result_family import json_number
-from ._uncertainty import fisher_analysis, RANK_RTOL
+from ._uncertainty import fisher_analysis, numerical_rank
 
 LINEARITY_TOLERANCE = 0.2
 """How far (relative) a predicted standard error may change off the nominal values, on both
@@ -49,7 +49,7 @@ def check_linearity(design, distance: float = 2.0, directions: int = 3) -> "Line
     nominal = sensitivities(values)
     scales = resolved_scales(nominal, values, _scales(values, problem.transform()))
     _, singular, vt = np.linalg.svd(nominal * scales, full_matrices=False)
-    rank = int(np.sum(singular > singular[0] * RANK_RTOL)) if singular[0] > 0 else 0
+    rank = numerical_rank(singular)
     if directions > rank:
         raise ValueError(f"directions {directions!r}: expected a whole number from 1 to "
                          f"{rank} (the combinations the design determines)")
@@ -122,13 +122,23 @@ class LinearityCheck:
         """`(k, p)`: `sqrt(r+ / r-)` per direction and parameter (NaN where a side is)."""
         return np.sqrt(self.ratio[0::2] / self.ratio[1::2])
 
+    @staticmethod
+    def farthest(factors: np.ndarray) -> np.ndarray:
+        """`(p,)`: per parameter, the factor of `factors` (`(k, p)`, as `both_ways()` or
+        `one_way()` give them) farthest from 1 by its logarithm; NaN where no direction has a
+        finite one."""
+        factors = np.asarray(factors, dtype=float)
+        out = np.full(factors.shape[1], np.nan)
+        for j in range(factors.shape[1]):
+            column = factors[:, j][np.isfinite(factors[:, j])]
+            if column.size:
+                out[j] = column[np.argmax(np.abs(np.log(column)))]
+        return out
+
     def _departing(self, factors: np.ndarray) -> dict[str, float]:
         limit = np.log1p(LINEARITY_TOLERANCE)
-        out = {}
-        for j, name in enumerate(self.names):
-            column = factors[:, j][np.isfinite(factors[:, j])]
-            if column.size and np.max(np.abs(np.log(column))) > limit:
-                out[name] = float(column[np.argmax(np.abs(np.log(column)))])
+        out = {name: float(f) for name, f in zip(self.names, self.farthest(factors))
+               if np.isfinite(f) and abs(np.log(f)) > limit}
         return dict(sorted(out.items(), key=lambda item: -abs(np.log(item[1]))))
 
     def spread_changes(self) -> dict[str, float]:

@@ -41,7 +41,7 @@ from ._fit import _noise_array
 from ._goodness import ALPHA, chi_square_sf
 from ._objective import _evaluate, _objective, _scales, resolved_scales
 from ._problem import FitProblem
-from ._uncertainty import fisher_analysis, RANK_RTOL
+from ._uncertainty import fisher_analysis, numerical_rank
 
 
 
@@ -299,7 +299,7 @@ def posterior(problem: FitProblem, *, priors: dict | None = None, samples: int =
     curvature = -np.asarray(jax.hessian(log_prior)(u0))
     information = scaled.T @ scaled + 0.5 * (curvature + curvature.T)
     singular = np.linalg.svd(scaled, compute_uv=False)
-    unseen = int(np.sum(singular <= RANK_RTOL * max(singular.max(), 1e-300)))
+    unseen = len(singular) - numerical_rank(singular)
     messages = []
     if unseen:
         messages.append(

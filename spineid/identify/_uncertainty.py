@@ -16,6 +16,16 @@ RANK_RTOL = 1e-7  # singular values below this fraction of the largest are struc
 POORLY_DETERMINED = 0.1  # relative standard error above which a warning is given
 
 
+def numerical_rank(singular: np.ndarray) -> int:
+    """How many combinations the data determine: the singular values of a scaled,
+    noise-weighted Jacobian (sorted, largest first, as `np.linalg.svd` gives them) above
+    `RANK_RTOL` of the largest; 0 when all are zero."""
+    singular = np.asarray(singular, dtype=float)
+    if singular.size == 0 or singular[0] <= 0:
+        return 0
+    return int(np.sum(singular > singular[0] * RANK_RTOL))
+
+
 @dataclasses.dataclass
 class Identifiability:
     """What the data determine.
@@ -92,7 +102,7 @@ def fisher_analysis(
     if index.size == 0:
         return covariance, Identifiability(0, 0, np.zeros(0), [], identifiable, [], _scales=scales)
     _, singular, vt = np.linalg.svd(scaled, full_matrices=False)
-    rank = int(np.sum(singular > singular[0] * RANK_RTOL)) if singular[0] > 0 else 0
+    rank = numerical_rank(singular)
     basis = vt[:rank]
     scaled_covariance = basis.T @ np.diag(singular[:rank] ** -2.0) @ basis
     in_row_space = np.linalg.norm(np.eye(index.size) - basis.T @ basis, axis=0) < 1e-6
