@@ -526,7 +526,7 @@ def test_a_budget_is_refused_for_a_protocol(tmp_path, capsys):
         capsys.readouterr().err
 
 
-def _slow_axial_case(noise_y):
+def _slow_axial_case(noise_y, only_y=False):
     # One free axial stiffness k_y of the spatial pair's bushing, pulled by a slow force (1 Hz,
     # its natural frequency 57 Hz): quasi-static, y = F / k_y, so d(y / sigma)/dk_y =
     # -F / (k_y^2 sigma) and the Cramer-Rao error is k_y^2 sigma / sqrt(sum F^2): the predicted
@@ -537,9 +537,24 @@ def _slow_axial_case(noise_y):
     document = copy.deepcopy(model_file.document)
     document["loads"] = [{"component": "Fy", "amplitude": 50.0, "frequency": 1.0}]
     noise = {c: (noise_y if c == "y" else 1.0) for c in model_file.model.observable_names}
+    if only_y:  # (a rig that measures y alone)
+        noise = {"y": noise_y}
     case = spineid.Candidate("Fy@1Hz", spineid.ModelFile.from_document(document),
-                             np.linspace(0.0, 1.0, 201))
+                             np.linspace(0.0, 1.0, 201), channels=("y",) if only_y else None)
     return spineid.design([case], ["bushings[0].stiffness[1]"], noise)
+
+
+def test_the_linearity_check_of_an_experiment_that_measures_one_channel():
+    # The quasi-static limit again, with y the only channel measured: (k' / k)^2 on both
+    # sides, as with every channel measured and the others' noise huge.
+    k = 2.2e5
+    forces = 50.0 * np.sin(2 * np.pi * np.linspace(0.0, 1.0, 201))
+    noise_y = 0.1 * np.sqrt(np.sum(forces**2)) / k
+    alone = _slow_axial_case(noise_y, only_y=True).check_linearity(directions=1)
+    every = _slow_axial_case(noise_y).check_linearity(directions=1)
+    moved = k + np.array([1.0, -1.0]) * alone.steps[0, 0]
+    np.testing.assert_allclose(alone.ratio[:, 0], (moved / k) ** 2, rtol=0.01)
+    np.testing.assert_allclose(alone.ratio, every.ratio, rtol=1e-6)
 
 
 @pytest.mark.parametrize("relative_error", [0.1, 0.001])

@@ -174,13 +174,22 @@ def candidate_sensitivities(candidate: Candidate, free: Sequence[str], noise: di
     each parameter: d(prediction/sigma)/d theta, forward mode through the ODE; rows sample
     by sample, channels in the model's order). `noise` needs only the measured channels."""
     problem = candidate_problem(candidate, free, noise)
+    return problem, measured_sensitivities(problem, candidate.measured, problem.start)
+
+
+def measured_sensitivities(problem: FitProblem, measured: Sequence[str], values
+                           ) -> np.ndarray:
+    """The noise-weighted sensitivities of the channels `measured` of the one-experiment
+    `problem` (`candidate_problem`) at the parameter values `values` (`(p,)`, SI): `(k c, p)`,
+    d(prediction/sigma)/d theta by forward mode through the ODE, rows sample by sample,
+    channels in the model's order. Raises `RuntimeError` where the solver gives up."""
     channels = problem.channels
     sigma = np.array([problem.noise[c] for c in channels])
     objective = _objective(problem, sigma, problem.transform(), diffrax.ForwardMode(), 20_000)
-    jacobian = np.asarray(_evaluate(objective, jnp.asarray(problem.start))[0])
-    kept = [channels.index(c) for c in channels if c in candidate.measured]
+    jacobian = np.asarray(_evaluate(objective, jnp.asarray(values, dtype=float))[0])
+    kept = [channels.index(c) for c in channels if c in measured]
     jacobian = jacobian.reshape(-1, len(channels), jacobian.shape[-1])[:, kept]
-    return problem, jacobian.reshape(-1, jacobian.shape[-1])
+    return jacobian.reshape(-1, jacobian.shape[-1])
 
 
 def _reason(problem: FitProblem, direction: dict) -> str:

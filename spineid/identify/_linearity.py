@@ -12,11 +12,9 @@ predicted covariance, by recomputing the information there.
 import dataclasses
 import time
 
-import diffrax
-import jax.numpy as jnp
 import numpy as np
 
-from ._objective import _evaluate, _objective, _scales, resolved_scales
+from ._objective import _scales, resolved_scales
 from ._result_family import json_number
 from ._uncertainty import fisher_analysis, numerical_rank
 
@@ -37,17 +35,21 @@ def check_linearity(design, distance: float = 2.0, directions: int = 3) -> "Line
                          "errors")
     if isinstance(directions, bool) or not isinstance(directions, int) or directions < 1:
         raise ValueError(f"directions {directions!r}: expected a whole number >= 1")
-    problem = design.problem()
-    sigma = np.array([problem.noise[c] for c in problem.channels])
-    objective = _objective(problem, sigma, problem.transform(), diffrax.ForwardMode(),
-                           20_000)
+    from ._design import measured_sensitivities  # (_design imports this module)
+
+    # Each chosen experiment on its own, with the channels it measures (the programs `design`
+    # compiled for its candidates, run again at other parameter values).
+    experiments = [(design.problems[name], design.measured.get(name)
+                    or design.problems[name].channels) for name in design.chosen]
 
     def sensitivities(theta):
-        return np.asarray(_evaluate(objective, jnp.asarray(theta))[0])
+        return np.concatenate([measured_sensitivities(problem, measured, theta)
+                               for problem, measured in experiments])
 
     values = np.asarray(design.values, dtype=float)
     nominal = sensitivities(values)
-    scales = resolved_scales(nominal, values, _scales(values, problem.transform()))
+    scales = resolved_scales(nominal, values,
+                             _scales(values, experiments[0][0].transform()))
     _, singular, vt = np.linalg.svd(nominal * scales, full_matrices=False)
     rank = numerical_rank(singular)
     if directions > rank:
