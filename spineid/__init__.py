@@ -242,6 +242,7 @@ from .identify import (  # noqa: E402
     Design as Design,
     LINEARITY_TOLERANCE as LINEARITY_TOLERANCE,
     LinearityCheck as LinearityCheck,
+    peak_frequency as peak_frequency,
     peak_loads as peak_loads,
     optimise_protocol as optimise_protocol,
     Protocol as Protocol,

@@ -215,6 +215,14 @@ def test_the_design_command_reads_a_design_file_and_writes_its_report(tmp_path, 
      "'bundled protocol': its force reaches 6 N, beyond the rig's limit 5 N"),
     (lambda t: t.replace('name = "Fx 3 Hz"', 'name = "Fx 3 Hz"\nchannels = ["phi"]'),
      r"candidates\[1\]\.channels: expected distinct channels among"),
+    (lambda t: t.replace("frequency = 40.0", "frequency = 5.0"),
+     "'bundled protocol': its frequency reaches 7 Hz, beyond the rig's limit 5 Hz"),
+    (lambda t: t.replace("theta = 0.035", "phi = 0.035"),
+     r"limits\.motion\.phi: expected one of"),
+    (lambda t: t.replace("theta = 0.035", "theta = 0.015"),
+     "'Fx 12 Hz': its theta moves 0.01699 rad from its start, beyond the joint's safe range"),
+    (lambda t: t.replace("x = 0.002         # m\ny = 0.002         # m\ntheta = 0.035", ""),
+     r"limits\.motion: expected at least one channel"),
 ])
 def test_bad_design_files_name_the_key(tmp_path, capsys, edit, match):
     from spineid.cli import main
@@ -611,3 +619,84 @@ def test_a_linearity_check_reaching_where_the_model_fails_says_so():
     assert np.isnan(check.ratio[1, 0]) and not check.simulated and not check.holds
     assert "cannot be simulated" in check.summary()
     assert json.loads(json.dumps(check.report()))["ratio"][1] == [None]
+
+
+def test_the_rigs_frequency_and_the_joints_safe_range_refuse_candidates_beyond_them():
+    import equinox as eqx
+
+    slow, fast = candidate("Mz", 8.0), candidate("Mz", 20.0)
+    assert spineid.peak_frequency(slow) == 8.0
+    # A tabulated load of one 12 Hz sine: its bandwidth is 12 Hz (to the 1 Hz resolution of a
+    # 1 s record); the analytic value, not a term read back.
+    times = np.linspace(0.0, 1.0, 201)
+    table = spineid.TabulatedLoad(times=times, values=0.08 * np.sin(
+        2 * np.pi * 12.0 * times)[:, None] * np.array([0.0, 0.0, 1.0]))
+    tabulated = spineid.Candidate("table", eqx.tree_at(lambda m: m.loads, slow.model, (table,)),
+                                  times)
+    assert abs(spineid.peak_frequency(tabulated) - 12.0) <= 1.0
+    with pytest.raises(ValueError, match=r"'Mz@20Hz': its frequency reaches 20 Hz, beyond the "
+                                         r"rig's limit 10 Hz"):
+        spineid.design([slow, fast], ["stiffness"], NOISE, limits={"frequency": 10.0})
+    # The joint's safe range in theta: the largest change of the candidate's simulated
+    # rotation, computed here.
+    theta = _simulated(fast)[:, 2]
+    peak = np.max(np.abs(theta - theta[0]))
+    with pytest.raises(ValueError, match=rf"'Mz@20Hz': its theta moves {peak:.4g} rad from "
+                                         r"its start, beyond the joint's safe range"):
+        spineid.design([slow, fast], ["stiffness"], NOISE,
+                       limits={"motion": {"theta": 0.9 * peak}})
+    np.testing.assert_array_less(np.max(np.abs(_simulated(slow)[:, 2])), 0.9 * peak)
+    found = spineid.design([slow, fast], ["stiffness"], NOISE,
+                           limits={"motion": {"theta": 1.1 * peak}, "frequency": 20.0})
+    assert found.chosen
+    for motion, match in [({"phi": 0.1}, r"channels \['phi'\] are not observed"),
+                          ({"theta": 0.0}, "expected a positive number"),
+                          ({}, "expected {channel"), (0.1, "expected {channel")]:
+        with pytest.raises(ValueError, match=match):
+            spineid.design([slow], ["stiffness"], NOISE, limits={"motion": motion})
+
+
+def test_a_protocol_keeps_the_joint_within_its_safe_range_as_a_brute_force_grid_does():
+    # The frequency of the moment test again, now with the rotation kept within a safe range
+    # the unconstrained optimum passes: the constrained optimum against the best of a grid of
+    # frequencies whose simulations keep within it (each simulated and analysed here).
+    _, build = _frequency_protocol()
+    problem = spineid.ProtocolProblem(build, {"frequency": (2.0, 30.0, 5.0)}, TS,
+                                      ["stiffness"], NOISE, criterion="D")
+    free = spineid.optimise_protocol(problem)
+
+    def brute(frequency):
+        model = build({"frequency": frequency})
+        observed = _simulated(spineid.Candidate("g", model, TS))
+        fit_problem = spineid.FitProblem(model, spineid.Measurement(TS, observed,
+                                                                    ("x", "y", "theta")),
+                                         ["stiffness"], NOISE)
+        covariance, _ = spineid.analyse(fit_problem)
+        start = fit_problem.start
+        return (-np.linalg.slogdet(covariance / np.outer(start, start))[1],
+                np.max(np.abs(observed[:, 2] - observed[0, 2])))
+
+    free_peak = brute(free.variables["frequency"])[1]
+    # (Below the resonance the criterion rises with the frequency up to a local optimum near
+    # 11.6 Hz, where the rotation is 0.54 of the free optimum's: a limit of 0.45 holds the
+    # design back at its boundary.)
+    limit = 0.45 * free_peak
+    found = spineid.optimise_protocol(problem, limits={"motion": {"theta": limit}})
+    assert found.peak_motion["theta"] <= limit * (1 + 1e-6)
+    assert found.peak_motion["theta"] == pytest.approx(limit, rel=1e-3)  # (held at it)
+    score, peak = brute(found.variables["frequency"])
+    assert peak <= limit * (1 + 1e-6) and found.score == pytest.approx(score, abs=1e-5)
+    assert found.peak_motion["theta"] == pytest.approx(peak, rel=1e-6)
+    grid = np.linspace(2.0, 30.0, 29)
+    scored = [brute(f) for f in grid]
+    feasible = [s for s, p in scored if p <= limit]
+    assert found.score >= max(feasible) - 1e-6
+    assert found.score < free.score
+    assert "peak theta" in found.summary() and found.report()["peak_motion"]["theta"] == \
+        found.peak_motion["theta"]
+    with pytest.raises(ValueError, match="no protocol within the variables' bounds"):
+        spineid.optimise_protocol(problem, limits={"motion": {"theta": 1e-6 * limit}},
+                                  starts=2)
+    assert free.variables["frequency"] > 10.0
+    with pytest.raises(ValueError, match="beyond the rig's limit 10 Hz: bound the frequencies"):
+        spineid.optimise_protocol(problem, limits={"frequency": 10.0}, starts=1)

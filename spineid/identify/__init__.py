@@ -14,6 +14,7 @@ from ._design import (
     CRITERIA as CRITERIA,
     design as design,
     Design as Design,
+    peak_frequency as peak_frequency,
     peak_loads as peak_loads,
 )
 from ._linearity import (

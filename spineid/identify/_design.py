@@ -34,7 +34,7 @@ import numpy as np
 
 from ..io._measurements import Measurement
 from ..io._model_file import ModelFile
-from ..models._loads import PLANAR_LOAD_COMPONENTS
+from ..models._loads import PLANAR_LOAD_COMPONENTS, SinusoidalLoad
 from ..models._spatial_pair import SPATIAL_LOAD_COMPONENTS
 from ..simulation._simulate import simulate
 from ._linearity import check_linearity, LinearityCheck
@@ -124,23 +124,98 @@ def peak_loads(candidate: Candidate) -> tuple[float, float]:
     return peak[0], peak[1]
 
 
+BANDWIDTH_POWER = 0.99
+"""The share of a tabulated load's power (its mean removed) below the frequency that
+`peak_frequency` reports for it."""
+
+
+def peak_frequency(candidate: Candidate) -> float:
+    """The highest frequency (Hz) of the candidate's loads: for a sinusoidal load the largest
+    `frequency` of its terms with a nonzero amplitude; for any other load (a table) the
+    frequency below which `BANDWIDTH_POWER` of its power lies (the load's mean removed, a
+    discrete Fourier transform on a grid ten times finer than the candidate's sampling).
+    0 without loads."""
+    model = candidate.system
+    highest = 0.0
+    for load in getattr(model, "loads", ()):
+        if isinstance(load, SinusoidalLoad):
+            driven = np.asarray(load.amplitude) != 0
+            if np.any(driven):
+                highest = max(highest, float(np.max(np.asarray(load.frequency)[driven])))
+            continue
+        grid = np.linspace(candidate.times[0], candidate.times[-1], 10 * candidate.times.size)
+        values = np.asarray(jax.vmap(load.value)(jnp.asarray(grid))).reshape(grid.size, -1)
+        power = np.sum(np.abs(np.fft.rfft(values - values.mean(axis=0), axis=0)) ** 2, axis=1)
+        if power.sum() > 0:
+            frequencies = np.fft.rfftfreq(grid.size, grid[1] - grid[0])
+            cumulative = np.cumsum(power) / power.sum()
+            highest = max(highest, float(frequencies[np.searchsorted(cumulative,
+                                                                     BANDWIDTH_POWER)]))
+    return highest
+
+
+LIMITS = {"force": "N", "moment": "N m", "frequency": "Hz", "duration": "s", "total": "s",
+          "motion": None}
+"""The rig's limits `design` takes, with their units (`motion`: `{channel: largest change from
+the first sample}` in each observed channel's own unit)."""
+
+
 def _check_limits(candidates, limits) -> None:
-    unknown = set(limits) - {"force", "moment", "duration", "total"}
+    unknown = set(limits) - set(LIMITS)
     if unknown:
         raise ValueError(f"limits {sorted(unknown)}: expected 'force' (N), 'moment' (N m), "
-                         "'duration' (s, of each experiment) or 'total' (s, of the design)")
+                         "'frequency' (Hz), 'duration' (s, of each experiment), 'total' (s, of "
+                         "the design) or 'motion' ({channel: largest change}, SI)")
     for key, value in limits.items():
-        if not (isinstance(value, (int, float)) and value > 0):
+        if key == "motion":
+            check_motion_limits(value, candidates[0].system if candidates else None)
+        elif isinstance(value, bool) or not (isinstance(value, (int, float)) and value > 0):
             raise ValueError(f"limits[{key!r}] = {value!r}: expected a positive number")
     for candidate in candidates:
         force, moment = peak_loads(candidate)
         reached = {"force": force, "moment": moment, "duration": candidate.duration}
+        if "frequency" in limits:
+            reached["frequency"] = peak_frequency(candidate)
         for key, limit in limits.items():
-            if key != "total" and reached[key] > limit * (1 + 1e-12):
-                units = {"force": "N", "moment": "N m", "duration": "s"}[key]
+            if key not in ("total", "motion") and reached[key] > limit * (1 + 1e-12):
+                units = LIMITS[key]
                 raise ValueError(f"candidate {candidate.name!r}: its {key} reaches "
                                  f"{reached[key]:.4g} {units}, beyond the rig's limit "
                                  f"{limit:.4g} {units}; leave it out or scale it down")
+
+
+def check_motion_limits(motion, model) -> None:
+    """Refuses (`ValueError`) a `limits["motion"]` that is not a non-empty `{channel: positive
+    number}` of channels `model` observes."""
+    if not isinstance(motion, dict) or not motion:
+        raise ValueError(f"limits['motion'] = {motion!r}: expected {{channel: largest change "
+                         "from the first sample}} of the model's observed channels (SI)")
+    observed = tuple(model.observable_names) if model is not None else ()
+    unknown = [c for c in motion if model is not None and c not in observed]
+    if unknown:
+        raise ValueError(f"limits['motion']: channels {unknown} are not observed by the model "
+                         f"(it observes {list(observed)})")
+    for channel, value in motion.items():
+        if isinstance(value, bool) or not (isinstance(value, (int, float)) and value > 0):
+            raise ValueError(f"limits['motion'][{channel!r}] = {value!r}: expected a positive "
+                             "number (the channel's largest change, SI)")
+
+
+def motion_beyond(name: str, model, observed: np.ndarray, motion: dict) -> str | None:
+    """Why the noise-free observations `observed` (`(k, c)`, the model's channels) of the
+    experiment `name` leave the joint's safe range `motion` (`{channel: largest change}`, SI:
+    each channel's largest absolute change from its value at the first sample), or `None`
+    when they keep within it (or `motion` is empty)."""
+    channels = tuple(model.observable_names)
+    units = dict(zip(channels, getattr(model, "observable_units", ("",) * len(channels))))
+    for channel, limit in motion.items():
+        column = observed[:, channels.index(channel)]
+        peak = float(np.max(np.abs(column - column[0])))
+        if not peak <= limit * (1 + 1e-12):
+            return (f"{name}: its {channel} moves {peak:.4g} {units[channel]} from its start, "
+                    f"beyond the joint's safe range {limit:.4g} {units[channel]} (simulated "
+                    "at the nominal parameter values)")
+    return None
 
 
 def candidate_problem(candidate: Candidate, free: Sequence[str], noise: dict[str, float]
@@ -376,9 +451,13 @@ def design(candidates: Sequence[Candidate], free: Sequence[str], noise: dict[str
     """Choose `budget` of the `candidates` (distinct experiments) that best determine the
     `free` parameters under `noise` (per channel standard deviations, SI), by `criterion`
     (`"D"`, `"A"`, `"E"`, or a sequence of free parameter names whose Cramer-Rao errors to
-    minimise; module docstring), within the rig's `limits`: `"force"` (N), `"moment"` (N m)
-    and `"duration"` (s) that every candidate must keep within (one beyond them is refused),
-    and `"total"` (s), the longest total test time of the chosen experiments. `baseline`:
+    minimise; module docstring), within the rig's `limits`: `"force"` (N), `"moment"` (N m),
+    `"frequency"` (Hz, of the loads: `peak_frequency`), `"duration"` (s) and `"motion"` (the
+    joint's safe range: `{channel: largest change}` of observed channels from their values at
+    the first sample, SI, on the candidate's simulation at the nominal values) that every
+    candidate must keep within (one
+    beyond them is refused), and `"total"` (s), the longest total test time of the chosen
+    experiments. `baseline`:
     names of candidates that make the current protocol, whose predicted errors are reported
     beside the design's.
 
@@ -416,9 +495,17 @@ def design(candidates: Sequence[Candidate], free: Sequence[str], noise: dict[str
         raise ValueError(f"limits['total'] = {total} s: shorter than every candidate "
                          f"(the shortest lasts {min(durations.values()):.4g} s)")
     problems, jacobians = {}, {}
+    for candidate in candidates:  # (every candidate simulated and checked first)
+        problems[candidate.name] = candidate_problem(candidate, free, noise)
+        beyond = motion_beyond(f"candidate {candidate.name!r}", candidate.system,
+                               problems[candidate.name].measurements[0].values,
+                               limits.get("motion", {}))
+        if beyond:
+            raise ValueError(beyond + "; leave it out or scale its loads down")
     for candidate in candidates:
-        problems[candidate.name], jacobians[candidate.name] = candidate_sensitivities(
-            candidate, free, noise)
+        problem = problems[candidate.name]
+        jacobians[candidate.name] = measured_sensitivities(problem, candidate.measured,
+                                                           problem.start)
     first = problems[labels[0]]
     names, values = first.names, first.start
     for label in labels[1:]:

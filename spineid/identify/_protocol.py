@@ -27,7 +27,10 @@ import numpy as np
 
 from ..elements._parameters import apply_values
 from ..simulation._simulate import simulate
-from ._design import candidate_problem, Candidate, CRITERIA, peak_loads, shown_error
+from ._design import (
+    candidate_problem, Candidate, check_motion_limits, CRITERIA, peak_frequency, peak_loads,
+    shown_error,
+)
 from ._objective import _scales
 from ._result_family import json_number
 from ._uncertainty import fisher_analysis
@@ -51,7 +54,9 @@ class Protocol:
     optimum and at the start; NaN where not individually identifiable), `at_bound` (the
     variables that ended at a bound: the rig's limit is what holds the design back there),
     `peak_force` and `peak_moment` (N, N m, at the optimum), `evaluations`, `seconds`,
-    `warnings`, `model` (the optimum's model, to simulate and fit).
+    `warnings`, `model` (the optimum's model, to simulate and fit), `peak_motion`
+    (`{channel: largest change from the first sample}` at the optimum of the channels a
+    motion limit bounds, SI).
     """
 
     variables: dict
@@ -70,6 +75,7 @@ class Protocol:
     seconds: float
     warnings: list[str]
     model: object = dataclasses.field(repr=False, default=None)
+    peak_motion: dict = dataclasses.field(default_factory=dict)
 
     def summary(self) -> str:
         """The optimal protocol and what it determines against the start, as text."""
@@ -80,7 +86,8 @@ class Protocol:
                  + ", ".join(f"{k} = {v:.4g} (start {self.start[k]:.4g})"
                              for k, v in self.variables.items()),
                  f"criterion {self.score:.5g} (start {self.start_score:.5g}); peak force "
-                 f"{self.peak_force:.4g} N, peak moment {self.peak_moment:.4g} N m"]
+                 f"{self.peak_force:.4g} N, peak moment {self.peak_moment:.4g} N m"
+                 + "".join(f", peak {c} {v:.4g}" for c, v in self.peak_motion.items())]
         if self.at_bound:
             lines.append("at a bound (the rig's limit holds the design back): "
                          + ", ".join(self.at_bound))
@@ -100,7 +107,8 @@ class Protocol:
                 "variables": dict(self.variables), "start": dict(self.start),
                 "score": self.score, "start_score": self.start_score,
                 "at_bound": list(self.at_bound), "peak_force": self.peak_force,
-                "peak_moment": self.peak_moment, "evaluations": self.evaluations,
+                "peak_moment": self.peak_moment, "peak_motion": dict(self.peak_motion),
+                "evaluations": self.evaluations,
                 "seconds": self.seconds, "warnings": list(self.warnings),
                 "parameters": [{"name": n, "nominal": float(v), "stderr": json_number(e),
                                 "start_stderr": json_number(s)}
@@ -204,6 +212,13 @@ class ProtocolProblem:
             diagonal = jnp.diag(jnp.linalg.inv(information))
             return -jnp.sum(diagonal if targets is None else diagonal[targets])
 
+        def observed(x):  # (the motion at the nominal values, for the joint's safe range)
+            model = self.model_at(x)
+            solution = simulate(model, ts, adjoint=diffrax.ForwardMode(), throw=False, t0=0.0)
+            return jax.vmap(model.observe)(solution.q)
+
+        self._observed = jax.jit(observed)
+        self._observed_jacobian = jax.jit(jax.jacfwd(observed))
         self._sensitivities = jax.jit(sensitivities)
         self._value_and_gradient = jax.jit(lambda x: (score(x), jax.jacfwd(score)(x)))
 
@@ -235,10 +250,16 @@ def optimise_protocol(problem: ProtocolProblem, *, limits: dict | None = None,
     """The design variables within their bounds that maximise the problem's criterion, by
     L-BFGS-B on the variables scaled to [0, 1] with the exact gradient (module docstring).
 
-    `limits`: `"force"` (N), `"moment"` (N m), checked at the optimum (a protocol whose loads
-    exceed them is refused: bound the amplitudes instead). `starts`: how many starts of the
-    ascent (default: the given start and a grid of `GRID_PER_VARIABLE` per variable, at most
-    `MAX_STARTS`). Returns a `Protocol`.
+    `limits`: `"force"` (N), `"moment"` (N m) and `"frequency"` (Hz, `peak_frequency`),
+    checked at the optimum (a protocol whose loads exceed them is refused: bound the
+    amplitudes and frequencies instead); `"motion"`, the joint's safe range `{channel: largest
+    change from the first sample}` (SI, observed channels, simulated at the nominal values),
+    a constraint of the ascent: with it the ascent is scipy's SLSQP with
+    `((y_c(t) - y_c(0)) / limit_c)^2 <= 1` at every sample (exact gradients through the ODE),
+    and the best protocol that keeps within it wins. `starts`: how many starts of the ascent (default: the given start and a grid of
+    `GRID_PER_VARIABLE` per variable, at most `MAX_STARTS`). Returns a `Protocol`; raises
+    `ValueError` for an unknown limit or where no start finds a protocol within the motion
+    limit.
     """
     from scipy.optimize import minimize
 
@@ -247,10 +268,18 @@ def optimise_protocol(problem: ProtocolProblem, *, limits: dict | None = None,
         raise ValueError(f"optimise_protocol: expected a ProtocolProblem, got "
                          f"{type(problem).__name__}")
     limits = dict(limits or {})
-    unknown = set(limits) - {"force", "moment"}
+    unknown = set(limits) - {"force", "moment", "frequency", "motion"}
     if unknown:
-        raise ValueError(f"limits {sorted(unknown)}: expected 'force' (N) or 'moment' (N m); "
+        raise ValueError(f"limits {sorted(unknown)}: expected 'force' (N), 'moment' (N m), "
+                         "'frequency' (Hz) or 'motion' ({channel: largest change}); "
                          "bound the design variables for the rest")
+    for key in ("force", "moment", "frequency"):
+        value = limits.get(key, 1.0)
+        if isinstance(value, bool) or not (isinstance(value, (int, float)) and value > 0):
+            raise ValueError(f"limits[{key!r}] = {value!r}: expected a positive number")
+    motion = limits.get("motion")
+    if motion is not None:
+        check_motion_limits(motion, problem.model_at(problem.x0))
     labels, low, high, x0 = problem.labels, problem.low, problem.high, problem.x0
     span = high - low
     evaluations = [0]
@@ -273,21 +302,47 @@ def optimise_protocol(problem: ProtocolProblem, *, limits: dict | None = None,
         if count > 1 else []
     points = [(x0 - low) / span] + [others[i] for i in chosen]
     start_score = -negative(points[0])[0]
+    bounds = [(0.0, 1.0)] * len(labels)
     best = None
-    for point in points:
-        found = minimize(negative, point, jac=True, method="L-BFGS-B",
-                         bounds=[(0.0, 1.0)] * len(labels))
-        if best is None or found.fun < best.fun:
-            best = found
+    if motion is None:
+        for point in points:
+            found = minimize(negative, point, jac=True, method="L-BFGS-B", bounds=bounds)
+            if best is None or found.fun < best.fun:
+                best = found
+    else:
+        margins, margins_jacobian, reached = _motion_constraint(problem, motion, low, span)
+        constraint = {"type": "ineq", "fun": margins, "jac": margins_jacobian}
+        peaks = []
+        for point in points:
+            found = minimize(negative, point, jac=True, method="SLSQP", bounds=bounds,
+                             constraints=[constraint])
+            peaks.append(reached(np.clip(found.x, 0.0, 1.0)))
+            within = all(peaks[-1][c] <= motion[c] * (1 + MOTION_TOLERANCE) for c in motion)
+            if within and (best is None or found.fun < best.fun):
+                best = found
+        if best is None:
+            least = {c: min(p[c] for p in peaks) for c in motion}
+            raise ValueError(
+                "no protocol within the variables' bounds that keeps the joint's motion within "
+                f"its safe range was found from {len(points)} start(s) (the least each channel "
+                "reached: " + ", ".join(f"{c} {v:.4g} > {motion[c]:.4g}"
+                                        for c, v in least.items()) + "); lower the "
+                "amplitudes' bounds")
     x = low + span * np.clip(best.x, 0.0, 1.0)
     optimum = problem.model_at(x)
     warnings = []
-    force, moment = peak_loads(Candidate("optimum", optimum, problem.times))
-    for key, reached, unit in (("force", force, "N"), ("moment", moment, "N m")):
-        if key in limits and reached > limits[key] * (1 + 1e-9):
-            raise ValueError(f"the optimal protocol's {key} reaches {reached:.4g} {unit}, "
+    candidate = Candidate("optimum", optimum, problem.times)
+    force, moment = peak_loads(candidate)
+    reached_limits = {"force": (force, "N", "amplitudes"), "moment": (moment, "N m",
+                                                                     "amplitudes")}
+    if "frequency" in limits:
+        reached_limits["frequency"] = (peak_frequency(candidate), "Hz", "frequencies")
+    for key, (value, unit, what) in reached_limits.items():
+        if key in limits and value > limits[key] * (1 + 1e-9):
+            raise ValueError(f"the optimal protocol's {key} reaches {value:.4g} {unit}, "
                              f"beyond the rig's limit {limits[key]:.4g} {unit}: bound the "
-                             "amplitudes within it")
+                             f"{what} within it")
+    peak_motion = {} if motion is None else reached(np.clip(best.x, 0.0, 1.0))
     stderr, start_stderr = problem.stderr(x), problem.stderr(x0)
     at_bound = [name for name, z in zip(labels, best.x) if z <= 1e-6 or z >= 1 - 1e-6]
     if not np.all(np.isfinite(stderr)):
@@ -299,4 +354,42 @@ def optimise_protocol(problem: ProtocolProblem, *, limits: dict | None = None,
                     score=-float(best.fun), start_score=start_score, stderr=stderr,
                     start_stderr=start_stderr, at_bound=at_bound, peak_force=force,
                     peak_moment=moment, evaluations=evaluations[0],
-                    seconds=time.perf_counter() - started, warnings=warnings, model=optimum)
+                    seconds=time.perf_counter() - started, warnings=warnings, model=optimum,
+                    peak_motion=peak_motion)
+
+
+MOTION_TOLERANCE = 1e-6
+"""How far (relative) SLSQP's optimum may pass a motion limit and still count as within it."""
+
+
+def _motion_constraint(problem: ProtocolProblem, motion: dict, low, span):
+    """`(margins, jacobian, reached)` on the scaled variables `z` (`x = low + span z`):
+    `margins(z)` = `1 - ((y_c(t) - y_c(0)) / limit_c)^2` at every sample and limited channel
+    (`>= 0` within the safe range; -1 where the joint cannot be simulated), its Jacobian, and
+    `reached(z)` = `{channel: largest change from the first sample}`."""
+    channels = tuple(problem.model_at(problem.x0).observable_names)
+    index = np.array([channels.index(c) for c in motion])
+    limit = np.array([float(motion[c]) for c in motion])
+
+    def changes(x):
+        y = np.asarray(problem._observed(x))[:, index]
+        return (y - y[0]) / limit
+
+    def margins(z):
+        out = (1.0 - changes(jnp.asarray(low + span * z)) ** 2).ravel()
+        return np.where(np.isfinite(out), out, -1.0)
+
+    def jacobian(z):
+        x = jnp.asarray(low + span * z)
+        y = changes(x)
+        dy = np.asarray(problem._observed_jacobian(x))[:, index, :]
+        dy = (dy - dy[:1]) / limit[:, None]
+        out = (-2.0 * y[:, :, None] * dy * span).reshape(-1, len(span))
+        return np.where(np.isfinite(out), out, 0.0)
+
+    def reached(z):
+        y = changes(jnp.asarray(low + span * z)) * limit
+        return {c: float(np.max(np.abs(y[:, j]))) if np.all(np.isfinite(y[:, j])) else np.inf
+                for j, c in enumerate(motion)}
+
+    return margins, jacobian, reached

@@ -110,9 +110,18 @@ def read_design_file(path: str | pathlib.Path) -> DesignFile:
     budget = check.integer(document, "budget", "budget", minimum=1, default=1)
     baseline = _strings(check, document, "baseline") if "baseline" in document else []
     limits_table = document.get("limits", {})
-    check.keys(limits_table, "limits", {"force", "moment", "duration", "total"})
+    check.keys(limits_table, "limits", {"force", "moment", "frequency", "duration", "total",
+                                        "motion"})
     limits = {name: check.number(limits_table, name, f"limits.{name}", positive=True)
-              for name in limits_table}
+              for name in limits_table if name != "motion"}
+    if "motion" in limits_table:  # the joint's safe range, per observed channel
+        motion_table = limits_table["motion"]
+        check.keys(motion_table, "limits.motion", set(model.model.observable_names))
+        if not motion_table:
+            check.fail("limits.motion", "at least one channel's largest absolute value",
+                       motion_table)
+        limits["motion"] = {name: check.number(motion_table, name, f"limits.motion.{name}",
+                                               positive=True) for name in motion_table}
     if "protocol" in document:
         for key in ("budget", "baseline"):
             if key in document:
