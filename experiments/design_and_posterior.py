@@ -13,17 +13,18 @@
    posterior against the Cramer-Rao interval.
 4. All 21 entries of a full 6x6 bushing stiffness (Christophy et al. 2013's lumbar K_F^E,
    eq 24, as the nominal matrix of the spatial pair): the fewest of 12 single-component load
-   cases that identify every entry, by D-optimal designs of 1, 2, 3 ... experiments; the
-   design's linearity checked (`Design.check_linearity`) and the design validated by
-   fitting noisy simulations of it (`--repetitions-21`, all 21 free; `--cases-21` for more
-   load cases than the fewest).
+   cases that identify every entry, by D-optimal designs of 1, 2, 3 ... experiments, every
+   case within the joint's safe range (3 mm, 3 degrees); the design's linearity checked
+   (`Design.check_linearity`) and the design validated by fitting noisy simulations of it
+   (`--repetitions-21`, all 21 free; `--cases-21` for more load cases than the fewest,
+   `--amplitude-21` for larger loads).
 5. The anterior cervical ligament of the head-neck chain (datasets/head_neck.toml): the best
    1 and 3 of 18 base pulses (rear and frontal; 4, 8.5, 15 g; 60, 105, 150 ms) for its
    Cramer-Rao error from the head's track, and what added measurements would give (the head's
    angle, every body's angle, the ligament's tension at one level).
 
     python experiments/design_and_posterior.py [--repetitions 50] [--draws 650]
-        [--repetitions-21 20] [--cases-21 N] [--head-neck-rate 500]
+        [--repetitions-21 20] [--cases-21 N] [--amplitude-21 1] [--head-neck-rate 500]
         [--repetitions-head-neck N] [--sections 12345]
         [--executor local|dask] [--workers 2] [--scheduler ADDRESS]
 
@@ -119,8 +120,14 @@ def bushing():
     print()
 
 
-def full_stiffness(repetitions, least_cases=1):
-    print("4. The 21 entries of a full 6x6 bushing stiffness: the fewest load cases")
+# The joint's safe range in section 4 (`design(limits={"motion": ...})`): 3 mm and 3 degrees.
+SAFE_RANGE_21 = {"x": 3e-3, "y": 3e-3, "z": 3e-3, "a1": np.radians(3.0), "a2": np.radians(3.0),
+                 "a3": np.radians(3.0)}
+
+
+def full_stiffness(repetitions, least_cases=1, scale=1.0):
+    print("4. The 21 entries of a full 6x6 bushing stiffness: the fewest load cases"
+          + (f" (loads x{scale:g}, within 3 mm and 3 degrees)" if scale != 1.0 else ""))
     model_file = spineid.load_model_file(spineid.dataset_path("spatial_pair.toml"))
     document = copy.deepcopy(model_file.document)
     document["bushings"][0]["stiffness"] = np.asarray(spineid.K_F_E).tolist()
@@ -128,6 +135,7 @@ def full_stiffness(repetitions, least_cases=1):
     noise = {c: (1e-5 if c in ("x", "y", "z") else float(np.radians(0.01)))
              for c in model_file.model.observable_names}
     amplitudes = {"Fx": 20.0, "Fy": 40.0, "Fz": 20.0, "Mx": 0.5, "My": 0.5, "Mz": 0.5}
+    amplitudes = {c: a * scale for c, a in amplitudes.items()}
     times = np.linspace(0.0, 0.2, 101)
     candidates = []
     for component, amplitude in amplitudes.items():
@@ -144,7 +152,8 @@ def full_stiffness(repetitions, least_cases=1):
                           for j in range(i, 6)])
     for budget in range(least_cases, 7):
         start = time.perf_counter()
-        found = spineid.design(candidates, path_free, noise, budget=budget)
+        found = spineid.design(candidates, path_free, noise, budget=budget,
+                               limits={"motion": SAFE_RANGE_21})
         count = int(np.sum(found.identifiable))
         relative = found.stderr / reference
         worst = int(np.nanargmax(relative))
@@ -305,6 +314,8 @@ def main() -> None:
     parser.add_argument("--cases-21", type=int, default=1,
                         help="section 4: design at least this many load cases (default: "
                              "the fewest that determine every entry within 10%%)")
+    parser.add_argument("--amplitude-21", type=float, default=1.0,
+                        help="section 4: every load case's amplitude times this")
     parser.add_argument("--head-neck-rate", type=float, default=500.0,
                         help="sampling of the head track in section 5 (Hz)")
     parser.add_argument("--repetitions-head-neck", type=int, default=0,
@@ -328,7 +339,7 @@ def main() -> None:
     if "3" in arguments.sections:
         nuts(arguments.draws)
     if "4" in arguments.sections:
-        full_stiffness(arguments.repetitions_21, arguments.cases_21)
+        full_stiffness(arguments.repetitions_21, arguments.cases_21, arguments.amplitude_21)
     if "5" in arguments.sections:
         head_neck(arguments.head_neck_rate, arguments.repetitions_head_neck)
 

@@ -77,6 +77,11 @@ class Protocol:
     model: object = dataclasses.field(repr=False, default=None)
     peak_motion: dict = dataclasses.field(default_factory=dict)
 
+    def _unit(self, channel: str) -> str:
+        names = tuple(getattr(self.model, "observable_names", ()))
+        units = tuple(getattr(self.model, "observable_units", ()))
+        return units[names.index(channel)] if channel in names and units else ""
+
     def summary(self) -> str:
         """The optimal protocol and what it determines against the start, as text."""
         criterion = (self.criterion if isinstance(self.criterion, str)
@@ -87,7 +92,8 @@ class Protocol:
                              for k, v in self.variables.items()),
                  f"criterion {self.score:.5g} (start {self.start_score:.5g}); peak force "
                  f"{self.peak_force:.4g} N, peak moment {self.peak_moment:.4g} N m"
-                 + "".join(f", peak {c} {v:.4g}" for c, v in self.peak_motion.items())]
+                 + "".join(f", {c} moves {v:.4g} {self._unit(c)}"
+                           for c, v in self.peak_motion.items())]
         if self.at_bound:
             lines.append("at a bound (the rig's limit holds the design back): "
                          + ", ".join(self.at_bound))
