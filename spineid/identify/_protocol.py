@@ -12,7 +12,8 @@ to `x` from a second forward-mode pass over those (forward over forward: one tan
 variable), so the criterion and its gradient are exact to the ODE tolerance. The optimiser is
 scipy's L-BFGS-B on the design variables scaled to [0, 1] within their bounds, from the start
 and from the corners' midpoints of a small grid (the criterion has a local optimum per
-resonance of the joint: a frequency started below one resonance stays there).
+resonance of the joint: a frequency started below one resonance stays there); with the joint's
+safe range as a limit, scipy's SLSQP with that range as a constraint at every sample.
 """
 
 import dataclasses
@@ -262,10 +263,10 @@ def optimise_protocol(problem: ProtocolProblem, *, limits: dict | None = None,
     change from the first sample}` (SI, observed channels, simulated at the nominal values),
     a constraint of the ascent: with it the ascent is scipy's SLSQP with
     `((y_c(t) - y_c(0)) / limit_c)^2 <= 1` at every sample (exact gradients through the ODE),
-    and the best protocol that keeps within it wins. `starts`: how many starts of the ascent (default: the given start and a grid of
-    `GRID_PER_VARIABLE` per variable, at most `MAX_STARTS`). Returns a `Protocol`; raises
-    `ValueError` for an unknown limit or where no start finds a protocol within the motion
-    limit.
+    and the best protocol that keeps within it wins. `starts`: how many starts of the ascent
+    (default: the given start and a grid of `GRID_PER_VARIABLE` per variable, at most
+    `MAX_STARTS`). Returns a `Protocol`; raises `ValueError` for an unknown limit or where no
+    start finds a protocol within the motion limit.
     """
     from scipy.optimize import minimize
 
@@ -330,10 +331,10 @@ def optimise_protocol(problem: ProtocolProblem, *, limits: dict | None = None,
             least = {c: min(p[c] for p in peaks) for c in motion}
             raise ValueError(
                 "no protocol within the variables' bounds that keeps the joint's motion within "
-                f"its safe range was found from {len(points)} start(s) (the least each channel "
-                "reached: " + ", ".join(f"{c} {v:.4g} > {motion[c]:.4g}"
-                                        for c, v in least.items()) + "); lower the "
-                "amplitudes' bounds")
+                f"its safe range was found from {len(points)} start(s) (the least change each "
+                "channel reached, against its limit: "
+                + ", ".join(f"{c} {v:.4g} / {motion[c]:.4g}" for c, v in least.items())
+                + "); lower the amplitudes' bounds")
     x = low + span * np.clip(best.x, 0.0, 1.0)
     optimum = problem.model_at(x)
     warnings = []
