@@ -27,7 +27,6 @@ import dataclasses
 import time
 from collections.abc import Sequence
 
-import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -38,7 +37,7 @@ from ..models._loads import PLANAR_LOAD_COMPONENTS, SinusoidalLoad
 from ..models._spatial_pair import SPATIAL_LOAD_COMPONENTS
 from ..simulation._simulate import simulate
 from ._linearity import check_linearity, LinearityCheck
-from ._objective import _evaluate, _objective, _scales, resolved_scales
+from ._objective import _scales, measured_sensitivities, resolved_scales
 from ._problem import FitProblem
 from ._result_family import json_number
 from ._uncertainty import fisher_analysis, RANK_RTOL
@@ -250,21 +249,6 @@ def candidate_sensitivities(candidate: Candidate, free: Sequence[str], noise: di
     by sample, channels in the model's order). `noise` needs only the measured channels."""
     problem = candidate_problem(candidate, free, noise)
     return problem, measured_sensitivities(problem, candidate.measured, problem.start)
-
-
-def measured_sensitivities(problem: FitProblem, measured: Sequence[str], values
-                           ) -> np.ndarray:
-    """The noise-weighted sensitivities of the channels `measured` of the one-experiment
-    `problem` (`candidate_problem`) at the parameter values `values` (`(p,)`, SI): `(k c, p)`,
-    d(prediction/sigma)/d theta by forward mode through the ODE, rows sample by sample,
-    channels in the model's order. Raises `RuntimeError` where the solver gives up."""
-    channels = problem.channels
-    sigma = np.array([problem.noise[c] for c in channels])
-    objective = _objective(problem, sigma, problem.transform(), diffrax.ForwardMode(), 20_000)
-    jacobian = np.asarray(_evaluate(objective, jnp.asarray(values, dtype=float))[0])
-    kept = [channels.index(c) for c in channels if c in measured]
-    jacobian = jacobian.reshape(-1, len(channels), jacobian.shape[-1])[:, kept]
-    return jacobian.reshape(-1, jacobian.shape[-1])
 
 
 def _reason(problem: FitProblem, direction: dict) -> str:

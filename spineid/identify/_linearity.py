@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from ._objective import _scales, resolved_scales
+from ._objective import _scales, measured_sensitivities, resolved_scales
 from ._result_family import json_number
 from ._uncertainty import fisher_analysis, numerical_rank
 
@@ -35,8 +35,6 @@ def check_linearity(design, distance: float = 2.0, directions: int = 3) -> "Line
                          "errors")
     if isinstance(directions, bool) or not isinstance(directions, int) or directions < 1:
         raise ValueError(f"directions {directions!r}: expected a whole number >= 1")
-    from ._design import measured_sensitivities  # (_design imports this module)
-
     # Each chosen experiment on its own, with the channels it measures (the programs `design`
     # compiled for its candidates, run again at other parameter values).
     experiments = [(design.problems[name], design.measured.get(name)

@@ -15,6 +15,7 @@ costs, gradients and Fisher matrices are those of the data; `data_rows`, `length
 """
 
 import dataclasses
+from collections.abc import Sequence
 
 import diffrax
 import equinox as eqx
@@ -223,3 +224,18 @@ def sensitivity_scales(objective: _Objective, values, transform: Transform) -> T
     resolved = resolved_scales(jacobian, values, _scales(values, transform))
     scale = np.where(zero, resolved, np.asarray(transform.scale))
     return eqx.tree_at(lambda t: t.scale, transform, jnp.asarray(scale))
+
+
+def measured_sensitivities(problem: FitProblem, measured: Sequence[str], values
+                           ) -> np.ndarray:
+    """The noise-weighted sensitivities of the channels `measured` of a one-experiment
+    `problem` (a design's candidate) at the parameter values `values` (`(p,)`, SI):
+    `(k c, p)`, d(prediction/sigma)/d theta by forward mode through the ODE, rows sample by
+    sample, channels in the model's order. Raises `RuntimeError` where the solver gives up."""
+    channels = problem.channels
+    sigma = np.array([problem.noise[c] for c in channels])
+    objective = _objective(problem, sigma, problem.transform(), diffrax.ForwardMode(), 20_000)
+    jacobian = np.asarray(_evaluate(objective, jnp.asarray(values, dtype=float))[0])
+    kept = [channels.index(c) for c in channels if c in measured]
+    jacobian = jacobian.reshape(-1, len(channels), jacobian.shape[-1])[:, kept]
+    return jacobian.reshape(-1, jacobian.shape[-1])
