@@ -236,6 +236,7 @@ def measured_sensitivities(problem: FitProblem, measured: Sequence[str], values
     sigma = np.array([problem.noise[c] for c in channels])
     objective = _objective(problem, sigma, problem.transform(), diffrax.ForwardMode(), 20_000)
     jacobian = np.asarray(_evaluate(objective, jnp.asarray(values, dtype=float))[0])
+    jacobian = jacobian[objective.data_rows()]  # (the padding off: the data's samples only)
     kept = [channels.index(c) for c in channels if c in measured]
     jacobian = jacobian.reshape(-1, len(channels), jacobian.shape[-1])[:, kept]
     return jacobian.reshape(-1, jacobian.shape[-1])
