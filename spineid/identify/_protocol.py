@@ -262,8 +262,9 @@ def optimise_protocol(problem: ProtocolProblem, *, limits: dict | None = None,
     amplitudes and frequencies instead); `"motion"`, the joint's safe range `{channel: largest
     change from the first sample}` (SI, observed channels, simulated at the nominal values),
     a constraint of the ascent: with it the ascent is scipy's SLSQP with
-    `((y_c(t) - y_c(0)) / limit_c)^2 <= 1` at every sample (exact gradients through the ODE),
-    and the best protocol that keeps within it wins. `starts`: how many starts of the ascent
+    `((y_c(t) - y_c(0)) / limit_c)^2 <= 1` at every sample (exact gradients through the ODE;
+    `limit_c` `MOTION_MARGIN` inside the limit), and the best protocol that keeps within the
+    limit wins. `starts`: how many starts of the ascent
     (default: the given start and a grid of `GRID_PER_VARIABLE` per variable, at most
     `MAX_STARTS`). Returns a `Protocol`; raises `ValueError` for an unknown limit or where no
     start finds a protocol within the motion limit.
@@ -324,7 +325,7 @@ def optimise_protocol(problem: ProtocolProblem, *, limits: dict | None = None,
             found = minimize(negative, point, jac=True, method="SLSQP", bounds=bounds,
                              constraints=[constraint])
             peaks.append(reached(np.clip(found.x, 0.0, 1.0)))
-            within = all(peaks[-1][c] <= motion[c] * (1 + MOTION_TOLERANCE) for c in motion)
+            within = all(peaks[-1][c] <= motion[c] for c in motion)
             if within and (best is None or found.fun < best.fun):
                 best = found
         if best is None:
@@ -365,18 +366,21 @@ def optimise_protocol(problem: ProtocolProblem, *, limits: dict | None = None,
                     peak_motion=peak_motion)
 
 
-MOTION_TOLERANCE = 1e-6
-"""How far (relative) SLSQP's optimum may pass a motion limit and still count as within it."""
+MOTION_MARGIN = 1e-3
+"""The search keeps the motion within this fraction below each limit: SLSQP ends up to a few
+1e-5 (relative) beyond a constraint where the largest sample switches, and the protocol it
+returns must keep within the limit itself."""
 
 
 def _motion_constraint(problem: ProtocolProblem, motion: dict, low, span):
     """`(margins, jacobian, reached)` on the scaled variables `z` (`x = low + span z`):
     `margins(z)` = `1 - ((y_c(t) - y_c(0)) / limit_c)^2` at every sample and limited channel
+    (`limit_c` `MOTION_MARGIN` below the channel's limit)
     (`>= 0` within the safe range; -1 where the joint cannot be simulated), its Jacobian, and
     `reached(z)` = `{channel: largest change from the first sample}`."""
     channels = tuple(problem.model_at(problem.x0).observable_names)
     index = np.array([channels.index(c) for c in motion])
-    limit = np.array([float(motion[c]) for c in motion])
+    limit = np.array([float(motion[c]) for c in motion]) * (1.0 - MOTION_MARGIN)
 
     def changes(x):
         y = np.asarray(problem._observed(x))[:, index]
