@@ -441,11 +441,9 @@ def design(candidates: Sequence[Candidate], free: Sequence[str], noise: dict[str
     `"frequency"` (Hz, of the loads: `peak_frequency`), `"duration"` (s) and `"motion"` (the
     joint's safe range: `{channel: largest change}` of observed channels from their values at
     the first sample, SI, on the candidate's simulation at the nominal values) that every
-    candidate must keep within (one
-    beyond them is refused), and `"total"` (s), the longest total test time of the chosen
-    experiments. `baseline`:
-    names of candidates that make the current protocol, whose predicted errors are reported
-    beside the design's.
+    candidate must keep within (one beyond them is refused), and `"total"` (s), the longest
+    total test time of the chosen experiments. `baseline`: names of candidates that make the
+    current protocol, whose predicted errors are reported beside the design's.
 
     Returns a `Design`. Candidates that cannot be simulated or do not excite the joint, a
     criterion naming a parameter that is not free, a candidate beyond the limits, repeated
