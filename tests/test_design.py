@@ -326,6 +326,20 @@ def _frequency_protocol():
     return base, build
 
 
+def _brute_force_protocol(build, frequency):
+    """`(D-criterion, largest change of theta)` of the protocol at `frequency`: its
+    simulation, and `spineid.analyse` of a fit problem of it."""
+    model = build({"frequency": frequency})
+    observed = _simulated(spineid.Candidate("g", model, TS))
+    fit_problem = spineid.FitProblem(model, spineid.Measurement(TS, observed,
+                                                                ("x", "y", "theta")),
+                                     ["stiffness"], NOISE)
+    covariance, _ = spineid.analyse(fit_problem)
+    start = fit_problem.start
+    return (-np.linalg.slogdet(covariance / np.outer(start, start))[1],
+            np.max(np.abs(observed[:, 2] - observed[0, 2])))
+
+
 def test_a_continuous_protocol_is_the_best_a_fine_grid_finds_and_its_gradient_is_exact():
     # The frequency of a moment test, from 2 to 30 Hz: the D-criterion of the continuous
     # optimum against a brute-force grid of one-experiment designs (analyse on each), and the
@@ -337,13 +351,7 @@ def test_a_continuous_protocol_is_the_best_a_fine_grid_finds_and_its_gradient_is
     found = spineid.optimise_protocol(problem)
 
     def brute(frequency):
-        model = build({"frequency": frequency})
-        fit_problem = spineid.FitProblem(model, spineid.Measurement(
-            TS, _simulated(spineid.Candidate("g", model, TS)), ("x", "y", "theta")),
-            ["stiffness"], NOISE)
-        covariance, _ = spineid.analyse(fit_problem)
-        start = fit_problem.start
-        return -np.linalg.slogdet(covariance / np.outer(start, start))[1]
+        return _brute_force_protocol(build, frequency)[0]
 
     grid = np.linspace(2.0, 30.0, 57)
     scores = np.array([brute(f) for f in grid])
@@ -674,15 +682,7 @@ def test_a_protocol_keeps_the_joint_within_its_safe_range_as_a_brute_force_grid_
     free = spineid.optimise_protocol(problem)
 
     def brute(frequency):
-        model = build({"frequency": frequency})
-        observed = _simulated(spineid.Candidate("g", model, TS))
-        fit_problem = spineid.FitProblem(model, spineid.Measurement(TS, observed,
-                                                                    ("x", "y", "theta")),
-                                         ["stiffness"], NOISE)
-        covariance, _ = spineid.analyse(fit_problem)
-        start = fit_problem.start
-        return (-np.linalg.slogdet(covariance / np.outer(start, start))[1],
-                np.max(np.abs(observed[:, 2] - observed[0, 2])))
+        return _brute_force_protocol(build, frequency)
 
     free_peak = brute(free.variables["frequency"])[1]
     # (Below the resonance the criterion rises with the frequency up to a local optimum near
