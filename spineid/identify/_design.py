@@ -165,11 +165,7 @@ def _check_limits(candidates, limits) -> None:
         raise ValueError(f"limits {sorted(unknown)}: expected 'force' (N), 'moment' (N m), "
                          "'frequency' (Hz), 'duration' (s, of each experiment), 'total' (s, of "
                          "the design) or 'motion' ({channel: largest change}, SI)")
-    for key, value in limits.items():
-        if key == "motion":
-            check_motion_limits(value, candidates[0].system if candidates else None)
-        elif isinstance(value, bool) or not (isinstance(value, (int, float)) and value > 0):
-            raise ValueError(f"limits[{key!r}] = {value!r}: expected a positive number")
+    check_limit_values(limits, candidates[0].system if candidates else None)
     for candidate in candidates:
         force, moment = peak_loads(candidate)
         reached = {"force": force, "moment": moment, "duration": candidate.duration}
@@ -181,6 +177,16 @@ def _check_limits(candidates, limits) -> None:
                 raise ValueError(f"candidate {candidate.name!r}: its {key} reaches "
                                  f"{reached[key]:.4g} {units}, beyond the rig's limit "
                                  f"{limit:.4g} {units}; leave it out or scale it down")
+
+
+def check_limit_values(limits: dict, model) -> None:
+    """Refuses (`ValueError`) a limit that is not a positive number, or a `"motion"` limit
+    `check_motion_limits` refuses (`model`: the experiments' model, for its channels)."""
+    for key, value in limits.items():
+        if key == "motion":
+            check_motion_limits(value, model)
+        elif isinstance(value, bool) or not (isinstance(value, (int, float)) and value > 0):
+            raise ValueError(f"limits[{key!r}] = {value!r}: expected a positive number")
 
 
 def check_motion_limits(motion, model) -> None:

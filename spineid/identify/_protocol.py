@@ -29,7 +29,7 @@ import numpy as np
 from ..elements._parameters import apply_values
 from ..simulation._simulate import simulate
 from ._design import (
-    candidate_problem, Candidate, check_motion_limits, CRITERIA, peak_frequency, peak_loads,
+    candidate_problem, Candidate, check_limit_values, CRITERIA, peak_frequency, peak_loads,
     shown_error,
 )
 from ._objective import _scales
@@ -225,7 +225,9 @@ class ProtocolProblem:
             return jax.vmap(model.observe)(solution.q)
 
         self._observed = jax.jit(observed)
-        self._observed_jacobian = jax.jit(jax.jacfwd(observed))
+        # (`(d observed / dx, observed)` from one forward-mode pass.)
+        self._observed_jacobian = jax.jit(jax.jacfwd(lambda x: (observed(x), observed(x)),
+                                                     has_aux=True))
         self._sensitivities = jax.jit(sensitivities)
         self._value_and_gradient = jax.jit(lambda x: (score(x), jax.jacfwd(score)(x)))
 
@@ -281,13 +283,8 @@ def optimise_protocol(problem: ProtocolProblem, *, limits: dict | None = None,
         raise ValueError(f"limits {sorted(unknown)}: expected 'force' (N), 'moment' (N m), "
                          "'frequency' (Hz) or 'motion' ({channel: largest change}); "
                          "bound the design variables for the rest")
-    for key in ("force", "moment", "frequency"):
-        value = limits.get(key, 1.0)
-        if isinstance(value, bool) or not (isinstance(value, (int, float)) and value > 0):
-            raise ValueError(f"limits[{key!r}] = {value!r}: expected a positive number")
+    check_limit_values(limits, problem.model_at(problem.x0))
     motion = limits.get("motion")
-    if motion is not None:
-        check_motion_limits(motion, problem.model_at(problem.x0))
     labels, low, high, x0 = problem.labels, problem.low, problem.high, problem.x0
     span = high - low
     evaluations = [0]
@@ -375,15 +372,15 @@ returns must keep within the limit itself."""
 def _motion_constraint(problem: ProtocolProblem, motion: dict, low, span):
     """`(margins, jacobian, reached)` on the scaled variables `z` (`x = low + span z`):
     `margins(z)` = `1 - ((y_c(t) - y_c(0)) / limit_c)^2` at every sample and limited channel
-    (`limit_c` `MOTION_MARGIN` below the channel's limit)
-    (`>= 0` within the safe range; -1 where the joint cannot be simulated), its Jacobian, and
+    (`limit_c` `MOTION_MARGIN` below the channel's limit; `>= 0` within the safe range, -1
+    where the joint cannot be simulated), its Jacobian, and
     `reached(z)` = `{channel: largest change from the first sample}`."""
     channels = tuple(problem.model_at(problem.x0).observable_names)
     index = np.array([channels.index(c) for c in motion])
     limit = np.array([float(motion[c]) for c in motion]) * (1.0 - MOTION_MARGIN)
 
-    def changes(x):
-        y = np.asarray(problem._observed(x))[:, index]
+    def changes(x, observed=None):
+        y = np.asarray(problem._observed(x) if observed is None else observed)[:, index]
         return (y - y[0]) / limit
 
     def margins(z):
@@ -392,8 +389,9 @@ def _motion_constraint(problem: ProtocolProblem, motion: dict, low, span):
 
     def jacobian(z):
         x = jnp.asarray(low + span * z)
-        y = changes(x)
-        dy = np.asarray(problem._observed_jacobian(x))[:, index, :]
+        dy, observed = problem._observed_jacobian(x)
+        y = changes(x, observed)
+        dy = np.asarray(dy)[:, index, :]
         dy = (dy - dy[:1]) / limit[:, None]
         out = (-2.0 * y[:, :, None] * dy * span).reshape(-1, len(span))
         return np.where(np.isfinite(out), out, 0.0)

@@ -118,7 +118,7 @@ def read_design_file(path: str | pathlib.Path) -> DesignFile:
         motion_table = limits_table["motion"]
         check.keys(motion_table, "limits.motion", set(model.model.observable_names))
         if not motion_table:
-            check.fail("limits.motion", "at least one channel's largest absolute value",
+            check.fail("limits.motion", "at least one channel's largest change",
                        motion_table)
         limits["motion"] = {name: check.number(motion_table, name, f"limits.motion.{name}",
                                                positive=True) for name in motion_table}
