@@ -15,7 +15,10 @@ Reports, each measured here:
   Cramer-Rao bound (target <= 1.2), and the throughput of those 100 fits run as one vmap and
   on `spineid.Local()` (whole fits in a loop).
 
-Run: python experiments/benchmark_fit.py   (targets: warm >= 50x, whole process >= 5x)
+Run: python experiments/benchmark_fit.py [--executor local|dask] [--workers 2]
+[--scheduler ADDRESS]   (targets: warm >= 50x, whole process >= 5x). `--executor` chooses
+where the 100 repetitions' whole fits run (default `local`, this process; `dask` a
+LocalCluster of `--workers` processes or the cluster at `--scheduler`).
 """
 
 import subprocess
@@ -128,7 +131,7 @@ def loosest_matching(fit_at, reference, stderr, tolerances):
     return chosen
 
 
-def main():
+def main(executor_name="local", workers=2, scheduler=None):
     import tempfile
 
     import jax
@@ -193,10 +196,13 @@ def main():
     # The same 100 fits on an executor: whole spineid fits (verdicts included) in a loop in
     # this process (`Local`; `spineid.Dask(workers=N)` sends the chunks to worker processes,
     # experiments/benchmark_scale_out.py measures those).
+    executor = (spineid.Local() if executor_name == "local" and scheduler is None
+                else spineid.Dask(scheduler=scheduler, workers=workers))
     start = time.perf_counter()
-    looped = spineid.fit_many(problem, [draws], executor=spineid.Local())
+    looped = spineid.fit_many(problem, [draws], executor=executor)
     loop_seconds = time.perf_counter() - start
-    print(f"    100 fits on spineid.Local() (a loop of whole fits, compiled once): "
+    print(f"    100 fits on {executor.describe()} (whole fits in a loop, compiled once per "
+          "process): "
           f"{loop_seconds:.2f} s ({100 / loop_seconds:.1f} fits/s); estimates within "
           f"{np.max(np.abs(looped['values'] - batch['values']) / batch['stderr']):.2g} "
           "standard errors of the vmap's")
@@ -208,4 +214,12 @@ if __name__ == "__main__":
     elif len(sys.argv) > 1 and sys.argv[1] == "scipy":
         scipy_fit(np.loadtxt(sys.argv[2], delimiter=","), rtol=float(sys.argv[3]))
     else:
-        main()
+        import argparse
+
+        parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+        parser.add_argument("--executor", choices=("local", "dask"), default="local",
+                            help="where the 100 repetitions' whole fits run")
+        parser.add_argument("--workers", type=int, default=2)
+        parser.add_argument("--scheduler", default=None)
+        arguments = parser.parse_args()
+        main(arguments.executor, arguments.workers, arguments.scheduler)

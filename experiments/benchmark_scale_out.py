@@ -9,7 +9,8 @@ Configurations, each timed as a whole (the start of the workers and their compil
 included, as a user waits for them):
 1. `Local()`: this process, the fits in a loop (compiled once);
 2. `Dask(workers=1)`: a LocalCluster of one worker process;
-3. `Dask(workers=2)`: two worker processes;
+3. `Dask(workers=2)`: two worker processes (each pinned to a core of its own, the default);
+   with `--unpinned` also one and two workers left to the operating system (`pin=False`);
 4. with `--devices 2`: `Devices()`, this process's CPU split into two JAX devices
    (`XLA_FLAGS=--xla_force_host_platform_device_count=2`, set by this script before JAX is
    imported), a thread per device;
@@ -21,8 +22,9 @@ Efficiency of a configuration = (time of 1 / its time) / its worker processes. E
 configuration's estimates are compared with the local ones (target: equal to 1e-10).
 
 Run: `python experiments/benchmark_scale_out.py [--fits 1000] [--chunk 50] [--devices 2]
-[--only local,devices] [--started]` (`--only`: a subset of the configurations, by the first
-word of their labels; the first configuration run also fills the compilation cache).
+[--only local,devices] [--started] [--unpinned]` (`--only`: a subset of the configurations,
+by the first word of their labels; the first configuration run also fills the compilation
+cache).
 Target (issue): two local workers >= 1.7x one on 1,000 fits. Numbers measured are in the
 README.
 """
@@ -74,6 +76,9 @@ def main() -> None:
                         help="also run Devices() over this many host devices")
     parser.add_argument("--started", action="store_true",
                         help="also time one and two workers of a cluster started beforehand")
+    parser.add_argument("--unpinned", action="store_true",
+                        help="also time one and two local workers left to the operating "
+                             "system (Dask(pin=False)) instead of a core each")
     parser.add_argument("--only", default=None,
                         help="configurations to run, e.g. local,devices")
     arguments = parser.parse_args()
@@ -91,6 +96,9 @@ def main() -> None:
     configurations = [("local (1 process)", spineid.Local(), 1),
                       ("dask, 1 worker", spineid.Dask(workers=1), 1),
                       ("dask, 2 workers", spineid.Dask(workers=2), 2)]
+    if arguments.unpinned:
+        configurations += [("unpinned, 1 worker", spineid.Dask(workers=1, pin=False), 1),
+                           ("unpinned, 2 workers", spineid.Dask(workers=2, pin=False), 2)]
     if arguments.devices:
         configurations.append((f"devices, {arguments.devices} host", spineid.Devices(), 1))
     if arguments.only:
@@ -123,6 +131,9 @@ def main() -> None:
     if "dask, 1 worker" in times and "dask, 2 workers" in times:
         print(f"two workers against one worker: "
               f"{times['dask, 1 worker'] / times['dask, 2 workers']:.2f}x (target >= 1.7x)")
+    if "unpinned, 1 worker" in times and "unpinned, 2 workers" in times:
+        print(f"two workers against one, unpinned: "
+              f"{times['unpinned, 1 worker'] / times['unpinned, 2 workers']:.2f}x")
     if arguments.started:
         print(f"two workers against one, clusters started beforehand: "
               f"{times['started, 1 worker'] / times['started, 2 workers']:.2f}x")

@@ -313,6 +313,8 @@ def test_a_measured_channel_without_noise_is_refused():
 
 
 def _frequency_protocol():
+    """`(build, problem)`: the moment test's frequency as a protocol variable, 2-30 Hz from
+    5 Hz, for the D-criterion of the stiffness."""
     import equinox as eqx
     import jax.numpy as jnp
 
@@ -323,7 +325,8 @@ def _frequency_protocol():
         return eqx.tree_at(lambda m: m.loads[0].frequency, base,
                            x["frequency"] * jnp.ones_like(load.frequency))
 
-    return base, build
+    return build, spineid.ProtocolProblem(build, {"frequency": (2.0, 30.0, 5.0)}, TS,
+                                          ["stiffness"], NOISE, criterion="D")
 
 
 def _brute_force_protocol(build, frequency):
@@ -345,9 +348,7 @@ def test_a_continuous_protocol_is_the_best_a_fine_grid_finds_and_its_gradient_is
     # optimum against a brute-force grid of one-experiment designs (analyse on each), and the
     # criterion's gradient (forward over forward through the ODE) against central differences
     # of that brute force.
-    _, build = _frequency_protocol()
-    problem = spineid.ProtocolProblem(build, {"frequency": (2.0, 30.0, 5.0)}, TS,
-                                      ["stiffness"], NOISE, criterion="D")
+    build, problem = _frequency_protocol()
     found = spineid.optimise_protocol(problem)
 
     def brute(frequency):
@@ -676,9 +677,7 @@ def test_a_protocol_keeps_the_joint_within_its_safe_range_as_a_brute_force_grid_
     # The frequency of the moment test again, now with the rotation kept within a safe range
     # the unconstrained optimum passes: the constrained optimum against the best of a grid of
     # frequencies whose simulations keep within it (each simulated and analysed here).
-    _, build = _frequency_protocol()
-    problem = spineid.ProtocolProblem(build, {"frequency": (2.0, 30.0, 5.0)}, TS,
-                                      ["stiffness"], NOISE, criterion="D")
+    build, problem = _frequency_protocol()
     free = spineid.optimise_protocol(problem)
 
     def brute(frequency):

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import spineid
+from spineid.executors._pinning import pins, usable_cores
 
 pytestmark = pytest.mark.xdist_group("executors")
 
@@ -112,6 +113,25 @@ def test_bad_executors_say_what_is_wrong():
         spineid.Dask(workers=0)
     with pytest.raises(ValueError, match="retries=-1"):
         spineid.Dask(retries=-1)
+    with pytest.raises(ValueError, match="pin='yes'"):
+        spineid.Dask(pin="yes")
+
+
+def cores_of_threads() -> list[tuple[int, ...]]:
+    """The distinct sets of cores the threads of this process may run on (Linux)."""
+    return sorted({tuple(sorted(os.sched_getaffinity(int(thread.name))))
+                   for thread in pathlib.Path("/proc/self/task").iterdir()})
+
+
+PINNABLE = hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) >= 2
+
+
+def test_local_workers_are_pinned_only_where_each_can_have_a_core_of_its_own():
+    cores = len(usable_cores())
+    assert pins(1) == (cores >= 1 and hasattr(os, "sched_setaffinity"))
+    assert not pins(cores + 1) and not pins(2, pin=False)
+    assert ("a core each" in spineid.Dask(workers=2).describe()) == pins(2)
+    assert "a core each" not in spineid.Dask(scheduler="tcp://127.0.0.1:9").describe()
 
 
 def far(problem, factors=(3.0, 0.3, 2.5, 0.4)):
@@ -188,10 +208,25 @@ def test_an_unreachable_scheduler_is_said_within_its_timeout():
     assert time.perf_counter() - clock < 30
 
 
+def assert_each_worker_has_a_core_of_its_own(executor):
+    # Every thread of each worker process allowed on one core, a different core per worker
+    # (read in the workers from /proc, where the machine has two cores to give).
+    if not PINNABLE:
+        return
+    import distributed
+
+    with distributed.Client(executor.scheduler) as client:
+        client.wait_for_workers(2, timeout=120)
+        per_worker = list(client.run(cores_of_threads).values())
+    assert len(per_worker) == 2 and all(len(c) == 1 and len(c[0]) == 1 for c in per_worker)
+    assert per_worker[0] != per_worker[1]
+
+
 @pytest.mark.own_process
 def test_a_started_cluster_serves_many_batches_and_keeps_the_executor_settings(tmp_path):
     with spineid.Dask(workers=2, retries=2).started() as executor:
         assert executor.scheduler.startswith("tcp://") and executor.retries == 2
+        assert_each_worker_has_a_core_of_its_own(executor)
         first = spineid.run_batch(square, [(v, None) for v in range(4)], chunk=1,
                                   executor=executor)
         assert [r["square"] for r in first.results] == [0, 1, 4, 9]
@@ -204,6 +239,8 @@ def test_a_started_cluster_serves_many_batches_and_keeps_the_executor_settings(t
         assert [r["index"] for r in second.failures] == [1]
         assert calls(counter).count(-1) == 3
         assert second.results[2] == {"square": 9}
+        # The workers started again after the deaths have their cores too.
+        assert_each_worker_has_a_core_of_its_own(executor)
     # Closed at the end of the block: its address no longer answers.
     with pytest.raises(ConnectionError, match="not reachable"):
         spineid.run_batch(square, [(1, None)],

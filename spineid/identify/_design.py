@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..io._design_file import LIMITS
 from ..io._measurements import Measurement
 from ..io._model_file import ModelFile
 from ..models._loads import PLANAR_LOAD_COMPONENTS, SinusoidalLoad
@@ -151,12 +152,6 @@ def peak_frequency(candidate: Candidate) -> float:
             highest = max(highest, float(frequencies[np.searchsorted(cumulative,
                                                                      BANDWIDTH_POWER)]))
     return highest
-
-
-LIMITS = {"force": "N", "moment": "N m", "frequency": "Hz", "duration": "s", "total": "s",
-          "motion": None}
-"""The rig's limits `design` takes, with their units (`motion`: `{channel: largest change from
-the first sample}` in each observed channel's own unit)."""
 
 
 def _check_limits(candidates, limits) -> None:

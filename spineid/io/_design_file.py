@@ -22,6 +22,11 @@ _TOP = {"model", "free", "noise", "criterion", "budget", "baseline", "limits", "
 _CANDIDATE = {"name", "loads", "duration", "samples", "initial_pose", "channels"}
 _PROTOCOL = {"loads", "duration", "samples", "initial_pose", "channels", "variables", "starts"}
 VARIABLE_FIELDS = ("amplitude", "frequency", "phase")
+LIMITS = {"force": "N", "moment": "N m", "frequency": "Hz", "duration": "s", "total": "s",
+          "motion": None}
+"""The rig's limits a design takes (a design file's `[limits]`, `spineid.design(limits=...)`),
+with their units (`motion`: `{channel: largest change from the first sample}` in each observed
+channel's own unit)."""
 _VARIABLE = re.compile(r"^loads\[(\d+)\]\.(\w+)$")
 
 
@@ -110,8 +115,7 @@ def read_design_file(path: str | pathlib.Path) -> DesignFile:
     budget = check.integer(document, "budget", "budget", minimum=1, default=1)
     baseline = _strings(check, document, "baseline") if "baseline" in document else []
     limits_table = document.get("limits", {})
-    check.keys(limits_table, "limits", {"force", "moment", "frequency", "duration", "total",
-                                        "motion"})
+    check.keys(limits_table, "limits", set(LIMITS))
     limits = {name: check.number(limits_table, name, f"limits.{name}", positive=True)
               for name in limits_table if name != "motion"}
     if "motion" in limits_table:  # the joint's safe range, per observed channel
