@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import spineid
-from spineid.executors._pinning import pins, usable_cores
+from spineid.executors import _pinning
 
 pytestmark = pytest.mark.xdist_group("executors")
 
@@ -123,14 +123,18 @@ def cores_of_threads() -> list[tuple[int, ...]]:
                    for thread in pathlib.Path("/proc/self/task").iterdir()})
 
 
-PINNABLE = hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) >= 2
-
-
-def test_local_workers_are_pinned_only_where_each_can_have_a_core_of_its_own():
-    cores = len(usable_cores())
-    assert pins(1) == (cores >= 1 and hasattr(os, "sched_setaffinity"))
-    assert not pins(cores + 1) and not pins(2, pin=False)
-    assert ("a core each" in spineid.Dask(workers=2).describe()) == pins(2)
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux's")
+def test_local_workers_are_pinned_only_where_they_fill_the_machine(monkeypatch):
+    # Pinned when the workers take every usable core or all but one, never more workers than
+    # cores, never with pin=False; a remote cluster is not this process's to arrange.
+    for cores, pinned, unpinned in [(2, (1, 2), (3,)), (4, (3, 4), (1, 2, 5)),
+                                    (64, (63, 64), (1, 2, 8, 65))]:
+        monkeypatch.setattr(_pinning, "usable_cores", lambda n=cores: list(range(n)))
+        assert all(_pinning.pins(w) for w in pinned)
+        assert not any(_pinning.pins(w) for w in unpinned)
+        assert not any(_pinning.pins(w, pin=False) for w in pinned)
+        assert "a core each" in spineid.Dask(workers=pinned[0]).describe()
+        assert "a core each" not in spineid.Dask(workers=pinned[0], pin=False).describe()
     assert "a core each" not in spineid.Dask(scheduler="tcp://127.0.0.1:9").describe()
 
 
@@ -211,7 +215,7 @@ def test_an_unreachable_scheduler_is_said_within_its_timeout():
 def assert_each_worker_has_a_core_of_its_own(executor):
     # Every thread of each worker process allowed on one core, a different core per worker
     # (read in the workers from /proc, where the machine has two cores to give).
-    if not PINNABLE:
+    if not _pinning.pins(2):  # (a machine with more than three cores leaves two workers unpinned)
         return
     import distributed
 

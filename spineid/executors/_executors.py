@@ -74,12 +74,12 @@ class Dask(AbstractExecutor):
       `None`: a `LocalCluster` of `workers` processes on this machine, closed at the end.
     - `workers`: worker processes of the local cluster (default 2), one thread each (a fit is
       single-threaded XLA work; threads would share one Python interpreter).
-    - `pin`: give each worker process of the local cluster a core of its own (default
-      `True`; Linux, and only where the workers are no more than this process's usable
-      cores; `spineid/executors/_pinning.py` says why: measured, two pinned workers 1.8 times
-      one, unpinned at most 1.7 on a 2-core machine). `False` leaves them to the operating
-      system, e.g. when other work shares the machine's cores. A running cluster
-      (`scheduler`) keeps its own arrangement.
+    - `pin`: give each worker process of the local cluster a core of its own where the
+      workers fill the machine (default `True`; Linux, when they take all of this process's
+      usable cores or all but one; `spineid/executors/_pinning.py` says why: measured on a
+      2-core machine, two pinned workers 1.71-1.79 times one, unpinned 1.45-1.63). `False`
+      leaves them to the operating system, e.g. when other work shares those cores. A running
+      cluster (`scheduler`) keeps its own arrangement.
     - `timeout`: seconds to wait for the scheduler before giving up with an error.
     - `retries`: how often a task whose worker died, or that raised, is run again (default
       once) before its chunk is reported failed (for a worker's death a remote scheduler

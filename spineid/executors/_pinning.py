@@ -1,18 +1,22 @@
-"""One core for each worker process of a local Dask cluster (Linux).
+"""One core for each worker process of a local Dask cluster that fills the machine (Linux).
 
 A spineid fit is single-threaded XLA work, but a JAX process runs it on more than one thread
 (its Python thread dispatching, XLA's threads executing), and the operating system moves
 those threads between cores. Measured on a 2-core machine (400 warm fits of the planar pair in
 one process, experiments/benchmark_scale_out.py's problem): a process alone took 9.3-10.3 s
-using 1.2 cores; two such processes side by side 11.0-12.4 s each; each pinned to a core of its
-own (`taskset`), 8.0-8.8 s alone and 8.6-8.8 s side by side. Unpinned, one worker already takes
-a fifth of the second core and two workers can be at most 1.7 times one; pinned, two workers
-are 1.8 times one and each is faster than an unpinned one.
+using 1.2 cores; two such processes side by side 11.0-12.4 s each, so two unpinned workers
+could be about 1.65 times one at best; each pinned to a core of its own (`taskset`), 8.0-8.8 s
+alone and 8.6-8.8 s side by side. With the workers pinned, two were 1.71-1.79 times one
+counting the cluster's start and 2.03-2.09 times on running clusters (README; 1.45 unpinned
+in the same run).
 
 `Dask(pin=True)` (the default) starts its local cluster's workers with this module as Dask
-preload: worker `k` (a `LocalCluster` names its workers 0, 1, ...) pins every thread of its
-process to the `k`-th core this process may use, and the threads started later inherit it. A
-worker restarted after a crash keeps its name, so its core.
+preload when they take all of this process's usable cores, or all but one (`pins`): worker
+`k` (a `LocalCluster` names its workers 0, 1, ...) pins every thread of its process to the
+`k`-th usable core, and the threads started later inherit it. A worker restarted after a crash
+keeps its name, so its core. On a machine with cores to spare the workers are left to the
+operating system: there is room for every thread, and two users' clusters pinned to the same
+first cores would share them while the rest stay idle.
 """
 
 import os
@@ -29,15 +33,18 @@ def usable_cores() -> list[int]:
 
 
 def pins(workers: int, pin: bool = True) -> bool:
-    """Whether a local cluster of `workers` processes pins them: asked for, the operating
-    system can (Linux), and there are at least as many usable cores as workers (with fewer,
-    two workers would share a core while another stays idle; the operating system then
-    places them)."""
-    return pin and hasattr(os, "sched_setaffinity") and 0 < workers <= len(usable_cores())
+    """Whether a local cluster of `workers` processes pins them: asked for (`pin`), the
+    operating system can (Linux), and the workers take all of this process's usable cores or
+    all but one (the one left to the scheduler and this process); never more workers than
+    cores."""
+    cores = len(usable_cores())
+    return bool(pin) and hasattr(os, "sched_setaffinity") and 0 < workers <= cores \
+        and workers >= cores - 1
 
 
 def pin_process(core: int) -> None:
-    """Pin every thread of this process to `core` (an index into the machine's cores): each
+    """Pin every thread of this process to `core` (a CPU number as `os.sched_getaffinity`
+    lists them): each
     thread listed in `/proc/self/task`, so the threads already started (the worker's event loop,
     XLA's) as well as the calling one; threads started later inherit the mask of the thread
     that starts them."""
