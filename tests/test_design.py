@@ -75,6 +75,20 @@ def test_the_design_is_the_best_pair_brute_force_finds(candidates, pair_covarian
                                np.diag(pair_covariances[best]), rtol=1e-6)
 
 
+def test_a_design_problem_takes_the_fits_simulation_options(candidates):
+    # The validation's problem: the chosen experiments' noise-free data, fitted at the
+    # tolerances asked for (a looser integration for long validations), bad ones refused.
+    found = spineid.design(candidates, ["stiffness"], NOISE, budget=1)
+    default = found.problem()
+    loose = found.problem(simulation_rtol=1e-6, simulation_atol=1e-9, simulation_max_steps=500)
+    assert (loose.simulation_rtol, loose.simulation_atol, loose.simulation_max_steps) == (
+        1e-6, 1e-9, 500)
+    assert default.simulation_rtol == 1e-8 and loose.names == default.names
+    np.testing.assert_array_equal(loose.measurements[0].values, default.measurements[0].values)
+    with pytest.raises(ValueError, match="simulation_rtol"):
+        found.problem(simulation_rtol=-1.0)
+
+
 def test_realised_standard_errors_are_the_predicted_ones(candidates):
     found = spineid.design(candidates, ["stiffness"], NOISE, budget=2, baseline="Fx@3Hz")
     problem = found.problem()
