@@ -214,8 +214,9 @@ def test_an_unreachable_scheduler_is_said_within_its_timeout():
 
 def assert_each_worker_has_a_core_of_its_own(executor):
     # Every thread of each worker process allowed on one core, a different core per worker
-    # (read in the workers from /proc, where the machine has two cores to give).
-    if not _pinning.pins(2):  # (a machine with more than three cores leaves two workers unpinned)
+    # (read in the workers from /proc; two workers are pinned on a machine of two or three
+    # usable cores).
+    if not _pinning.pins(2):
         return
     import distributed
 

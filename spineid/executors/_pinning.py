@@ -44,10 +44,9 @@ def pins(workers: int, pin: bool = True) -> bool:
 
 def pin_process(core: int) -> None:
     """Pin every thread of this process to `core` (a CPU number as `os.sched_getaffinity`
-    lists them): each
-    thread listed in `/proc/self/task`, so the threads already started (the worker's event loop,
-    XLA's) as well as the calling one; threads started later inherit the mask of the thread
-    that starts them."""
+    lists them): each thread listed in `/proc/self/task`, so the threads already started (the
+    worker's event loop, XLA's) as well as the calling one; threads started later inherit the
+    mask of the thread that starts them."""
     try:
         threads = [int(name) for name in os.listdir("/proc/self/task")]
     except OSError:
