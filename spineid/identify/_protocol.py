@@ -224,10 +224,13 @@ class ProtocolProblem:
             solution = simulate(model, ts, adjoint=diffrax.ForwardMode(), throw=False, t0=0.0)
             return jax.vmap(model.observe)(solution.q)
 
+        def observed_with_value(x):  # (the motion twice: differentiated, and as it is)
+            motion = observed(x)
+            return motion, motion
+
         self._observed = jax.jit(observed)
-        # (`(d observed / dx, observed)` from one forward-mode pass.)
-        self._observed_jacobian = jax.jit(jax.jacfwd(lambda x: (observed(x), observed(x)),
-                                                     has_aux=True))
+        # (`(d observed / dx, observed)` from one forward-mode pass: one simulation traced.)
+        self._observed_jacobian = jax.jit(jax.jacfwd(observed_with_value, has_aux=True))
         self._sensitivities = jax.jit(sensitivities)
         self._value_and_gradient = jax.jit(lambda x: (score(x), jax.jacfwd(score)(x)))
 
