@@ -46,6 +46,8 @@ import sys
 
 import jax
 
+from ._programs import forget
+
 
 CACHE_DIR_VARIABLE = "SPINEID_CACHE_DIR"
 """The environment variable that moves the cache."""
@@ -126,5 +128,6 @@ def release_compiled_programs(fraction: float = 1 / 3) -> bool:
     if found is None or found[0] <= fraction * found[1]:
         return False
     jax.clear_caches()
+    forget()
     gc.collect()
     return True

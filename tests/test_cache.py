@@ -112,12 +112,12 @@ print("converged", spineid.fit(problem, "lm").converged)
 """
     first = _python(code, tmp_path, SPINEID_CACHE_DIR=str(cache))
     assert "converged True" in first
-    assert "PERSISTENT COMPILATION CACHE MISS for 'jit_levenberg_marquardt'" in first
-    assert "Not writing persistent cache entry for 'jit_levenberg_marquardt'" not in first
+    assert "PERSISTENT COMPILATION CACHE MISS for 'jit_levenberg_marquardt_arrays'" in first
+    assert "Not writing persistent cache entry for 'jit_levenberg_marquardt_arrays'" not in first
     second = _python(code, tmp_path, SPINEID_CACHE_DIR=str(cache))
     assert "converged True" in second
-    assert "Persistent compilation cache hit for 'jit_levenberg_marquardt'" in second
-    assert "PERSISTENT COMPILATION CACHE MISS for 'jit_levenberg_marquardt'" not in second
+    assert "Persistent compilation cache hit for 'jit_levenberg_marquardt_arrays'" in second
+    assert "PERSISTENT COMPILATION CACHE MISS for 'jit_levenberg_marquardt_arrays'" not in second
 
 
 def test_compiled_programs_are_dropped_before_the_kernels_limit_of_memory_maps():

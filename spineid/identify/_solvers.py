@@ -51,12 +51,14 @@ import math
 from typing import ClassVar
 
 import diffrax
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._programs import stored_call
 from ..executors._executors import AbstractExecutor
-from ._least_squares import DECREMENT_TOL, levenberg_marquardt
+from ._least_squares import DECREMENT_TOL, levenberg_marquardt, LeastSquaresSolution
 from ._routines import (
     _progress_printer,
     _solve_jaxopt_lm,
@@ -131,6 +133,14 @@ class _ReverseMode:
         return rtol, atol
 
 
+@eqx.filter_jit
+def _levenberg_marquardt_arrays(function, u0, **options) -> tuple:
+    # `levenberg_marquardt`'s solution as the tuple of arrays a stored program returns (its
+    # fields in order).
+    solution = levenberg_marquardt(function, u0, **options)
+    return tuple(getattr(solution, field.name) for field in dataclasses.fields(solution))
+
+
 @_options_checked
 @dataclasses.dataclass(frozen=True)
 class LevenbergMarquardt(_ForwardMode):
@@ -188,13 +198,15 @@ class LevenbergMarquardt(_ForwardMode):
         compilation)."""
         inexact = (objective.coarse_rtol, objective.coarse_atol) != (objective.rtol,
                                                                     objective.atol)
-        solution = levenberg_marquardt(objective.at_precision if inexact else objective, u0,
-                                       max_steps=self.max_steps,
-                                       decrement_tol=self.decrement_tol, xtol=self.rtol,
-                                       gtol=self.atol, inexact_jacobians=inexact,
-                                       progress=progress,
-                                       provisional=jnp.asarray(bool(provisional)),
-                                       samples=objective.samples())
+        options = dict(max_steps=self.max_steps, decrement_tol=self.decrement_tol,
+                       xtol=self.rtol, gtol=self.atol, inexact_jacobians=inexact,
+                       provisional=jnp.asarray(bool(provisional)), samples=objective.samples())
+        function = objective.at_precision if inexact else objective
+        if progress:  # (printing calls back into Python: traced, never stored)
+            solution = levenberg_marquardt(function, u0, progress=True, **options)
+        else:  # (a later process loads the traced program: `spineid/_programs.py`)
+            solution = LeastSquaresSolution(*stored_call(_levenberg_marquardt_arrays,
+                                                         function, u0, **options))
         # Its last exact forward-mode pass is at the solution (or one small final step before
         # it): the cost and the sensitivities of the result come from the solver instead of
         # being computed again.

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._programs import stored_call
 from ..models._mechanics import AbstractLagrangianSystem, lagrangian_vector_field
 
 
@@ -40,7 +41,8 @@ class LinearModes:
 
 @eqx.filter_jit
 def _state_jacobian(system, t, state):
-    # d(q, qdot)/dt differentiated with respect to (q, qdot): (2n, 2n).
+    # d(q, qdot)/dt differentiated with respect to (q, qdot): ((2n, 2n),), the tuple of a
+    # stored program (`spineid/_programs.py`).
     q, qdot = state
     n = q.size
 
@@ -48,7 +50,7 @@ def _state_jacobian(system, t, state):
         dq, dqdot = lagrangian_vector_field(t, (y[:n], y[n:]), system)
         return jnp.concatenate([dq, dqdot])
 
-    return jax.jacfwd(rate)(jnp.concatenate([q, qdot]))
+    return (jax.jacfwd(rate)(jnp.concatenate([q, qdot])),)
 
 
 def linear_modes(system: AbstractLagrangianSystem, t: float = 0.0,
@@ -60,7 +62,8 @@ def linear_modes(system: AbstractLagrangianSystem, t: float = 0.0,
     Complex pairs give the natural frequency `omega = |lambda|` (rad/s) and damping ratio
     `zeta = -Re(lambda) / |lambda|`. Outside `jit` (the eigenvalues are numpy's)."""
     state = system.initial_state() if state is None else state
-    jacobian = np.asarray(_state_jacobian(system, jnp.asarray(t, dtype=float), state))
+    jacobian = np.asarray(stored_call(_state_jacobian, system, jnp.asarray(t, dtype=float),
+                                      state)[0])
     if not np.all(np.isfinite(jacobian)):
         return LinearModes(np.zeros(0), np.zeros(0))
     eigenvalues = np.linalg.eigvals(jacobian)

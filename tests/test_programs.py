@@ -1,0 +1,197 @@
+"""Traced programs kept on disk (spineid/_programs.py): a second process runs the fit from the
+program the first exported, with the same numbers as a traced fit; what cannot be keyed
+faithfully (code defined outside spineid and its libraries, closures, arrays held as static
+data) is traced as usual; a damaged file is exported again."""
+
+import os
+import subprocess
+import sys
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import spineid
+from spineid import _programs
+from spineid.simulation._modes import _state_jacobian
+
+
+FIT = """
+import numpy as np
+import spineid, spineid._programs as programs
+model_file = spineid.load_model_file(spineid.dataset_path("axial_4_springs.toml"))
+ts = np.linspace(0.0, 0.2, 101)
+clean = np.array([model_file.model.observe(q)
+                  for q in spineid.simulate(model_file.model, ts).q])
+data = clean + np.random.default_rng(0).normal(size=clean.shape) * [5e-6, 5e-6, 1.7e-4]
+problem = spineid.FitProblem(model_file, spineid.Measurement(ts, data, ("x", "y", "theta")),
+                             ["springs[0].stiffness", "springs[2].stiffness"],
+                             {"x": 5e-6, "y": 5e-6, "theta": 1.7e-4})
+result = spineid.fit(problem, "lm")
+print("values", [float(v).hex() for v in result.values])
+print("stderr", [float(v).hex() for v in result.stderr])
+print("cost", float(result.cost).hex(), "steps", result.n_steps)
+c = programs.counts
+print("counts", c.loaded, c.exported, c.traced)
+"""
+
+
+def _run(code, tmp_path, **environment):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPINEID_")}
+    env.update(SPINEID_CACHE_DIR=str(tmp_path / "cache"), **environment)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = dict(line.split(" ", 1) for line in done.stdout.strip().splitlines())
+    return lines
+
+
+def test_a_second_process_runs_the_stored_fit_with_the_numbers_of_a_traced_one(tmp_path):
+    first = _run(FIT, tmp_path)
+    assert first["counts"] == "0 1 0"  # the Levenberg-Marquardt solve exported
+    assert len(list((tmp_path / "cache" / _programs.FOLDER).glob("*.program"))) == 1
+    second = _run(FIT, tmp_path)
+    assert second["counts"] == "1 0 0"  # loaded, nothing traced
+    traced = _run(FIT, tmp_path, SPINEID_PROGRAMS="off")  # the store off: traced as before
+    assert traced["counts"] == "0 0 1"
+    for key in ("values", "stderr", "cost"):
+        assert first[key] == second[key] == traced[key]  # bit for bit
+
+
+class _Scaled(eqx.Module):  # (a model class of this test module: its code is in no key)
+    k: jax.Array
+
+    def __call__(self, x):
+        return self.k * x
+
+
+def _pair():
+    return spineid.load_model_file(spineid.dataset_path("axial_4_springs.toml")).model
+
+
+def _key(model, t=0.0):
+    """The key of the modes' Jacobian of `model` at time `t` (a spineid function)."""
+    arguments = (model, jnp.asarray(t), model.initial_state())
+    return _programs.program_key(_state_jacobian, arguments, {})[:2]
+
+
+def test_the_key_names_the_structure_and_shapes_not_the_values():
+    pair = _pair()
+    key, flat = _key(pair)
+    assert key is not None and all(isinstance(x, jax.Array) for x in flat)
+    stiffer = eqx.tree_at(lambda m: m.elements[0].stiffness, pair,
+                          2.0 * pair.elements[0].stiffness)
+    assert _key(stiffer)[0] == key  # other values: the same program
+    assert _key(pair, t=0.5)[0] == key
+    three = eqx.tree_at(lambda m: (m.elements[0].points_a, m.elements[0].points_b,
+                                   m.elements[0].rest_length, m.elements[0].stiffness,
+                                   m.elements[0].damping),
+                        pair, tuple(x[:3] for x in (pair.elements[0].points_a,
+                                                    pair.elements[0].points_b,
+                                                    pair.elements[0].rest_length,
+                                                    pair.elements[0].stiffness,
+                                                    pair.elements[0].damping)))
+    assert _key(three)[0] not in (None, key)  # other shapes
+    free = eqx.tree_at(lambda m: m.lower, pair, pair.upper)  # a static field: fixed=False
+    assert _key(free)[0] not in (None, key)
+    assert _key(pair, t=np.float32(0.0))[0] not in (None, key)  # another dtype
+
+
+def test_what_cannot_be_keyed_faithfully_is_refused_with_its_reason():
+    arguments = (jnp.asarray(0.0), _pair().initial_state())
+    key, reason, _ = _programs.program_key(_state_jacobian, (_Scaled(jnp.asarray(2.0)),
+                                                             *arguments), {})
+    assert key is None and "_Scaled" in reason
+    key, reason, _ = _programs.program_key(_state_jacobian, (lambda t, y: y, *arguments), {})
+    assert key is None and "<lambda>" in reason
+    assert "array" in _programs._name_functions((1.0, np.ones(3)), {})
+
+    @eqx.filter_jit
+    def local(x):
+        return (x,)
+
+    key, reason, _ = _programs.program_key(local, (jnp.ones(2),), {})
+    assert key is None and "local" in reason
+
+
+def test_a_refused_or_unexportable_call_is_traced_with_the_same_result(monkeypatch):
+    before = _programs.counts.traced
+    scaled = _Scaled(jnp.asarray(2.0))
+    state = (jnp.zeros(1), jnp.zeros(1))
+    with pytest.raises(Exception):  # (_Scaled is no Lagrangian system: traced, and it fails)
+        _programs.stored_call(_state_jacobian, scaled, jnp.asarray(0.0), state)
+    assert _programs.counts.traced == before + 1
+
+    def refuse(*args, **kwargs):
+        raise NotImplementedError("export refused")
+
+    monkeypatch.setattr(jax.export, "export", refuse)
+    pair = eqx.tree_at(lambda m: m.gravity, _pair(), jnp.asarray([0.0, -9.80665 * 1.5]))
+    _programs.forget()
+    stored = _programs.stored_call(_state_jacobian, pair, jnp.asarray(0.0),
+                                   pair.initial_state())[0]
+    assert "not exportable: NotImplementedError" in _programs.counts.reasons
+    expected = _state_jacobian(pair, jnp.asarray(0.0), pair.initial_state())[0]
+    assert np.array_equal(stored, expected)
+
+
+def test_a_damaged_program_file_is_exported_again(tmp_path, monkeypatch):
+    monkeypatch.setattr(_programs, "program_folder", lambda: tmp_path / _programs.FOLDER)
+    pair = _pair()
+    arguments = (pair, jnp.asarray(0.0), pair.initial_state())
+    key = _programs.program_key(_state_jacobian, arguments, {})[0]
+    path = tmp_path / _programs.FOLDER / f"{key}.program"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"not a program")
+    _programs.forget()
+    exported = _programs.counts.exported
+    result = _programs.stored_call(_state_jacobian, *arguments)[0]
+    assert _programs.counts.exported == exported + 1 and path.read_bytes() != b"not a program"
+    assert np.array_equal(result, _state_jacobian(*arguments)[0])
+    _programs.forget()  # (and the program written is loaded by the next call)
+    loaded = _programs.counts.loaded
+    assert np.array_equal(_programs.stored_call(_state_jacobian, *arguments)[0], result)
+    assert _programs.counts.loaded == loaded + 1
+
+
+def _springs(pair, n):
+    """`pair` with only its first `n` axial springs (a structure no other test compiles)."""
+    springs = pair.elements[0]
+    return eqx.tree_at(lambda m: m.elements[0], pair, eqx.tree_at(
+        lambda s: (s.points_a, s.points_b, s.rest_length, s.stiffness, s.damping), springs,
+        tuple(x[:n] for x in (springs.points_a, springs.points_b, springs.rest_length,
+                              springs.stiffness, springs.damping))))
+
+
+def test_once_a_traced_function_is_monkeypatched_no_program_is_written_or_loaded(
+        tmp_path, monkeypatch):
+    from spineid.simulation import _modes
+
+    monkeypatch.setattr(_programs, "_tainted", "")  # (restored to "" after the test)
+    monkeypatch.setattr(_programs, "program_folder", lambda: tmp_path / _programs.FOLDER)
+    pair = _springs(_pair(), 2)
+    arguments = (pair, jnp.asarray(0.0), pair.initial_state())
+    original = _modes.lagrangian_vector_field
+
+    def doubled(t, state, system):  # (a test's replacement: tracing follows it)
+        return tuple(2.0 * x for x in original(t, state, system))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(_modes, "lagrangian_vector_field", doubled)
+        assert _programs.patched() == "spineid.simulation._modes.lagrangian_vector_field"
+        _programs.forget()
+        result = _programs.stored_call(_state_jacobian, *arguments)[0]
+        reason = "spineid.simulation._modes.lagrangian_vector_field replaced at run time"
+        assert _programs.counts.reasons[-1] == reason
+    assert _programs.patched() is None
+    # Undone, but JAX still holds the trace made with it (nested in the next one): the
+    # process stores nothing more.
+    _programs.forget()
+    again = _programs.stored_call(_state_jacobian, *arguments)[0]
+    assert _programs.counts.reasons[-1] == reason
+    assert not (tmp_path / _programs.FOLDER).exists()
+    unpatched = _state_jacobian.__wrapped__(*arguments)[0]  # (traced afresh, outside jit)
+    np.testing.assert_allclose(result, 2.0 * unpatched, rtol=1e-12)  # the patch was traced
+    assert np.array_equal(again, result)
