@@ -50,12 +50,15 @@ def _run(code, tmp_path, **environment):
 
 def test_a_second_process_runs_the_stored_fit_with_the_numbers_of_a_traced_one(tmp_path):
     first = _run(FIT, tmp_path)
-    assert first["counts"] == "0 1 0"  # the Levenberg-Marquardt solve exported
-    assert len(list((tmp_path / "cache" / _programs.FOLDER).glob("*.program"))) == 1
+    loaded, exported, traced = map(int, first["counts"].split())
+    assert loaded == 0 and exported >= 1 and traced == 0  # (the LM solve and its helpers)
+    stored = list((tmp_path / "cache" / _programs.FOLDER).glob("*.program"))
+    assert len(stored) == exported
     second = _run(FIT, tmp_path)
-    assert second["counts"] == "1 0 0"  # loaded, nothing traced
+    assert second["counts"] == f"{exported} 0 0"  # loaded, nothing traced
     traced = _run(FIT, tmp_path, SPINEID_PROGRAMS="off")  # the store off: traced as before
-    assert traced["counts"] == "0 0 1"
+    loaded, exported, traced_calls = map(int, traced["counts"].split())
+    assert loaded == exported == 0 and traced_calls >= len(stored)
     for key in ("values", "stderr", "cost"):
         assert first[key] == second[key] == traced[key]  # bit for bit
 

@@ -10,7 +10,6 @@ import time
 import warnings as python_warnings
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -233,7 +232,7 @@ class _Run:
         3e-9 rad of angle noise and 3e-7 m of position noise, the angle's noise estimated at
         2.9e-8 rad after one round)."""
         u, steps, converged, linearisation = jnp.asarray(u), 0, False, None
-        sigma = _estimate_noise(self.problem, np.asarray(self.transform.to_physical(u)),
+        sigma = _estimate_noise(self.problem, self.transform.evaluated(u)[0],
                                 self.objective)
         for round_ in range(NOISE_ROUNDS):
             if progress:
@@ -246,7 +245,7 @@ class _Run:
             steps += int(more)
             if progress and linearisation is not None:
                 self.say_solved(more, float(linearisation[0]), converged)
-            estimate = _estimate_noise(self.problem, np.asarray(self.transform.to_physical(u)),
+            estimate = _estimate_noise(self.problem, self.transform.evaluated(u)[0],
                                        objective)
             change = float(np.max(np.abs(estimate / sigma - 1)))
             if change <= NOISE_SETTLED:
@@ -268,8 +267,8 @@ class _Run:
         if outcome.linearisation is not None:
             residuals = np.asarray(outcome.linearisation[1])
         else:
-            residuals = np.asarray(_evaluate(objective, self.transform.to_physical(
-                jnp.asarray(outcome.u)))[1])
+            residuals = np.asarray(_evaluate(objective, jnp.asarray(
+                self.transform.evaluated(outcome.u)[0]))[1])
         raw = [block * np.asarray(objective.sigma) for block in self._blocks(residuals)]
         if np.any(residuals == FAILED_RESIDUAL):
             raw = [np.full_like(block, np.inf) for block in raw]
@@ -378,7 +377,7 @@ class _Run:
         linearisation, noise_estimated, sigma = outcome.linearisation, self.noise_estimated, \
             self.sigma
         start_costs = outcome.start_costs
-        theta = np.asarray(transform.to_physical(u))
+        theta = transform.evaluated(u)[0]
         unusable = not math.isfinite(outcome.cost) or outcome.cost >= 0.5 * FAILED_RESIDUAL**2
         if noise_estimated and not unusable:  # (no noise to estimate where nothing simulates)
             # (Refined already where its verdict needed it: the same fit, not run twice.)
@@ -394,9 +393,8 @@ class _Run:
                 refinement = (u, converged, 0, None, sigma, self.objective_for(sigma))
             u, converged, steps, linearisation, sigma, objective = refinement
             n_steps += steps
-            theta = np.asarray(transform.to_physical(u))
         # The transform is elementwise: dr/dtheta = dr/du / (dtheta/du), column by column.
-        slope = np.asarray(jax.jvp(transform.to_physical, (u,), (jnp.ones_like(u),))[1])
+        theta, slope = transform.evaluated(u)
         if linearisation is not None and np.all(np.abs(slope) > 0):
             residuals, jacobian = linearisation[1], np.asarray(linearisation[2]) / slope
             predictions = objective.predictions_from(residuals)  # (the data's samples)
@@ -525,8 +523,7 @@ class _HeldRefit:
                          simulation_max_steps=problem.simulation_max_steps)
         run = _Run(sub, self.local, False)
         outcome = run.local_fit(np.zeros(len(others)))
-        theta[np.arange(theta.size) != i] = np.asarray(run.transform.to_physical(
-            jnp.asarray(outcome.u)))
+        theta[np.arange(theta.size) != i] = run.transform.evaluated(outcome.u)[0]
         self.solutions[(i, v)] = theta
         return outcome.cost if np.isfinite(outcome.cost) else math.inf
 

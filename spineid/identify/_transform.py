@@ -10,10 +10,12 @@ import math
 from collections.abc import Sequence
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._programs import stored_call
 from ..elements._parameters import Parameter
 
 
@@ -69,6 +71,15 @@ class Transform(eqx.Module):
         unbounded = (values - self.start) / self.scale
         return jnp.where(has_lower, jnp.where(has_upper, two_sided, one_sided), unbounded)
 
+    def evaluated(self, u) -> tuple[np.ndarray, np.ndarray]:
+        """`(to_physical(u), d to_physical / du)` at the unconstrained point `u` `(p,)`, as
+        numpy arrays (physical units, and physical units per unit of `u`; the transform is
+        elementwise, so its Jacobian is this diagonal), from one compiled program: outside
+        `jit`, where an operation at a time would dispatch (and in a new process load) dozens
+        of small programs."""
+        theta, slope = stored_call(_physical_and_slope, self, jnp.asarray(u, dtype=float))
+        return np.asarray(theta), np.asarray(slope)
+
     def at_bound(self, values, relative: float = 1e-6, within=None) -> np.ndarray:
         """Which values sit on a bound: within `relative` of the starting distance from it, or
         within the distances `within` (`(p,)`, physical units; NaN entries never count)."""
@@ -79,6 +90,11 @@ class Transform(eqx.Module):
         near_lower = np.isfinite(self.lower) & (values - self.lower <= margin)
         near_upper = np.isfinite(self.upper) & (self.upper - values <= margin)
         return near_lower | near_upper
+
+
+@eqx.filter_jit
+def _physical_and_slope(transform: Transform, u) -> tuple:
+    return jax.jvp(transform.to_physical, (u,), (jnp.ones_like(u),))
 
 
 def _sigmoid(x):
