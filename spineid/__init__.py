@@ -16,6 +16,7 @@ move it, `SPINEID_CACHE=off` to opt out), so that a second process does not comp
 
 import jax
 
+from ._programs import remember_bindings as _remember_bindings
 from ._cache import (
     cache_on_import as _cache_on_import,
     default_cache_directory as default_cache_directory,
@@ -313,6 +314,11 @@ _PLOTS = (
     "plot_segment_study", "plot_flexibility", "plot_spine",
     "plot_spine_geometry", "plot_stiffness_fit", "plot_whiplash",
 )
+
+
+# What spineid's names are bound to, for the traced-program store to see later replacements
+# (spineid/_programs.py, `patched`).
+_remember_bindings()
 
 
 def __getattr__(name: str):

@@ -13,21 +13,26 @@ the persistent cache as before.
 The key of a program is everything its tracing depends on, so that a program is reused only
 where tracing would have produced the same one: the function's qualified name; the versions of
 spineid, its source files' contents, jax, jaxlib, equinox, diffrax, optimistix and lineax; the
-backend and the JAX settings that change what is traced (`jax_enable_x64`, ...); the non-array part of the arguments (the tree structure, the
-static fields of every `equinox.Module` in it, the non-array leaves), written out by `repr`;
-and the shape and dtype of every array argument. A program is not stored where that text could
-name two different programs alike: where the arguments hold a type or a function defined
-outside spineid and the libraries it is built on (a model class of the user's own: its code is
-not in the key), a function defined inside another (`<locals>`: its closure is not in the key),
-or any other object whose `repr` is its address; and while any of spineid's functions has been
-replaced at run time (monkeypatched: tracing follows the replacement, which no key sees; once
-one is seen, the process stores and loads no programs). Those calls are traced as usual.
+backend, the JAX settings that change what is traced (`jax_enable_x64`, ...) and equinox's
+environment variables (`EQX_ON_ERROR`); the non-array part of the arguments (the tree
+structure, the static fields of every `equinox.Module` in it, the non-array leaves) written
+out by `repr`, with the qualified names of their types; and the shape, dtype and device of
+every array argument. A program is not stored where that text could name two different
+programs alike: where the arguments hold a type or a function defined outside spineid and the
+libraries it is built on (a model class of the user's own: its code is not in the key), a
+function defined inside another (`<locals>`: its closure is not in the key), an array held as
+static data (its `repr` rounds and abbreviates), a weakly typed array, or any other object
+whose `repr` is its address; where the function is not the one its module defines under its
+name (`jax.grad(f)` keeps `f`'s name); and once any name of spineid's traced modules has been
+rebound at run time (monkeypatched: tracing follows the replacement, which no key sees; from
+then on the process stores and loads no programs, `patched`). Those calls are traced as usual.
 
-Programs are written (atomically) to `spineid-programs/` inside JAX's compilation cache
-directory, and only while that cache is on (`SPINEID_CACHE=off` turns both off;
-`SPINEID_PROGRAMS=off` only the programs). A program that
-cannot be exported (one that calls back into Python, such as a solve that prints each step) is
-traced as usual, as is one whose file does not load. Deleting the folder is always safe.
+Programs are written (atomically, behind a checksum) to `spineid-programs/` inside JAX's
+compilation cache directory, and only while that cache is on (`SPINEID_CACHE=off` turns both
+off; `SPINEID_PROGRAMS=off` only the programs). A program that cannot be exported (one that
+calls back into Python, such as a solve that prints each step) is traced as usual, as is one
+whose file is unreadable or damaged; one that reads but fails at its first call is deleted.
+Deleting the folder is always safe.
 
 Outputs: the function must return a tuple of arrays (the structure a serialized program keeps);
 wrap a function that returns other pytrees, as `spineid/identify/_solvers.py` does.
@@ -60,7 +65,10 @@ _TRUSTED = ("spineid", "jax", "jaxlib", "equinox", "diffrax", "optimistix", "lin
             "jaxtyping", "numpy", "builtins", "functools", "collections", "typing", "enum")
 _UNTRACED = ("cli", "plots", "io", "_programs", "_cache")  # (code no program traces)
 _SETTINGS = ("jax_enable_x64", "jax_default_matmul_precision", "jax_numpy_dtype_promotion",
-             "jax_numpy_rank_promotion", "jax_default_prng_impl")
+             "jax_numpy_rank_promotion", "jax_default_prng_impl", "jax_default_device")
+# Environment variables read while tracing: equinox's (`EQX_ON_ERROR` turns its checks into
+# NaN or breakpoints in the traced program).
+_VARIABLE_PREFIXES = ("EQX_",)
 _LIBRARIES = ("jax", "jaxlib", "equinox", "diffrax", "optimistix", "lineax")
 
 
@@ -79,6 +87,8 @@ class StoreCounts:
 counts = StoreCounts()
 _in_memory: dict = {}  # key -> the jitted exported call (or None: not exportable)
 _tainted = ""  # why this process stores no programs (a replacement was seen: `patched`)
+_bound: dict = {}  # module -> {owner: {name: object}}: `remember_bindings`
+_checked: set = set()  # keys whose program has run once in this process
 
 
 @functools.cache
@@ -103,13 +113,19 @@ def _trusted(owner) -> bool:
     return module.split(".")[0] in _TRUSTED
 
 
-def _name_functions(value, names: dict, depth: int = 0) -> str | None:
-    """Walk `value` (aux data or a leaf): collect `{repr(f): qualified name}` of the functions
-    in it; return why it cannot be keyed by its `repr`, or `None`."""
-    if depth > 20:
+def _qualified(kind) -> str:
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _name_functions(value, names: dict, kinds: list, depth: int = 0) -> str | None:
+    """Walk `value` (static data or a leaf): collect `{repr(f): qualified name}` of the
+    functions in it and the qualified names of the types met (`kinds`); return why it cannot be
+    keyed by its `repr`, or `None`. Modules and dataclasses are walked field by field (a
+    module's `repr` abbreviates arrays, so an array inside one is refused like any other)."""
+    if depth > 40:
         return "nested too deep"
     if isinstance(value, (tuple, list, set, frozenset)):
-        items = value
+        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
     elif isinstance(value, dict):
         items = [*value.keys(), *value.values()]
     elif isinstance(value, functools.partial):
@@ -118,28 +134,42 @@ def _name_functions(value, names: dict, depth: int = 0) -> str | None:
         items = [value.__func__, value.__self__]
     elif isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
         qualname = getattr(value, "__qualname__", "")
-        if not _trusted(value) or "<" in qualname:
+        if not _trusted(value) or "<" in qualname or _home_of(value) is not value:
             return f"function {qualname or value!r} of module {value.__module__}"
         names[repr(value)] = f"<function {value.__module__}.{qualname}>"
         return None
     elif isinstance(value, type):
-        return None if _trusted(value) else f"type {value.__module__}.{value.__qualname__}"
+        if not _trusted(value):
+            return f"type {_qualified(value)}"
+        kinds.append(_qualified(value))
+        return None
     elif isinstance(value, (np.ndarray, jax.Array)):  # (its repr rounds and abbreviates)
         return f"an array of shape {np.shape(value)} held as static data"
+    elif not _trusted(type(value)):
+        return f"object of type {_qualified(type(value))}"
+    elif isinstance(value, eqx.Module):
+        leaves, tree = jax.tree.flatten(value)
+        reason = _node_types(tree, names, kinds, depth + 1)
+        if reason is not None:
+            return reason
+        items = leaves
+    elif dataclasses.is_dataclass(value):
+        kinds.append(_qualified(type(value)))
+        items = [getattr(value, field.name) for field in dataclasses.fields(value)]
     else:
-        if not _trusted(type(value)):
-            return f"object of type {type(value).__module__}.{type(value).__qualname__}"
+        kinds.append(_qualified(type(value)))
         return None
     for item in items:
-        reason = _name_functions(item, names, depth + 1)
+        reason = _name_functions(item, names, kinds, depth + 1)
         if reason is not None:
             return reason
     return None
 
 
-def _node_types(treedef, names: dict) -> str | None:
+def _node_types(treedef, names: dict, kinds: list, depth: int = 0) -> str | None:
     """Why the tree structure `treedef` cannot be keyed by its `repr` (a node type or static
-    field of untrusted code), or `None`."""
+    field of untrusted code), or `None`; the node types' qualified names go to `kinds` (the
+    `repr` shows only their names)."""
     stack = [treedef]
     while stack:
         node = stack.pop()
@@ -147,39 +177,56 @@ def _node_types(treedef, names: dict) -> str | None:
         if data is not None:
             kind, aux = data
             if not _trusted(kind):
-                return f"type {kind.__module__}.{kind.__qualname__}"
-            reason = _name_functions(aux, names)
+                return f"type {_qualified(kind)}"
+            kinds.append(_qualified(kind))
+            reason = _name_functions(aux, names, kinds, depth + 1)
             if reason is not None:
                 return reason
         stack.extend(node.children())
     return None
 
 
+def _device(x) -> str:
+    # Where an array lives (a committed array runs the program there).
+    try:
+        return ",".join(sorted(d.platform for d in x.devices()))
+    except AttributeError:  # (a numpy array)
+        return "host"
+
+
 def program_key(function, args: tuple, kwargs: dict):
     """`(key, flat arrays, rebuild)` for `function(*args, **kwargs)`: the hex digest that names
     its program (module docstring), the array leaves of the arguments and a function of those
     leaves that calls `function`; or `(None, reason, None)` where the call cannot be keyed."""
-    if not _trusted(function) or "<" in function.__qualname__:
-        return None, f"function {function.__qualname__} of module {function.__module__}", None
+    qualname = getattr(function, "__qualname__", "<unnamed>")
+    if not _trusted(function) or "<" in qualname or _home_of(function) is not function:
+        # (also a transformation of a spineid function, jax.grad(f): it keeps f's name)
+        return None, f"function {qualname} of module {function.__module__}", None
     dynamic, static = eqx.partition((args, kwargs), eqx.is_array)
     flat, dynamic_tree = jax.tree.flatten(dynamic)
     leaves, static_tree = jax.tree.flatten(static)
     names: dict = {}
-    reason = _node_types(static_tree, names)
+    kinds: list = []
+    reason = _node_types(static_tree, names, kinds)
     for leaf in leaves:
-        reason = reason or _name_functions(leaf, names)
+        reason = reason or _name_functions(leaf, names, kinds)
+    if reason is None and any(getattr(x, "weak_type", False) for x in flat):
+        reason = "a weakly typed array argument (a stored program returns strong types)"
     if reason is not None:
         return None, reason, None
-    text = repr(static_tree) + "|" + "|".join(f"{type(v).__name__}:{v!r}" for v in leaves)
+    text = (repr(static_tree) + "|" + "|".join(f"{type(v).__name__}:{v!r}" for v in leaves)
+            + "|" + ",".join(kinds))
     for address, name in names.items():
         text = text.replace(address, name)
     if " at 0x" in text or "object at" in text:
         return None, "an argument whose repr is its address", None
-    arrays = "|".join(f"{jax.numpy.shape(x)}:{jax.numpy.result_type(x)}:"
-                      f"{getattr(x, 'weak_type', False)}" for x in flat)
+    arrays = "|".join(f"{jax.numpy.shape(x)}:{jax.numpy.result_type(x)}:{_device(x)}"
+                      for x in flat)
     settings = ",".join(f"{name}={getattr(jax.config, name, None)}" for name in _SETTINGS)
-    head = (f"spineid-program-1|{function.__module__}.{function.__qualname__}|"
-            f"{_environment()}|{jax.default_backend()}|{settings}")
+    variables = ",".join(f"{k}={v}" for k, v in sorted(os.environ.items())
+                         if k.startswith(_VARIABLE_PREFIXES))
+    head = (f"spineid-program-2|{function.__module__}.{qualname}|{_environment()}|"
+            f"{jax.default_backend()}|{settings}|{variables}")
     key = hashlib.sha256("\n".join((head, text, arrays)).encode()).hexdigest()
 
     def rebuild(*arrays):
@@ -205,22 +252,53 @@ def _home_of(value):
     return owner
 
 
-def patched() -> str | None:
-    """The first function or class of spineid's traced layers (module globals and class
-    attributes; not the command line, plots or file readers) that has been replaced at run
-    time, or `None`: one from code outside spineid, its libraries and Python's own (a test's or
-    a script's monkeypatch), a lambda, a spineid function that is not the one its own module
-    defines, or one of a module's own functions under another of its names. Tracing follows
-    such a replacement, which no key can see, and JAX reuses the traces made with it after it
-    is undone: once one is found, the process neither writes nor loads programs."""
+def _traced_modules():
+    # spineid's modules whose code programs trace (not the command line, plots, file readers).
     for name, module in list(sys.modules.items()):
-        if module is None or not name.startswith("spineid.") \
-                or name.split(".")[1] in _UNTRACED:
-            continue
-        owners = [(name, "", vars(module))] + [
-            (f"{name}.{k}", f"{v.__qualname__}.", vars(v)) for k, v in list(vars(module).items())
-            if isinstance(v, type) and v.__module__ == name]
-        for owner, prefix, values in owners:
+        if module is not None and name.startswith("spineid.") \
+                and name.split(".")[1] not in _UNTRACED:
+            yield name, module
+
+
+def _bindings(name: str, module) -> list:
+    # `(owner, prefix, namespace)` of a module and of each class it defines.
+    return [(name, "", vars(module))] + [
+        (f"{name}.{k}", f"{v.__qualname__}.", vars(v)) for k, v in list(vars(module).items())
+        if isinstance(v, type) and v.__module__ == name]
+
+
+def remember_bindings() -> None:
+    """Note what every name of spineid's traced modules (and of their classes) is bound to now,
+    for `patched` to compare with: `import spineid` calls it once its modules are loaded;
+    modules imported later are noted when first seen."""
+    for name, module in _traced_modules():
+        if name not in _bound:
+            _bound[name] = {owner: dict(namespace)
+                            for owner, _, namespace in _bindings(name, module)}
+
+
+def patched() -> str | None:
+    """The first name of spineid's traced modules (module globals and class attributes; not
+    the command line, plots or file readers) that has been rebound at run time, or `None`:
+    bound to another object than when `remember_bindings` noted it (a function, a constant, a
+    mock), or, for what was bound before that, to code outside spineid, its libraries and
+    Python's own (a test's or a script's monkeypatch), to a lambda, to a spineid function that
+    is not the one its own module defines, or to one of a module's own functions under another
+    of its names. Tracing follows such a replacement, which no key can see, and JAX reuses the
+    traces made with it after it is undone: once one is found, the process neither writes nor
+    loads programs. Not seen: objects changed in place, and replacements inside JAX or the
+    other libraries (their versions are in the key, not their state)."""
+    remember_bindings()
+    for name, module in _traced_modules():
+        noted = _bound[name]
+        for owner, prefix, values in _bindings(name, module):
+            before = noted.get(owner, {})
+            for attribute, value in list(values.items()):
+                if attribute in before and before[attribute] is not value:
+                    return f"{owner}.{attribute}"
+            for attribute in before:
+                if attribute not in values:
+                    return f"{owner}.{attribute}"
             for attribute, value in list(values.items()):
                 if isinstance(value, (staticmethod, classmethod)):
                     value = value.__func__
@@ -247,13 +325,18 @@ def program_folder() -> pathlib.Path | None:
     return pathlib.Path(directory) / FOLDER if directory else None
 
 
+_MAGIC = b"spineid-program\n"
+
+
 def _write(path: pathlib.Path, data: bytes) -> None:
-    # Atomically: a temporary file in the same folder renamed into place.
+    # Atomically (a temporary file in the same folder renamed into place), behind a header with
+    # the program's checksum, readable by the other users of a shared cache.
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".part")
     try:
         with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
+            stream.write(_MAGIC + hashlib.sha256(data).hexdigest().encode() + b"\n" + data)
+        os.chmod(temporary, 0o644)
         os.replace(temporary, path)
     except BaseException:
         pathlib.Path(temporary).unlink(missing_ok=True)
@@ -261,9 +344,15 @@ def _write(path: pathlib.Path, data: bytes) -> None:
 
 
 def _load(path: pathlib.Path):
+    # The program in `path`, or None (missing, unreadable, damaged, another format).
     try:
-        return jax.export.deserialize(bytearray(path.read_bytes()))
-    except Exception:  # (missing, truncated by another program, another format): export anew
+        content = path.read_bytes()
+        checksum, data = content[len(_MAGIC):len(_MAGIC) + 64], content[len(_MAGIC) + 65:]
+        if not content.startswith(_MAGIC) \
+                or hashlib.sha256(data).hexdigest().encode() != checksum:
+            return None
+        return jax.export.deserialize(bytearray(data))
+    except Exception:
         return None
 
 
@@ -271,6 +360,7 @@ def forget() -> None:
     """Drop the programs this process holds in memory (`release_compiled_programs` does, with
     JAX's compiled programs); later calls load them from disk again."""
     _in_memory.clear()
+    _checked.clear()
 
 
 def _named_call(exported, function):
@@ -289,7 +379,9 @@ def stored_call(function, *args, **kwargs):
     docstring); `function` returns a tuple of arrays, and so does this.
 
     The numbers are those of `function` itself: the stored program is the one its tracing
-    produces (tested bit for bit against a traced call, in a second process)."""
+    produces (tested bit for bit against a traced call, in a second process). A program that
+    fails at its first call in a process (a file that reads but does not compile) is deleted,
+    and the call traced."""
     folder = program_folder()
     if folder is None:
         counts.traced += 1
@@ -299,6 +391,7 @@ def stored_call(function, *args, **kwargs):
         counts.traced += 1
         counts.reasons.append(flat)
         return function(*args, **kwargs)
+    path = folder / f"{key}.program"
     call = _in_memory.get(key, False)
     if call is False:
         replaced = patched()
@@ -311,14 +404,12 @@ def stored_call(function, *args, **kwargs):
             counts.traced += 1
             counts.reasons.append(_tainted)
             return function(*args, **kwargs)
-        path = folder / f"{key}.program"
-        exported = _load(path) if path.exists() else None
+        exported = _load(path)
         if exported is not None:
             counts.loaded += 1
         else:
             try:
-                specs = [jax.ShapeDtypeStruct(jax.numpy.shape(x), jax.numpy.result_type(x),
-                                              weak_type=getattr(x, "weak_type", False))
+                specs = [jax.ShapeDtypeStruct(jax.numpy.shape(x), jax.numpy.result_type(x))
                          for x in flat]
                 exported = jax.export.export(jax.jit(rebuild))(*specs)
                 data = exported.serialize()
@@ -336,4 +427,18 @@ def stored_call(function, *args, **kwargs):
     if call is None:
         counts.traced += 1
         return function(*args, **kwargs)
-    return tuple(call(*flat))
+    if key in _checked:
+        return tuple(call(*flat))
+    try:
+        outputs = tuple(call(*flat))
+    except Exception as error:  # (its first call here: the program itself is at fault)
+        counts.reasons.append(f"stored program failed: {type(error).__name__}")
+        _in_memory[key] = None
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
+            pass
+        counts.traced += 1
+        return function(*args, **kwargs)
+    _checked.add(key)
+    return outputs

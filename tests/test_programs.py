@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -16,6 +17,13 @@ import pytest
 import spineid
 from spineid import _programs
 from spineid.simulation._modes import _state_jacobian
+
+
+@pytest.fixture(autouse=True)
+def _untainted(monkeypatch):
+    # Another test of this worker may have monkeypatched spineid (which stops the store for the
+    # rest of its process: `_programs.patched`); these tests start from a clean state.
+    monkeypatch.setattr(_programs, "_tainted", "")
 
 
 FIT = """
@@ -76,7 +84,7 @@ def _pair():
 
 def _key(model, t=0.0):
     """The key of the modes' Jacobian of `model` at time `t` (a spineid function)."""
-    arguments = (model, jnp.asarray(t), model.initial_state())
+    arguments = (model, jnp.asarray(t, dtype=float), model.initial_state())
     return _programs.program_key(_state_jacobian, arguments, {})[:2]
 
 
@@ -99,17 +107,28 @@ def test_the_key_names_the_structure_and_shapes_not_the_values():
     assert _key(three)[0] not in (None, key)  # other shapes
     free = eqx.tree_at(lambda m: m.lower, pair, pair.upper)  # a static field: fixed=False
     assert _key(free)[0] not in (None, key)
-    assert _key(pair, t=np.float32(0.0))[0] not in (None, key)  # another dtype
+    float32 = (pair, jnp.asarray(0.0, dtype=jnp.float32), pair.initial_state())
+    assert _programs.program_key(_state_jacobian, float32, {})[0] not in (None, key)
 
 
 def test_what_cannot_be_keyed_faithfully_is_refused_with_its_reason():
-    arguments = (jnp.asarray(0.0), _pair().initial_state())
+    arguments = (jnp.asarray(0.0, dtype=float), _pair().initial_state())
     key, reason, _ = _programs.program_key(_state_jacobian, (_Scaled(jnp.asarray(2.0)),
                                                              *arguments), {})
     assert key is None and "_Scaled" in reason
     key, reason, _ = _programs.program_key(_state_jacobian, (lambda t, y: y, *arguments), {})
     assert key is None and "<lambda>" in reason
-    assert "array" in _programs._name_functions((1.0, np.ones(3)), {})
+    assert "array" in _programs._name_functions((1.0, np.ones(3)), {}, [])
+    # A module's repr abbreviates its arrays (f64[2]): walked, and refused like any array.
+    controller = diffrax.PIDController(rtol=1e-6, atol=1e-8, jump_ts=np.array([0.1, 0.2]))
+    assert "array" in _programs._name_functions(diffrax.BacksolveAdjoint(
+        stepsize_controller=controller), {}, [])
+    # A transformation of a spineid function keeps its name: not the function's program.
+    key, reason, _ = _programs.program_key(jax.grad(_state_jacobian), arguments, {})
+    assert key is None
+    key, reason, _ = _programs.program_key(  # (a Python number made an array: weak)
+        _state_jacobian, (_pair(), jnp.asarray(0.0), _pair().initial_state()), {})
+    assert key is None and "weakly typed" in reason
 
     @eqx.filter_jit
     def local(x):
@@ -124,7 +143,7 @@ def test_a_refused_or_unexportable_call_is_traced_with_the_same_result(monkeypat
     scaled = _Scaled(jnp.asarray(2.0))
     state = (jnp.zeros(1), jnp.zeros(1))
     with pytest.raises(Exception):  # (_Scaled is no Lagrangian system: traced, and it fails)
-        _programs.stored_call(_state_jacobian, scaled, jnp.asarray(0.0), state)
+        _programs.stored_call(_state_jacobian, scaled, jnp.asarray(0.0, dtype=float), state)
     assert _programs.counts.traced == before + 1
 
     def refuse(*args, **kwargs):
@@ -133,17 +152,17 @@ def test_a_refused_or_unexportable_call_is_traced_with_the_same_result(monkeypat
     monkeypatch.setattr(jax.export, "export", refuse)
     pair = eqx.tree_at(lambda m: m.gravity, _pair(), jnp.asarray([0.0, -9.80665 * 1.5]))
     _programs.forget()
-    stored = _programs.stored_call(_state_jacobian, pair, jnp.asarray(0.0),
+    stored = _programs.stored_call(_state_jacobian, pair, jnp.asarray(0.0, dtype=float),
                                    pair.initial_state())[0]
     assert "not exportable: NotImplementedError" in _programs.counts.reasons
-    expected = _state_jacobian(pair, jnp.asarray(0.0), pair.initial_state())[0]
+    expected = _state_jacobian(pair, jnp.asarray(0.0, dtype=float), pair.initial_state())[0]
     assert np.array_equal(stored, expected)
 
 
 def test_a_damaged_program_file_is_exported_again(tmp_path, monkeypatch):
     monkeypatch.setattr(_programs, "program_folder", lambda: tmp_path / _programs.FOLDER)
     pair = _pair()
-    arguments = (pair, jnp.asarray(0.0), pair.initial_state())
+    arguments = (pair, jnp.asarray(0.0, dtype=float), pair.initial_state())
     key = _programs.program_key(_state_jacobian, arguments, {})[0]
     path = tmp_path / _programs.FOLDER / f"{key}.program"
     path.parent.mkdir(parents=True)
@@ -172,10 +191,9 @@ def test_once_a_traced_function_is_monkeypatched_no_program_is_written_or_loaded
         tmp_path, monkeypatch):
     from spineid.simulation import _modes
 
-    monkeypatch.setattr(_programs, "_tainted", "")  # (restored to "" after the test)
     monkeypatch.setattr(_programs, "program_folder", lambda: tmp_path / _programs.FOLDER)
     pair = _springs(_pair(), 2)
-    arguments = (pair, jnp.asarray(0.0), pair.initial_state())
+    arguments = (pair, jnp.asarray(0.0, dtype=float), pair.initial_state())
     original = _modes.lagrangian_vector_field
 
     def doubled(t, state, system):  # (a test's replacement: tracing follows it)
@@ -198,3 +216,47 @@ def test_once_a_traced_function_is_monkeypatched_no_program_is_written_or_loaded
     unpatched = _state_jacobian.__wrapped__(*arguments)[0]  # (traced afresh, outside jit)
     np.testing.assert_allclose(result, 2.0 * unpatched, rtol=1e-12)  # the patch was traced
     assert np.array_equal(again, result)
+
+
+def test_a_rebound_constant_and_equinox_settings_are_seen(monkeypatch):
+    from spineid.identify import _least_squares
+
+    assert _programs.patched() is None
+    with monkeypatch.context() as patch:  # a module constant read while tracing
+        patch.setattr(_least_squares, "_TAU", 1e3)
+        assert _programs.patched() == "spineid.identify._least_squares._TAU"
+    assert _programs.patched() is None
+    pair = _pair()
+    arguments = (pair, jnp.asarray(0.0, dtype=float), pair.initial_state())
+    key = _programs.program_key(_state_jacobian, arguments, {})[0]
+    monkeypatch.setenv("EQX_ON_ERROR", "nan")  # (equinox's checks traced as NaN)
+    assert _programs.program_key(_state_jacobian, arguments, {})[0] not in (None, key)
+
+
+def test_a_program_that_reads_but_fails_is_deleted_and_the_call_traced(tmp_path, monkeypatch):
+    monkeypatch.setattr(_programs, "program_folder", lambda: tmp_path / _programs.FOLDER)
+    pair = _springs(_pair(), 3)
+    arguments = (pair, jnp.asarray(0.0, dtype=float), pair.initial_state())
+    key = _programs.program_key(_state_jacobian, arguments, {})[0]
+    path = tmp_path / _programs.FOLDER / f"{key}.program"
+    _programs.forget()
+    expected = _programs.stored_call(_state_jacobian, *arguments)[0]
+    assert path.exists()
+    content = bytearray(path.read_bytes())
+    content[len(content) // 2] ^= 0xFF  # one byte flipped: the checksum tells
+    path.write_bytes(bytes(content))
+    _programs.forget()
+    exported = _programs.counts.exported
+    assert np.array_equal(_programs.stored_call(_state_jacobian, *arguments)[0], expected)
+    assert _programs.counts.exported == exported + 1  # exported again, not loaded
+
+    def broken(exported, function):  # (a program that loads but fails when called)
+        def call(*arrays):
+            raise RuntimeError("Failed to deserialize StableHLO")
+        return call
+
+    monkeypatch.setattr(_programs, "_named_call", broken)
+    _programs.forget()
+    assert np.array_equal(_programs.stored_call(_state_jacobian, *arguments)[0], expected)
+    assert _programs.counts.reasons[-1] == "stored program failed: RuntimeError"
+    assert not path.exists()  # deleted: the next process exports it again
