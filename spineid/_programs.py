@@ -21,8 +21,8 @@ every array argument. A program is not stored where that text could name two dif
 programs alike: where the arguments hold a type or a function defined outside spineid and the
 libraries it is built on (a model class of the user's own: its code is not in the key), a
 function defined inside another (`<locals>`: its closure is not in the key), an array held as
-static data (its `repr` rounds and abbreviates), a weakly typed array, or any other object
-whose `repr` is its address; where the function is not the one its module defines under its
+static data (its `repr` rounds and abbreviates), or any other object whose `repr` is its
+address; where the function is not the one its module defines under its
 name (`jax.grad(f)` keeps `f`'s name); and once any name of spineid's traced modules has been
 rebound at run time (monkeypatched: tracing follows the replacement, which no key sees; from
 then on the process stores and loads no programs, `patched`). Those calls are traced as usual.
@@ -210,8 +210,6 @@ def program_key(function, args: tuple, kwargs: dict):
     reason = _node_types(static_tree, names, kinds)
     for leaf in leaves:
         reason = reason or _name_functions(leaf, names, kinds)
-    if reason is None and any(getattr(x, "weak_type", False) for x in flat):
-        reason = "a weakly typed array argument (a stored program returns strong types)"
     if reason is not None:
         return None, reason, None
     text = (repr(static_tree) + "|" + "|".join(f"{type(v).__name__}:{v!r}" for v in leaves)
@@ -220,8 +218,8 @@ def program_key(function, args: tuple, kwargs: dict):
         text = text.replace(address, name)
     if " at 0x" in text or "object at" in text:
         return None, "an argument whose repr is its address", None
-    arrays = "|".join(f"{jax.numpy.shape(x)}:{jax.numpy.result_type(x)}:{_device(x)}"
-                      for x in flat)
+    arrays = "|".join(f"{jax.numpy.shape(x)}:{jax.numpy.result_type(x)}:{_device(x)}:"
+                      f"{getattr(x, 'weak_type', False)}" for x in flat)
     settings = ",".join(f"{name}={getattr(jax.config, name, None)}" for name in _SETTINGS)
     variables = ",".join(f"{k}={v}" for k, v in sorted(os.environ.items())
                          if k.startswith(_VARIABLE_PREFIXES))
@@ -373,24 +371,33 @@ def _named_call(exported, function):
     return jax.jit(program)
 
 
+def _strong(outputs) -> tuple:
+    # The outputs strongly typed, however they were computed (a program read from disk does not
+    # keep an output's weak type; a traced call does).
+    return tuple(jax.numpy.asarray(x, dtype=jax.numpy.result_type(x)) for x in outputs)
+
+
 def stored_call(function, *args, **kwargs):
     """`function(*args, **kwargs)` for a jitted `function` (`equinox.filter_jit`), run from its
     stored program where one exists and written for later processes where not (module
-    docstring); `function` returns a tuple of arrays, and so does this.
+    docstring); `function` returns a tuple of arrays, and so does this (strongly typed,
+    whichever way it ran).
 
     The numbers are those of `function` itself: the stored program is the one its tracing
     produces (tested bit for bit against a traced call, in a second process). A program that
     fails at its first call in a process (a file that reads but does not compile) is deleted,
     and the call traced."""
     folder = program_folder()
-    if folder is None:
+    if folder is None or any(isinstance(x, jax.core.Tracer)
+                             for x in jax.tree.leaves((args, kwargs))):
+        # (off, or called inside another trace: there the call is part of that program)
         counts.traced += 1
-        return function(*args, **kwargs)
+        return _strong(function(*args, **kwargs))
     key, flat, rebuild = program_key(function, args, kwargs)
     if key is None:
         counts.traced += 1
         counts.reasons.append(flat)
-        return function(*args, **kwargs)
+        return _strong(function(*args, **kwargs))
     path = folder / f"{key}.program"
     call = _in_memory.get(key, False)
     if call is False:
@@ -403,13 +410,14 @@ def stored_call(function, *args, **kwargs):
         if _tainted:
             counts.traced += 1
             counts.reasons.append(_tainted)
-            return function(*args, **kwargs)
+            return _strong(function(*args, **kwargs))
         exported = _load(path)
         if exported is not None:
             counts.loaded += 1
         else:
             try:
-                specs = [jax.ShapeDtypeStruct(jax.numpy.shape(x), jax.numpy.result_type(x))
+                specs = [jax.ShapeDtypeStruct(jax.numpy.shape(x), jax.numpy.result_type(x),
+                                              weak_type=getattr(x, "weak_type", False))
                          for x in flat]
                 exported = jax.export.export(jax.jit(rebuild))(*specs)
                 data = exported.serialize()
@@ -426,11 +434,11 @@ def stored_call(function, *args, **kwargs):
         _in_memory[key] = call
     if call is None:
         counts.traced += 1
-        return function(*args, **kwargs)
+        return _strong(function(*args, **kwargs))
     if key in _checked:
-        return tuple(call(*flat))
+        return _strong(call(*flat))
     try:
-        outputs = tuple(call(*flat))
+        outputs = _strong(call(*flat))
     except Exception as error:  # (its first call here: the program itself is at fault)
         counts.reasons.append(f"stored program failed: {type(error).__name__}")
         _in_memory[key] = None
@@ -439,6 +447,6 @@ def stored_call(function, *args, **kwargs):
         except OSError:
             pass
         counts.traced += 1
-        return function(*args, **kwargs)
+        return _strong(function(*args, **kwargs))
     _checked.add(key)
     return outputs
