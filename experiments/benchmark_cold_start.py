@@ -14,8 +14,8 @@
    process of its own (experiments/benchmark_fit.py's peer, rtol 1e-6, the tolerance that
    reproduces the reference estimate there).
 3. A batch of 40 trajectory fits of that model (noisy records of 451-501 samples, as trimmed
-   tests are) in one `spineid fit FOLDER --each` call, against the 40 scipy fits in one
-   process; and the same 40 fits from Python (`spineid.fit` in a loop, one process), with an
+   tests are) in one `spineid fit FOLDER --each` call (and again with `--no-plots`), against
+   the 40 scipy fits in one process; and the same 40 fits from Python (`spineid.fit` in a loop, one process), with an
    empty cache and again as a second process (its compiled and traced programs on disk).
 
 Run: `python experiments/benchmark_cold_start.py [--tables 78] [--fits 40] [--parts 123]`.
@@ -203,16 +203,20 @@ def part_batch(work: pathlib.Path, model: pathlib.Path, folder: pathlib.Path, co
                "--free", "stiffness", "--noise", NOISE, "--overwrite", "--out",
                str(work / "batch")]
     ours, _ = timed_process(command, {"SPINEID_CACHE_DIR": str(work / "cache-fit")})
+    bare, _ = timed_process(command[:-1] + [str(work / "batch-bare"), "--no-plots"],
+                            {"SPINEID_CACHE_DIR": str(work / "cache-fit")})
     peer, _ = timed_process([sys.executable, __file__, "--scipy", str(folder)])
     loop = [timed_process([sys.executable, __file__, "--python-loop", str(model), str(folder)],
                           {"SPINEID_CACHE_DIR": str(work / "cache-loop")})[0]
             for _ in range(2)]
     print(f"3. {count} fits of the pair (records of 451-501 samples):")
     print(f"   spineid fit --each (one call, with every output and plot)  {ours:6.2f} s")
+    print(f"   spineid fit --each --no-plots (the same, no per-file plot) {bare:6.2f} s")
     print(f"   spineid.fit in a loop (a Python process, no outputs)       {loop[0]:6.2f} s "
           f"(empty cache), {loop[1]:.2f} s (a second process)")
     print(f"   scipy, {count} fits in one process                           {peer:6.2f} s")
-    print(f"   ratio scipy / spineid: {peer / ours:.1f}x (command), {peer / loop[0]:.1f}x and "
+    print(f"   ratio scipy / spineid: {peer / ours:.1f}x (command), {peer / bare:.1f}x (command "
+          f"without plots), {peer / loop[0]:.1f}x and "
           f"{peer / loop[1]:.1f}x (Python); target >= 20x")
 
 

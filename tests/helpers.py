@@ -64,6 +64,22 @@ def document(*, springs=(), torsion=(), loads=(), lower_free=False, gravity=None
     return doc
 
 
+def noisy_pair_script(free: list[str]) -> str:
+    """Python source, for a test's fresh process, that builds `problem`: a `FitProblem` of the
+    bundled 4-axial-spring pair freeing `free`, on 0.2 s of its simulation with seeded noise."""
+    return f"""
+import numpy as np
+import spineid
+model_file = spineid.load_model_file(spineid.dataset_path("axial_4_springs.toml"))
+ts = np.linspace(0.0, 0.2, 101)
+clean = np.array([model_file.model.observe(q)
+                  for q in spineid.simulate(model_file.model, ts).q])
+data = clean + np.random.default_rng(0).normal(size=clean.shape) * [5e-6, 5e-6, 1.7e-4]
+problem = spineid.FitProblem(model_file, spineid.Measurement(ts, data, ("x", "y", "theta")),
+                             {free!r}, {{"x": 5e-6, "y": 5e-6, "theta": 1.7e-4}})
+"""
+
+
 def model(**kwargs) -> spineid.PlanarPair:
     return spineid.model_from_document(document(**kwargs))
 

@@ -56,8 +56,11 @@ def test_a_folder_of_tests_with_a_broken_file(tmp_path):
     marker = json.loads((out / "spineid-outputs.json").read_text())
     assert marker["complete"] and "c5_Ant/report.json" in marker["files"]
     # Each file's result equals the run of that file alone.
-    alone = tmp_path / "alone"
-    assert main(["table", str(folder / "c6_Ant.csv"), "--out", str(alone), *TABLE]) == 0
+    alone = tmp_path / "alone"  # (without plots: the same numbers)
+    assert main(["table", str(folder / "c6_Ant.csv"), "--out", str(alone), *TABLE,
+                 "--no-plots"]) == 0
+    assert (alone / "law.toml").is_file() and not list(alone.glob("*.png"))
+    assert (out / "c6_Ant" / "law_fit.png").is_file()
     report = json.loads((alone / "report.json").read_text())
     batch_report = json.loads((out / "c6_Ant" / "report.json").read_text())
     assert batch_report["parameters"] == report["parameters"]
@@ -84,6 +87,14 @@ def test_fit_each_file_on_its_own(tmp_path):
     assert all(row["status"] == "ok" and row["explains_data"] == "true" for row in rows)
     assert (out / "run1" / "fitted.toml").is_file()
     assert rows[0]["springs[0].stiffness"] != rows[1]["springs[0].stiffness"]
+    assert {p.name for p in (out / "run1").glob("*.png")} == {
+        "fit.png", "residuals.png", "identifiability.png"}
+    bare = tmp_path / "bare"  # the same batch without its per-file plots
+    assert main(["fit", str(model), str(tmp_path / "run*.csv"), "--each", "--free",
+                 "stiffness", "--solver", "lm", "--out", str(bare), "--no-plots"]) == 0
+    assert summary(bare)[0]["springs[0].stiffness"] == rows[0]["springs[0].stiffness"]
+    assert (bare / "run1" / "report.json").is_file() and not list(bare.glob("run*/*.png"))
+    assert (bare / "population.png").is_file()
 
 
 def test_refusals_and_names(tmp_path):

@@ -16,6 +16,8 @@ import pytest
 
 import spineid
 
+from helpers import noisy_pair_script
+
 
 def _python(code: str, tmp_path, **environment) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPINEID_CACHE")}
@@ -97,17 +99,9 @@ def test_a_second_process_loads_the_trajectory_fit_the_first_compiled(tmp_path):
     cache = tmp_path / "cache"
     code = """
 import logging, sys
-import numpy as np
 logging.basicConfig(level=logging.DEBUG, stream=sys.stdout, format="%(message)s")
 logging.getLogger("jax._src.compiler").setLevel(logging.DEBUG)
-import spineid
-model_file = spineid.load_model_file(spineid.dataset_path("axial_4_springs.toml"))
-ts = np.linspace(0.0, 0.2, 101)
-clean = np.array([model_file.model.observe(q)
-                  for q in spineid.simulate(model_file.model, ts).q])
-data = clean + np.random.default_rng(0).normal(size=clean.shape) * [5e-6, 5e-6, 1.7e-4]
-problem = spineid.FitProblem(model_file, spineid.Measurement(ts, data, ("x", "y", "theta")),
-                             ["springs[0].stiffness"], {"x": 5e-6, "y": 5e-6, "theta": 1.7e-4})
+""" + noisy_pair_script(["springs[0].stiffness"]) + """
 print("converged", spineid.fit(problem, "lm").converged)
 """
     first = _python(code, tmp_path, SPINEID_CACHE_DIR=str(cache))

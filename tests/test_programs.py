@@ -18,6 +18,8 @@ import spineid
 from spineid import _programs
 from spineid.simulation._modes import _state_jacobian
 
+from helpers import noisy_pair_script
+
 
 @pytest.fixture(autouse=True)
 def _untainted(monkeypatch):
@@ -26,17 +28,8 @@ def _untainted(monkeypatch):
     monkeypatch.setattr(_programs, "_tainted", "")
 
 
-FIT = """
-import numpy as np
-import spineid, spineid._programs as programs
-model_file = spineid.load_model_file(spineid.dataset_path("axial_4_springs.toml"))
-ts = np.linspace(0.0, 0.2, 101)
-clean = np.array([model_file.model.observe(q)
-                  for q in spineid.simulate(model_file.model, ts).q])
-data = clean + np.random.default_rng(0).normal(size=clean.shape) * [5e-6, 5e-6, 1.7e-4]
-problem = spineid.FitProblem(model_file, spineid.Measurement(ts, data, ("x", "y", "theta")),
-                             ["springs[0].stiffness", "springs[2].stiffness"],
-                             {"x": 5e-6, "y": 5e-6, "theta": 1.7e-4})
+FIT = noisy_pair_script(["springs[0].stiffness", "springs[2].stiffness"]) + """
+import spineid._programs as programs
 result = spineid.fit(problem, "lm")
 print("values", [float(v).hex() for v in result.values])
 print("stderr", [float(v).hex() for v in result.stderr])

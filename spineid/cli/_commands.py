@@ -224,12 +224,13 @@ def command_fit(arguments) -> int:
     )
     result = fit(problem, solver, progress="steps" if arguments.steps else True)
     out = arguments.output
-    paths = write_fit_outputs(result, problem, out)
+    plots = not arguments.no_plots
+    paths = write_fit_outputs(result, problem, out, plots)
     print(result.summary())
     # Profiles after the fit's files are written: a long fit is never lost to a profile.
     profiles = _profiles(result, arguments.profile)
     if profiles:
-        paths += write_profile_outputs(result.report(), profiles, out)[1:]
+        paths += write_profile_outputs(result.report(), profiles, out, plots)[1:]
     out.finish()
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0 if result.converged and result.explains_data is not False else 1
@@ -290,7 +291,7 @@ def command_recover(arguments) -> int:
         result = recover(problem, max_atoms=arguments.max_atoms, progress=True)
     else:
         result = recover_grid(problem, arguments.grid, progress=True)
-    paths = write_recovery_outputs(result, problem, arguments.output)
+    paths = write_recovery_outputs(result, problem, arguments.output, not arguments.no_plots)
     arguments.output.finish()
     print(result.summary())
     print("wrote " + ", ".join(str(p) for p in paths))
@@ -324,10 +325,10 @@ def command_stiffness(arguments) -> int:
         "# Fitted by `spineid stiffness` from " + pathlib.Path(arguments.data).name + ": paste "
         "into a spatial_pair model and add frame1, frame2 (and damping).\n"
         + dumps_toml(fragment))
-    plot = plot_stiffness_fit(result, test, out / "loads.png")
+    plots = [] if arguments.no_plots else [plot_stiffness_fit(result, test, out / "loads.png")]
     out.finish()
     print(result.summary())
-    print(f"wrote {report}, {out / 'stiffness.toml'}, {plot}")
+    print(", ".join(["wrote " + str(report), str(out / "stiffness.toml"), *map(str, plots)]))
     return 0 if result.explains_data is not False else 1
 
 
@@ -383,13 +384,14 @@ def command_table(arguments) -> int:
         "# Fitted by `spineid table` from " + pathlib.Path(arguments.data).name + ": use as the "
         "`law` of a [[torsion]] (rad, N m) or of a table bushing's degree of freedom.\n"
         + dumps_toml({"law": result.law_table()}))
-    plot = plot_law_fit(result, data, out / "law_fit.png", unit=arguments.unit)
+    plots = not arguments.no_plots
+    plot = [plot_law_fit(result, data, out / "law_fit.png", unit=arguments.unit)] if plots else []
     print(result.summary())
     profiles = _profiles(result, arguments.profile)
-    profile_plots = write_profile_outputs(contents, profiles, out)[1:] if profiles else []
+    profile_plots = write_profile_outputs(contents, profiles, out, plots)[1:] if profiles else []
     out.finish()
-    print(f"wrote {report}, {out / 'law.toml'}, {plot}"
-          + "".join(f", {path}" for path in profile_plots))
+    print(", ".join(["wrote " + str(report), str(out / "law.toml"),
+                     *map(str, plot + profile_plots)]))
     return 0 if result.converged and result.explains_data is not False else 1
 
 

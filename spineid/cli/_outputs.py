@@ -302,20 +302,22 @@ def profile_file_name(name: str) -> str:
     return "profile_" + re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_") + ".png"
 
 
-def write_profile_outputs(report: dict, profiles, out: OutputFolder) -> list[pathlib.Path]:
+def write_profile_outputs(report: dict, profiles, out: OutputFolder, plots: bool = True
+                          ) -> list[pathlib.Path]:
     """Add `profiles` (`Profile`s) to a fit's `report` (its `profiles` entry), write it again
-    as report.json, and plot each profile into `out`; returns the paths."""
+    as report.json, and (with `plots`) plot each profile into `out`; returns the paths."""
     report = dict(report, profiles=[profile.to_dict() for profile in profiles])
     return [write_json(out / "report.json", report),
             *[plot_profile(profile, out / profile_file_name(profile.name))
-              for profile in profiles]]
+              for profile in (profiles if plots else [])]]
 
 
-def write_fit_outputs(result, problem, out: OutputFolder) -> list[pathlib.Path]:
-    """Write fitted.toml, report.json (with `profiles: []`), the fit plots and, for a model that
-    can be written in another program's format (`export_formats`), that file (e.g.
-    fitted.osim) into `out`; returns the paths. Nothing is written for a result that holds a
-    non-finite number (`refuse_non_finite`)."""
+def write_fit_outputs(result, problem, out: OutputFolder, plots: bool = True
+                      ) -> list[pathlib.Path]:
+    """Write fitted.toml, report.json (with `profiles: []`), the fit plots (unless `plots` is
+    false) and, for a model that can be written in another program's format
+    (`export_formats`), that file (e.g. fitted.osim) into `out`; returns the paths. Nothing is
+    written for a result that holds a non-finite number (`refuse_non_finite`)."""
     refuse_non_finite(result.report(), "fit")
     refuse_unphysical(result.names, result.values, "fit")
     if not all(np.all(np.isfinite(p)) for p in result.predictions):
@@ -329,10 +331,11 @@ def write_fit_outputs(result, problem, out: OutputFolder) -> list[pathlib.Path]:
     paths = [
         write_model_file(out / "fitted.toml", problem.model_file, result.fitted_values()),
         write_json(out / "report.json", dict(result.report(), profiles=[])),
-        plot_fit(result, channels, out / "fit.png"),
-        plot_residuals(result, channels, out / "residuals.png"),
-        plot_identifiability(result, out / "identifiability.png"),
     ]
+    if plots:
+        paths += [plot_fit(result, channels, out / "fit.png"),
+                  plot_residuals(result, channels, out / "residuals.png"),
+                  plot_identifiability(result, out / "identifiability.png")]
     model = problem.model_file.model
     formats = model.export_formats()
     if formats:
@@ -343,16 +346,20 @@ def write_fit_outputs(result, problem, out: OutputFolder) -> list[pathlib.Path]:
     return paths
 
 
-def write_recovery_outputs(result, problem, out: OutputFolder) -> list[pathlib.Path]:
-    """Write fitted.toml (the atoms as [[springs]]), report.json and the plots of a measure
-    recovery into `out`; returns the paths (none for a result with a non-finite number)."""
+def write_recovery_outputs(result, problem, out: OutputFolder, plots: bool = True
+                           ) -> list[pathlib.Path]:
+    """Write fitted.toml (the atoms as [[springs]]), report.json and (unless `plots` is false)
+    the plots of a measure recovery into `out`; returns the paths (none for a result with a
+    non-finite number)."""
     refuse_non_finite(result.report(), "recovery")
     channels = problem.channels
     document = result.fitted_document(problem.model_file)
-    return [
+    paths = [
         write_model_file(out / "fitted.toml", problem.model_file, {}, document),
         write_json(out / "report.json", result.report()),
-        *plot_measure(result, out / "density.png", out / "cumulative.png"),
-        plot_fit(result, channels, out / "fit.png"),
-        plot_residuals(result, channels, out / "residuals.png"),
     ]
+    if plots:
+        paths += [*plot_measure(result, out / "density.png", out / "cumulative.png"),
+                  plot_fit(result, channels, out / "fit.png"),
+                  plot_residuals(result, channels, out / "residuals.png")]
+    return paths
