@@ -30,8 +30,11 @@ then on the process stores and loads no programs, `patched`). Those calls are tr
 Programs are written (atomically, behind a checksum) to `spineid-programs/` inside JAX's
 compilation cache directory, and only while that cache is on (`SPINEID_CACHE=off` turns both
 off; `SPINEID_PROGRAMS=off` only the programs). A program that cannot be exported (one that
-calls back into Python, such as a solve that prints each step) is traced as usual, as is one
-whose file is unreadable or damaged; one that reads but fails at its first call is deleted.
+calls back into Python: a solve that prints each step, or the implicit integrators' checks of
+the stiff head-neck chain) is traced as usual, once (the trace the export attempt made is run),
+and a note beside it (`<key>.traced`) keeps later processes from trying again; one whose file
+is unreadable or damaged is exported again; one that reads but fails at its first call is
+deleted.
 Deleting the folder is always safe.
 
 Outputs: the function must return a tuple of arrays (the structure a serialized program keeps);
@@ -89,6 +92,7 @@ _in_memory: dict = {}  # key -> the jitted exported call (or None: not exportabl
 _tainted = ""  # why this process stores no programs (a replacement was seen: `patched`)
 _bound: dict = {}  # module -> {owner: {name: object}}: `remember_bindings`
 _checked: set = set()  # keys whose program has run once in this process
+_traced: set = set()  # keys whose function cannot be exported: run traced, under jit
 
 
 @functools.cache
@@ -359,6 +363,7 @@ def forget() -> None:
     JAX's compiled programs); later calls load them from disk again."""
     _in_memory.clear()
     _checked.clear()
+    _traced.clear()
 
 
 def _named_call(exported, function):
@@ -411,37 +416,20 @@ def stored_call(function, *args, **kwargs):
             counts.traced += 1
             counts.reasons.append(_tainted)
             return _strong(function(*args, **kwargs))
-        exported = _load(path)
-        if exported is not None:
-            counts.loaded += 1
-        else:
-            try:
-                specs = [jax.ShapeDtypeStruct(jax.numpy.shape(x), jax.numpy.result_type(x),
-                                              weak_type=getattr(x, "weak_type", False))
-                         for x in flat]
-                exported = jax.export.export(jax.jit(rebuild))(*specs)
-                data = exported.serialize()
-            except Exception as error:  # (callbacks, custom calls export refuses): traced
-                counts.reasons.append(f"not exportable: {type(error).__name__}")
-                exported = None
-            else:
-                counts.exported += 1
-                try:
-                    _write(path, bytes(data))
-                except OSError:  # (a read-only cache: this process still uses the program)
-                    pass
-        call = None if exported is None else _named_call(exported, function)
+        call = _prepared(function, key, flat, rebuild, path)
         _in_memory[key] = call
-    if call is None:
+    if key in _traced:
         counts.traced += 1
-        return _strong(function(*args, **kwargs))
     if key in _checked:
         return _strong(call(*flat))
     try:
         outputs = _strong(call(*flat))
-    except Exception as error:  # (its first call here: the program itself is at fault)
+    except Exception as error:
+        if key in _traced:  # (the function's own failure, traced as usual)
+            raise
+        # Its first call here: the stored program itself is at fault.
         counts.reasons.append(f"stored program failed: {type(error).__name__}")
-        _in_memory[key] = None
+        _in_memory.pop(key, None)
         try:
             path.unlink(missing_ok=True)
         except OSError:
@@ -450,3 +438,46 @@ def stored_call(function, *args, **kwargs):
         return _strong(function(*args, **kwargs))
     _checked.add(key)
     return outputs
+
+
+def _prepared(function, key: str, flat, rebuild, path: pathlib.Path):
+    """The callable of `key`'s arrays: the stored program, loaded or exported now; or, where it
+    cannot be exported, `rebuild` under `jit` (traced as usual, once: the trace the failed
+    export made is reused), with a note beside the program's path so that later processes do
+    not try again (`<key>.traced`, its reason inside)."""
+    rebuild.__name__ = rebuild.__qualname__ = function.__name__.lstrip("_")
+    jitted = jax.jit(rebuild)
+    marker = path.with_suffix(".traced")
+    try:
+        noted = marker.is_file()
+    except OSError:
+        noted = False
+    if noted:
+        _traced.add(key)
+        counts.reasons.append("not exportable (noted by an earlier process)")
+        return jitted
+    exported = _load(path)
+    if exported is not None:
+        counts.loaded += 1
+        return _named_call(exported, function)
+    try:
+        specs = [jax.ShapeDtypeStruct(jax.numpy.shape(x), jax.numpy.result_type(x),
+                                      weak_type=getattr(x, "weak_type", False)) for x in flat]
+        exported = jax.export.export(jitted)(*specs)
+        data = exported.serialize()
+    except Exception as error:  # (host callbacks, custom calls export refuses): traced
+        reason = f"not exportable: {type(error).__name__}: {str(error)[:200]}"
+        counts.reasons.append(reason)
+        _traced.add(key)
+        if not isinstance(error, (ImportError, OSError)):  # (the program's, not the setup's)
+            try:
+                _write(marker, reason.encode())
+            except OSError:
+                pass
+        return jitted
+    counts.exported += 1
+    try:
+        _write(path, bytes(data))
+    except OSError:  # (a read-only cache: this process still uses the program)
+        pass
+    return _named_call(exported, function)
