@@ -15,8 +15,10 @@
    reproduces the reference estimate there).
 3. A batch of 40 trajectory fits of that model (noisy records of 451-501 samples, as trimmed
    tests are) in one `spineid fit FOLDER --each` call (and again with `--no-plots`), against
-   the 40 scipy fits in one process; and the same 40 fits from Python (`spineid.fit` in a loop, one process), with an
-   empty cache and again as a second process (its compiled and traced programs on disk).
+   the 40 scipy fits in one process; and the same 40 fits from Python (`spineid.fit` in a loop,
+   one process), with an empty cache and again as a second process (its compiled and traced
+   programs on disk), and as one `spineid.fit_batch` on `spineid.Local(threads=N)` (N the
+   cores this process may use; a second process).
 
 Run: `python experiments/benchmark_cold_start.py [--tables 78] [--fits 40] [--parts 123]`.
 Targets (issue): 78 table fits in <= 0.5 s per file for the whole call; `spineid fit` as a second
@@ -209,26 +211,41 @@ def part_batch(work: pathlib.Path, model: pathlib.Path, folder: pathlib.Path, co
     loop = [timed_process([sys.executable, __file__, "--python-loop", str(model), str(folder)],
                           {"SPINEID_CACHE_DIR": str(work / "cache-loop")})[0]
             for _ in range(2)]
+    threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2
+    threaded, _ = timed_process([sys.executable, __file__, "--python-loop", str(model),
+                                 str(folder), str(threads)],
+                                {"SPINEID_CACHE_DIR": str(work / "cache-loop")})
     print(f"3. {count} fits of the pair (records of 451-501 samples):")
     print(f"   spineid fit --each (one call, with every output and plot)  {ours:6.2f} s")
     print(f"   spineid fit --each --no-plots (the same, no per-file plot) {bare:6.2f} s")
     print(f"   spineid.fit in a loop (a Python process, no outputs)       {loop[0]:6.2f} s "
           f"(empty cache), {loop[1]:.2f} s (a second process)")
+    print(f"   spineid.fit_batch on Local(threads={threads}) (a second process)      "
+          f"{threaded:6.2f} s")
     print(f"   scipy, {count} fits in one process                           {peer:6.2f} s")
     print(f"   ratio scipy / spineid: {peer / ours:.1f}x (command), {peer / bare:.1f}x (command "
           f"without plots), {peer / loop[0]:.1f}x and "
-          f"{peer / loop[1]:.1f}x (Python); target >= 20x")
+          f"{peer / loop[1]:.1f}x (Python loop), {peer / threaded:.1f}x (fit_batch, "
+          f"{threads} threads); target >= 20x")
 
 
-def python_loop(model: str, folder: str) -> None:
+def python_loop(model: str, folder: str, threads: int = 0) -> None:
+    """The 40 fits from Python: `spineid.fit` in a loop (`threads` 0), or `spineid.fit_batch`
+    on `spineid.Local(threads=threads)`."""
     import spineid
 
-    noise = dict(item.split("=") for item in NOISE.split(","))
+    noise = {k: float(v) for k, v in (item.split("=") for item in NOISE.split(","))}
     model_file = spineid.load_model_file(model)
-    for path in sorted(pathlib.Path(folder).glob("*.csv")):
-        measurement = spineid.Measurement.from_csv(path, ("x", "y", "theta"))
-        spineid.fit(spineid.FitProblem(model_file, measurement, ["stiffness"],
-                                       {k: float(v) for k, v in noise.items()}))
+    problems = [spineid.FitProblem(model_file,
+                                   spineid.Measurement.from_csv(path, ("x", "y", "theta")),
+                                   ["stiffness"], noise)
+                for path in sorted(pathlib.Path(folder).glob("*.csv"))]
+    if threads:
+        fits = spineid.fit_batch(problems, executor=spineid.Local(threads=threads))
+        assert not fits.errors and fits.converged.all(), fits.summary()
+    else:
+        for problem in problems:
+            spineid.fit(problem)
 
 
 def main() -> None:
@@ -258,6 +275,6 @@ if __name__ == "__main__":
     elif len(sys.argv) > 2 and sys.argv[1] == "--scipy":
         scipy_folder(sys.argv[2])
     elif len(sys.argv) > 3 and sys.argv[1] == "--python-loop":
-        python_loop(sys.argv[2], sys.argv[3])
+        python_loop(sys.argv[2], sys.argv[3], *map(int, sys.argv[4:5]))
     else:
         main()

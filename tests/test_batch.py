@@ -95,6 +95,23 @@ def test_fit_each_file_on_its_own(tmp_path):
     assert summary(bare)[0]["springs[0].stiffness"] == rows[0]["springs[0].stiffness"]
     assert (bare / "run1" / "report.json").is_file() and not list(bare.glob("run*/*.png"))
     assert (bare / "population.png").is_file()
+    # Two files at once on two threads: the same numbers, each file's log its own printing,
+    # every figure drawn.
+    threaded = tmp_path / "threaded"
+    assert main(["fit", str(model), str(tmp_path / "run*.csv"), "--each", "--free",
+                 "stiffness", "--solver", "lm", "--out", str(threaded), "--threads", "2"]) == 0
+    for row, alone in zip(summary(threaded), rows):
+        assert {k: v for k, v in row.items() if k != "seconds"} == {
+            k: v for k, v in alone.items() if k != "seconds"}
+    for i in range(2):
+        log = (threaded / f"run{i}" / "log.txt").read_text()
+        assert log.count("fitting 4 parameter(s)") == 1 and f"run{i}.csv" in log
+        assert f"run{1 - i}.csv" not in log
+    assert len(list(threaded.glob("run*/*.png"))) == 6
+    assert main(["fit", str(model), str(tmp_path / "run*.csv"), "--each", "--free",
+                 "stiffness", "--out", str(tmp_path / "no"), "--threads", "2", "--executor",
+                 "dask"]) == 2  # (a Dask worker runs one file at a time)
+    assert not (tmp_path / "no").exists()
 
 
 def test_refusals_and_names(tmp_path):

@@ -1,7 +1,7 @@
 """Batches on executors (`spineid.run_batch`, `spineid.fit_batch`, `fit_many(executor=...)`,
 `MultiStart(executor=...)`): this process, two host devices (a thread each) or a two-worker
 Dask LocalCluster give the same numbers, failures are records and the batch goes on, a worker
-that dies has its chunk retried and then reported, an interrupted batch resumes from its
+that dies has its chunk retried and then reported, threads of this process share the chunks, an interrupted batch resumes from its
 folder without running finished chunks again, and a folder of another batch is refused.
 
 Oracles: the same fits run one by one with `spineid.fit` in this process (the executors must
@@ -13,6 +13,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import threading
 import time
 
 import jax
@@ -175,6 +176,44 @@ def where_it_ran(item):
     if item == 13:
         raise ValueError("thirteen is refused")
     return str(next(iter(jax.numpy.zeros(1).devices())))
+
+
+def which_thread(item):
+    """The thread an item ran on (a little work each, so that every thread takes chunks)."""
+    time.sleep(0.02)
+    if item == 13:
+        raise ValueError("thirteen is refused")
+    return threading.current_thread().name
+
+
+def test_threads_of_this_process_give_its_numbers_and_share_the_chunks(monte_carlo, tmp_path):
+    problem, draws = monte_carlo
+    threaded = spineid.fit_many(problem, [draws], executor=spineid.Local(threads=2), chunk=1)
+    alone = spineid.fit_many(problem, [draws], executor=spineid.Local(), chunk=1)
+    for field in ("values", "stderr", "cost", "converged", "explains_data"):
+        np.testing.assert_array_equal(threaded[field], alone[field])
+    assert not threaded["errors"] and threaded["converged"].all()
+    # Both threads took chunks; a failing item is a record, and the batch goes on.
+    executor = spineid.Local(threads=2)
+    assert executor.describe() == "local (this process, 2 threads)"
+    batch = spineid.run_batch(which_thread, list(range(20)), chunk=1, executor=executor)
+    assert set(r for r in batch.results if r) == {"spineid-local-0", "spineid-local-1"}
+    assert [r["index"] for r in batch.failures] == [13]
+    # By default, chunks small enough that each thread runs several (one thread: 25 items).
+    items = [(v, None) for v in range(40)]
+    assert spineid.run_batch(square, items, executor=executor).ran == 8
+    assert spineid.run_batch(square, items).ran == 2
+    # An interruption ends the batch; resumed on one thread, it keeps the chunks it was cut in.
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        spineid.run_batch(square, items[:30] + [(-2, None)] + items[31:], executor=executor,
+                          out=out, key="threads")
+    resumed = spineid.run_batch(square, items, out=out, key="threads", resume=True)
+    assert json.loads((out / "batch.json").read_text())["chunk"] == 5
+    assert resumed.resumed >= 1 and [r and r["square"] for r in resumed.results] == [
+        None if v == 13 else v * v for v in range(40)]  # (13: a failure record)
+    with pytest.raises(ValueError, match="threads=0"):
+        spineid.Local(threads=0)
 
 
 @pytest.mark.own_process(env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"})

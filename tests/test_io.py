@@ -210,7 +210,8 @@ def test_outputs_are_written_atomically(tmp_path):
     # A figure goes through the same rename, in the format of the target's suffix.
     import matplotlib.pyplot as plt
 
-    from spineid.plots._common import _save, use_file_backend
+    from spineid.plots import use_file_backend
+    from spineid.plots._common import _save
 
     use_file_backend()
     saved = _save(plt.figure(), tmp_path / "figure.png")

@@ -13,6 +13,7 @@ import time
 import pytest
 
 import spineid
+import spineid.plots
 from spineid.cli import main
 from spineid.cli._outputs import MARKER
 
@@ -70,12 +71,10 @@ def test_overwrite_removes_a_stale_output_of_the_same_verb(tmp_path, capsys):
 
 
 def test_an_interrupted_run_leaves_a_visibly_incomplete_folder(tmp_path, capsys, monkeypatch):
-    from spineid.cli import _commands
-
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(_commands, "plot_load_laws", interrupted)  # the second plot
+    monkeypatch.setattr(spineid.plots, "plot_load_laws", interrupted)  # the second plot
     out = tmp_path / "out"
     assert main(["database", "--out", str(out)]) == 130
     marker = _marker(out)
@@ -186,15 +185,13 @@ def test_a_time_limit_stops_a_run_with_one_line_and_an_incomplete_marker(tmp_pat
                                                                          monkeypatch):
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("the time limit is a signal: it needs the main thread")
-    from spineid.cli import _commands
-
-    original = _commands.plot_load_laws
+    original = spineid.plots.plot_load_laws
 
     def slow(*args, **kwargs):  # a verb that would run on for a minute
         time.sleep(60)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(_commands, "plot_load_laws", slow)
+    monkeypatch.setattr(spineid.plots, "plot_load_laws", slow)
     out = tmp_path / "out"
     clock = time.perf_counter()
     assert main(["database", "--out", str(out), "--time-limit", "2"]) == 124

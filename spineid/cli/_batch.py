@@ -20,6 +20,7 @@ import math
 import pathlib
 import re
 import sys
+import threading
 import time
 
 import equinox as eqx
@@ -27,8 +28,7 @@ import equinox as eqx
 from ..executors import Dask, Local
 from ..executors import run_batch as parallel_run
 from ..io import write_table, write_text_atomically
-from ..plots import plot_population
-from ._outputs import MARKER, OutputFolder
+from ._outputs import figures, MARKER, OutputFolder
 
 # The files a folder given as data contributes.
 DATA_SUFFIXES = (".csv", ".sto", ".mot", ".trc", ".c3d")
@@ -207,8 +207,8 @@ def _write_summary(out: OutputFolder, rows: list[dict]) -> pathlib.Path:
 
 # Arguments that say where and how a batch runs, not what it computes: left out of the key
 # that a resumed batch must match.
-_HOW = ("output", "out", "overwrite", "resume", "executor", "scheduler", "workers", "data",
-        "time_limit", "run")
+_HOW = ("output", "out", "overwrite", "resume", "executor", "scheduler", "workers", "threads",
+        "data", "time_limit", "run")
 
 
 def _batch_key(arguments, data: list[pathlib.Path]) -> str:
@@ -222,14 +222,73 @@ def _batch_key(arguments, data: list[pathlib.Path]) -> str:
 
 
 def executor_of(arguments):
-    """The executor the options ask for: `--executor local` (default; this process) or
-    `dask` (`--workers` local worker processes, or the cluster at `--scheduler`)."""
+    """The executor the options ask for: `--executor local` (default; this process, on
+    `--threads` threads) or `dask` (`--workers` local worker processes, or the cluster at
+    `--scheduler`)."""
     scheduler = getattr(arguments, "scheduler", None)
+    threads = getattr(arguments, "threads", None)
     if getattr(arguments, "executor", "local") == "local" and scheduler is None:
         if getattr(arguments, "workers", None) is not None:
             raise ValueError("--workers: only with --executor dask")
-        return Local()
+        return Local(threads=threads or 1)
+    if threads is not None:
+        raise ValueError("--threads: only with --executor local (a Dask worker runs one "
+                         "file at a time; --workers sets how many)")
     return Dask(scheduler=scheduler, workers=getattr(arguments, "workers", None) or 2)
+
+
+class _ThreadsOutput:
+    """`sys.stdout` or `sys.stderr` while a batch's files run on threads of this process: what
+    a thread writes goes to the buffer it captures into (`_captured`: its file's log.txt),
+    anything else to the stream this stands in for."""
+
+    def __init__(self, stream):
+        self.stream, self.local = stream, threading.local()
+
+    def _target(self):
+        return getattr(self.local, "buffer", None) or self.stream
+
+    def write(self, text: str) -> int:
+        return self._target().write(text)
+
+    def flush(self) -> None:
+        self._target().flush()
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
+@contextlib.contextmanager
+def _threads_output(threaded: bool):
+    # Where several files run at once in this process, each thread's printing is routed to
+    # its own file's log (`_captured`); `contextlib.redirect_stdout` swaps the process's stream.
+    if not threaded:
+        yield
+        return
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _ThreadsOutput(sys.stdout), _ThreadsOutput(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+@contextlib.contextmanager
+def _captured(log: io.StringIO):
+    # What the verb prints, into `log`: this thread's share of the routed streams, or the
+    # process's streams redirected (one file at a time, or a worker process).
+    routed = [s for s in (sys.stdout, sys.stderr) if isinstance(s, _ThreadsOutput)]
+    if routed:
+        for stream in routed:
+            stream.local.buffer = log
+        try:
+            yield
+        finally:
+            for stream in routed:
+                stream.local.buffer = None
+        return
+    with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        yield
 
 
 class _WorkerFolder:
@@ -272,7 +331,7 @@ def run_file(job: dict) -> dict:
     clock = time.perf_counter()
     error, status, report = None, 2, None
     try:
-        with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        with _captured(log):
             status = job["verb"](single)
     except (ValueError, OSError, MemoryError, eqx.EquinoxRuntimeError) as caught:
         error = " ".join(str(caught).split()) or type(caught).__name__
@@ -342,12 +401,13 @@ def run_batch(arguments, verb, data: list[pathlib.Path], data_field: str = "data
             progress(data[index], rows[index]["status"], rows[index]["seconds"])
 
     out.file(".batch/batch.json")  # (prepares the folder; listed in the marker)
-    parallel_run(run_file, jobs, executor=executor, chunk=1, out=out.path / ".batch",
-                 resume=getattr(arguments, "resume", False), overwrite=True,
-                 key=_batch_key(arguments, data), on_chunk=arrived)
+    with _threads_output(isinstance(executor, Local) and executor.threads > 1):
+        parallel_run(run_file, jobs, executor=executor, chunk=1, out=out.path / ".batch",
+                     resume=getattr(arguments, "resume", False), overwrite=True,
+                     key=_batch_key(arguments, data), on_chunk=arrived)
     ordered = [rows[i] for i in sorted(rows)]
     failed = sum(not ok for ok in accepted.values())
-    population = plot_population(ordered, out / "population.png",
+    population = figures.plot_population(ordered, out / "population.png",
                                  title=f"spineid {arguments.command}: {len(ordered)} files")
     mixed = _mixed_units(ordered)
     if mixed:
@@ -355,7 +415,7 @@ def run_batch(arguments, verb, data: list[pathlib.Path], data_field: str = "data
     out.finish()
     print(f"{len(ordered) - failed} of {len(ordered)} files accepted; wrote "
           f"{out.path / 'summary.csv'}, {population} and one folder per file"
-          + (f" ({executor.describe()})" if not isinstance(executor, Local) else ""),
+          + (f" ({executor.describe()})" if executor != Local() else ""),
           flush=True)
     return 0 if not failed else BATCH_STATUS + min(failed, MAX_COUNTED)
 

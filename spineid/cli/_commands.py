@@ -45,22 +45,10 @@ from ..io import (
 )
 from ..io._columns import describe_columns, parse_assignments
 from ..io._measurements import LOAD_COLUMNS
-from ..plots import (
-    plot_chain_snapshots,
-    plot_design,
-    plot_protocol,
-    plot_law_fit,
-    plot_load_laws,
-    plot_planar_pair,
-    plot_planar_trajectories,
-    plot_segment_study,
-    plot_spine_geometry,
-    plot_stiffness_fit,
-    plot_whiplash,
-)
 from ..simulation import simulate_in_windows
 from ..studies import peak_force_sensitivity, segment_study, whiplash_study
 from ._outputs import (
+    figures,
     output_file,
     refuse_non_finite,
     refuse_unphysical,
@@ -126,7 +114,7 @@ def command_demo(arguments) -> int:
         model, ts, poses, solution, first, warm = _simulate_file(path)
         stem = pathlib.Path(name).stem
         write_trajectory(out / f"{stem}.csv", ts, poses, model.observable_names)
-        plot_planar_pair(model, out / f"{stem}_model.png", title=stem)
+        figures.plot_planar_pair(model, out / f"{stem}_model.png", title=stem)
         trajectories[stem] = poses
         springs = model.elements[0]
         displacement = poses - poses[0]
@@ -136,7 +124,7 @@ def command_demo(arguments) -> int:
             f"{np.max(np.abs(displacement[:, 0])) * 1e3:13.4f} "
             f"{np.degrees(np.max(np.abs(displacement[:, 2]))):18.3f}"
         )
-    plot_planar_trajectories(ts, trajectories, out / "trajectories.png",
+    figures.plot_planar_trajectories(ts, trajectories, out / "trajectories.png",
                              title="Liu-style pairs under the same sinusoidal loads")
     print(f"wrote {len(DEMO_MODELS)} trajectories (CSV), model pictures and trajectories.png")
     _demo_fit(out.subfolder("fit_liu_16_springs"))
@@ -325,7 +313,7 @@ def command_stiffness(arguments) -> int:
         "# Fitted by `spineid stiffness` from " + pathlib.Path(arguments.data).name + ": paste "
         "into a spatial_pair model and add frame1, frame2 (and damping).\n"
         + dumps_toml(fragment))
-    plots = [] if arguments.no_plots else [plot_stiffness_fit(result, test, out / "loads.png")]
+    plots = [] if arguments.no_plots else [figures.plot_stiffness_fit(result, test, out / "loads.png")]
     out.finish()
     print(result.summary())
     print(", ".join(["wrote " + str(report), str(out / "stiffness.toml"), *map(str, plots)]))
@@ -385,7 +373,7 @@ def command_table(arguments) -> int:
         "`law` of a [[torsion]] (rad, N m) or of a table bushing's degree of freedom.\n"
         + dumps_toml({"law": result.law_table()}))
     plots = not arguments.no_plots
-    plot = [plot_law_fit(result, data, out / "law_fit.png", unit=arguments.unit)] if plots else []
+    plot = [figures.plot_law_fit(result, data, out / "law_fit.png", unit=arguments.unit)] if plots else []
     print(result.summary())
     profiles = _profiles(result, arguments.profile)
     profile_plots = write_profile_outputs(contents, profiles, out, plots)[1:] if profiles else []
@@ -399,11 +387,11 @@ def command_database(arguments) -> int:
     """`spineid database [--out DIR]`: plots of the bundled spine database."""
     out = arguments.output
     nodes = liu_vertebra_nodes()
-    paths = [plot_spine_geometry(nodes, out / "geometry.png",
+    paths = [figures.plot_spine_geometry(nodes, out / "geometry.png",
                                  "T1-L5 primary nodes (Liu 2001, Tables A1-A17)")]
     phases = liu_l5_s1_phases()
     span = (phases["lower"][0] - 0.01, phases["upper"][-1] + 0.01)
-    paths.append(plot_load_laws({"L5-S1 flexion-extension phases": l5_s1_law()},
+    paths.append(figures.plot_load_laws({"L5-S1 flexion-extension phases": l5_s1_law()},
                                 out / "l5_s1_law.png", span))
     out.finish()
     print(f"{nodes.source}: {len(nodes)} nodes; {phases.source}: {len(phases)} phases")
@@ -441,8 +429,8 @@ def command_whiplash(arguments) -> int:
     head = out / "head.csv"
     write_trajectory(head, study.ts, study.head, chain.observable_names)
     paths = [head,
-             plot_whiplash(study, out / "whiplash.png"),
-             plot_chain_snapshots(study, (0.0, 0.06, 0.1, 0.14, 0.2, 0.3), out / "snapshots.png"),
+             figures.plot_whiplash(study, out / "whiplash.png"),
+             figures.plot_chain_snapshots(study, (0.0, 0.06, 0.1, 0.14, 0.2, 0.3), out / "snapshots.png"),
              write_json(out / "summary.json", summary)]
     out.finish()
     strongest = max(summary["peak_ligament_force"].items(), key=lambda kv: kv[1]["force_N"])
@@ -531,7 +519,7 @@ def command_segment(arguments) -> int:
             study.loads[solved], study.displacements[solved])))
     if not np.all(solved):
         print(f"  cases.csv leaves out the {int(np.sum(~solved))} case(s) without equilibrium")
-    paths.append(plot_segment_study(study, out / "segment.png"))
+    paths.append(figures.plot_segment_study(study, out / "segment.png"))
     if result is not None:
         paths.append(write_json(out / "report.json", result.report()))
         paths.append(write_model_file(out / "fitted.toml", model_file,
@@ -568,7 +556,7 @@ def command_design(arguments) -> int:
         report["linearity"] = check.report()
     refuse_non_finite({k: v for k, v in report.items() if k not in ("parameters", "linearity")},
                       "design")
-    paths = [write_json(out / "report.json", report), plot_design(found, out / "design.png")]
+    paths = [write_json(out / "report.json", report), figures.plot_design(found, out / "design.png")]
     out.finish()
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0
@@ -598,7 +586,7 @@ def _protocol_design(arguments, parsed) -> int:
     report = found.report()
     refuse_non_finite({k: v for k, v in report.items() if k != "parameters"}, "design")
     paths = [write_json(out / "report.json", report),
-             plot_protocol(found, out / "design.png")]
+             figures.plot_protocol(found, out / "design.png")]
     out.finish()
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0

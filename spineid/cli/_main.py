@@ -91,6 +91,11 @@ def _add_batch(parser):
     parser.add_argument("--workers", type=POSITIVE_INT, metavar="N",
                         help="with --executor dask: worker processes of the local cluster "
                              "(default 2)")
+    parser.add_argument("--threads", type=POSITIVE_INT, metavar="N",
+                        help="in a batch on this process: run N files at once on N threads "
+                             "(default 1; N up to the machine's cores: the fits' compiled "
+                             "programs run on several cores at once, the figures are drawn "
+                             "one at a time)")
     parser.add_argument("--scheduler", metavar="ADDRESS",
                         help="a running Dask scheduler to send the runs to (e.g. "
                              "tcp://host:8786); implies --executor dask")
@@ -374,6 +379,7 @@ def _run(arguments) -> int:
                                   ("--executor dask", getattr(arguments, "executor",
                                                               "local") != "local"),
                                   ("--workers", getattr(arguments, "workers", None)),
+                                  ("--threads", getattr(arguments, "threads", None)),
                                   ("--scheduler", getattr(arguments, "scheduler", None)),
                                   ("--resume", getattr(arguments, "resume", False))):
                 if given:

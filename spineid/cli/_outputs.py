@@ -11,6 +11,7 @@ import os
 import pathlib
 import re
 import secrets
+import threading
 
 import jax.numpy as jnp
 import numpy as np
@@ -21,13 +22,28 @@ from ..io import export_model, write_model_file, write_text_atomically
 from ..io._exports import EXPORT_FORMATS
 from ..io._measurements import looks_like_ms
 from ..io._toml import LARGEST_NUMBER
-from ..plots import (
-    plot_fit,
-    plot_identifiability,
-    plot_measure,
-    plot_profile,
-    plot_residuals,
-)
+from .. import plots
+
+
+class _OneFigureAtATime:
+    """The plot functions of `spineid.plots` (`figures.plot_fit(...)`), drawing one figure at a
+    time: pyplot's state belongs to the process, and a batch's files may run on threads
+    (`--threads`). pyplot loads with the first figure drawn, so that a verb that draws nothing
+    (`--no-plots`) never imports it."""
+
+    _drawing = threading.RLock()
+
+    def __getattr__(self, name: str):
+        function = getattr(plots, name)
+
+        def drawn(*args, **kwargs):
+            with self._drawing:
+                return function(*args, **kwargs)
+
+        return drawn
+
+
+figures = _OneFigureAtATime()
 
 
 def output_folder(out: str | pathlib.Path) -> pathlib.Path:
@@ -308,7 +324,7 @@ def write_profile_outputs(report: dict, profiles, out: OutputFolder, plots: bool
     as report.json, and (with `plots`) plot each profile into `out`; returns the paths."""
     report = dict(report, profiles=[profile.to_dict() for profile in profiles])
     return [write_json(out / "report.json", report),
-            *[plot_profile(profile, out / profile_file_name(profile.name))
+            *[figures.plot_profile(profile, out / profile_file_name(profile.name))
               for profile in (profiles if plots else [])]]
 
 
@@ -333,9 +349,9 @@ def write_fit_outputs(result, problem, out: OutputFolder, plots: bool = True
         write_json(out / "report.json", dict(result.report(), profiles=[])),
     ]
     if plots:
-        paths += [plot_fit(result, channels, out / "fit.png"),
-                  plot_residuals(result, channels, out / "residuals.png"),
-                  plot_identifiability(result, out / "identifiability.png")]
+        paths += [figures.plot_fit(result, channels, out / "fit.png"),
+                  figures.plot_residuals(result, channels, out / "residuals.png"),
+                  figures.plot_identifiability(result, out / "identifiability.png")]
     model = problem.model_file.model
     formats = model.export_formats()
     if formats:
@@ -359,7 +375,7 @@ def write_recovery_outputs(result, problem, out: OutputFolder, plots: bool = Tru
         write_json(out / "report.json", result.report()),
     ]
     if plots:
-        paths += [*plot_measure(result, out / "density.png", out / "cumulative.png"),
-                  plot_fit(result, channels, out / "fit.png"),
-                  plot_residuals(result, channels, out / "residuals.png")]
+        paths += [*figures.plot_measure(result, out / "density.png", out / "cumulative.png"),
+                  figures.plot_fit(result, channels, out / "fit.png"),
+                  figures.plot_residuals(result, channels, out / "residuals.png")]
     return paths

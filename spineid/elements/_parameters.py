@@ -46,6 +46,14 @@ class Parameter:
             return leaf.ravel()[0]
         return leaf if self.row is None else leaf[self.row]
 
+    def value(self, model) -> float:
+        """The parameter's value in a concrete `model` (not under `jit`) as a Python float, read
+        on the host (no compiled program per field, as `get` outside `jit` would run)."""
+        leaf = np.asarray(_leaf(_owner(model, self.element), self.field))
+        if self.tied:
+            return float(leaf.ravel()[0])
+        return float(leaf if self.row is None else leaf[self.row])
+
 
 @dataclasses.dataclass(frozen=True)
 class ParameterField:

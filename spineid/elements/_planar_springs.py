@@ -8,8 +8,10 @@ differentiating `energy` and `dissipation` (no hand-written force laws).
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from .._arrays import floats, traced
 from ..kinematics._planar import body_point_position, body_point_velocity, to_body_coordinates
 from ._base import AbstractPlanarJointElement
 from ._load_laws import AbstractLoadLaw
@@ -17,8 +19,19 @@ from ._parameters import ParameterField
 
 
 def _floats(value) -> Array:
-    # Fields given as Python numbers become float arrays (the model's leaves).
-    return jnp.asarray(value, dtype=float)
+    # Fields given as Python numbers become float arrays (the model's leaves; host values
+    # copied without a compiled program: `spineid/_arrays.py`).
+    return floats(value)
+
+
+def _reference_body_coordinates(pose, points) -> Float[Array, "n 2"]:
+    # `to_body_coordinates` of reference geometry; computed by numpy where the values are on the
+    # host (a model read from its file: no small compiled program per operation).
+    if traced(pose, points):
+        return to_body_coordinates(pose, jnp.asarray(points, dtype=float))
+    pose, points = np.asarray(pose, dtype=float), np.asarray(points, dtype=float)
+    c, s = np.cos(pose[2]), np.sin(pose[2])
+    return floats((points - pose[:2]) @ np.array([[c, -s], [s, c]]))
 
 
 def _span(pose_a, pose_b, points_a, points_b) -> Float[Array, "n 2"]:
@@ -65,12 +78,11 @@ class VectorSprings(AbstractPlanarJointElement):
         reference_pose_b: Float[ArrayLike, "3"],
     ) -> "VectorSprings":
         """Springs at global points `points` (m, shape `(n, 2)`) of the reference configuration."""
-        points = jnp.asarray(points, dtype=float)
         return cls(
-            points_a=to_body_coordinates(reference_pose_a, points),
-            points_b=to_body_coordinates(reference_pose_b, points),
-            stiffness=jnp.asarray(stiffness, dtype=float),
-            damping=jnp.asarray(damping, dtype=float),
+            points_a=_reference_body_coordinates(reference_pose_a, points),
+            points_b=_reference_body_coordinates(reference_pose_b, points),
+            stiffness=floats(stiffness),
+            damping=floats(damping),
         )
 
     def separation(self, pose_a, pose_b) -> Float[Array, "n 2"]:
@@ -124,14 +136,17 @@ class AxialSprings(AbstractPlanarJointElement):
     ) -> "AxialSprings":
         """Springs between global attachment points of the reference configuration (m, `(n, 2)`);
         the rest lengths are their reference distances."""
-        points_a = jnp.asarray(points_a, dtype=float)
-        points_b = jnp.asarray(points_b, dtype=float)
+        if traced(points_a, points_b):
+            rest_length = jnp.linalg.norm(jnp.asarray(points_b) - jnp.asarray(points_a), axis=-1)
+        else:
+            rest_length = floats(np.linalg.norm(np.asarray(points_b, dtype=float)
+                                                - np.asarray(points_a, dtype=float), axis=-1))
         return cls(
-            points_a=to_body_coordinates(reference_pose_a, points_a),
-            points_b=to_body_coordinates(reference_pose_b, points_b),
-            rest_length=jnp.linalg.norm(points_b - points_a, axis=-1),
-            stiffness=jnp.asarray(stiffness, dtype=float),
-            damping=jnp.asarray(damping, dtype=float),
+            points_a=_reference_body_coordinates(reference_pose_a, points_a),
+            points_b=_reference_body_coordinates(reference_pose_b, points_b),
+            rest_length=rest_length,
+            stiffness=floats(stiffness),
+            damping=floats(damping),
         )
 
     def length(self, pose_a, pose_b) -> Float[Array, " n"]:

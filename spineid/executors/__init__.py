@@ -1,15 +1,14 @@
 """Scale-out: many independent computations (fits of a population, Monte-Carlo repetitions,
 bootstrap resamples) in chunks on an executor (`Local`: this process; `Devices`: its JAX
-devices, a thread each; `Dask`: the workers of a Dask cluster), streamed to an output folder
+devices, a thread each; `Local(threads=N)`: N threads of this process; `Dask`: the workers of a Dask cluster), streamed to an output folder
 and resumable (`run_batch`)."""
 
 from ._batch import (
     batch_key as batch_key,
     BatchResult as BatchResult,
-    DEFAULT_CHUNK as DEFAULT_CHUNK,
     run_batch as run_batch,
 )
-from ._chunks import Chunk as Chunk, run_chunk as run_chunk
+from ._chunks import Chunk as Chunk, DEFAULT_CHUNK as DEFAULT_CHUNK, run_chunk as run_chunk
 from ._executors import (
     AbstractExecutor as AbstractExecutor,
     Dask as Dask,

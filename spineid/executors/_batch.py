@@ -31,10 +31,6 @@ from ..io._atomic import write_text_atomically
 from ._chunks import Chunk
 from ._executors import AbstractExecutor, Local
 
-DEFAULT_CHUNK = 25
-"""Items per task: big enough that a task's overhead (sending the items, a worker's first
-compilation) is small beside its fits, small enough that an interruption loses little."""
-
 
 @dataclasses.dataclass
 class BatchResult:
@@ -87,6 +83,15 @@ def _chunks(items: Sequence, size: int) -> list[Chunk]:
             for number, start in enumerate(range(0, len(items), size))]
 
 
+def _written_chunk(out) -> int | None:
+    # The chunk size of the batch written to `out`, where it says one.
+    try:
+        found = json.loads((pathlib.Path(out) / "batch.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):
+        return None
+    return found.get("chunk") if isinstance(found, dict) else None
+
+
 def _check_folder(out: pathlib.Path, header: dict, resume: bool, overwrite: bool) -> dict:
     # The chunks already written (resume), or an empty folder to write into.
     description = out / "batch.json"
@@ -124,7 +129,7 @@ def _check_folder(out: pathlib.Path, header: dict, resume: bool, overwrite: bool
 
 
 def run_batch(function: Callable, items: Sequence, *, executor: AbstractExecutor | None = None,
-              chunk: int = DEFAULT_CHUNK, out: str | pathlib.Path | None = None,
+              chunk: int | None = None, out: str | pathlib.Path | None = None,
               resume: bool = False, overwrite: bool = False, key: str | None = None,
               progress: bool = False, on_chunk: Callable | None = None) -> BatchResult:
     """Run `function(item)` for every item (module docstring).
@@ -134,7 +139,9 @@ def run_batch(function: Callable, items: Sequence, *, executor: AbstractExecutor
       JSON value;
     - `items`: the work, a sequence of picklable items;
     - `executor`: `spineid.Local()` (default) or `spineid.Dask(...)`;
-    - `chunk`: items per task (`DEFAULT_CHUNK`);
+    - `chunk`: items per task (default the executor's `default_chunk`: `DEFAULT_CHUNK`, or
+      smaller where several chunks run at once in this process, so that each thread runs
+      several);
     - `out`: a folder to stream the chunks' records to; `resume` continues the batch that
       wrote it (refused for another batch), `overwrite` replaces an earlier batch's chunks;
     - `key`: the batch's fingerprint for `resume` (default `batch_key(function, items)`);
@@ -149,11 +156,14 @@ def run_batch(function: Callable, items: Sequence, *, executor: AbstractExecutor
     if not isinstance(executor, AbstractExecutor):
         raise ValueError(f"executor {executor!r}: expected spineid.Local(), spineid.Devices() "
                          "or spineid.Dask(...)")
-    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
-        raise ValueError(f"chunk {chunk!r}: expected a whole number of items >= 1")
     items = list(items)
     if not items:
         raise ValueError("run_batch: no items")
+    if chunk is None:  # (a batch resumed keeps the chunks it was cut into)
+        chunk = _written_chunk(out) if resume else None
+        chunk = executor.default_chunk(len(items)) if chunk is None else chunk
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise ValueError(f"chunk {chunk!r}: expected a whole number of items >= 1")
     if not callable(function):
         raise ValueError(f"function {function!r}: expected a function of one item")
     started = time.perf_counter()

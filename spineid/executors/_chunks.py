@@ -9,6 +9,10 @@ from collections.abc import Callable
 
 from .._cache import release_compiled_programs
 
+DEFAULT_CHUNK = 25
+"""Items per task: big enough that a task's overhead (sending the items, a worker's first
+compilation) is small beside its fits, small enough that an interruption loses little."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Chunk:

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..executors._batch import BatchResult, DEFAULT_CHUNK, run_batch
+from ..executors._batch import BatchResult, run_batch
 from ..executors._executors import AbstractExecutor
 from ._fit import _noise_array, fit
 from ._objective import _evaluate, _objective
@@ -83,11 +83,12 @@ class BatchFits:
 
 
 def fit_batch(problems, solver="auto", *, executor: AbstractExecutor | None = None,
-              chunk: int = DEFAULT_CHUNK, out=None, resume: bool = False,
+              chunk: int | None = None, out=None, resume: bool = False,
               overwrite: bool = False, progress: bool = False) -> BatchFits:
     """`spineid.fit` of each of `problems` (a sequence of `FitProblem`s with the same free
     parameters: specimens, or one problem's noise draws), in chunks of `chunk` fits on
-    `executor` (`spineid.Local()`, the default, or `spineid.Dask(...)`), each chunk's
+    `executor` (`spineid.Local()`, the default; `spineid.Local(threads=2)`, two fits at once
+    on a 2-core machine; or `spineid.Dask(...)`), each chunk's
     records streamed to `out` (a folder) as it completes; `resume=True` continues an
     interrupted batch from that folder (refused for another batch); `solver` as for `fit`.
 
@@ -163,7 +164,7 @@ def fit_many(problem: FitProblem, data: Sequence[np.ndarray],
       (`"jaxopt-lm"`), each with `max_steps`, `rtol`, `atol`.
     - With `executor` (`spineid.Local()` or `spineid.Dask(...)`): each data set a whole
       `spineid.fit` with `solver` (any; the vmappable default becomes `"lm"`), in chunks
-      (`chunk`, default `spineid.executors.DEFAULT_CHUNK`) on the executor, streamed to the
+      (`chunk`, default the executor's `default_chunk`) on the executor, streamed to the
       folder `out` and resumable from it (`resume`): `fit_batch`. Measured, a loop of fits is
       about four times faster than the vmap on a CPU.
 

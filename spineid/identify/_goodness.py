@@ -39,7 +39,6 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 
-import jax.scipy.special as special
 import numpy as np
 
 ALPHA = 0.01
@@ -50,10 +49,50 @@ DEFAULT_NOISE_MAX = {"m": 1e-3, "rad": math.radians(1.0)}
 position, 1 degree of angle, generous for optical tracking of vertebrae."""
 
 def chi_square_sf(statistic: float, dof: float) -> float:
-    """`P(X >= statistic)` for `X` chi-square distributed with `dof` degrees of freedom."""
-    if dof <= 0:
+    """`P(X >= statistic)` for `X` chi-square distributed with `dof` degrees of freedom: the
+    regularized upper incomplete gamma function `Q(dof/2, statistic/2)`. NaN for `dof <= 0`
+    or a NaN statistic."""
+    if not dof > 0 or math.isnan(statistic):
         return float("nan")
-    return float(special.gammaincc(0.5 * dof, 0.5 * max(statistic, 0.0)))
+    return upper_incomplete_gamma(0.5 * dof, 0.5 * max(statistic, 0.0))
+
+
+def upper_incomplete_gamma(a: float, x: float) -> float:
+    """The regularized upper incomplete gamma function `Q(a, x) = Gamma(a, x) / Gamma(a)`
+    (`a > 0`, `x >= 0`), in plain Python floats (a verdict in a new process then runs no
+    compiled program): the power series of `P = 1 - Q` where `x < a + 1`, the continued
+    fraction of `Q` (modified Lentz) elsewhere (Abramowitz and Stegun 6.5.29 and 6.5.31).
+    Against scipy's chi-square survival function: relative differences below 1e-13 for `a`
+    up to 50, 1e-11 up to 5e3 and 4e-10 up to 5e5 (the prefactor `x^a e^-x / Gamma(a)` loses
+    digits as `a` grows), where `Q` is above the smallest float."""
+    if x <= 0.0:
+        return 1.0
+    if math.isinf(x):
+        return 0.0
+    log_front = a * math.log(x) - x - math.lgamma(a)
+    if x < a + 1.0:
+        term = total = 1.0 / a
+        denominator = a
+        while abs(term) > 1e-17 * abs(total):
+            denominator += 1.0
+            term *= x / denominator
+            total += term
+        return max(0.0, 1.0 - total * math.exp(log_front))
+    tiny = 1e-300
+    b = x + 1.0 - a
+    c, d = 1.0 / tiny, 1.0 / b
+    fraction = d
+    for i in range(1, 1_000_000):
+        an = -i * (i - a)
+        b += 2.0
+        d = an * d + b
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = b + an / c
+        c = c if abs(c) > tiny else tiny
+        fraction *= d * c
+        if abs(d * c - 1.0) < 1e-16:
+            break
+    return math.exp(log_front) * fraction
 
 
 def _quiet_overflow(function):

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from .._arrays import floats, traced
 from ..elements._parameters import Parameter, apply_values
 from ..simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL, SimulationResult, simulate
 from ._padding import data_rows, padded_records, record_lengths, trimmed
@@ -96,7 +97,9 @@ class _Objective(eqx.Module):
     def samples(self) -> Float[Array, ""]:
         """The number of residuals that are data (an array, so that records of different
         lengths padded alike share a compilation of the solver that counts them)."""
-        return sum(jnp.sum(w) for w in self.weights).astype(int) * self.sigma.shape[0]
+        if traced(self.weights):
+            return sum(jnp.sum(w) for w in self.weights).astype(int) * self.sigma.shape[0]
+        return np.asarray(sum(self.lengths()) * self.sigma.shape[0])  # (no eager jnp program)
 
     def data_rows(self) -> np.ndarray:
         """`(n_padded,)` bool: which of the flat residuals are data."""
@@ -153,10 +156,10 @@ def _objective(problem: FitProblem, sigma: np.ndarray, transform: Transform, adj
     ts, data, weights = padded_records(problem.measurements)
     return _Objective(
         models=problem.models,
-        ts=tuple(map(jnp.asarray, ts)),
-        data=tuple(map(jnp.asarray, data)),
-        weights=tuple(map(jnp.asarray, weights)),
-        sigma=jnp.asarray(sigma),
+        ts=tuple(map(floats, ts)),
+        data=tuple(map(floats, data)),
+        weights=tuple(map(floats, weights)),
+        sigma=floats(sigma),
         transform=transform,
         parameters=problem.parameters,
         adjoint=adjoint,

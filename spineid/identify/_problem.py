@@ -78,7 +78,7 @@ class FitProblem:
             raise ValueError(f"{len(self.models)} models for {len(self.measurements)} measurements")
         self.parameters = select_parameters(declared, free, self.source)
         self.channels = tuple(self.model.observable_names)
-        self.start = np.array([float(p.get(self.models[0])) for p in self.parameters])
+        self.start = np.array([p.value(self.models[0]) for p in self.parameters])
         self._check_data()
         self.noise = None if noise is None else check_noise(self.channels, noise)
         self.noise_max = check_noise_max(self.channels, noise_max)
@@ -118,7 +118,8 @@ class FitProblem:
         if isinstance(data_paths, (str, pathlib.Path)):
             data_paths = [data_paths]
         model = model_file.model
-        initial = np.asarray(model.observe(model.initial_state()[0]))
+        # (the initial pose only places a marker file's clusters)
+        initial = np.asarray(model.observe(model.initial_state()[0])) if markers else None
         measurements = [read_measurement(p, model.observable_names, model.observable_units,
                                          columns=columns, column_units=units, markers=markers,
                                          initial=initial)

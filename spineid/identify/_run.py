@@ -13,6 +13,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
+from .._arrays import floats
 from ..elements._parameters import apply_values
 from ..elements._planar_springs import VectorSprings
 from ..executors._batch import run_batch
@@ -373,7 +374,7 @@ class _Run:
         """The result at `outcome`: with the noise estimated, the noise from the residuals and a
         refit with those weights; then the sensitivities, identifiability and verdict."""
         problem, transform, objective = self.problem, self.transform, self.objective
-        u, converged, n_steps = jnp.asarray(outcome.u), outcome.converged, outcome.steps
+        u, converged, n_steps = floats(outcome.u), outcome.converged, outcome.steps
         linearisation, noise_estimated, sigma = outcome.linearisation, self.noise_estimated, \
             self.sigma
         start_costs = outcome.start_costs

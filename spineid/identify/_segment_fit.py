@@ -186,7 +186,7 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
                          "free parameters: need more load cases")
     sigma_given = (None if noise is None else
                    np.array(list(check_noise(DEFLECTION_COLUMNS, noise).values())))
-    start = np.array([float(p.get(model)) for p in parameters])
+    start = np.array([p.value(model) for p in parameters])
     transform = Transform.around(parameters, start, model_file.source)
     ranges = np.maximum(np.ptp(measured, axis=0), np.abs(measured).max(axis=0))
     sigma = sigma_given if sigma_given is not None else np.maximum(1e-3 * ranges, 1e-12)

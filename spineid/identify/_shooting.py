@@ -68,7 +68,8 @@ def segment_bounds(n_samples: int, segments: int) -> np.ndarray:
 
 def n_states(objective: _Objective) -> int:
     """The length `2 n_dof` of the models' state `(q, qdot)`."""
-    return 2 * objective.models[0].initial_state()[0].shape[0]
+    # (its shape only: traced abstractly, no program run)
+    return 2 * jax.eval_shape(objective.models[0].initial_state)[0].shape[0]
 
 
 def shortest_record(objective: _Objective) -> int:

@@ -53,7 +53,6 @@ from typing import ClassVar
 import diffrax
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from .._programs import stored_call
@@ -200,7 +199,7 @@ class LevenbergMarquardt(_ForwardMode):
                                                                     objective.atol)
         options = dict(max_steps=self.max_steps, decrement_tol=self.decrement_tol,
                        xtol=self.rtol, gtol=self.atol, inexact_jacobians=inexact,
-                       provisional=jnp.asarray(bool(provisional)), samples=objective.samples())
+                       provisional=np.asarray(bool(provisional)), samples=objective.samples())
         function = objective.at_precision if inexact else objective
         if progress:  # (printing calls back into Python: traced, never stored)
             solution = levenberg_marquardt(function, u0, progress=True, **options)

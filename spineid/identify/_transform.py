@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._arrays import floats
 from .._programs import stored_call
 from ..elements._parameters import Parameter
 
@@ -43,7 +44,7 @@ class Transform(eqx.Module):
                     f"parameter must start > {a:g})"
                 )
         scale = np.where(np.isfinite(lower), start - lower, np.maximum(np.abs(start), 1.0))
-        return cls(jnp.asarray(lower), jnp.asarray(upper), jnp.asarray(scale), jnp.asarray(start))
+        return cls(floats(lower), floats(upper), floats(scale), floats(start))
 
     def _bounds(self):
         # Which bounds exist, and finite stand-ins for the missing ones.
@@ -77,18 +78,19 @@ class Transform(eqx.Module):
         elementwise, so its Jacobian is this diagonal), from one compiled program: outside
         `jit`, where an operation at a time would dispatch (and in a new process load) dozens
         of small programs."""
-        theta, slope = stored_call(_physical_and_slope, self, jnp.asarray(u, dtype=float))
+        theta, slope = stored_call(_physical_and_slope, self, floats(u))
         return np.asarray(theta), np.asarray(slope)
 
     def at_bound(self, values, relative: float = 1e-6, within=None) -> np.ndarray:
         """Which values sit on a bound: within `relative` of the starting distance from it, or
         within the distances `within` (`(p,)`, physical units; NaN entries never count)."""
         values = np.asarray(values)
+        lower, upper = np.asarray(self.lower), np.asarray(self.upper)
         margin = relative * np.asarray(self.scale)
         if within is not None:
             margin = np.fmax(margin, np.asarray(within, dtype=float))
-        near_lower = np.isfinite(self.lower) & (values - self.lower <= margin)
-        near_upper = np.isfinite(self.upper) & (self.upper - values <= margin)
+        near_lower = np.isfinite(lower) & (values - lower <= margin)
+        near_upper = np.isfinite(upper) & (upper - values <= margin)
         return near_lower | near_upper
 
 

@@ -4,14 +4,16 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from .._arrays import floats
 from ..elements._base import AbstractPlanarJointElement
 from ._loads import AbstractLoad
 from ._pair import AbstractVertebralPair
 
 
 def _floats(value) -> Array:
-    # Fields given as Python numbers or lists become float arrays (the model's leaves).
-    return jnp.asarray(value, dtype=float)
+    # Fields given as Python numbers or lists become float arrays (the model's leaves; host
+    # values copied to the device without a compiled program: `spineid/_arrays.py`).
+    return floats(value)
 
 
 class PlanarBody(eqx.Module):

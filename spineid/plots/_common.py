@@ -1,5 +1,4 @@
-"""What every plot shares: saving a figure to a file (or handing it back to a notebook) and the
-backend for files.
+"""What every plot shares: saving a figure to a file (or handing it back to a notebook).
 
 The plots are the only part of spineid that draws with matplotlib; `import spineid` loads them
 only when a plot function is first used.
@@ -11,12 +10,6 @@ import matplotlib
 import matplotlib.pyplot as plt
 
 from ..io import atomic_path
-
-
-def use_file_backend() -> None:
-    """Draw into files only (matplotlib's non-interactive `Agg` backend), as the command line
-    does: no display is needed. Notebooks keep their own backend unless they call this."""
-    matplotlib.use("Agg")
 
 
 def _save(figure, path):

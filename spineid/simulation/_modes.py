@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._arrays import floats
 from .._programs import stored_call
 from ..models._mechanics import AbstractLagrangianSystem, lagrangian_vector_field
 
@@ -42,8 +43,8 @@ class LinearModes:
 @eqx.filter_jit
 def _state_jacobian(system, t, state):
     # d(q, qdot)/dt differentiated with respect to (q, qdot): ((2n, 2n),), the tuple of a
-    # stored program (`spineid/_programs.py`).
-    q, qdot = state
+    # stored program (`spineid/_programs.py`); `state` None: the system's initial state.
+    q, qdot = system.initial_state() if state is None else state
     n = q.size
 
     def rate(y):
@@ -61,9 +62,7 @@ def linear_modes(system: AbstractLagrangianSystem, t: float = 0.0,
     stiffness and damping as the model has them at `t`) by forward-mode differentiation.
     Complex pairs give the natural frequency `omega = |lambda|` (rad/s) and damping ratio
     `zeta = -Re(lambda) / |lambda|`. Outside `jit` (the eigenvalues are numpy's)."""
-    state = system.initial_state() if state is None else state
-    jacobian = np.asarray(stored_call(_state_jacobian, system, jnp.asarray(t, dtype=float),
-                                      state)[0])
+    jacobian = np.asarray(stored_call(_state_jacobian, system, floats(t), state)[0])
     if not np.all(np.isfinite(jacobian)):
         return LinearModes(np.zeros(0), np.zeros(0))
     eigenvalues = np.linalg.eigvals(jacobian)

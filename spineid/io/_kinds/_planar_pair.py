@@ -2,9 +2,9 @@
 vector springs, axial springs and torsion elements (docs/formats/model-files.md).
 """
 
-import jax.numpy as jnp
 import numpy as np
 
+from ..._arrays import floats
 from ...elements._parameters import Parameter
 from ...elements._planar_springs import AxialSprings, VectorSprings
 from ...models._planar_pair import PlanarPair
@@ -85,8 +85,8 @@ def read_planar_pair(document, check, folder) -> tuple[PlanarPair, tuple[Paramet
         upper=upper,
         elements=tuple(elements),
         loads=loads,
-        gravity=jnp.asarray(gravity),
-        initial_pose=jnp.asarray(initial_pose),
+        gravity=floats(gravity),
+        initial_pose=floats(initial_pose),
     )
     parameters.sort(key=lambda p: parameter_order(p.name))
     return model, tuple(parameters)

@@ -4,9 +4,9 @@ laws, loads (sinusoids and load tables) and the `[measure]` curve.
 
 import warnings
 
-import jax.numpy as jnp
 import numpy as np
 
+from ..._arrays import floats
 from ...elements._load_laws import (
     check_monotone, LAW_KINDS, MonotoneCubicLaw, PiecewiseLinearLaw, PolynomialLaw, TanCosLaw,
 )
@@ -34,7 +34,7 @@ def planar_body(table, key, check, allow_fixed: bool) -> tuple[PlanarBody, np.nd
         inertia = check.number(table, "inertia", f"{key}.inertia", positive=True)
     initial = check.vector(table, "initial_pose", f"{key}.initial_pose", 3, default=pose)
     body = PlanarBody(
-        mass=jnp.asarray(mass), inertia=jnp.asarray(inertia), reference_pose=jnp.asarray(pose),
+        mass=floats(mass), inertia=floats(inertia), reference_pose=floats(pose),
         fixed=fixed,
     )
     return body, initial
@@ -43,14 +43,14 @@ def planar_body(table, key, check, allow_fixed: bool) -> tuple[PlanarBody, np.nd
 def append_torsion(document, check, lower, upper, elements, parameters) -> None:
     # [[torsion]] tables: spring-dampers on the relative angle, at rest in the reference pose;
     # linear (`stiffness`) or nonlinear (`law`).
-    rest_angle = upper.reference_pose[2] - lower.reference_pose[2]
+    rest_angle = floats(np.asarray(upper.reference_pose)[2] - np.asarray(lower.reference_pose)[2])
     for index, torsion in enumerate(check.tables(document, "torsion")):
         key = f"torsion[{index}]"
         check.keys(torsion, key, {"stiffness", "damping", "law"})
         if ("stiffness" in torsion) == ("law" in torsion):
             check.fail(key, "either `stiffness` (linear, N m/rad) or a `law` table (nonlinear)",
                        sorted(torsion))
-        damping = jnp.asarray(
+        damping = floats(
             check.number(torsion, "damping", f"{key}.damping", minimum=0.0, default=0.0))
         if "law" in torsion:
             law, law_parameters = load_law(torsion["law"], f"{key}.law", check, "rad", "N m")
@@ -62,7 +62,7 @@ def append_torsion(document, check, lower, upper, elements, parameters) -> None:
             parameters.append(Parameter(f"{key}.stiffness", "torsion", "N m/rad", len(elements),
                                         "stiffness"))
             element = TorsionSpring(
-                stiffness=jnp.asarray(
+                stiffness=floats(
                     check.number(torsion, "stiffness", f"{key}.stiffness", minimum=0.0)),
                 damping=damping, rest_angle=rest_angle)
         parameters.append(Parameter(f"{key}.damping", "torsion", "N m s/rad", len(elements),
@@ -156,7 +156,7 @@ def read_loads(document, check, folder, components) -> tuple[AbstractLoad, ...]:
             if not isinstance(name, str):
                 check.fail(f"{key}.loads_file", "a file name", name)
             times, values = read_loads_csv(folder / name, components)
-            tables.append(TabulatedLoad(times=jnp.asarray(times), values=jnp.asarray(values)))
+            tables.append(TabulatedLoad(times=floats(times), values=floats(values)))
             continue
         check.keys(
             load, key, {"component", "amplitude", "frequency", "phase"},
@@ -176,8 +176,8 @@ def read_loads(document, check, folder, components) -> tuple[AbstractLoad, ...]:
         amplitude, frequency, phase, direction = map(np.asarray, zip(*terms))
         loads.append(
             SinusoidalLoad(
-                amplitude=jnp.asarray(amplitude), frequency=jnp.asarray(frequency),
-                phase=jnp.asarray(phase), direction=jnp.asarray(direction),
+                amplitude=floats(amplitude), frequency=floats(frequency),
+                phase=floats(phase), direction=floats(direction),
             )
         )
     return tuple(loads + tables)
