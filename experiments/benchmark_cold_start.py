@@ -14,7 +14,8 @@
    process of its own (experiments/benchmark_fit.py's peer, rtol 1e-6, the tolerance that
    reproduces the reference estimate there).
 3. A batch of 40 trajectory fits of that model (noisy records of 451-501 samples, as trimmed
-   tests are) in one `spineid fit FOLDER --each` call (and again with `--no-plots`), against
+   tests are) in one `spineid fit FOLDER --each` call (and again with `--no-plots`, and with
+   `--no-plots --threads N`), against
    the 40 scipy fits in one process; and the same 40 fits from Python (`spineid.fit` in a loop,
    one process), with an empty cache and again as a second process (its compiled and traced
    programs on disk), and as one `spineid.fit_batch` on `spineid.Local(threads=N)` (N the
@@ -27,6 +28,7 @@ Numbers measured are in the README.
 """
 
 import argparse
+import compileall
 import json
 import os
 import pathlib
@@ -189,6 +191,8 @@ def part_process(work: pathlib.Path, model: pathlib.Path, folder: pathlib.Path) 
                              {"SPINEID_CACHE_DIR": str(cache)})
     second, _ = timed_process(command + ["--out", str(work / "f2")],
                               {"SPINEID_CACHE_DIR": str(cache)})
+    numbers, _ = timed_process(command + ["--out", str(work / "f3"), "--no-plots"],
+                               {"SPINEID_CACHE_DIR": str(cache)})
     single = work / "single"
     single.mkdir(exist_ok=True)
     (single / record.name).write_bytes(record.read_bytes())
@@ -197,6 +201,8 @@ def part_process(work: pathlib.Path, model: pathlib.Path, folder: pathlib.Path) 
     print(f"   spineid fit, first process (empty cache)  {first:6.2f} s")
     print(f"   spineid fit, second process (cache)       {second:6.2f} s   scipy process "
           f"{peer:6.2f} s   ratio {peer / second:.2f}x (target > 1)")
+    print(f"   the same, --no-plots (numbers only, as scipy) {numbers:6.2f} s   ratio "
+          f"{peer / numbers:.2f}x")
 
 
 def part_batch(work: pathlib.Path, model: pathlib.Path, folder: pathlib.Path, count: int
@@ -207,24 +213,29 @@ def part_batch(work: pathlib.Path, model: pathlib.Path, folder: pathlib.Path, co
     ours, _ = timed_process(command, {"SPINEID_CACHE_DIR": str(work / "cache-fit")})
     bare, _ = timed_process(command[:-1] + [str(work / "batch-bare"), "--no-plots"],
                             {"SPINEID_CACHE_DIR": str(work / "cache-fit")})
+    threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2
+    bare_threads, _ = timed_process(command[:-1] + [str(work / "batch-threads"), "--no-plots",
+                                                    "--threads", str(threads)],
+                                    {"SPINEID_CACHE_DIR": str(work / "cache-fit")})
     peer, _ = timed_process([sys.executable, __file__, "--scipy", str(folder)])
     loop = [timed_process([sys.executable, __file__, "--python-loop", str(model), str(folder)],
                           {"SPINEID_CACHE_DIR": str(work / "cache-loop")})[0]
             for _ in range(2)]
-    threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2
     threaded, _ = timed_process([sys.executable, __file__, "--python-loop", str(model),
                                  str(folder), str(threads)],
                                 {"SPINEID_CACHE_DIR": str(work / "cache-loop")})
     print(f"3. {count} fits of the pair (records of 451-501 samples):")
     print(f"   spineid fit --each (one call, with every output and plot)  {ours:6.2f} s")
     print(f"   spineid fit --each --no-plots (the same, no per-file plot) {bare:6.2f} s")
+    print(f"   the same on --threads {threads}                                {bare_threads:6.2f} s")
     print(f"   spineid.fit in a loop (a Python process, no outputs)       {loop[0]:6.2f} s "
           f"(empty cache), {loop[1]:.2f} s (a second process)")
     print(f"   spineid.fit_batch on Local(threads={threads}) (a second process)      "
           f"{threaded:6.2f} s")
     print(f"   scipy, {count} fits in one process                           {peer:6.2f} s")
     print(f"   ratio scipy / spineid: {peer / ours:.1f}x (command), {peer / bare:.1f}x (command "
-          f"without plots), {peer / loop[0]:.1f}x and "
+          f"without plots), {peer / bare_threads:.1f}x (without plots, {threads} threads), "
+          f"{peer / loop[0]:.1f}x and "
           f"{peer / loop[1]:.1f}x (Python loop), {peer / threaded:.1f}x (fit_batch, "
           f"{threads} threads); target >= 20x")
 
@@ -254,6 +265,10 @@ def main() -> None:
     parser.add_argument("--fits", type=int, default=40)
     parser.add_argument("--parts", default="123")
     arguments = parser.parse_args()
+    # spineid's bytecode compiled first, as pip compiles an installed package's (and scipy's
+    # here): an editable install under PYTHONDONTWRITEBYTECODE would compile every module of
+    # spineid again in every process (about 0.15 s).
+    compileall.compile_dir(HERE.parent / "spineid", quiet=1)
     with tempfile.TemporaryDirectory() as directory:
         work = pathlib.Path(directory)
         print(f"cold start and batches ({os.cpu_count()} cores; each number one run)")

@@ -26,9 +26,17 @@ def least_squares_residuals(rng, n, p=4, channels=3):
 
 
 def test_chi_square_tail_equals_scipy():
-    for statistic, dof in ((3.0, 1), (950.0, 900), (12.5, 7.5)):
-        assert chi_square_sf(statistic, dof) == pytest.approx(stats.chi2.sf(statistic, dof),
-                                                              rel=1e-10)
+    # Both branches of the incomplete gamma function (series below a + 1, continued fraction
+    # above), tails far below 1e-100, and the limits.
+    for dof in (1, 2, 3, 7.5, 50, 900, 1499, 1e4, 2e5):
+        for ratio in (0.0, 1e-3, 0.1, 0.5, 0.9, 0.99, 1.0, 1.01, 1.1, 1.5, 2.0, 5.0, 30.0):
+            statistic = ratio * dof
+            expected = stats.chi2.sf(statistic, dof)
+            if expected > 1e-300:
+                assert chi_square_sf(statistic, dof) == pytest.approx(
+                    expected, rel=1e-13 if dof <= 50 else 1e-9), (statistic, dof)
+    assert chi_square_sf(math.inf, 3) == 0.0 and chi_square_sf(-1.0, 3) == 1.0
+    assert math.isnan(chi_square_sf(5.0, 0)) and math.isnan(chi_square_sf(math.nan, 3))
 
 
 @pytest.mark.parametrize("n", [60, 301, 1001])

@@ -16,6 +16,8 @@ import pytest
 
 import spineid
 from spineid import _programs
+from spineid._arrays import floats
+from spineid.identify._goodness import chi_square_sf
 from spineid.simulation._modes import _state_jacobian
 
 from helpers import noisy_pair_script
@@ -271,3 +273,25 @@ def test_inside_another_trace_the_call_is_part_of_that_program():
     t = jnp.asarray(0.0, dtype=float)
     inside = jax.jit(lambda t: _programs.stored_call(_state_jacobian, pair, t, state)[0])(t)
     assert np.array_equal(inside, _state_jacobian(pair, t, state)[0])
+
+
+def test_building_a_problem_runs_no_compiled_program(caplog):
+    # Host values reach the device without a program (spineid/_arrays.py): reading a model
+    # file, a problem on data of a length not seen before, its transform's bounds and the
+    # chi-square tail compile nothing. (The detector works: jnp.asarray of a new shape does.)
+    ts = np.linspace(0.0, 0.2, 173)
+    with jax.log_compiles(True), caplog.at_level("WARNING"):
+        model_file = spineid.load_model_file(spineid.dataset_path("axial_4_springs.toml"))
+        problem = spineid.FitProblem(model_file, spineid.Measurement(
+            ts, np.zeros((173, 3)), ("x", "y", "theta")), ["stiffness"],
+            {"x": 5e-6, "y": 5e-6, "theta": 1.7e-4})
+        transform = problem.transform()
+        transform.at_bound(problem.start * 1.5)
+        chi_square_sf(180.0, 169)
+        value = floats([[1.0, 2.0, 3.0]] * 7)
+        assert not [r.getMessage() for r in caplog.records if "Compiling" in r.getMessage()]
+        jnp.asarray(np.zeros(191))
+        assert any("Compiling" in r.getMessage() for r in caplog.records)
+    assert value.dtype == jnp.float64 and not value.weak_type and value.shape == (7, 3)
+    # Traced values pass through.
+    assert jax.jit(lambda x: floats(x) * 2)(3).dtype == jnp.float64
