@@ -407,8 +407,9 @@ def run_batch(arguments, verb, data: list[pathlib.Path], data_field: str = "data
                      key=_batch_key(arguments, data), on_chunk=arrived)
     ordered = [rows[i] for i in sorted(rows)]
     failed = sum(not ok for ok in accepted.values())
-    population = figures.plot_population(ordered, out / "population.png",
-                                 title=f"spineid {arguments.command}: {len(ordered)} files")
+    population = figures.plot_population(
+        ordered, out / "population.png",
+        title=f"spineid {arguments.command}: {len(ordered)} files")
     mixed = _mixed_units(ordered)
     if mixed:
         print(mixed, flush=True)

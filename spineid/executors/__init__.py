@@ -1,7 +1,7 @@
 """Scale-out: many independent computations (fits of a population, Monte-Carlo repetitions,
-bootstrap resamples) in chunks on an executor (`Local`: this process; `Devices`: its JAX
-devices, a thread each; `Local(threads=N)`: N threads of this process; `Dask`: the workers of a Dask cluster), streamed to an output folder
-and resumable (`run_batch`)."""
+bootstrap resamples) in chunks on an executor (`Local`: this process, `Local(threads=N)` on N
+of its threads; `Devices`: its JAX devices, a thread each; `Dask`: the workers of a Dask
+cluster), streamed to an output folder and resumable (`run_batch`)."""
 
 from ._batch import (
     batch_key as batch_key,

@@ -48,11 +48,12 @@ class Local(AbstractExecutor):
 
     The compiled programs run without the Python interpreter's lock, so with threads the fits'
     integrations run on several cores at once while the Python around each fit (its verdict
-    and standard errors) takes turns: measured, 40 fits of the 4-axial-spring pair on a 2-core
-    machine in 1.5 s on two threads against 2.4 s on one
-    (experiments/benchmark_cold_start.py). The numbers are those of one thread (the same
-    programs). The function must be safe to run on several threads at once (`spineid.fit` is;
-    the command line's per-file runs, which capture what each file prints, run one at a time).
+    and standard errors) takes turns: measured on a 2-core machine, 40 fits of the
+    4-axial-spring pair in 2.85-3.12 s as a whole process with `fit_batch` on two threads
+    against 3.84-3.99 s for `spineid.fit` in a loop (experiments/benchmark_cold_start.py). The
+    numbers are those of one thread (the same programs). The function must be safe to run on
+    several threads at once (`spineid.fit` is; the command line routes what each file's run
+    prints to that file's log, and draws one figure at a time).
     """
 
     threads: int = 1
