@@ -13,8 +13,8 @@ newly created file.
 import contextlib
 import os
 import pathlib
+import secrets
 import stat
-import tempfile
 from collections.abc import Iterator
 
 
@@ -54,20 +54,19 @@ def atomic_path(path: str | pathlib.Path) -> Iterator[pathlib.Path]:
         path = path.resolve()
     mode = (stat.S_IMODE(path.stat().st_mode) if path.is_file()
             else 0o666 & ~_UMASK)
-    temporary = None
-    try:  # (from the creation on: an interruption at any point removes the temporary file)
-        handle, name = tempfile.mkstemp(prefix=f".{path.name}.",
-                                        suffix=path.suffix or ".part", dir=path.parent)
-        temporary = pathlib.Path(name)
-        os.close(handle)
+    # The temporary name is known before the file exists, so that an interruption at any
+    # point from its creation on removes it (an interruption inside `tempfile.mkstemp`, after
+    # it created the file and before its name came back, left the file behind).
+    temporary = path.parent / f".{path.name}.{secrets.token_hex(6)}{path.suffix or '.part'}"
+    try:
+        os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         yield temporary
         with open(temporary, "rb+") as file:
             os.fsync(file.fileno())
         os.chmod(temporary, mode)  # mkstemp makes the file private
         os.replace(temporary, path)
     except BaseException:
-        if temporary is not None:
-            temporary.unlink(missing_ok=True)
+        temporary.unlink(missing_ok=True)
         raise
     _flush_folder(path.parent)
 
