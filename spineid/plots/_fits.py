@@ -37,7 +37,8 @@ def plot_fit(result, channels: tuple[str, ...], path: str | pathlib.Path) -> pat
     axes[0, 0].legend(loc="upper right", fontsize="small")
     axes[-1, 0].set_xlabel("t [s]")
     figure.suptitle(f"Data and fit (cost {result.cost:.4g}, {result.solver})")
-    return _save(figure, path)
+    return _save(figure, path, margins=dict(left=0.85, right=0.2, bottom=0.55, top=0.5,
+                                            hspace=0.12))
 
 
 def plot_residuals(result, channels: tuple[str, ...], path: str | pathlib.Path) -> pathlib.Path:
@@ -64,7 +65,8 @@ def plot_residuals(result, channels: tuple[str, ...], path: str | pathlib.Path) 
         axes[c, 1].set_xlim(-5, 5)
     axes[-1, 0].set_xlabel("t [s]")
     figure.suptitle("Residuals (data - fit) in units of the noise")
-    return _save(figure, path)
+    return _save(figure, path, margins=dict(left=0.85, right=0.3, bottom=0.55, top=0.5,
+                                            hspace=0.3, wspace=0.2))
 
 
 def plot_identifiability(result, path: str | pathlib.Path) -> pathlib.Path:
