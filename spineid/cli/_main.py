@@ -17,7 +17,7 @@ from ..identify._solvers import DEFAULT_SOLVER, SOLVER_NAMES
 from ..plots import use_file_backend
 from . import _commands as verbs
 from ._batch import data_files, is_batch, run_batch
-from ._outputs import OutputFolder
+from ._outputs import figures, OutputFolder
 
 # Verbs whose several data files are a batch (one run per file); `fit` takes `--each`.
 BATCH_VERBS = ("recover", "stiffness", "table")
@@ -325,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     130 and 143 interrupted and terminated)."""
     arguments = build_parser().parse_args(argv)
     _last_raised[0] = -math.inf  # (an earlier call in this process does not quiet this one)
+    figures.forget_deferred()
     use_file_backend()  # files only: no display is needed
     in_main_thread = threading.current_thread() is threading.main_thread()
     limit = getattr(arguments, "time_limit", None)
@@ -447,6 +448,8 @@ def _raise_once(stop) -> None:
     if _ANSWERING.is_set() or now - _last_raised[0] < _SIGNAL_QUIET_S:
         return
     _last_raised[0] = now
+    if stop is _Terminated and figures.defer(stop):  # (raised when the figure is done)
+        return
     raise stop
 
 

@@ -29,18 +29,44 @@ class _OneFigureAtATime:
     """The plot functions of `spineid.plots` (`figures.plot_fit(...)`), drawing one figure at a
     time: pyplot's state belongs to the process, and a batch's files may run on threads
     (`--threads`). pyplot loads with the first figure drawn, so that a verb that draws nothing
-    (`--no-plots`) never imports it."""
+    (`--no-plots`) never imports it.
+
+    A SIGTERM that comes while a figure is drawn waits until it is done (`defer`; a second
+    one does not wait): a figure cut off half-drawn can leave matplotlib unable to draw the
+    next one in the same process ("Invalid bounding box"), which matters to a caller of `main`
+    that goes on. (The time limit and Ctrl-C do not wait.)
+    """
 
     _drawing = threading.RLock()
+    _depth = [0]  # figures being drawn (by the thread holding `_drawing`)
+    _deferred: list = []  # stops that came meanwhile
 
     def __getattr__(self, name: str):
         function = getattr(plots, name)
 
         def drawn(*args, **kwargs):
             with self._drawing:
-                return function(*args, **kwargs)
+                self._depth[0] += 1
+                try:
+                    return function(*args, **kwargs)
+                finally:
+                    self._depth[0] -= 1
+                    if not self._depth[0] and self._deferred:
+                        raise self._deferred.pop()
 
         return drawn
+
+    def defer(self, stop) -> bool:
+        """Whether `stop` (an exception class) is kept to be raised when the figure being
+        drawn is done: while one is drawn and no stop is kept already."""
+        if self._depth[0] and not self._deferred:
+            self._deferred.append(stop)
+            return True
+        return False
+
+    def forget_deferred(self) -> None:
+        """Drop a kept stop (a new run begins)."""
+        self._deferred.clear()
 
 
 figures = _OneFigureAtATime()
