@@ -18,12 +18,6 @@ from ._load_laws import AbstractLoadLaw
 from ._parameters import ParameterField
 
 
-def _floats(value) -> Array:
-    # Fields given as Python numbers become float arrays (the model's leaves; host values
-    # copied without a compiled program: `spineid/_arrays.py`).
-    return floats(value)
-
-
 def _reference_body_coordinates(pose, points) -> Float[Array, "n 2"]:
     # `to_body_coordinates` of reference geometry; computed by numpy where the values are on the
     # host (a model read from its file: no small compiled program per operation).
@@ -179,9 +173,9 @@ class TorsionSpring(AbstractPlanarJointElement):
     the reference configuration; default 0). Numbers are accepted.
     """
 
-    stiffness: Float[Array, ""] = eqx.field(converter=_floats)
-    damping: Float[Array, ""] = eqx.field(converter=_floats, default=0.0)
-    rest_angle: Float[Array, ""] = eqx.field(converter=_floats, default=0.0)
+    stiffness: Float[Array, ""] = eqx.field(converter=floats)
+    damping: Float[Array, ""] = eqx.field(converter=floats, default=0.0)
+    rest_angle: Float[Array, ""] = eqx.field(converter=floats, default=0.0)
 
     def parameter_fields(self):
         """`stiffness` (N m/rad) and `damping` (N m s/rad), both in group `torsion`, >= 0."""

@@ -10,12 +10,6 @@ from ._loads import AbstractLoad
 from ._pair import AbstractVertebralPair
 
 
-def _floats(value) -> Array:
-    # Fields given as Python numbers or lists become float arrays (the model's leaves; host
-    # values copied to the device without a compiled program: `spineid/_arrays.py`).
-    return floats(value)
-
-
 class PlanarBody(eqx.Module):
     """A rigid body in the plane whose frame origin is its centre of mass.
 
@@ -24,9 +18,9 @@ class PlanarBody(eqx.Module):
     and its mass and inertia are ignored). Numbers and lists are accepted for the arrays.
     """
 
-    mass: Float[Array, ""] = eqx.field(converter=_floats)
-    inertia: Float[Array, ""] = eqx.field(converter=_floats)
-    reference_pose: Float[Array, "3"] = eqx.field(converter=_floats)
+    mass: Float[Array, ""] = eqx.field(converter=floats)
+    inertia: Float[Array, ""] = eqx.field(converter=floats)
+    reference_pose: Float[Array, "3"] = eqx.field(converter=floats)
     fixed: bool = eqx.field(static=True, default=False)
 
     @classmethod
@@ -56,8 +50,8 @@ class PlanarPair(AbstractVertebralPair):
     upper: PlanarBody
     elements: tuple[AbstractPlanarJointElement, ...]
     loads: tuple[AbstractLoad, ...]
-    gravity: Float[Array, "2"] = eqx.field(converter=_floats)
-    initial_pose: Float[Array, "3"] = eqx.field(converter=_floats)
+    gravity: Float[Array, "2"] = eqx.field(converter=floats)
+    initial_pose: Float[Array, "3"] = eqx.field(converter=floats)
 
     @property
     def n_dof(self) -> int:
