@@ -64,6 +64,12 @@ def test_console_entry_point_runs_outside_the_source_tree(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "traj.csv").stat().st_size > 0
+    # The process's exit status is the verb's: 2 for refused input, with its one line.
+    refused = subprocess.run([sys.executable, "-m", "spineid", "simulate", "missing.toml", "--out",
+                              "other.csv"], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=300)
+    assert refused.returncode == 2 and "missing.toml" in refused.stderr, refused.stderr
+    assert not (tmp_path / "other.csv").exists()
     listed = subprocess.run(
         [sys.executable, "-c", "import spineid; print(spineid.dataset_path('liu_8_springs.toml'))"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,

@@ -9,7 +9,9 @@ import random
 import signal
 import threading
 import time
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 import spineid
@@ -270,3 +272,48 @@ def test_an_unwritable_output_folder_is_refused_before_any_work(tmp_path, capsys
         printed = capsys.readouterr()
         assert "--out /proc/spineid-out: /proc is not writable (" in printed.err
         assert "fitting" not in printed.out
+
+
+def _stand_in_result(names, channels, rng):
+    # What the three figures of a fit read from a `FitResult`, with values of the sizes a
+    # planar fit has (metres and radians; two load cases of 301 samples).
+    ts = np.linspace(0.0, 0.5, 301)
+    measurements = [SimpleNamespace(ts=ts, values=rng.normal(size=(301, len(channels))) * 1e-3)
+                    for _ in range(2)]
+    ident = SimpleNamespace(singular_values=np.logspace(3, -2, len(names)), rank=len(names) - 1,
+                            n_parameters=len(names),
+                            combinations=[{"coefficients": dict(zip(names, row))}
+                                          for row in rng.normal(size=(len(names) - 1, len(names)))])
+    return SimpleNamespace(
+        names=names, identifiability=ident, measurements=measurements, cost=12.5,
+        solver="levenberg-marquardt", noise={channel: 1e-5 for channel in channels},
+        predictions=[m.values + 1e-5 for m in measurements],
+        residuals=lambda: [rng.normal(size=(301, len(channels))) * 1e-5 for _ in range(2)])
+
+
+@pytest.mark.parametrize("name_length", [2, 20, 45])
+@pytest.mark.parametrize("figure_name", ["plot_fit", "plot_residuals", "plot_identifiability"])
+def test_the_fixed_margins_of_a_fits_figures_keep_every_label_inside(figure_name, name_length):
+    # The figures drawn once per file of a batch are laid out with fixed margins rather than
+    # by measuring their labels (tight_layout): every text drawn must still lie inside the
+    # figure, for short and long parameter names (rotated under the identifiability image).
+    import matplotlib.pyplot as plt
+
+    spineid.plots.use_file_backend()
+    names = [f"{'p' * (name_length - 3)}[{k}]" for k in range(5)]
+    channels = ("x", "y", "theta")
+    result = _stand_in_result(names, channels, np.random.default_rng(name_length))
+    draw = getattr(spineid.plots, figure_name)
+    figure = draw(result, None) if figure_name == "plot_identifiability" else draw(
+        result, channels, None)
+    try:
+        figure.canvas.draw()
+        # (What is drawn, as matplotlib measures it for bbox_inches="tight", in inches.)
+        drawn = figure.get_tightbbox(figure.canvas.get_renderer())
+        width, height = figure.get_size_inches()
+        assert drawn.x0 >= -0.01 and drawn.y0 >= -0.01, (drawn, width, height)
+        assert drawn.x1 <= width + 0.01 and drawn.y1 <= height + 0.01, (drawn, width, height)
+        # and the margins are not wasteful either: the drawing spans most of the figure
+        assert drawn.width > 0.9 * width and drawn.height > 0.85 * height, (drawn, width, height)
+    finally:
+        plt.close(figure)

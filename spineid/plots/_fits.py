@@ -60,7 +60,9 @@ def plot_residuals(result, channels: tuple[str, ...], path: str | pathlib.Path) 
         axes[c, 0].axhline(0.0, color="k", lw=0.8)
         axes[c, 0].set_ylabel(f"{channel} residual / sigma")
         axes[c, 0].grid(alpha=0.3)
-        axes[c, 1].hist(np.concatenate(pooled), bins=40, density=True, color="C0", alpha=0.6)
+        # (One filled outline: `hist` would draw 40 bars, each an artist of its own.)
+        density, edges = np.histogram(np.concatenate(pooled), bins=40, density=True)
+        axes[c, 1].stairs(density, edges, fill=True, color="C0", alpha=0.6)
         axes[c, 1].plot(grid, np.exp(-grid**2 / 2) / np.sqrt(2 * np.pi), "k-", lw=1)
         axes[c, 1].set_xlim(-5, 5)
     axes[-1, 0].set_xlabel("t [s]")
@@ -78,6 +80,7 @@ def plot_identifiability(result, path: str | pathlib.Path) -> pathlib.Path:
     colours = ["tab:blue" if k < ident.rank else "tab:gray" for k in range(len(singular))]
     left.bar(np.arange(1, len(singular) + 1), np.maximum(singular, 1e-300), color=colours)
     left.set_yscale("log")
+    left.set_xticks(np.arange(1, len(singular) + 1))
     left.set_xlabel("direction k")
     left.set_ylabel("singular value s_k")
     left.set_title(f"rank {ident.rank} of {ident.n_parameters} (grey: not identifiable)")
@@ -91,7 +94,15 @@ def plot_identifiability(result, path: str | pathlib.Path) -> pathlib.Path:
         right.set_xticks(range(len(result.names)), result.names, rotation=70, fontsize=7)
         figure.colorbar(image, ax=right, label="coefficient")
     right.set_title("identifiable combinations")
-    return _save(figure, path)
+    # Fixed margins (no `tight_layout`, which measures every label by drawing the figure
+    # once more): the bottom one holds the longest parameter name, rotated 70 degrees at 7
+    # points (at most about 0.62 of the font size per character), the right one the colour
+    # bar's label.
+    longest = max((len(name) for name in result.names), default=0) if ident.combinations else 0
+    bottom = max(0.6, 0.3 + longest * 0.62 * 7 / 72 * np.sin(np.radians(70)))
+    figure.set_size_inches(11, 3.4 + bottom)
+    return _save(figure, path, margins=dict(left=0.8, right=0.75, bottom=bottom, top=0.4,
+                                            wspace=0.3))
 
 
 def plot_stiffness_fit(fit, test, path: str | pathlib.Path) -> pathlib.Path:
