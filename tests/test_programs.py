@@ -3,6 +3,7 @@ program the first exported, with the same numbers as a traced fit; what cannot b
 faithfully (code defined outside spineid and its libraries, closures, arrays held as static
 data) is traced as usual; a damaged file is exported again."""
 
+import json
 import os
 import subprocess
 import sys
@@ -304,3 +305,35 @@ def test_building_a_problem_runs_no_compiled_program():
     assert value.dtype == jnp.float64 and not value.weak_type and value.shape == (7, 3)
     # Traced values pass through.
     assert jax.jit(lambda x: floats(x) * 2)(3).dtype == jnp.float64
+
+
+READERS_SCRIPT = """
+import json, sys
+import jax, spineid
+lowered = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda name, seconds, **kwargs: lowered.append(name)
+    if name == "/jax/core/compile/jaxpr_to_mlir_module_duration" else None)
+counts = {}
+for name in sys.argv[1:]:
+    before = len(lowered)
+    spineid.load_model_file(spineid.dataset_path(name))
+    counts[name] = len(lowered) - before
+print(json.dumps(counts))
+"""
+
+
+def test_reading_model_files_of_every_kind_runs_few_compiled_programs():
+    # Each reader builds its arrays on the host and computes what it checks (a bushing's
+    # reference deflection, the facets' penetrations, the ligaments' reference lengths, where
+    # a pinned body lies) as one compiled program each, not operation by operation: read
+    # eagerly, c5_c6.toml ran 111 programs (1.3 s in a new process), head_neck.toml 52. In a
+    # new process, so that nothing is lowered already; files in an order where no two share
+    # what they lower.
+    files = {"c5_c6.toml": 4, "pinned_pair.toml": 1, "head_neck.toml": 2,
+             "axial_4_springs.toml": 0}
+    done = subprocess.run([sys.executable, "-c", READERS_SCRIPT, *files], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    counts = json.loads(done.stdout.strip().splitlines()[-1])
+    assert all(counts[name] <= most for name, most in files.items()), counts

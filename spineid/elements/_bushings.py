@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from .._arrays import floats, traced
 from ._base import AbstractBushing
 from ._load_laws import AbstractLoadLaw
 from ._parameters import ParameterField
@@ -32,8 +33,11 @@ def bushing_unit(field: str, i: int, j: int) -> str:
 
 
 def pack_symmetric(matrix) -> Float[Array, "21"]:
-    """The 21 upper-triangle entries (row-major) of a symmetric 6x6 matrix."""
-    return jnp.asarray(matrix, dtype=float)[UPPER]
+    """The 21 upper-triangle entries (row-major) of a symmetric 6x6 matrix (a host value
+    packed with numpy: no compiled program, spineid/_arrays.py)."""
+    if traced(matrix):
+        return jnp.asarray(matrix, dtype=float)[UPPER]
+    return floats(np.asarray(matrix, dtype=float)[UPPER])
 
 
 def unpack_symmetric(packed: Float[Array, "21"]) -> Float[Array, "6 6"]:
@@ -54,8 +58,14 @@ def bushing_force(stiffness: Float[ArrayLike, "6 6"], damping: Float[ArrayLike, 
     return -jnp.asarray(stiffness) @ y - jnp.asarray(damping) @ jnp.asarray(rate)
 
 
+# A bushing's relative motion at the reference poses, as one compiled program (run eagerly,
+# each operation would be a program of its own: spineid/_arrays.py).
+_reference_deflection = eqx.filter_jit(
+    lambda bushing, lower_pose, upper_pose: bushing.deflection(lower_pose, upper_pose))
+
+
 def _frame_arrays(frame):
-    return tuple(jnp.asarray(a, dtype=float) for a in frame)
+    return tuple(floats(a) for a in frame)
 
 
 class Bushing(AbstractBushing):
@@ -95,11 +105,10 @@ class Bushing(AbstractBushing):
         if kind not in ("classic", "spine"):
             raise ValueError(f"bushing kind {kind!r}: expected 'classic' or 'spine'")
         bushing = cls(kind, _frame_arrays(frame1), _frame_arrays(frame2),
-                      pack_symmetric(stiffness), pack_symmetric(damping), jnp.zeros(6))
+                      pack_symmetric(stiffness), pack_symmetric(damping), floats(np.zeros(6)))
         if kind == "spine":
-            bushing = eqx.tree_at(lambda b: b.reference, bushing,
-                                  bushing.deflection(jnp.asarray(lower_pose, dtype=float),
-                                                     jnp.asarray(upper_pose, dtype=float)))
+            bushing = eqx.tree_at(lambda b: b.reference, bushing, _reference_deflection(
+                bushing, floats(lower_pose), floats(upper_pose)))
         return bushing
 
     @property
@@ -166,12 +175,12 @@ class TableBushing(AbstractBushing):
         if len(laws) != 6 or not all(isinstance(law, AbstractLoadLaw) for law in laws):
             raise ValueError(f"table bushing: expected 6 load laws (tx, ty, tz, rx, ry, rz), "
                              f"got {len(laws)}")
-        damping = jnp.asarray(damping, dtype=float)
+        damping = floats(damping)
         if damping.shape != (6,):
             raise ValueError(f"table bushing: damping must have 6 entries, got {damping.shape}")
-        bushing = cls(_frame_arrays(frame1), _frame_arrays(frame2), laws, damping, jnp.zeros(6))
-        reference = bushing.deflection(jnp.asarray(lower_pose, dtype=float),
-                                       jnp.asarray(upper_pose, dtype=float))
+        bushing = cls(_frame_arrays(frame1), _frame_arrays(frame2), laws, damping,
+                      floats(np.zeros(6)))
+        reference = _reference_deflection(bushing, floats(lower_pose), floats(upper_pose))
         return eqx.tree_at(lambda b: b.reference, bushing, reference)
 
     def energy(self, lower_pose, upper_pose) -> Float[Array, ""]:

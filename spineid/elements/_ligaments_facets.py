@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
+from .._arrays import floats
 from ..kinematics._contact_geometry import ContactGeometry, blended_contact
 from ..kinematics._frames import body_points, to_body
 from ..kinematics._rotations import euler123_rotation
@@ -30,6 +31,26 @@ def unilateral_dissipation(stretch, rate, stiffness, damping) -> Float[Array, ".
     released = -spring * rate - spring**2 / (2.0 * safe)
     active = jnp.where(damping * rate + spring >= 0, viscous, released)
     return jnp.where(stretch > 0, active, 0.0)
+
+
+@jax.jit
+def _ligaments_in_bodies(lower_pose, upper_pose, lower_points, upper_points):
+    # Attachment points in body coordinates and the reference lengths, as one compiled
+    # program (run eagerly, each operation would be a program of its own: spineid/_arrays.py).
+    return (to_body(lower_pose, lower_points), to_body(upper_pose, upper_points),
+            jnp.linalg.norm(upper_points - lower_points, axis=-1))
+
+
+@jax.jit
+def _facets_in_bodies(lower_pose, upper_pose, upper_centres, upper_normals, lower_centres,
+                      lower_normals):
+    # Facet centres and unit normals in body coordinates, as one compiled program.
+    def normals(pose, values):
+        return (values / jnp.linalg.norm(values, axis=-1, keepdims=True)
+                ) @ euler123_rotation(pose[3:])
+
+    return (to_body(upper_pose, upper_centres), normals(upper_pose, upper_normals),
+            to_body(lower_pose, lower_centres), normals(lower_pose, lower_normals))
 
 
 class SpatialLigaments(AbstractSpatialElement):
@@ -62,14 +83,10 @@ class SpatialLigaments(AbstractSpatialElement):
                        lower_pose, upper_pose, rest_length=None) -> "SpatialLigaments":
         """Ligaments attached at ground points (m, `(n, 3)`) of the reference poses; the rest
         length is their reference length unless `rest_length` (m, `(n,)`) is given."""
-        lower_pose = jnp.asarray(lower_pose, dtype=float)
-        upper_pose = jnp.asarray(upper_pose, dtype=float)
-        lower_points = jnp.asarray(lower_points, dtype=float)
-        upper_points = jnp.asarray(upper_points, dtype=float)
-        length = jnp.linalg.norm(upper_points - lower_points, axis=-1)
-        return cls(to_body(lower_pose, lower_points), to_body(upper_pose, upper_points),
-                   length if rest_length is None else jnp.asarray(rest_length, dtype=float),
-                   jnp.asarray(stiffness, dtype=float), jnp.asarray(damping, dtype=float))
+        lower, upper, length = _ligaments_in_bodies(floats(lower_pose), floats(upper_pose),
+                                                    floats(lower_points), floats(upper_points))
+        return cls(lower, upper, length if rest_length is None else floats(rest_length),
+                   floats(stiffness), floats(damping))
 
     def lengths(self, lower_pose, upper_pose) -> Float[Array, " n"]:
         """Ligament lengths `L` (m), `(n,)`."""
@@ -130,21 +147,11 @@ class FacetContacts(AbstractSpatialElement):
                        lower_pose, upper_pose) -> "FacetContacts":
         """Facets given in ground coordinates of the reference poses (centres in m, `(n, 3)`;
         normals `(n, 3)`, normalised here; radii in m, `(n,)`)."""
-        lower_pose = jnp.asarray(lower_pose, dtype=float)
-        upper_pose = jnp.asarray(upper_pose, dtype=float)
-
-        def normals(pose, values):
-            values = jnp.asarray(values, dtype=float)
-            values = values / jnp.linalg.norm(values, axis=-1, keepdims=True)
-            return values @ euler123_rotation(pose[3:])
-
-        def array(values):
-            return jnp.asarray(values, dtype=float)
-
-        return cls(to_body(upper_pose, upper_centres), normals(upper_pose, upper_normals),
-                   array(upper_radii), to_body(lower_pose, lower_centres),
-                   normals(lower_pose, lower_normals), array(lower_radii), array(stiffness),
-                   array(damping), array(sharpness))
+        upper, upper_turned, lower, lower_turned = _facets_in_bodies(
+            floats(lower_pose), floats(upper_pose), floats(upper_centres), floats(upper_normals),
+            floats(lower_centres), floats(lower_normals))
+        return cls(upper, upper_turned, floats(upper_radii), lower, lower_turned,
+                   floats(lower_radii), floats(stiffness), floats(damping), floats(sharpness))
 
     def geometry(self, lower_pose, upper_pose) -> ContactGeometry:
         """The contact geometry of every facet (`ContactGeometry` with a leading axis `n`)."""

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._arrays import floats
 from ..elements._load_laws import TanCosLaw
 from ..elements._parameters import ParameterField
 from ._mechanics import AbstractLagrangianSystem, active_forces, lagrangian_vector_field
@@ -90,6 +91,12 @@ class TriangularPulse(eqx.Module):
         a, t1, t2 = self.peak, self.t_peak, self.t_end
         return jnp.where(t <= t1, a * t**3 / (6 * t1),
                          jnp.where(t <= t2, -a * (t - t2) ** 3 / (6 * (t2 - t1)), 0.0))
+
+
+# The ligaments' lengths in the reference configuration, as one compiled program (run
+# eagerly, each operation would be a program of its own: spineid/_arrays.py).
+_reference_lengths = eqx.filter_jit(
+    lambda chain: chain.ligament_lengths(0.0, jnp.zeros(chain.n_dof)))
 
 
 def _turn(phi, offsets):
@@ -189,11 +196,11 @@ class HeadNeckChain(AbstractLagrangianSystem):
             if value.shape != (2,):
                 raise ValueError(f"{name}: expected 2 coordinates, got shape {value.shape}")
         chain = cls(
-            **{k: jnp.asarray(v) for k, v in {**geometry, **per_level, **base}.items()},
-            gravity=jnp.asarray(gravity, dtype=float).reshape(2),
+            **{k: floats(v) for k, v in {**geometry, **per_level, **base}.items()},
+            gravity=floats(np.asarray(gravity, dtype=float).reshape(2)),
             pulse=TriangularPulse() if pulse is None else pulse,
-            rest_anterior=jnp.zeros(n), rest_posterior=jnp.zeros(n))
-        lengths = chain.ligament_lengths(0.0, jnp.zeros(n))
+            rest_anterior=floats(np.zeros(n)), rest_posterior=floats(np.zeros(n)))
+        lengths = _reference_lengths(chain)
         for name, value in zip(("anterior", "posterior"), lengths):
             value = np.asarray(value)
             if np.any(value < 1e-6):

@@ -2,12 +2,17 @@
 the lower one (docs/formats/model-files.md).
 """
 
-import jax.numpy as jnp
+import equinox as eqx
 import numpy as np
 
+from ..._arrays import floats
 from ...elements._parameters import Parameter
 from ...models._pinned_pair import PinnedPair
 from ._shared import append_torsion, planar_common_tables, planar_body
+
+# The upper body's centre at an angle, as one compiled program (run eagerly, each operation
+# would be a program of its own: spineid/_arrays.py).
+_centre_of_mass = eqx.filter_jit(PinnedPair.centre_of_mass)
 
 
 def read_pinned_pair(document, check, folder) -> tuple[PinnedPair, tuple[Parameter, ...]]:
@@ -30,13 +35,13 @@ def read_pinned_pair(document, check, folder) -> tuple[PinnedPair, tuple[Paramet
     model = PinnedPair(
         lower=lower,
         upper=upper,
-        pin=jnp.asarray(pin),
+        pin=floats(pin),
         elements=tuple(elements),
         loads=planar_common_tables(document, check, folder),
-        gravity=jnp.asarray(gravity),
-        initial_angle=jnp.asarray(initial_pose[2]),
+        gravity=floats(gravity),
+        initial_angle=floats(initial_pose[2]),
     )
-    on_circle = np.asarray(model.centre_of_mass(initial_pose[2]))
+    on_circle = np.asarray(_centre_of_mass(model, floats(initial_pose[2])))
     if np.linalg.norm(on_circle - initial_pose[:2]) > 1e-9:
         check.fail(
             "upper.initial_pose",

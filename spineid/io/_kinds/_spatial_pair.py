@@ -6,9 +6,10 @@
 import math
 import warnings
 
-import jax.numpy as jnp
+import equinox as eqx
 import numpy as np
 
+from ..._arrays import floats
 from ...elements._bushings import Bushing, bushing_unit, TableBushing, UPPER
 from ...elements._ligaments_facets import FacetContacts, SpatialLigaments
 from ...elements._parameters import Parameter
@@ -55,9 +56,14 @@ def spatial_body(table, key, check) -> tuple[SpatialBody, np.ndarray]:
     if abs(np.cos(pose[4])) < 1e-3 or abs(np.cos(initial[4])) < 1e-3:
         check.fail(f"{key}.pose", "a pose away from a2 = +-90 degrees (the singularity of the "
                                   "1-2-3 Euler angles)", pose.tolist())
-    body = SpatialBody(mass=jnp.asarray(mass), inertia=jnp.asarray(inertia),
-                       reference_pose=jnp.asarray(pose), fixed=fixed)
+    body = SpatialBody(mass=floats(mass), inertia=floats(inertia), reference_pose=floats(pose),
+                       fixed=fixed)
     return body, initial
+
+
+# The facets' penetrations, as one compiled program (run eagerly, each operation would be a
+# program of its own: spineid/_arrays.py).
+_penetrations = eqx.filter_jit(FacetContacts.penetrations)
 
 
 def bushing_matrix(check, table, name, key) -> tuple[np.ndarray, list[tuple[str, int]]]:
@@ -159,7 +165,7 @@ def read_spatial_pair(document, check, folder) -> tuple[SpatialPair, tuple[Param
     model = SpatialPair(
         lower=lower, upper=upper, elements=tuple(elements),
         loads=read_loads(document, check, folder, SPATIAL_LOAD_COMPONENTS),
-        gravity=jnp.asarray(gravity), initial_pose=jnp.asarray(initial_pose),
+        gravity=floats(gravity), initial_pose=floats(initial_pose),
     )
     return model, tuple(parameters)
 
@@ -264,7 +270,7 @@ def facet_contacts(document, check, lower, upper, element, parameters):
         [d[0] for d in lower_discs], [d[1] for d in lower_discs], [d[2] for d in lower_discs],
         columns["stiffness"], columns["damping"], columns["blending"],
         lower.reference_pose, upper.reference_pose)
-    depths = np.asarray(facets.penetrations(lower.reference_pose, upper.reference_pose))
+    depths = np.asarray(_penetrations(facets, lower.reference_pose, upper.reference_pose))
     if np.any(depths > 1e-9):
         index = int(np.argmax(depths))
         check.fail(f"facets[{index}]", "faces that do not overlap in the reference pose (a "
