@@ -27,19 +27,22 @@ along an unidentifiable combination, bounded only by the prior).
 """
 
 import dataclasses
+import importlib.util
 import math
 import time
 import warnings
 
 import diffrax
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._arrays import floats
 from ..io._model_file import PRIOR_KINDS
 from ._fit import _noise_array
 from ._goodness import ALPHA, chi_square_sf
-from ._objective import _evaluate, _objective, _scales, resolved_scales
+from ._objective import _evaluate, _Objective, _objective, _scales, resolved_scales
 from ._problem import FitProblem
 from ._uncertainty import fisher_analysis, numerical_rank
 
@@ -91,19 +94,115 @@ def _check_priors(problem: FitProblem, priors: dict | None) -> list[tuple]:
     return out
 
 
-def _log_prior(theta, priors) -> jax.Array:
+def _log_prior(theta, kinds: tuple[str, ...], values) -> jax.Array:
+    # The log prior density of the physical values `theta` `(p,)` (up to a constant): `kinds`
+    # per parameter, `values` `(p, 3)` their `a, b` and the shift of a log-normal (its
+    # parameter's lower bound where finite).
     total = 0.0
-    for j, (kind, a, b, lower) in enumerate(priors):
-        x = theta[j]
+    for j, kind in enumerate(kinds):
+        x, a, b, shift = theta[j], values[j, 0], values[j, 1], values[j, 2]
         if kind == "lognormal":
-            shifted = x - (lower if math.isfinite(lower) else 0.0)
-            z = (jnp.log(shifted) - math.log(a)) / b
-            total = total - 0.5 * z**2 - jnp.log(shifted)
+            z = (jnp.log(x - shift) - jnp.log(a)) / b
+            total = total - 0.5 * z**2 - jnp.log(x - shift)
         elif kind == "normal":
             total = total - 0.5 * ((x - a) / b) ** 2
         else:
             total = total + jnp.where((x >= a) & (x <= b), 0.0, -jnp.inf)
     return total
+
+
+class _Density(eqx.Module):
+    """The log posterior density the sampler sees (module docstring), at whitened coordinates
+    `z` (`u = u0 + W z`, `W W^T` the inverse of the Laplace approximation's information).
+
+    The compiled programs of `posterior` take it as an argument: a later posterior of a problem
+    of the same structure (other data, priors of other values, another start) runs them
+    again instead of compiling its own (20-40 s each on a planar pair).
+    """
+
+    objective: _Objective  # the noise-weighted residuals, and the transform `theta = T(u)`
+    kinds: tuple[str, ...] = eqx.field(static=True)  # the prior's kind per parameter
+    priors: jax.Array  # (p, 3): a, b and shift per parameter (`_log_prior`)
+    u0: jax.Array  # (p,), unconstrained
+    whitening: jax.Array  # (p, p)
+
+    def log_prior(self, u):
+        """The prior in `u`: of the physical values, times the Jacobian of `T` (elementwise)."""
+        to_physical = self.objective.transform.to_physical
+        slope = jax.jacfwd(to_physical)(u).diagonal()
+        return (_log_prior(to_physical(u), self.kinds, self.priors)
+                + jnp.sum(jnp.log(jnp.abs(slope))))
+
+    def log_density(self, u):
+        """`log L + log prior` at `u`, `-inf` where it is not finite."""
+        objective = self.objective
+
+        @jax.custom_vjp
+        def log_likelihood(u):
+            return -0.5 * jnp.sum(objective(u) ** 2)
+
+        def log_likelihood_forward(u):
+            # The gradient -J^T r from the p forward-mode sensitivities of one pass through
+            # the ODE: with few parameters far cheaper than reverse mode through the solve.
+            jacobian, residuals = jax.jacfwd(lambda v: (objective(v),) * 2, has_aux=True)(u)
+            return -0.5 * jnp.sum(residuals**2), -(jacobian.T @ residuals)
+
+        log_likelihood.defvjp(log_likelihood_forward,
+                              lambda gradient, cotangent: (cotangent * gradient,))
+        value = log_likelihood(u) + self.log_prior(u)
+        return jnp.where(jnp.isfinite(value), value, -jnp.inf)
+
+    def __call__(self, z):
+        return self.log_density(self.u0 + self.whitening @ z)
+
+
+@eqx.filter_jit
+def _log_density_at(density: _Density, u):
+    return density.log_density(u)
+
+
+@eqx.filter_jit
+def _prior_curvature(density: _Density, u):
+    return -jax.hessian(density.log_prior)(u)
+
+
+@eqx.filter_jit
+def _adapted(density: _Density, key, warmup: int):
+    # Stan's window adaptation of the step size and the mass matrix, `warmup` steps from z = 0.
+    import blackjax  # (the optional extra; `posterior` checks it is there)
+
+    adaptation = blackjax.window_adaptation(blackjax.nuts, density)
+    (state, parameters), _ = adaptation.run(key, jnp.zeros_like(density.u0),
+                                            num_steps=warmup)
+    return state, parameters
+
+
+@eqx.filter_jit
+def _drawn(density: _Density, parameters, state, keys):
+    # One NUTS step per key: the last state, and per draw `(z, divergent, acceptance)`.
+    import blackjax
+
+    step = blackjax.nuts(density, **parameters).step
+
+    def one(state, key):
+        state, info = step(key, state)
+        return state, (state.position, info.is_divergent, info.acceptance_rate)
+
+    return jax.lax.scan(one, state, keys)
+
+
+@jax.jit
+def _effective_samples(chains):
+    # Effective draws per parameter of `(chains, draws, p)` (blackjax's, which run eagerly
+    # compiles programs of its own in every call).
+    import blackjax
+
+    return blackjax.diagnostics.effective_sample_size(chains)
+
+
+@eqx.filter_jit
+def _discrepancies(objective: _Objective, u):
+    return jax.vmap(lambda v: jnp.sum(objective(v) ** 2))(u)
 
 
 @dataclasses.dataclass
@@ -223,8 +322,7 @@ def predictive_check(objective, u, n_data: int) -> tuple[np.ndarray, float]:
     """The posterior predictive check (module docstring) at the unconstrained draws `u`
     `(m, p)`: `(chi_square (m,), p_value)`, with `objective(u)` the noise-weighted residuals
     `(n,)` and `n_data` the data values they hold (padding excluded)."""
-    costs = np.asarray(jax.jit(jax.vmap(lambda v: jnp.sum(objective(v) ** 2)))(
-        jnp.asarray(u)))
+    costs = np.asarray(_discrepancies(objective, jnp.asarray(u)))
     survival = [chi_square_sf(c, n_data) if np.isfinite(c) else 0.0 for c in costs]
     return costs, float(np.mean(survival))
 
@@ -245,11 +343,8 @@ def posterior(problem: FitProblem, *, priors: dict | None = None, samples: int =
     **Returns:** a `Posterior`, with its posterior predictive check at `CHECKED_DRAWS` draws
     (a warning when the model does not explain the data). Needs blackjax (`pip install 'spineid[bayes]'`).
     """
-    try:
-        import blackjax
-    except ImportError:
-        raise ImportError("spineid.posterior needs blackjax: pip install 'spineid[bayes]'") \
-            from None
+    if importlib.util.find_spec("blackjax") is None:  # (the programs below import it)
+        raise ImportError("spineid.posterior needs blackjax: pip install 'spineid[bayes]'")
     for name, value, least in (("samples", samples, 10), ("warmup", warmup, 10)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise ValueError(f"{name} {value!r}: expected a whole number >= {least}")
@@ -263,30 +358,11 @@ def posterior(problem: FitProblem, *, priors: dict | None = None, samples: int =
         raise ValueError(f"start: expected {len(problem.names)} finite values (SI), got "
                          f"{np.shape(start)}")
     u0 = transform.to_unconstrained(jnp.asarray(start))
-
-    def log_prior(u):
-        # The prior in u: of the physical values, times the Jacobian of T (elementwise).
-        slope = jax.jacfwd(transform.to_physical)(u).diagonal()
-        return _log_prior(transform.to_physical(u), prior) + jnp.sum(jnp.log(jnp.abs(slope)))
-
-    @jax.custom_vjp
-    def log_likelihood(u):
-        return -0.5 * jnp.sum(objective(u) ** 2)
-
-    def log_likelihood_forward(u):
-        # The gradient -J^T r from the p forward-mode sensitivities of one pass through the
-        # ODE: with few parameters far cheaper than reverse mode through the solve.
-        jacobian, residuals = jax.jacfwd(lambda v: (objective(v),) * 2, has_aux=True)(u)
-        return -0.5 * jnp.sum(residuals**2), -(jacobian.T @ residuals)
-
-    log_likelihood.defvjp(log_likelihood_forward,
-                          lambda gradient, cotangent: (cotangent * gradient,))
-
-    def log_density(u):
-        value = log_likelihood(u) + log_prior(u)
-        return jnp.where(jnp.isfinite(value), value, -jnp.inf)
-
-    if not np.isfinite(float(jax.jit(log_density)(u0))):
+    density = _Density(objective, tuple(kind for kind, *_ in prior),
+                       floats([[a, b, lower if math.isfinite(lower) else 0.0]
+                               for _, a, b, lower in prior]),
+                       u0, floats(np.eye(len(start))))
+    if not np.isfinite(float(_log_density_at(density, u0))):
         raise ValueError("posterior: the start has zero posterior density (outside a prior's "
                          "support, or the model cannot be simulated there)")
     # Whitening by the Laplace approximation at the start (the Fisher information of the exact
@@ -296,7 +372,7 @@ def posterior(problem: FitProblem, *, priors: dict | None = None, samples: int =
     # three-spring pair; measured).
     sensitivity = np.asarray(_evaluate(objective, transform.to_physical(u0))[0])
     scaled = sensitivity * np.asarray(jax.jacfwd(transform.to_physical)(u0)).diagonal()
-    curvature = -np.asarray(jax.hessian(log_prior)(u0))
+    curvature = np.asarray(_prior_curvature(density, u0))
     information = scaled.T @ scaled + 0.5 * (curvature + curvature.T)
     singular = np.linalg.svd(scaled, compute_uv=False)
     unseen = len(singular) - numerical_rank(singular)
@@ -311,38 +387,25 @@ def posterior(problem: FitProblem, *, priors: dict | None = None, samples: int =
         warnings.warn("posterior: " + messages[-1], RuntimeWarning, stacklevel=2)
     values, vectors = np.linalg.eigh(information)
     values = np.maximum(values, 1e-12 * max(values.max(), 1e-300))
-    whitening = jnp.asarray(vectors / np.sqrt(values))  # u = u0 + W z, W W^T = information^-1
-
-    def whitened(z):
-        return log_density(u0 + whitening @ z)
+    whitening = vectors / np.sqrt(values)  # u = u0 + W z, W W^T = information^-1
+    density = dataclasses.replace(density, whitening=floats(whitening))
 
     key_warmup, key_draws = jax.random.split(jax.random.PRNGKey(seed))
-    adaptation = blackjax.window_adaptation(blackjax.nuts, whitened)
-    (state, parameters), _ = adaptation.run(key_warmup, jnp.zeros_like(u0), num_steps=warmup)
-    step = jax.jit(blackjax.nuts(whitened, **parameters).step)
-
-    @jax.jit
-    def block(state, keys):
-        def one(state, key):
-            state, info = step(key, state)
-            return state, (state.position, info.is_divergent, info.acceptance_rate)
-
-        return jax.lax.scan(one, state, keys)
-
+    state, parameters = _adapted(density, key_warmup, warmup)
     keys = jax.random.split(key_draws, samples)
     blocks = np.array_split(np.arange(samples), min(10, samples))
     positions, divergent, acceptance = [], [], []
     for number, index in enumerate(blocks):
-        state, (u, bad, rate) = block(state, keys[index])
+        state, (u, bad, rate) = _drawn(density, parameters, state, keys[index])
         positions.append(np.asarray(u))
         divergent.append(np.asarray(bad))
         acceptance.append(np.asarray(rate))
         if progress:
             print(f"posterior: {index[-1] + 1} of {samples} draws "
                   f"({time.perf_counter() - started:.1f} s)", flush=True)
-    u = u0 + np.concatenate(positions) @ np.asarray(whitening).T
+    u = np.asarray(u0) + np.concatenate(positions) @ whitening.T
     draws = np.asarray(jax.vmap(transform.to_physical)(jnp.asarray(u)))
-    effective = np.asarray(blackjax.diagnostics.effective_sample_size(draws[None]))
+    effective = np.asarray(_effective_samples(jnp.asarray(draws)[None]))
     divergences = int(np.concatenate(divergent).sum())
     notes = list(messages)
     if divergences:
