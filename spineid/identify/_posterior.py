@@ -193,8 +193,8 @@ def _drawn(density: _Density, parameters, state, keys):
 
 @jax.jit
 def _effective_samples(chains):
-    # Effective draws per parameter of `(chains, draws, p)` (blackjax's, which run eagerly
-    # compiles programs of its own in every call).
+    # Effective draws per parameter of `(chains, draws, p)`: blackjax's, compiled once (run
+    # eagerly, it compiled small programs of its own in every call).
     import blackjax
 
     return blackjax.diagnostics.effective_sample_size(chains)
