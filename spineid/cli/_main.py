@@ -328,7 +328,8 @@ def console() -> int:
     the reach of Python's cyclic garbage collector (`gc.freeze`): the collector then does not
     walk JAX's, equinox's and matplotlib's import-time objects again, in each full collection
     during the verb nor in the one at the interpreter's exit (together about a third of a
-    second of a `spineid fit` process, measured by experiments/benchmark_cold_start.py). Only
+    second of a process that imports spineid, measured against one that ends by `os._exit`;
+    the whole process is timed by experiments/benchmark_cold_start.py). Only
     a process that ends after the verb may do this (objects frozen are never collected), so
     `main`, called from Python, does not.
     """
