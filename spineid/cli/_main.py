@@ -17,6 +17,7 @@ from ..elements._load_laws import LAW_KINDS
 from ..identify._solvers import DEFAULT_SOLVER, SOLVER_NAMES
 from ..plots import use_file_backend
 from . import _commands as verbs
+from . import _drawing
 from ._batch import data_files, is_batch, run_batch
 from ._outputs import figures, OutputFolder
 
@@ -331,19 +332,30 @@ def console() -> int:
     second of a process that imports spineid, measured against one that ends by `os._exit`;
     the whole process is timed by experiments/benchmark_cold_start.py). Only
     a process that ends after the verb may do this (objects frozen are never collected), so
-    `main`, called from Python, does not.
+    `main`, called from Python, does not. For the same reason only this entry lets `fit` draw
+    its figures in worker processes forked before the verb runs (`spineid.cli._drawing`).
     """
     gc.freeze()
-    status = main()
+    try:
+        status = main(figure_processes=2)
+    finally:
+        _drawing.stop()
     gc.freeze()
     return status
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, figure_processes: int = 0) -> int:
     """Entry point of the `spineid` console script; returns the exit status (0 done, 1 a fit
     that did not converge, 2 bad input with a one-line error, 124 stopped at `--time-limit`,
-    130 and 143 interrupted and terminated)."""
+    130 and 143 interrupted and terminated).
+
+    `figure_processes`: `fit` with its plots draws its figures in this many worker processes,
+    forked before the verb runs (`spineid.cli._drawing`); only for a process in which nothing
+    has run in JAX yet (`console`), since a fork after JAX's threads started is unsafe. The
+    caller ends them (`_drawing.stop`)."""
     arguments = build_parser().parse_args(argv)
+    if figure_processes and arguments.command == "fit" and not arguments.no_plots:
+        _drawing.start(figure_processes)
     _last_raised[0] = -math.inf  # (an earlier call in this process does not quiet this one)
     figures.forget_deferred()
     use_file_backend()  # files only: no display is needed

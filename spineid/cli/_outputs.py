@@ -23,6 +23,8 @@ from ..io._exports import EXPORT_FORMATS
 from ..io._measurements import looks_like_ms
 from ..io._toml import LARGEST_NUMBER
 from .. import plots
+from . import _drawing
+from ._drawing import FitFigureData
 
 
 class _OneFigureAtATime:
@@ -55,6 +57,13 @@ class _OneFigureAtATime:
                         raise self._deferred.pop()
 
         return drawn
+
+    def together(self, jobs) -> list:
+        """Draw `jobs` (`(plot function name, arguments)` each, arguments of plain numbers:
+        `FitFigureData`) in the worker processes the command's entry started
+        (`spineid.cli._drawing`), all at once, else here, one after another; returns what each
+        plot function returned."""
+        return _drawing.draw(jobs, lambda name, args: getattr(self, name)(*args))
 
     def defer(self, stop) -> bool:
         """Whether `stop` (an exception class) is kept to be raised when the figure being
@@ -375,9 +384,10 @@ def write_fit_outputs(result, problem, out: OutputFolder, plots: bool = True
         write_json(out / "report.json", dict(result.report(), profiles=[])),
     ]
     if plots:
-        paths += [figures.plot_fit(result, channels, out / "fit.png"),
-                  figures.plot_residuals(result, channels, out / "residuals.png"),
-                  figures.plot_identifiability(result, out / "identifiability.png")]
+        shown = FitFigureData.of(result)
+        paths += figures.together([("plot_fit", (shown, channels, out / "fit.png")),
+                                   ("plot_residuals", (shown, channels, out / "residuals.png")),
+                                   ("plot_identifiability", (shown, out / "identifiability.png"))])
     model = problem.model_file.model
     formats = model.export_formats()
     if formats:
