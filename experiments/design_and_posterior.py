@@ -25,15 +25,20 @@
 
     python experiments/design_and_posterior.py [--repetitions 50] [--draws 650]
         [--repetitions-21 20] [--cases-21 N] [--amplitude-21 1] [--head-neck-rate 500]
-        [--repetitions-head-neck N] [--head-neck-rtol 1e-5] [--sections 12345]
-        [--executor local|dask] [--workers 2] [--scheduler ADDRESS]
+        [--repetitions-head-neck N] [--head-neck-rtol 1e-5] [--head-neck-pulses P1,P2,P3]
+        [--sections 12345] [--executor local|dask] [--threads 1] [--workers 2]
+        [--scheduler ADDRESS] [--batch-out DIR]
 
-The validations' noisy fits are Monte-Carlo batches (`spineid.fit_batch`): `--executor dask`
-runs them on a LocalCluster of `--workers` processes, or on the cluster at `--scheduler`.
+The validations' noisy fits are Monte-Carlo batches (`spineid.fit_batch`): `--threads N` runs
+N at once in this process, `--executor dask` runs them on a LocalCluster of `--workers`
+processes, or on the cluster at `--scheduler`. With `--batch-out DIR` each validation streams
+its finished fits to a folder of DIR and continues from it when run again (the same noise
+draws: an interrupted validation of hours resumes where it stopped).
 """
 
 import argparse
 import copy
+import pathlib
 import time
 
 import numpy as np
@@ -54,14 +59,17 @@ def candidates_of(path, components, frequencies, amplitudes, times):
     return out
 
 
-# Where the Monte-Carlo fits of the validations run (`--executor`, `--workers`).
+# Where the Monte-Carlo fits of the validations run (`--executor`, `--threads`, `--workers`),
+# and the folder they stream to (`--batch-out`).
 EXECUTOR = spineid.Local()
+BATCH_OUT = None
 
 
-def validate(found, repetitions, seed=0, **simulation):
+def validate(found, repetitions, seed=0, label=None, **simulation):
     """The spread of the estimates over `repetitions` fits of noisy simulations of the design
     (a batch on `EXECUTOR`; failed fits are left out and counted); `simulation`: the fits'
-    `simulation_*` options (`Design.problem`)."""
+    `simulation_*` options (`Design.problem`); with `BATCH_OUT`, the fits stream to its
+    folder `label` and a later run resumes them."""
     problem = found.problem(**simulation)
     sigma = np.array([problem.noise[c] for c in problem.channels])
     rng = np.random.default_rng(seed)
@@ -72,8 +80,11 @@ def validate(found, repetitions, seed=0, **simulation):
         problems.append(spineid.FitProblem(problem.model_file, noisy, problem.names,
                                            problem.noise, models=problem.models,
                                            **simulation))
+    out = None if BATCH_OUT is None or label is None else BATCH_OUT / label
+    resume = out is not None and out.is_dir() and any(out.iterdir())
     fits = spineid.fit_batch(problems, spineid.LevenbergMarquardt(), executor=EXECUTOR,
-                             chunk=max(1, repetitions // 10))
+                             chunk=max(1, repetitions // 10), out=out, resume=resume,
+                             progress=out is not None)
     if fits.errors:
         print(f"   {len(fits.errors)} of {repetitions} fits failed and are left out: "
               + fits.summary().replace("\n", "\n   "))
@@ -222,11 +233,12 @@ HEAD_NECK_FREE = ["ligaments.stiffness", "joints.stiffness", "joints.damping"]
 ANTERIOR = "ligaments.anterior_stiffness"
 
 
-def head_neck(rate, repetitions=0, rtol=None):
+def head_neck(rate, repetitions=0, rtol=None, pulses=None):
     """The anterior cervical ligament of the head-neck chain: the pulses that would identify it
     from the head's track, and the measurements that would; with `repetitions`, the best three
     pulses' design checked for linearity and validated by that many noisy fits (at the ODE
-    tolerance `rtol`, `atol` a hundredth of it; default the fit's own)."""
+    tolerance `rtol`, `atol` a hundredth of it; default the fit's own); `pulses` (candidate
+    names): those instead of searching the best three (the search takes about 20 minutes)."""
     import diffrax
     import jax
     import jax.numpy as jnp
@@ -248,7 +260,13 @@ def head_neck(rate, repetitions=0, rtol=None):
                     f"{side} {g:g} g {t_end * 1e3:.0f} ms",
                     spineid.ModelFile.from_document(document, folder=model_file.folder), times))
     clock = time.perf_counter()
-    for budget in (1, 3):
+    if pulses:
+        unknown = [p for p in pulses if p not in [c.name for c in candidates]]
+        if unknown:
+            raise SystemExit(f"--head-neck-pulses: unknown {unknown}; the candidates are "
+                             + ", ".join(c.name for c in candidates))
+        candidates = [c for c in candidates if c.name in pulses or c.name == "rear 8.5 g 105 ms"]
+    for budget in ((len(pulses),) if pulses else (1, 3)):
         found = spineid.design(candidates, HEAD_NECK_FREE, noise, criterion=[ANTERIOR],
                                budget=budget, baseline=["rear 8.5 g 105 ms"])
         j = found.names.index(ANTERIOR)
@@ -265,7 +283,7 @@ def head_neck(rate, repetitions=0, rtol=None):
         clock = time.perf_counter()
         simulation = {} if rtol is None else {"simulation_rtol": rtol,
                                                "simulation_atol": rtol * 1e-2}
-        realised = validate(found, repetitions, **simulation)
+        realised = validate(found, repetitions, label="head-neck", **simulation)
         print(f"   {repetitions} noisy fits of the best three ({time.perf_counter() - clock:.0f} "
               f"s{'' if rtol is None else f', rtol {rtol:g}'}): realised / predicted standard "
               "error "
@@ -331,17 +349,30 @@ def main() -> None:
                         help="section 5: the validation fits' ODE tolerance (default the "
                              "fit's, 1e-8; measured, 1e-5 at least twice as fast, its "
                              "estimates within 0.01 standard errors of 1e-6's)")
+    parser.add_argument("--head-neck-pulses", default=None,
+                        help="section 5: these pulses (comma-separated names, e.g. 'frontal "
+                             "15 g 150 ms,rear 15 g 60 ms,rear 15 g 150 ms', the best three "
+                             "found) instead of the search")
     parser.add_argument("--sections", default="12345")
     parser.add_argument("--executor", choices=("local", "dask"), default="local",
                         help="where the validations' noisy fits run")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="with --executor local: fits at once in this process")
+    parser.add_argument("--batch-out", default=None,
+                        help="stream each validation's fits to a folder of this one, and "
+                             "resume from it")
     parser.add_argument("--workers", type=int, default=2,
                         help="with --executor dask: local worker processes")
     parser.add_argument("--scheduler", default=None,
                         help="with --executor dask: a running scheduler's address")
     arguments = parser.parse_args()
-    global EXECUTOR
+    global EXECUTOR, BATCH_OUT
     if arguments.executor == "dask":
         EXECUTOR = spineid.Dask(scheduler=arguments.scheduler, workers=arguments.workers)
+    elif arguments.threads > 1:
+        EXECUTOR = spineid.Local(threads=arguments.threads)
+    if arguments.batch_out is not None:
+        BATCH_OUT = pathlib.Path(arguments.batch_out)
     if "1" in arguments.sections:
         axial_springs(arguments.repetitions)
     if "2" in arguments.sections:
@@ -352,7 +383,8 @@ def main() -> None:
         full_stiffness(arguments.repetitions_21, arguments.cases_21, arguments.amplitude_21)
     if "5" in arguments.sections:
         head_neck(arguments.head_neck_rate, arguments.repetitions_head_neck,
-                  arguments.head_neck_rtol)
+                  arguments.head_neck_rtol, arguments.head_neck_pulses
+                  and [p.strip() for p in arguments.head_neck_pulses.split(",")])
 
 
 if __name__ == "__main__":
