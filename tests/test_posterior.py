@@ -81,8 +81,12 @@ def test_another_posterior_of_the_same_problem_compiles_nothing(problem, fitted,
         if name == "/jax/core/compile/jaxpr_to_mlir_module_duration":
             lowered.append(seconds)
 
-    priors = {name: ("lognormal", float(value) * 1.05, 0.5)
-              for name, value in zip(problem.names, fitted.values)}
+    # (Other values, and families other than the fixture's default log-normals.)
+    kinds = ("lognormal", "normal", "uniform")
+    priors = {name: {"lognormal": ("lognormal", float(value) * 1.05, 0.5),
+                     "normal": ("normal", float(value) * 1.05, 0.5 * float(value)),
+                     "uniform": ("uniform", 0.2 * float(value), 5.0 * float(value))}[kind]
+              for name, value, kind in zip(problem.names, fitted.values, kinds)}
     jax.monitoring.register_event_duration_secs_listener(listener)
     try:
         again = spineid.posterior(problem, priors=priors, samples=400, warmup=100,
@@ -247,3 +251,35 @@ def test_bad_priors_in_a_model_file_name_the_key(problem, prior, match):
     document["priors"] = prior
     with pytest.raises(ValueError, match=match):
         spineid.ModelFile.from_document(document, "file.toml")
+
+
+def test_the_log_prior_of_each_family_is_scipys_log_density():
+    # An independent oracle: scipy.stats' densities of the three families (the prior is known
+    # up to a constant: differences between points), and its gradient, finite for every
+    # family at once, against central differences of scipy's.
+    from scipy import stats
+
+    from spineid.identify._posterior import _log_prior
+
+    kinds = jnp.array([0, 1, 2, 0])  # (indices in PRIOR_KINDS: lognormal, normal, uniform)
+    values = jnp.array([[2.0, 0.3, 0.0], [5.0, 1.5, 0.0], [1.0, 4.0, 0.0], [0.5, 0.2, 1.0]])
+    families = [stats.lognorm(0.3, scale=2.0), stats.norm(5.0, 1.5), stats.uniform(1.0, 3.0),
+                stats.lognorm(0.2, loc=1.0, scale=0.5)]
+
+    def scipys(theta):
+        return sum(f.logpdf(x) for f, x in zip(families, theta))
+
+    rng = np.random.default_rng(3)
+    points = np.column_stack([rng.uniform(0.5, 6.0, 6), rng.uniform(0.0, 10.0, 6),
+                              rng.uniform(1.1, 3.9, 6), rng.uniform(1.1, 2.5, 6)])
+    ours = np.array([float(_log_prior(jnp.asarray(t), kinds, values)) for t in points])
+    np.testing.assert_allclose(ours - ours[0], [scipys(t) - scipys(points[0]) for t in points],
+                               rtol=1e-12, atol=1e-12)
+    gradient = np.asarray(jax.grad(_log_prior)(jnp.asarray(points[1]), kinds, values))
+    step = 1e-6
+    central = [(scipys(points[1] + step * e) - scipys(points[1] - step * e)) / (2 * step)
+               for e in np.eye(4)]
+    np.testing.assert_allclose(gradient, central, rtol=1e-6, atol=1e-8)
+    outside = points[0].copy()
+    outside[2] = 5.5  # beyond the uniform's (1, 4)
+    assert float(_log_prior(jnp.asarray(outside), kinds, values)) == -np.inf

@@ -94,21 +94,23 @@ def _check_priors(problem: FitProblem, priors: dict | None) -> list[tuple]:
     return out
 
 
-def _log_prior(theta, kinds: tuple[str, ...], values) -> jax.Array:
+def _log_prior(theta, kinds, values) -> jax.Array:
     # The log prior density of the physical values `theta` `(p,)` (up to a constant): `kinds`
-    # per parameter, `values` `(p, 3)` their `a, b` and the shift of a log-normal (its
-    # parameter's lower bound where finite).
-    total = 0.0
-    for j, kind in enumerate(kinds):
-        x, a, b, shift = theta[j], values[j, 0], values[j, 1], values[j, 2]
-        if kind == "lognormal":
-            z = (jnp.log(x - shift) - jnp.log(a)) / b
-            total = total - 0.5 * z**2 - jnp.log(x - shift)
-        elif kind == "normal":
-            total = total - 0.5 * ((x - a) / b) ** 2
-        else:
-            total = total + jnp.where((x >= a) & (x <= b), 0.0, -jnp.inf)
-    return total
+    # `(p,)` each parameter's family as its index in `PRIOR_KINDS`, `values` `(p, 3)` their
+    # `a, b` and the shift of a log-normal (its parameter's lower bound where finite). Every
+    # family is evaluated for every parameter and the parameter's own kept, with the others'
+    # inputs made harmless (a log of 1, a scale of 1), so that their gradients are zero, not
+    # NaN; kinds as an array let a posterior with priors of other families reuse the programs.
+    a, b, shift = values[:, 0], values[:, 1], values[:, 2]
+    lognormal, normal, uniform = (kinds == PRIOR_KINDS.index(k)
+                                  for k in ("lognormal", "normal", "uniform"))
+    scale = jnp.where(lognormal | normal, b, 1.0)
+    above = jnp.where(lognormal, theta - shift, 1.0)
+    z = (jnp.log(above) - jnp.log(jnp.where(lognormal, a, 1.0))) / scale
+    terms = jnp.where(lognormal, -0.5 * z**2 - jnp.log(above), 0.0)
+    terms = terms + jnp.where(normal, -0.5 * ((theta - a) / scale) ** 2, 0.0)
+    outside = uniform & ((theta < a) | (theta > b))
+    return jnp.sum(terms) + jnp.where(jnp.any(outside), -jnp.inf, 0.0)
 
 
 class _Density(eqx.Module):
@@ -116,12 +118,12 @@ class _Density(eqx.Module):
     `z` (`u = u0 + W z`, `W W^T` the inverse of the Laplace approximation's information).
 
     The compiled programs of `posterior` take it as an argument: a later posterior of a problem
-    of the same structure (other data, priors of other values, another start) runs them
-    again instead of compiling its own (20-40 s each on a planar pair).
+    of the same structure (other data, priors of other values or families, another start)
+    runs them again instead of compiling its own (20-40 s each on a planar pair).
     """
 
     objective: _Objective  # the noise-weighted residuals, and the transform `theta = T(u)`
-    kinds: tuple[str, ...] = eqx.field(static=True)  # the prior's kind per parameter
+    kinds: jax.Array  # (p,) int: each prior's family, its index in `PRIOR_KINDS`
     priors: jax.Array  # (p, 3): a, b and shift per parameter (`_log_prior`)
     u0: jax.Array  # (p,), unconstrained
     whitening: jax.Array  # (p, p)
@@ -358,7 +360,8 @@ def posterior(problem: FitProblem, *, priors: dict | None = None, samples: int =
         raise ValueError(f"start: expected {len(problem.names)} finite values (SI), got "
                          f"{np.shape(start)}")
     u0 = transform.to_unconstrained(jnp.asarray(start))
-    density = _Density(objective, tuple(kind for kind, *_ in prior),
+    density = _Density(objective, jax.device_put(np.array([PRIOR_KINDS.index(kind)
+                                                           for kind, *_ in prior])),
                        floats([[a, b, lower if math.isfinite(lower) else 0.0]
                                for _, a, b, lower in prior]),
                        u0, floats(np.eye(len(start))))
