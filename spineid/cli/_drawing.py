@@ -37,8 +37,8 @@ from .. import plots
 
 @dataclasses.dataclass
 class FitFigureData:
-    """What the figures of a trajectory fit or a measure recovery show, as plain numbers (what
-    a worker process receives instead of the result, whose model holds JAX arrays).
+    """What the figures of a trajectory fit show, as plain numbers (what a worker process
+    receives instead of the `FitResult`, whose model holds JAX arrays).
 
     Fields: `measurements` (`Measurement`s: `ts` s `(k,)`, `values` SI `(k, c)`),
     `predictions` (per load case, `(k, c)` SI), `noise` (per channel, SI), `cost`, `solver`
@@ -56,7 +56,7 @@ class FitFigureData:
 
     @classmethod
     def of(cls, result) -> "FitFigureData":
-        """The numbers of a `FitResult` (or a `RecoveryResult`) that its figures show."""
+        """The numbers of a `FitResult` that its figures show."""
         return cls([dataclasses.replace(m, ts=np.asarray(m.ts), values=np.asarray(m.values))
                     for m in result.measurements],
                    [np.asarray(p) for p in result.predictions], dict(result.noise),

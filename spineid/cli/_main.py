@@ -354,7 +354,9 @@ def main(argv: list[str] | None = None, *, figure_processes: int = 0) -> int:
     has run in JAX yet (`console`), since a fork after JAX's threads started is unsafe. The
     caller ends them (`_drawing.stop`)."""
     arguments = build_parser().parse_args(argv)
-    if figure_processes and arguments.command == "fit" and not arguments.no_plots:
+    dask = (getattr(arguments, "executor", "local") == "dask"
+            or getattr(arguments, "scheduler", None) is not None)  # (its workers draw)
+    if figure_processes and arguments.command == "fit" and not arguments.no_plots and not dask:
         _drawing.start(figure_processes)
     _last_raised[0] = -math.inf  # (an earlier call in this process does not quiet this one)
     figures.forget_deferred()
