@@ -221,13 +221,20 @@ def _batch_key(arguments, data: list[pathlib.Path]) -> str:
     return json.dumps({"options": options, "files": files}, default=str, sort_keys=True)
 
 
+def uses_dask(arguments) -> bool:
+    """Whether the options send a batch to Dask: `--executor dask`, or a `--scheduler` given
+    (which implies it)."""
+    return (getattr(arguments, "executor", "local") == "dask"
+            or getattr(arguments, "scheduler", None) is not None)
+
+
 def executor_of(arguments):
     """The executor the options ask for: `--executor local` (default; this process, on
     `--threads` threads) or `dask` (`--workers` local worker processes, or the cluster at
     `--scheduler`)."""
     scheduler = getattr(arguments, "scheduler", None)
     threads = getattr(arguments, "threads", None)
-    if getattr(arguments, "executor", "local") == "local" and scheduler is None:
+    if not uses_dask(arguments):
         if getattr(arguments, "workers", None) is not None:
             raise ValueError("--workers: only with --executor dask")
         return Local(threads=threads or 1)

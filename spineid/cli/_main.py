@@ -18,7 +18,7 @@ from ..identify._solvers import DEFAULT_SOLVER, SOLVER_NAMES
 from ..plots import use_file_backend
 from . import _commands as verbs
 from . import _drawing
-from ._batch import data_files, is_batch, run_batch
+from ._batch import data_files, is_batch, run_batch, uses_dask
 from ._outputs import figures, OutputFolder
 
 # Verbs whose several data files are a batch (one run per file); `fit` takes `--each`.
@@ -354,9 +354,8 @@ def main(argv: list[str] | None = None, *, figure_processes: int = 0) -> int:
     has run in JAX yet (`console`), since a fork after JAX's threads started is unsafe. The
     caller ends them (`_drawing.stop`)."""
     arguments = build_parser().parse_args(argv)
-    dask = (getattr(arguments, "executor", "local") == "dask"
-            or getattr(arguments, "scheduler", None) is not None)  # (its workers draw)
-    if figure_processes and arguments.command == "fit" and not arguments.no_plots and not dask:
+    if (figure_processes and arguments.command == "fit" and not arguments.no_plots
+            and not uses_dask(arguments)):  # (a Dask batch's workers draw their own figures)
         _drawing.start(figure_processes)
     _last_raised[0] = -math.inf  # (an earlier call in this process does not quiet this one)
     figures.forget_deferred()
