@@ -162,8 +162,8 @@ def test_trajectory_extra_columns_allowed(tmp_path):
 
 BAD_TRAJECTORIES = {
     "missing column": ("t,x,y\n0,1,2\n1,1,2\n", "missing column.*theta"),
-    "empty cell": ("t,x,y,theta\n0,1,,3\n1,1,2,3\n", "line 2, column y"),
-    "nan": ("t,x,y,theta\n0,1,nan,3\n1,1,2,3\n", "line 2, column y.*finite"),
+    "empty time": ("t,x,y,theta\n,1,2,3\n1,1,2,3\n", "line 2, column t"),
+    "nan time": ("t,x,y,theta\n0,1,2,3\nnan,1,2,3\n", "line 3, column t.*finite"),
     "inf": ("t,x,y,theta\n0,1,2,3\n1,inf,2,3\n", "line 3, column x.*finite"),
     "unsorted": ("t,x,y,theta\n0,1,2,3\n2,1,2,3\n1,1,2,3\n", "line 4.*strictly increasing"),
     "repeated": ("t,x,y,theta\n0,1,2,3\n0,1,2,3\n", "line 3.*strictly increasing"),
@@ -172,6 +172,15 @@ BAD_TRAJECTORIES = {
     "ragged": ("t,x,y,theta\n0,1,2\n1,1,2,3\n", "line 2: expected 4 values"),
     "text": ("t,x,y,theta\n0,1,a,3\n1,1,2,3\n", "expected a number, got 'a'"),
 }
+
+
+def test_a_trajectory_channel_may_have_values_not_measured(tmp_path):
+    # An empty cell or nan in a channel column: NaN (a gap); the time must be there.
+    path = write(tmp_path, "t,x,y,theta\n0,1,,3\n1,nan,2,NaN\n2,1,2,3\n", "t.csv")
+    ts, values = spineid.read_trajectory(path)
+    np.testing.assert_array_equal(ts, [0.0, 1.0, 2.0])
+    np.testing.assert_array_equal(np.isnan(values), [[False, True, False], [True, False, True],
+                                                     [False, False, False]])
 
 
 @pytest.mark.parametrize("case", list(BAD_TRAJECTORIES))

@@ -156,8 +156,8 @@ def fit_many(problem: FitProblem, data: Sequence[np.ndarray],
              resume: bool = False) -> dict[str, np.ndarray]:
     """Fit the same problem to a batch of data sets (e.g. noise draws for a Monte Carlo study).
 
-    **Arguments:** `data`, one array per load case of shape `(batch, k, c)`; the problem's
-    noise must be given.
+    **Arguments:** `data`, one array per load case of shape `(batch, k, c)`, `NaN` where the
+    problem's data are (values not measured); the problem's noise must be given.
     - Without `executor`: all at once, `vmap` over LM solves; `solver` a vmappable
       Levenberg-Marquardt that carries its options: `spineid.OptimistixLevenbergMarquardt(...)`
       (the default, `"optimistix-lm"`) or `spineid.JaxoptLevenbergMarquardt(...)`
@@ -217,9 +217,15 @@ def fit_many(problem: FitProblem, data: Sequence[np.ndarray],
         if d.ndim != 3 or d.shape[1:] != measurement.values.shape:
             raise ValueError(f"data of load case {case}: shape {d.shape}, expected (batch, "
                              f"{', '.join(map(str, measurement.values.shape))})")
-        # Padded as the objective's records are (repeated last sample, weight zero).
+        if np.any(np.isnan(d) != np.isnan(measurement.values)[None]):
+            raise ValueError(f"data of load case {case}: values missing (NaN) where the "
+                             "problem's data hold a value, or the other way round; a vmapped "
+                             "batch shares the problem's missing values")
+        # Padded as the objective's records are (repeated last sample, weight zero); a value
+        # not measured held as 0, as the objective's data hold it.
         length = objective.data[case].shape[0]
-        batch.append(jnp.asarray(np.pad(d, ((0, 0), (0, length - d.shape[1]), (0, 0)),
+        batch.append(jnp.asarray(np.pad(np.nan_to_num(d, nan=0.0),
+                                        ((0, 0), (0, length - d.shape[1]), (0, 0)),
                                         mode="edge")))
     batch = tuple(batch)
 

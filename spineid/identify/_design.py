@@ -242,6 +242,17 @@ def candidate_problem(candidate: Candidate, free: Sequence[str], noise: dict[str
         raise ValueError(f"candidate {candidate.name!r}: {error}") from None
 
 
+def measured_data(problem: FitProblem, measured: Sequence[str] | None) -> Measurement:
+    """The data of a candidate's one-experiment `problem` (`candidate_problem`) as the
+    experiment records them: `NaN` in the channels not in `measured` (values not measured;
+    `None`: every channel measured)."""
+    measurement = problem.measurements[0]
+    if measured is None:
+        return measurement
+    kept = np.isin(problem.channels, list(measured))
+    return dataclasses.replace(measurement, values=np.where(kept, measurement.values, np.nan))
+
+
 def candidate_sensitivities(candidate: Candidate, free: Sequence[str], noise: dict[str, float]
                             ) -> tuple[FitProblem, np.ndarray]:
     """`(problem, J)`: the one-experiment problem of `candidate` (`candidate_problem`) and the
@@ -340,7 +351,8 @@ class Design:
 
     def problem(self, **simulation) -> FitProblem:
         """The `FitProblem` of the chosen experiments together (one load case each, their data
-        the noise-free simulations at the nominal values): simulate noise on it and fit, to
+        the noise-free simulations at the nominal values, `NaN` in the channels an experiment
+        does not measure: `Candidate(..., channels=...)`): simulate noise on it and fit, to
         check the design (`fit_many`). `simulation`: the fits' `simulation_rtol`,
         `simulation_atol`, `simulation_max_steps` (`FitProblem`'s; looser tolerances make
         long validations cheaper while the integration error stays far below the noise:
@@ -348,14 +360,9 @@ class Design:
         and 500-530 s at 1e-6, against 13 minutes or more at the default 1e-8, the estimates
         at 1e-5 and 1e-6 within 0.01 standard errors of each other)."""
         chosen = [self.problems[name] for name in self.chosen]
-        partial = [name for name in self.chosen if self.measured.get(name) is not None]
-        if partial:
-            raise ValueError(f"Design.problem: {partial} measure only some of the model's "
-                             "channels, and a FitProblem fits every channel its model "
-                             "observes; fit those experiments with a model that observes "
-                             "just the measured channels")
-        return FitProblem(chosen[0].model_file or chosen[0].model,
-                          [p.measurements[0] for p in chosen],
+        measurements = [measured_data(problem, self.measured.get(name))
+                        for name, problem in zip(self.chosen, chosen)]
+        return FitProblem(chosen[0].model_file or chosen[0].model, measurements,
                           self.names, chosen[0].noise, models=[p.model for p in chosen],
                           **simulation)
 

@@ -225,8 +225,9 @@ def assess_fit(
 
     **Arguments:**
     - `residuals`: one array `(k, c)` per load case (or test), `(data - fit) / sigma`, the
-      samples in their order (time, or displacement); non-finite entries count as a failed
-      fit.
+      samples in their order (time, or displacement); `NaN` entries are values not measured
+      (left out: `n_data` counts the others; a channel's whiteness is tested on its measured
+      samples in order), infinite ones count as a failed fit.
     - `channels`: the `c` channel names; `n_parameters`: the number of directions the fit
       absorbed (the rank of its sensitivity matrix).
     - `noise_given`: whether `sigma` (channel -> SI standard deviation) was given or estimated.
@@ -240,10 +241,11 @@ def assess_fit(
     channels = tuple(channels)
     blocks = [np.asarray(r, dtype=float).reshape(-1, len(channels)) for r in residuals]
     stacked = np.concatenate(blocks) if blocks else np.zeros((0, len(channels)))
-    n_data = int(stacked.size)
+    measured = ~np.isnan(stacked)
+    n_data = int(np.count_nonzero(measured))
     dof = max(n_data - int(n_parameters), 1)
-    finite = bool(np.all(np.isfinite(stacked)))
-    chi_square = float(np.sum(stacked**2)) if finite else math.inf
+    finite = bool(np.all(np.isfinite(stacked[measured])))
+    chi_square = float(np.sum(stacked[measured] ** 2)) if finite else math.inf
     reduced = chi_square / dof
     if noise_given or not finite or sigma is None:
         log_term = n_data * math.log(max(chi_square, 1e-300) / max(n_data, 1))
@@ -253,8 +255,9 @@ def assess_fit(
         # squares instead (lmfit's unweighted form), per channel (the profile likelihood of
         # one noise level per channel; one channel: `n ln(RSS / n)`).
         raw = stacked * np.array([float(sigma[channel]) for channel in channels])
-        log_term = sum(raw.shape[0] * math.log(max(float(np.sum(column**2)), 1e-300)
-                                               / max(raw.shape[0], 1)) for column in raw.T)
+        columns = [column[~np.isnan(column)] for column in raw.T]
+        log_term = sum(column.size * math.log(max(float(np.sum(column**2)), 1e-300)
+                                              / column.size) for column in columns if column.size)
     aic = log_term + 2 * n_parameters
     bic = log_term + math.log(max(n_data, 1)) * n_parameters
     reasons, advice = [], []
@@ -264,7 +267,8 @@ def assess_fit(
     if ordered and finite:
         whiteness = {}
         for c, channel in enumerate(channels):
-            cases = [lag_one_z(block[:, c]) for block in blocks if block.shape[0] >= 3]
+            series = [block[:, c][~np.isnan(block[:, c])] for block in blocks]
+            cases = [lag_one_z(column) for column in series if column.size >= 3]
             if not cases:
                 continue
             z = sum(z for _, z in cases) / math.sqrt(len(cases))

@@ -11,7 +11,10 @@ Each load case's record is padded to a length shared by records of similar lengt
 (`spineid.identify._padding`: the last time and sample repeated, weight zero), so that the fits
 of a batch of files of different lengths share one compilation. Padded residuals are zero:
 costs, gradients and Fisher matrices are those of the data; `data_rows`, `lengths` and
-`trimmed` take the padding off for what is reported.
+`trimmed` take the padding off for what is reported. A value not measured (`NaN` in a
+`Measurement`: a gap, or a channel a load case does not record) is held as 0 with a zero in
+`present`, so its residual is zero too and it adds nothing either; the residuals keep their
+`(k, c)` layout per case.
 """
 
 import dataclasses
@@ -47,14 +50,18 @@ def simulated_observations(model, ts, *, adjoint, max_steps: int, rtol, atol):
     return jnp.where(solution.result == SimulationResult.successful, predicted, jnp.inf)
 
 
-def weighted_residuals(predicted, data, sigma, weight=None) -> Float[Array, " n"]:
+def weighted_residuals(predicted, data, sigma, weight=None, present=None
+                       ) -> Float[Array, " n"]:
     """`(predicted - data) / sigma` flattened (`(k, c)` arrays, `sigma` `(c,)`), with
     `FAILED_RESIDUAL` where it is not finite (a failed integration); `weight` `(k,)` (1 for a
-    sample of the data, 0 for padding) multiplies each sample's row."""
+    sample of the data, 0 for padding) multiplies each sample's row, `present` `(k, c)` (1
+    for a value measured, 0 for one not) each entry."""
     residual = (predicted - data) / sigma
     residual = jnp.where(jnp.isfinite(residual), residual, FAILED_RESIDUAL)
     if weight is not None:
         residual = residual * weight[:, None]
+    if present is not None:
+        residual = residual * present
     return residual.ravel()
 
 
@@ -63,8 +70,9 @@ class _Objective(eqx.Module):
 
     models: tuple
     ts: tuple  # (m,) per load case, padded (module docstring)
-    data: tuple  # (m, c) per load case, padded
+    data: tuple  # (m, c) per load case, padded; 0 where not measured
     weights: tuple  # (m,) per load case: 1 for a sample of the data, 0 for padding
+    present: tuple  # (m, c) per load case: 1 for a value measured, 0 for one not (NaN)
     sigma: Float[Array, " c"]
     transform: Transform
     parameters: tuple[Parameter, ...] = eqx.field(static=True)
@@ -88,18 +96,27 @@ class _Objective(eqx.Module):
                                       max_steps=self.max_steps, rtol=rtol, atol=atol)
 
     def _weighted(self, predicted, case: int) -> Float[Array, " n"]:
-        return weighted_residuals(predicted, self.data[case], self.sigma, self.weights[case])
+        return weighted_residuals(predicted, self.data[case], self.sigma, self.weights[case],
+                                  self.present[case])
 
     def lengths(self) -> list[int]:
         """Samples of data per load case (concrete: not under `jit`)."""
         return record_lengths(self.weights)
 
     def samples(self) -> Float[Array, ""]:
-        """The number of residuals that are data (an array, so that records of different
-        lengths padded alike share a compilation of the solver that counts them)."""
-        if traced(self.weights):
-            return sum(jnp.sum(w) for w in self.weights).astype(int) * self.sigma.shape[0]
-        return np.asarray(sum(self.lengths()) * self.sigma.shape[0])  # (no eager jnp program)
+        """The number of residuals that are data, values measured (an array, so that records
+        of different lengths padded alike share a compilation of the solver that counts
+        them)."""
+        if traced(self.weights) or traced(self.present):
+            return sum(jnp.sum(w[:, None] * p)
+                       for w, p in zip(self.weights, self.present)).astype(int)
+        return np.asarray(sum(int(np.sum(np.asarray(w)[:, None] * np.asarray(p)))
+                              for w, p in zip(self.weights, self.present)))  # (no jnp program)
+
+    def complete(self) -> bool:
+        """Whether every value of the data was measured (concrete: not under `jit`)."""
+        return all(bool(np.all(np.asarray(p)[:k] > 0))
+                   for p, k in zip(self.present, self.lengths()))
 
     def data_rows(self) -> np.ndarray:
         """`(n_padded,)` bool: which of the flat residuals are data."""
@@ -124,16 +141,17 @@ class _Objective(eqx.Module):
     def predictions_from(self, residuals: Float[ArrayLike, " n"]) -> list[np.ndarray]:
         """The model outputs per load case (`(k, c)` each, the data's samples, inf where the
         simulation failed) that produced these noise-weighted `residuals` (padded, `(n_padded,)`):
-        `data + sigma r`, no simulation."""
+        `data + sigma r`, no simulation; `NaN` where a value was not measured (`complete`)."""
         residuals = np.asarray(residuals)
         sigma = np.asarray(self.sigma)
         predictions, first = [], 0
-        for data, k in zip(self.data, self.lengths()):
+        for data, present, k in zip(self.data, self.present, self.lengths()):
             data = np.asarray(data)
             weighted = residuals[first:first + data.size].reshape(data.shape)
             first += data.size
-            predictions.append(np.where(weighted == FAILED_RESIDUAL, np.inf,
-                                        data + weighted * sigma)[:k])
+            predictions.append(np.where(
+                weighted == FAILED_RESIDUAL, np.inf,
+                np.where(np.asarray(present) > 0, data + weighted * sigma, np.nan))[:k])
         return predictions
 
     def physical_residuals(self, theta: Float[Array, " p"], exact=True) -> Float[Array, " n"]:
@@ -154,11 +172,13 @@ class _Objective(eqx.Module):
 def _objective(problem: FitProblem, sigma: np.ndarray, transform: Transform, adjoint, max_steps,
                rtol=DEFAULT_RTOL, atol=DEFAULT_ATOL, coarse_rtol=None, coarse_atol=None):
     ts, data, weights = padded_records(problem.measurements)
+    present = tuple((~np.isnan(d)).astype(float) for d in data)
     return _Objective(
         models=problem.models,
         ts=tuple(map(floats, ts)),
-        data=tuple(map(floats, data)),
+        data=tuple(floats(np.nan_to_num(d, nan=0.0)) for d in data),
         weights=tuple(map(floats, weights)),
+        present=tuple(map(floats, present)),
         sigma=floats(sigma),
         transform=transform,
         parameters=problem.parameters,

@@ -26,7 +26,9 @@ class FitProblem:
       by place: `elements[0].stiffness[2]`), or a `ModelFile` read from TOML (parameters named
       by the file: `springs[2].stiffness`). The model's values of the free parameters are the
       starting guess; the others stay fixed.
-    - `measurements`: one `Measurement` per load case.
+    - `measurements`: one `Measurement` per load case; a value `NaN` is one not measured (a
+      gap in a marker's track, a channel this load case does not record): it adds nothing to
+      the fit, its information or its goodness of fit (`n_data` counts the values measured).
     - `free`: groups (`stiffness`, `damping`, `torsion`, ...), parameter names, or the name of
       a vector parameter without its index (`elements[0].stiffness`: every entry).
     - `noise`: per-channel measurement standard deviation (SI), e.g. `{"x": 5e-6, "y": 5e-6,
@@ -82,6 +84,7 @@ class FitProblem:
         self._check_data()
         self.noise = None if noise is None else check_noise(self.channels, noise)
         self.noise_max = check_noise_max(self.channels, noise_max)
+        self._check_unmeasured()
         for name, value in (("simulation_rtol", simulation_rtol),
                             ("simulation_atol", simulation_atol)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
@@ -153,6 +156,7 @@ class FitProblem:
         other = copy.copy(self)
         other.measurements = measurements
         other._check_data()
+        other._check_unmeasured()
         return other
 
     def transform(self) -> Transform:
@@ -165,17 +169,36 @@ class FitProblem:
 
     @property
     def n_data(self) -> int:
-        """Number of scalar residuals (samples x channels x load cases)."""
-        return sum(m.values.size for m in self.measurements)
+        """Number of measured values (samples x channels x load cases, less those `NaN`: not
+        measured)."""
+        return sum(int(np.count_nonzero(~np.isnan(m.values))) for m in self.measurements)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every channel of every sample was measured (no `NaN` in the data)."""
+        return not any(np.isnan(m.values).any() for m in self.measurements)
+
+    def _check_unmeasured(self) -> None:
+        # A channel no load case measures is harmless with the noise given (it adds nothing),
+        # but leaves nothing to estimate its noise from.
+        if self.noise is None:
+            unmeasured = [c for i, c in enumerate(self.channels)
+                          if all(np.isnan(m.values[:, i]).all() for m in self.measurements)]
+            if unmeasured:
+                raise ValueError(f"{self.source}: no load case measures {unmeasured}, so their "
+                                 "noise cannot be estimated from the residuals: give the "
+                                 "noise per channel")
 
     def _check_data(self) -> None:
-        check_measurements(self.measurements, self.channels, len(self.parameters))
+        check_measurements(self.measurements, self.channels, len(self.parameters),
+                           missing=True)
 
 
 def check_measurements(measurements: Sequence[Measurement], channels: Sequence[str],
-                       n_free: int) -> None:
+                       n_free: int, missing: bool = False) -> None:
     """Validate trajectories for a fit of `n_free` numbers: the model's `channels`, no sample
-    before the motion starts (t = 0), at least 3 samples each and more values than `n_free`."""
+    before the motion starts (t = 0), at least 3 samples each and more measured values than
+    `n_free`; no infinite value, and `NaN` (a value not measured) only where `missing`."""
     channels = tuple(channels)
     for measurement in measurements:
         if tuple(measurement.channels) != channels:
@@ -183,12 +206,22 @@ def check_measurements(measurements: Sequence[Measurement], channels: Sequence[s
                 f"{measurement.source}: channels {list(measurement.channels)}; this model "
                 f"is observed through {list(channels)}"
             )
+        values = np.asarray(measurement.values, dtype=float)
+        if np.isinf(values).any():
+            row, column = np.argwhere(np.isinf(values))[0]
+            raise ValueError(f"{measurement.source}: {channels[column]} is infinite at sample "
+                             f"{row + 1} (t = {measurement.ts[row]:g} s)")
+        if not missing and np.isnan(values).any():
+            row, column = np.argwhere(np.isnan(values))[0]
+            raise ValueError(f"{measurement.source}: {channels[column]} is missing (NaN) at "
+                             f"sample {row + 1} (t = {measurement.ts[row]:g} s); this "
+                             "analysis needs every value: fill or cut the gap")
         if measurement.ts[0] < 0:
             raise ValueError(
                 f"{measurement.source}: first time {measurement.ts[0]:g} s is before the "
                 f"motion starts (t = 0)"
             )
-    n_data = sum(m.values.size for m in measurements)
+    n_data = sum(int(np.count_nonzero(~np.isnan(m.values))) for m in measurements)
     if n_data <= n_free or min(len(m.ts) for m in measurements) < 3:
         raise ValueError(
             f"{measurements[0].source}: {n_data} data values for {n_free} free "
@@ -228,14 +261,23 @@ def check_noise_max(channels: Sequence[str], noise_max: dict[str, float] | None
 
 
 def noise_from_residuals(raw: np.ndarray, n_free: int, ranges: np.ndarray) -> np.ndarray:
-    """Per-channel noise from raw residuals `(k, c)` (SI) of a fit with `n_free` parameters:
-    sigma_c^2 = sum r_c^2 / (n_c (1 - p / n)), floored at roundoff of each channel's `ranges`
-    (noise-free data would give 0)."""
-    dof = max(1.0 - n_free / raw.size, 1e-3)
-    sigma = np.sqrt(np.mean(raw**2, axis=0) / dof)
+    """Per-channel noise from raw residuals `(k, c)` (SI; `NaN` where not measured) of a fit
+    with `n_free` parameters: sigma_c^2 = sum r_c^2 / (n_c (1 - p / n)), `n_c` the channel's
+    measured values and `n` all of them, floored at roundoff of each channel's `ranges`
+    (noise-free data would give 0). A channel with no measured value gets its floor."""
+    measured = ~np.isnan(raw)
+    dof = max(1.0 - n_free / max(int(np.count_nonzero(measured)), 1), 1e-3)
+    counts = np.count_nonzero(measured, axis=0)
+    squares = np.sum(np.where(measured, raw, 0.0) ** 2, axis=0)
+    sigma = np.sqrt(squares / np.maximum(counts, 1) / dof)
     return np.maximum(sigma, 1e-13 * np.maximum(ranges, 1e-300))
 
 
 def channel_ranges(measurements: Sequence[Measurement]) -> np.ndarray:
-    """Peak-to-peak range of each channel over all `measurements` (SI), `(c,)`."""
-    return np.ptp(np.concatenate([m.values for m in measurements]), axis=0)
+    """Peak-to-peak range of each channel's measured values over all `measurements` (SI),
+    `(c,)`; 0 for a channel with none."""
+    values = np.concatenate([m.values for m in measurements])
+    measured = ~np.isnan(values)
+    high = np.max(np.where(measured, values, -np.inf), axis=0)
+    low = np.min(np.where(measured, values, np.inf), axis=0)
+    return np.where(measured.any(axis=0), high - low, 0.0)

@@ -29,10 +29,11 @@ import numpy as np
 from ..elements._parameters import apply_values
 from ..simulation._simulate import simulate
 from ._design import (
-    candidate_problem, Candidate, check_limit_values, CRITERIA, peak_frequency, peak_loads,
-    shown_error,
+    candidate_problem, Candidate, check_limit_values, CRITERIA, measured_data, peak_frequency,
+    peak_loads, shown_error,
 )
 from ._objective import _scales
+from ._problem import FitProblem
 from ._result_family import json_number
 from ._uncertainty import fisher_analysis
 
@@ -57,7 +58,7 @@ class Protocol:
     `peak_force` and `peak_moment` (N, N m, at the optimum), `evaluations`, `seconds`,
     `warnings`, `model` (the optimum's model, to simulate and fit), `peak_motion`
     (`{channel: largest change from the first sample}` at the optimum of the channels a
-    motion limit bounds, SI).
+    motion limit bounds, SI), `source` (the `ProtocolProblem` it solves).
     """
 
     variables: dict
@@ -77,6 +78,22 @@ class Protocol:
     warnings: list[str]
     model: object = dataclasses.field(repr=False, default=None)
     peak_motion: dict = dataclasses.field(default_factory=dict)
+    source: object = dataclasses.field(repr=False, default=None)
+
+    def problem(self, **simulation) -> FitProblem:
+        """The `FitProblem` of the optimal protocol (its data the noise-free simulation at the
+        nominal values, sampled at the problem's times, `NaN` in the channels not measured):
+        simulate noise on it and fit, to check the design, as `Design.problem`.
+        `simulation`: the fits' `simulation_rtol`, `simulation_atol`,
+        `simulation_max_steps`."""
+        if self.source is None:
+            raise ValueError("Protocol.problem: this protocol does not carry the "
+                             "ProtocolProblem it solves (made by optimise_protocol, it does)")
+        source = self.source
+        candidate = Candidate("optimum", self.model, source.times, source.channels)
+        problem = candidate_problem(candidate, source.free, source.noise)
+        return FitProblem(self.model, measured_data(problem, source.channels), problem.names,
+                          problem.noise, **simulation)
 
     def _unit(self, channel: str) -> str:
         names = tuple(getattr(self.model, "observable_names", ()))
@@ -188,6 +205,7 @@ class ProtocolProblem:
         problem = candidate_problem(candidate, free, noise)
         self.names, self.values = problem.names, problem.start
         self.channels = candidate.measured
+        self.free, self.noise = free, dict(noise)
         targets = None
         if criterion not in CRITERIA:
             unknown = [n for n in criterion if n not in self.names]
@@ -363,7 +381,7 @@ def optimise_protocol(problem: ProtocolProblem, *, limits: dict | None = None,
                     start_stderr=start_stderr, at_bound=at_bound, peak_force=force,
                     peak_moment=moment, evaluations=evaluations[0],
                     seconds=time.perf_counter() - started, warnings=warnings, model=optimum,
-                    peak_motion=peak_motion)
+                    peak_motion=peak_motion, source=problem)
 
 
 MOTION_MARGIN = 1e-3

@@ -282,12 +282,14 @@ class _Run:
                           noise_max=problem.noise_max)
 
     def _blocks(self, residuals: np.ndarray) -> list[np.ndarray]:
-        # Flat (padded) residuals back into one (k, c) block per load case.
+        # Flat (padded) residuals back into one (k, c) block per load case, NaN where a value
+        # was not measured.
         residuals = np.asarray(residuals)[self.objective.data_rows()]
         blocks, first = [], 0
         for measurement in self.problem.measurements:
             size = measurement.values.size
-            blocks.append(residuals[first:first + size].reshape(measurement.values.shape))
+            block = residuals[first:first + size].reshape(measurement.values.shape)
+            blocks.append(np.where(np.isnan(measurement.values), np.nan, block))
             first += size
         return blocks
 
@@ -396,10 +398,11 @@ class _Run:
             n_steps += steps
         # The transform is elementwise: dr/dtheta = dr/du / (dtheta/du), column by column.
         theta, slope = transform.evaluated(u)
-        if linearisation is not None and np.all(np.abs(slope) > 0):
+        if linearisation is not None and np.all(np.abs(slope) > 0) and objective.complete():
             residuals, jacobian = linearisation[1], np.asarray(linearisation[2]) / slope
             predictions = objective.predictions_from(residuals)  # (the data's samples)
-        else:  # no Jacobian at the solution yet, or a parameter pressed flat against its bound
+        else:  # no Jacobian at the solution yet, a parameter pressed flat against its bound,
+            # or values not measured (whose predictions the residuals do not hold)
             jacobian, residuals, predictions = _evaluate(objective, jnp.asarray(theta))
             predictions = objective.trimmed(predictions)
         rows = objective.data_rows()  # the padding off (spineid/identify/_objective.py)
@@ -534,8 +537,9 @@ def _estimate_noise(problem, theta, objective: _Objective) -> np.ndarray:
     freedom: sigma_c^2 = sum r_c^2 / (n_c (1 - p / n))."""
     unit = eqx.tree_at(lambda o: o.sigma, objective, jnp.ones(len(problem.channels)))
     n_channels = len(problem.channels)
-    raw = np.concatenate([
-        np.asarray(unit.case_residuals(jnp.asarray(theta), i)).reshape(-1, n_channels)[:k]
+    raw = np.concatenate([  # (NaN where a value was not measured)
+        np.where(np.asarray(objective.present[i])[:k] > 0, np.asarray(
+            unit.case_residuals(jnp.asarray(theta), i)).reshape(-1, n_channels)[:k], np.nan)
         for i, k in enumerate(objective.lengths())
     ])
     return noise_from_residuals(raw, len(problem.parameters), problem.channel_ranges())

@@ -81,7 +81,12 @@ def segments_problem(objective: _Objective, segments: int, owner: str = "Multipl
                      ) -> str | None:
     """Why the records of `objective` cannot be cut into `segments` segments (a segment would
     hold fewer samples than the model has states, so its start state could not be determined
-    by its data), or `None` if they can."""
+    by its data; values not measured, from which no segment's start is read off), or `None`
+    if they can."""
+    if not objective.complete():
+        return (f"{owner}: the data have values not measured (NaN), and multiple shooting "
+                "starts each segment from the state read off every channel of its samples; "
+                "fit with single shooting (a local solver, or MultiStart)")
     states = n_states(objective)
     shortest = shortest_record(objective)
     per_segment = (shortest - 1) // segments + 1

@@ -94,14 +94,15 @@ def _unit(name: str, option: str = "--units") -> tuple[str, float]:
 def read_quantities(path, wanted: Mapping[str, str | tuple[str, ...]], *,
                     columns: Mapping[str, str] | None = None,
                     units: Mapping[str, str] | None = None, optional: Collection[str] = (),
-                    min_rows: int = 2) -> ColumnsRead:
+                    min_rows: int = 2, missing: Collection[str] = ()) -> ColumnsRead:
     """Read the quantities `wanted` (name -> SI unit: `"s"`, `"m"`, `"rad"`, `"N"`, `"N m"`, or a
     tuple of those it may be in: a displacement in m or rad) from a CSV table or an OpenSim
     storage file, converted to SI (module docstring).
 
     **Arguments:** `columns`: quantity -> the file's column (default: the quantity's own
     name); `units`: quantity or column -> unit name (`UNITS`); `optional`: quantities read only
-    where their column is present; `min_rows`: the fewest rows.
+    where their column is present; `min_rows`: the fewest rows; `missing`: quantities that
+    may have values not measured (an empty cell or `NaN`: NaN).
 
     **Returns:** a `ColumnsRead`. Raises `ValueError` naming the file for a mapping or unit of
     an unknown quantity, a column that is not in the file (listing those present), a unit of
@@ -121,12 +122,13 @@ def read_quantities(path, wanted: Mapping[str, str | tuple[str, ...]], *,
     if stray:
         raise ValueError(f"--units: {stray} name neither a quantity read ({list(wanted)}) nor "
                          f"a column read ({sorted(set(source.values()))})")
+    gaps = {source[name] for name in missing if name in source}
     if storage:
-        table = read_storage(path)
+        table = read_storage(path, missing=gaps)
         present = {"time": table.time, **table.columns}
     else:  # (the columns read checked as numbers, the others kept as text)
         present = read_table(path, optional=sorted(set(source.values())), others="text",
-                             min_rows=min_rows)
+                             min_rows=min_rows, missing=sorted(gaps))
     for name in optional:  # (one whose column was named must be there)
         if name not in columns and source[name] not in present:
             del source[name]

@@ -21,7 +21,8 @@ from ._tables import read_table, read_trajectory, write_table
 
 @dataclasses.dataclass(frozen=True)
 class Measurement:
-    """A measured trajectory: `ts` (s, `(k,)`), `values` (`(k, c)`, SI) of the named `channels`;
+    """A measured trajectory: `ts` (s, `(k,)`), `values` (`(k, c)`, SI; `NaN` where a value was
+    not measured: a gap, or a channel not recorded) of the named `channels`;
     `read_as`: for data read from a file with its own column names or units, which column
     and unit each channel came from (`ColumnsRead.read_as`), else `None`."""
 
@@ -39,9 +40,11 @@ class Measurement:
         its own column names and units (`read_quantities`): `channels` with their SI `units`
         (a model's `observable_names` and `observable_units`), and the time `t`; `columns`
         maps a channel (or `t`) to the file's column, `column_units` gives units by channel or
-        column. Warns, as `from_csv`, where the time looks like milliseconds."""
+        column. An empty cell or `NaN` of a channel is a value not measured (NaN). Warns, as
+        `from_csv`, where the time looks like milliseconds."""
         wanted = {"t": "s", **dict(zip(channels, units))}
-        read = read_quantities(path, wanted, columns=columns, units=column_units)
+        read = read_quantities(path, wanted, columns=columns, units=column_units,
+                               missing=channels)
         ts = read.values["t"]
         if looks_like_ms(ts) and read.read_as["t"]["unit"] == "s":
             _warn_ms(path, ts)

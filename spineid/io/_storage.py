@@ -22,6 +22,7 @@ Every fault raises `ValueError` naming the file and the line.
 import dataclasses
 import math
 import pathlib
+from collections.abc import Collection
 
 import numpy as np
 
@@ -91,7 +92,7 @@ def _number(path, number: int, cell: str, label: str, allow_missing: bool = Fals
     except ValueError:
         raise ValueError(f"{path}: line {number}, column {label}: expected a number, got "
                          f"{cell!r}") from None
-    if not math.isfinite(value) and not allow_missing:
+    if not math.isfinite(value) and not (allow_missing and math.isnan(value)):
         raise ValueError(f"{path}: line {number}, column {label}: expected a finite number, "
                          f"got {cell!r}")
     return value
@@ -105,9 +106,10 @@ def _strictly_increasing(path, time: np.ndarray, line_numbers: list[int]):
                          f"(unsorted or repeated time {float(time[bad])!r})")
 
 
-def read_storage(path) -> StorageTable:
+def read_storage(path, missing: Collection[str] = ()) -> StorageTable:
     """Read an OpenSim storage file (`.sto` or `.mot`, versions 1-3 and the old SIMM `.mot`
-    header; module docstring).
+    header; module docstring). Columns labelled in `missing` may hold values not measured (an
+    empty cell or `NaN`: NaN).
 
     **Returns:** a `StorageTable` (times in s; columns as stored: convert angles with
     `StorageTable.radians`). Raises `ValueError` naming the file and line for a missing
@@ -157,7 +159,8 @@ def read_storage(path) -> StorageTable:
         if len(cells) != len(labels):
             raise ValueError(f"{path}: line {index + 1}: expected {len(labels)} values "
                              f"({len(labels)} column labels), got {len(cells)}")
-        rows.append([_number(path, index + 1, cell, label) for cell, label in zip(cells, labels)])
+        rows.append([_number(path, index + 1, cell, label, label in missing)
+                     for cell, label in zip(cells, labels)])
         numbers.append(index + 1)
     if len(rows) < 2:
         raise ValueError(f"{path}: {len(rows)} data row(s); at least 2 are needed")

@@ -28,6 +28,7 @@ def read_table(
     text: Sequence[str] = (),
     others: str = "numbers",
     min_rows: int = 2,
+    missing: Sequence[str] = (),
 ) -> dict[str, np.ndarray]:
     """Read a CSV with a header row into named columns.
 
@@ -40,6 +41,8 @@ def read_table(
       `"numbers"` reads them as numbers too (the default), `"text"` as text (unchecked),
       `"ignore"` leaves them unread.
     - `min_rows`: the fewest data rows accepted.
+    - `missing`: number columns that may hold values not measured: an empty cell, `nan` or
+      `NaN` there reads as NaN (a gap in a measured trajectory).
 
     Lines starting with `#` before the header are comments. One of the form
     `# spineid: N rows` (written by `write_table(..., announce_rows=True)`) announces the
@@ -93,10 +96,10 @@ def read_table(
     if not rows:
         raise ValueError(f"{path}: empty file; expected a header row {','.join(required)}")
     header = [name.strip() for name in rows[0]]
-    missing = [name for name in required if name not in header]
-    if missing:
+    absent = [name for name in required if name not in header]
+    if absent:
         raise ValueError(
-            f"{path}: header {header}: missing column(s) {missing}; expected {list(required)}"
+            f"{path}: header {header}: missing column(s) {absent}; expected {list(required)}"
         )
     if len(set(header)) != len(header):
         raise ValueError(f"{path}: header {header}: repeated column names")
@@ -116,6 +119,9 @@ def read_table(
             name, cell = header[i], row[i]
             if name in text:
                 columns[name].append(cell.strip())
+                continue
+            if name in missing and cell.strip().lower() in ("", "nan"):
+                columns[name].append(math.nan)
                 continue
             try:
                 value = float(cell)
@@ -182,12 +188,13 @@ def read_trajectory(
     path: str | pathlib.Path, channels: tuple[str, ...] = PLANAR_TRAJECTORY_COLUMNS[1:]
 ) -> tuple[np.ndarray, np.ndarray]:
     """Read a trajectory CSV (`t` then the pose channels, e.g. `t,x,y,theta`;
-    docs/formats/data-files.md).
+    docs/formats/data-files.md); an empty cell (or `nan`) of a channel is a value not
+    measured, NaN.
 
     **Returns:** `(ts, values)` with `ts` (s, shape `(k,)`) and `values` (SI, shape
     `(k, len(channels))`) in the order of `channels`.
     """
-    columns = read_table(path, ("t",) + tuple(channels))
+    columns = read_table(path, ("t",) + tuple(channels), missing=tuple(channels))
     return columns["t"], np.stack([columns[name] for name in channels], axis=1)
 
 

@@ -45,7 +45,7 @@ def plot_residuals(result, channels: tuple[str, ...], path: str | pathlib.Path) 
     """Noise-normalised residuals against time and their histogram against N(0, 1), per channel.
 
     Structure over time or a histogram wider than the normal curve means the model misses
-    something or the noise level is wrong.
+    something or the noise level is wrong. Values not measured (NaN) are left out.
     """
     figure, axes = plt.subplots(len(channels), 2, figsize=(10, 2.4 * len(channels)),
                                 gridspec_kw={"width_ratios": [3, 1]}, squeeze=False)
@@ -60,9 +60,12 @@ def plot_residuals(result, channels: tuple[str, ...], path: str | pathlib.Path) 
         axes[c, 0].axhline(0.0, color="k", lw=0.8)
         axes[c, 0].set_ylabel(f"{channel} residual / sigma")
         axes[c, 0].grid(alpha=0.3)
-        # (One filled outline: `hist` would draw 40 bars, each an artist of its own.)
-        density, edges = np.histogram(np.concatenate(pooled), bins=40, density=True)
-        axes[c, 1].stairs(density, edges, fill=True, color="C0", alpha=0.6)
+        pooled = np.concatenate(pooled)
+        pooled = pooled[np.isfinite(pooled)]  # (NaN: values not measured)
+        if pooled.size:
+            # (One filled outline: `hist` would draw 40 bars, each an artist of its own.)
+            density, edges = np.histogram(pooled, bins=40, density=True)
+            axes[c, 1].stairs(density, edges, fill=True, color="C0", alpha=0.6)
         axes[c, 1].plot(grid, np.exp(-grid**2 / 2) / np.sqrt(2 * np.pi), "k-", lw=1)
         axes[c, 1].set_xlim(-5, 5)
     axes[-1, 0].set_xlabel("t [s]")
