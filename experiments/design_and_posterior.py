@@ -68,28 +68,18 @@ BATCH_OUT = None
 
 def validate(found, repetitions, seed=0, label=None, **simulation):
     """The spread of the estimates over `repetitions` fits of noisy simulations of the design
-    (a batch on `EXECUTOR`; failed fits are left out and counted); `simulation`: the fits'
-    `simulation_*` options (`Design.problem`); with `BATCH_OUT`, the fits stream to its
-    folder `label` and a later run resumes them."""
-    problem = found.problem(**simulation)
-    sigma = np.array([problem.noise[c] for c in problem.channels])
-    rng = np.random.default_rng(seed)
-    problems = []
-    for _ in range(repetitions):
-        noisy = [spineid.Measurement(m.ts, m.values + rng.normal(size=m.values.shape) * sigma,
-                                     m.channels) for m in problem.measurements]
-        problems.append(spineid.FitProblem(problem.model_file, noisy, problem.names,
-                                           problem.noise, models=problem.models,
-                                           **simulation))
+    (`spineid.validate_design`, a batch on `EXECUTOR`; failed fits are left out and counted);
+    `simulation`: the fits' `simulation_*` options (`Design.problem`); with `BATCH_OUT`, the
+    fits stream to its folder `label` and a later run resumes them."""
     out = None if BATCH_OUT is None or label is None else BATCH_OUT / label
     resume = out is not None and out.is_dir() and any(out.iterdir())
-    fits = spineid.fit_batch(problems, spineid.LevenbergMarquardt(), executor=EXECUTOR,
-                             chunk=max(1, repetitions // 10), out=out, resume=resume,
-                             progress=out is not None)
-    if fits.errors:
-        print(f"   {len(fits.errors)} of {repetitions} fits failed and are left out: "
-              + fits.summary().replace("\n", "\n   "))
-    return np.nanstd(fits.values, axis=0, ddof=1)
+    checked = spineid.validate_design(found, repetitions, seed=seed, executor=EXECUTOR,
+                                      out=out, resume=resume, progress=out is not None,
+                                      **simulation)
+    if checked.errors:
+        print(f"   {len(checked.errors)} of {repetitions} fits failed and are left out: "
+              + checked.fits.summary().replace("\n", "\n   "))
+    return checked.realised
 
 
 def axial_springs(repetitions):

@@ -100,16 +100,15 @@ print(found.check_linearity().summary())
 # predicted standard errors.
 
 # %%
-designed = found.problem()
-estimates = np.array([spineid.fit(noisy(designed), spineid.LevenbergMarquardt()).values
-                      for _ in range(4 if QUICK else 20)])
-ratio = estimates.std(axis=0, ddof=1) / found.stderr
-for name, r in zip(found.names, ratio):
-    print(f"{name:24s} realised / predicted standard error {r:.2f}")
+validation = spineid.validate_design(found, 4 if QUICK else 20, seed=1)
+print(validation.summary())
+spineid.plot_design(found, validation=validation)
+plt.show()
 
 # %% [markdown]
 # Twenty repetitions estimate a standard deviation to about 16%: the ratios scatter about 1.
-# (`experiments/design_and_posterior.py` runs 50.)
+# (`experiments/design_and_posterior.py` runs 50; on the command line, `spineid design
+# DESIGN.toml --validate 50`.)
 #
 # ## 3. The posterior of what stays weak
 #
@@ -121,6 +120,7 @@ for name, r in zip(found.names, ratio):
 # the summary says so. Draw more before reading tails.)
 
 # %%
+designed = found.problem()
 measured = noisy(designed)
 fitted = spineid.fit(measured, spineid.LevenbergMarquardt())
 posterior = spineid.posterior(measured, samples=40 if QUICK else 300,

@@ -280,6 +280,8 @@ from .identify import (  # noqa: E402
     SegmentFit as SegmentFit,
     SpineFit as SpineFit,
     StiffnessFit as StiffnessFit,
+    DesignValidation as DesignValidation,
+    validate_design as validate_design,
 )
 
 # studies: whiplash, the nine load cases of a motion segment, a disc settling on a plane,

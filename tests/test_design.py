@@ -93,21 +93,26 @@ def test_a_design_problem_takes_the_fits_simulation_options(candidates):
 
 def test_realised_standard_errors_are_the_predicted_ones(candidates):
     found = spineid.design(candidates, ["stiffness"], NOISE, budget=2, baseline="Fx@3Hz")
+    validation = spineid.validate_design(found, 50, seed=11)
+    assert validation.fitted == validation.converged == 50 and not validation.errors
+    # Its first noisy fits, made here by hand: the same noise draws, the same fits.
     problem = found.problem()
     sigma = np.array([NOISE[c] for c in problem.channels])
     rng = np.random.default_rng(11)
-    estimates = []
-    for _ in range(50):  # a loop of warm fits: 4x faster here than fit_many's vmap
+    for b in range(3):
         noisy = [spineid.Measurement(m.ts, m.values + rng.normal(size=m.values.shape) * sigma,
                                      m.channels) for m in problem.measurements]
         fitted = spineid.fit(spineid.FitProblem(problem.model, noisy, problem.names, NOISE,
                                                 models=problem.models),
                              spineid.LevenbergMarquardt())
-        assert fitted.converged
-        estimates.append(fitted.values)
-    realised = np.std(estimates, axis=0, ddof=1)
+        np.testing.assert_allclose(validation.fits.values[b], fitted.values, rtol=1e-9)
+    realised = np.std(validation.fits.values, axis=0, ddof=1)
+    np.testing.assert_allclose(validation.realised, realised, rtol=1e-12)
     # 50 repetitions estimate a standard deviation to about 10%.
     np.testing.assert_allclose(realised, found.stderr, rtol=0.25)
+    assert validation.uncertainty == pytest.approx(0.101, abs=1e-3)
+    assert "realised / predicted standard error" in validation.summary()
+    assert len(validation.report()["parameters"]) == len(found.names)
     # The design determines each stiffness better than the baseline (Fx at 3 Hz alone).
     assert np.all(found.stderr < found.baseline_stderr)
     text = found.summary()
@@ -192,8 +197,17 @@ def test_the_design_command_reads_a_design_file_and_writes_its_report(tmp_path, 
     from spineid.cli import main
     out = tmp_path / "design"
     path = spineid.dataset_path("designs/axial_4_springs.toml")
-    assert main(["design", str(path), "--out", str(out), "--check-linearity"]) == 0
+    assert main(["design", str(path), "--out", str(out), "--check-linearity", "--validate", "4",
+                 "--seed", "3", "--threads", "2"]) == 0
     report = json.loads((out / "report.json").read_text())
+    # Validated by 4 noisy fits (a spread to about 40%: the numbers, not their size, checked).
+    validation = report["validation"]
+    assert (validation["repetitions"], validation["seed"], validation["fitted"]) == (4, 3, 4)
+    assert [p["name"] for p in validation["parameters"]] == [p["name"]
+                                                            for p in report["parameters"]]
+    for row, predicted in zip(validation["parameters"], report["parameters"]):
+        assert row["predicted"] == predicted["stderr"] and row["realised"] > 0
+        assert row["ratio"] == pytest.approx(row["realised"] / row["predicted"])
     # (The axial springs' errors are a few percent of their values: the check holds.)
     assert report["linearity"]["holds"] is True and report["linearity"]["distance"] == 2.0
     assert len(report["linearity"]["ratio"]) == 6
@@ -204,6 +218,13 @@ def test_the_design_command_reads_a_design_file_and_writes_its_report(tmp_path, 
     assert (out / "design.png").stat().st_size > 10_000
     printed = capsys.readouterr().out
     assert "design (D-optimal): run" in printed and "linearisation holds" in printed
+    assert "validated by 4 noisy fits" in printed
+    assert main(["design", str(path), "--out", str(tmp_path / "other"), "--threads", "2"]) == 2
+    assert "--threads: only with --validate" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["design", str(path), "--out", str(tmp_path / "other"), "--validate", "1"])
+    with pytest.raises(ValueError, match="expected a Design"):
+        spineid.validate_design("design.toml")
     # The same file with a rotation-only copy of a candidate: the sensor is a choice too.
     text = path.read_text().replace("../axial_4_springs.toml",
                                     str(spineid.dataset_path("axial_4_springs.toml")))
@@ -580,9 +601,13 @@ def test_a_protocol_file_is_designed_as_the_python_protocol_problem(tmp_path, ca
     np.testing.assert_allclose(spineid.simulate(built, TS).q, spineid.simulate(other, TS).q,
                                rtol=0, atol=1e-14)
     out = tmp_path / "out"
-    assert main(["design", str(path), "--out", str(out)]) == 0
-    assert "protocol (D-optimal" in capsys.readouterr().out
+    assert main(["design", str(path), "--out", str(out), "--validate", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert "protocol (D-optimal" in printed and "validated by 2 noisy fits" in printed
     report = json.loads((out / "report.json").read_text())
+    assert report["validation"]["fitted"] == 2
+    assert [p["predicted"] for p in report["validation"]["parameters"]] == [
+        p["stderr"] for p in report["parameters"]]
     assert (out / "design.png").stat().st_size > 10_000
     base = spec.model.model
 

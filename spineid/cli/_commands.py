@@ -8,6 +8,7 @@ import time
 import jax
 import numpy as np
 
+from ..executors import Local
 from ..identify import (
     Auto,
     Candidate,
@@ -24,6 +25,7 @@ from ..identify import (
     fit_stiffness_matrix,
     recover,
     recover_grid,
+    validate_design,
 )
 from ..identify._solvers import SOLVER_NAMES
 from ..io import (
@@ -535,6 +537,8 @@ def command_segment(arguments) -> int:
 def command_design(arguments) -> int:
     """`spineid design DESIGN.toml`: choose the experiments of a design file
     (docs/formats/design-files.md) that best determine its free parameters."""
+    if arguments.threads is not None and arguments.validate is None:
+        raise ValueError("--threads: only with --validate")
     parsed = read_design_file(arguments.design)
     if parsed.protocol is not None:
         return _protocol_design(arguments, parsed)
@@ -554,12 +558,28 @@ def command_design(arguments) -> int:
         check = found.check_linearity()
         print(check.summary())
         report["linearity"] = check.report()
-    refuse_non_finite({k: v for k, v in report.items() if k not in ("parameters", "linearity")},
-                      "design")
-    paths = [write_json(out / "report.json", report), figures.plot_design(found, out / "design.png")]
+    validation = _validation(arguments, found, report)
+    refuse_non_finite({k: v for k, v in report.items()
+                       if k not in ("parameters", "linearity", "validation")}, "design")
+    paths = [write_json(out / "report.json", report),
+             figures.plot_design(found, out / "design.png", validation)]
     out.finish()
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0
+
+
+def _validation(arguments, found, report: dict):
+    """With `--validate N`: the design (or protocol) `found` simulated N times with noise and
+    fitted (`validate_design`), printed and added to `report`; else `None`."""
+    if arguments.validate is None:
+        return None
+    print(f"validating: {arguments.validate} noisy simulations of the design, each fitted "
+          f"(seed {arguments.seed})", flush=True)
+    validation = validate_design(found, arguments.validate, seed=arguments.seed,
+                                 executor=Local(threads=arguments.threads or 1), progress=True)
+    print(validation.summary())
+    report["validation"] = validation.report()
+    return validation
 
 
 def _protocol_design(arguments, parsed) -> int:
@@ -584,9 +604,11 @@ def _protocol_design(arguments, parsed) -> int:
     found = optimise_protocol(problem, limits=parsed.limits, starts=spec.starts)
     print(found.summary())
     report = found.report()
-    refuse_non_finite({k: v for k, v in report.items() if k != "parameters"}, "design")
+    validation = _validation(arguments, found, report)
+    refuse_non_finite({k: v for k, v in report.items() if k not in ("parameters", "validation")},
+                      "design")
     paths = [write_json(out / "report.json", report),
-             figures.plot_protocol(found, out / "design.png")]
+             figures.plot_protocol(found, out / "design.png", validation)]
     out.finish()
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0

@@ -314,6 +314,18 @@ def build_parser() -> argparse.ArgumentParser:
                                help="also check that the predicted standard errors hold two "
                                     "of them away from the nominal values "
                                     "(Design.check_linearity; report.json: linearity)")
+    design_parser.add_argument("--validate", type=AT_LEAST_TWO, metavar="N",
+                               help="validate the design: simulate it N times with noise, fit "
+                                    "each from the nominal values, and compare the spread of "
+                                    "the estimates with the predicted standard errors "
+                                    "(spineid.validate_design; report.json: validation; "
+                                    "design.png: the realised errors beside; 50 know a spread "
+                                    "to about 10%%)")
+    design_parser.add_argument("--seed", type=SEED, default=0,
+                               help="with --validate: seed of the noise (default 0)")
+    design_parser.add_argument("--threads", type=POSITIVE_INT, metavar="N",
+                               help="with --validate: run N fits at once on N threads of this "
+                                    "process (default 1)")
     design_parser.set_defaults(run=verbs.command_design)
     demo_parser = commands.add_parser("demo", help="the main job on bundled data")
     _add_output(demo_parser, default="spineid-demo")
@@ -413,7 +425,8 @@ def _run(arguments) -> int:
                                   ("--executor dask", getattr(arguments, "executor",
                                                               "local") != "local"),
                                   ("--workers", getattr(arguments, "workers", None)),
-                                  ("--threads", getattr(arguments, "threads", None)),
+                                  ("--threads", getattr(arguments, "threads", None)
+                                   and arguments.command != "design"),  # (its --validate's)
                                   ("--scheduler", getattr(arguments, "scheduler", None)),
                                   ("--resume", getattr(arguments, "resume", False))):
                 if given:

@@ -71,3 +71,7 @@ from ._stiffness_fit import (
 )
 from ._table_fit import fit_load_law as fit_load_law, LawFit as LawFit
 from ._uncertainty import Identifiability as Identifiability
+from ._validation import (
+    DesignValidation as DesignValidation,
+    validate_design as validate_design,
+)

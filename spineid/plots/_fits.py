@@ -298,31 +298,42 @@ def plot_posterior(posterior, path: str | pathlib.Path | None = None, reference=
     return _save(figure, path)
 
 
-def plot_design(design, path: str | pathlib.Path | None = None):
+def plot_design(design, path: str | pathlib.Path | None = None, validation=None):
     """A `Design` (`spineid.design`) as bars: each free parameter's predicted relative standard
     error (log scale) with the chosen experiments and, where a baseline was given, with it;
-    parameters not identifiable drawn at the top with a cross. Returns the PNG path, or the
-    figure without a path."""
+    parameters not identifiable drawn at the top with a cross. With `validation`
+    (`spineid.validate_design`'s), the realised errors of its noisy fits beside the predicted.
+    Returns the PNG path, or the figure without a path."""
     bars = [("design: " + " + ".join(design.chosen), design.stderr)]
     if design.baseline:
         bars.insert(0, ("baseline: " + " + ".join(design.baseline), design.baseline_stderr))
     criterion = design.criterion if isinstance(design.criterion, str) else "named errors"
-    return _error_bars(design.names, design.values, bars,
+    return _error_bars(design.names, design.values, bars + _realised(validation),
                        f"{criterion}-optimal design (x: not identifiable)", path)
 
 
-def plot_protocol(protocol, path: str | pathlib.Path | None = None):
+def plot_protocol(protocol, path: str | pathlib.Path | None = None, validation=None):
     """A `Protocol` (`spineid.optimise_protocol`) as bars, as `plot_design`: each free
     parameter's predicted relative standard error under the start and under the optimal
-    protocol. Returns the PNG path, or the figure without a path."""
+    protocol (and, with `validation`, the realised errors of its noisy fits). Returns the PNG
+    path, or the figure without a path."""
     def shown(values):
         return ", ".join(f"{k} {v:.3g}" for k, v in values.items())
 
     criterion = protocol.criterion if isinstance(protocol.criterion, str) else "named errors"
     return _error_bars(protocol.names, protocol.values,
                        [("start: " + shown(protocol.start), protocol.start_stderr),
-                        ("optimum: " + shown(protocol.variables), protocol.stderr)],
+                        ("optimum: " + shown(protocol.variables), protocol.stderr)]
+                       + _realised(validation),
                        f"{criterion}-optimal protocol (x: not identifiable)", path)
+
+
+def _realised(validation) -> list:
+    # The bar of a design's validation: the spread of its noisy fits' estimates.
+    if validation is None:
+        return []
+    return [(f"realised: {validation.fitted} noisy fits ({np.nanmin(validation.ratio):.2f}-"
+             f"{np.nanmax(validation.ratio):.2f} x predicted)", validation.realised)]
 
 
 def _error_bars(names, values, bars, title, path):
@@ -343,7 +354,7 @@ def _error_bars(names, values, bars, title, path):
     axis.set_yscale("log")
     axis.set_xticks(np.arange(len(names)))
     axis.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
-    axis.set_ylabel("predicted standard error / nominal value")
+    axis.set_ylabel("standard error / nominal value")
     axis.grid(alpha=0.3, axis="y")
     axis.legend(fontsize="small")
     axis.set_title(title, fontsize=10)
