@@ -252,6 +252,22 @@ def test_failed_simulation_at_a_trial_point_is_finite():
     assert rows.sum() == problem.n_data and np.all(residuals[~rows] == 0.0)
 
 
+def test_analyse_integrates_at_the_problems_tolerances():
+    truth, problem = axial_problem()
+    default = spineid.analyse(problem)[0]
+
+    def variant(**simulation):
+        return spineid.FitProblem(problem.model_file, problem.measurements, ["stiffness"], NOISE,
+                                  **simulation)
+
+    loose = spineid.analyse(variant(simulation_rtol=1e-4, simulation_atol=1e-7))[0]
+    assert not np.array_equal(loose, default)
+    np.testing.assert_allclose(loose, default, rtol=0.05)
+    with pytest.raises(ValueError, match="cannot be simulated at these values within the "
+                                         "problem's simulation_max_steps=5"):
+        spineid.analyse(variant(simulation_max_steps=5))
+
+
 def test_fit_from_an_unusable_start_refuses_instead_of_crashing():
     truth, problem = axial_problem(factors=(1e7, 1e7, 1e7))
     problem = spineid.FitProblem(problem.model_file, problem.measurements, ["stiffness"], NOISE,

@@ -12,7 +12,6 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -21,7 +20,7 @@ import numpy as np
 from ..executors._batch import BatchResult, run_batch
 from ..executors._executors import AbstractExecutor
 from ._fit import _noise_array, fit
-from ._objective import _evaluate, _objective
+from ._objective import _evaluate, forward_objective
 from ._problem import FitProblem
 from ._routines import _solve_jaxopt_lm, _solve_lm
 from ._solvers import (
@@ -208,7 +207,7 @@ def fit_many(problem: FitProblem, data: Sequence[np.ndarray],
                          "spineid.JaxoptLevenbergMarquardt(...) ('jaxopt-lm'): the solvers "
                          "that run vmapped over a batch")
     sigma = _noise_array(problem, None)
-    objective = _objective(problem, sigma, problem.transform(), diffrax.ForwardMode(), 20_000)
+    objective = forward_objective(problem, sigma)
     if len(data) != len(problem.measurements):
         raise ValueError(f"{len(data)} data arrays for {len(problem.measurements)} load cases")
     batch = []

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..models._mechanics import AbstractLagrangianSystem
 from ..simulation._modes import linear_modes
-from ._objective import _evaluate, _objective, _scales, resolved_scales
+from ._objective import _evaluate, _scales, FAILED_RESIDUAL, forward_objective, resolved_scales
 from ._problem import FitProblem, check_noise
 from ._result import FitResult
 from ._run import _Run
@@ -161,13 +161,19 @@ def analyse(
     Computes the noise-weighted sensitivity matrix by forward-mode autodiff through the ODE and
     returns `(covariance, identifiability)` as `fisher_analysis` does: the Cramer-Rao bound and
     the identifiable combinations. Useful to design experiments before fitting. `noise`
-    defaults to the problem's.
+    defaults to the problem's; the simulations use the problem's `simulation_rtol`,
+    `simulation_atol` and `simulation_max_steps`. Raises `ValueError` where the model cannot
+    be simulated at `values`.
     """
     theta = problem.start if values is None else np.asarray(values, dtype=float)
     transform = problem.transform()
-    objective = _objective(
-        problem, _noise_array(problem, noise), transform, diffrax.ForwardMode(), 20_000
-    )
-    jacobian = np.asarray(_evaluate(objective, jnp.asarray(theta))[0])
+    objective = forward_objective(problem, _noise_array(problem, noise), transform)
+    jacobian, residuals, _ = _evaluate(objective, jnp.asarray(theta))
+    if np.any(np.asarray(residuals) == FAILED_RESIDUAL):
+        raise ValueError(
+            f"analyse: the model cannot be simulated at these values within the problem's "
+            f"simulation_max_steps={problem.simulation_max_steps} (rtol "
+            f"{problem.simulation_rtol:g}), so its sensitivities are not known there")
+    jacobian = np.asarray(jacobian)
     scales = resolved_scales(jacobian, theta, _scales(theta, transform))
     return fisher_analysis(jacobian, theta, scales, problem.names)

@@ -191,6 +191,17 @@ def _objective(problem: FitProblem, sigma: np.ndarray, transform: Transform, adj
     )
 
 
+def forward_objective(problem: FitProblem, sigma, transform: Transform | None = None
+                      ) -> _Objective:
+    """The residual objective of `problem` with noise weights `sigma` `(c,)` for forward-mode
+    sensitivities (analyses, designs, vmapped fits, posteriors), integrated at the problem's
+    own `simulation_rtol`, `simulation_atol` and `simulation_max_steps`; `transform` default
+    `problem.transform()`."""
+    return _objective(problem, sigma, problem.transform() if transform is None else transform,
+                      diffrax.ForwardMode(), problem.simulation_max_steps,
+                      rtol=problem.simulation_rtol, atol=problem.simulation_atol)
+
+
 @eqx.filter_jit
 def _evaluate(objective: _Objective, theta):
     # Everything a result needs in one compiled pass: the noise-weighted sensitivity matrix
@@ -257,7 +268,7 @@ def measured_sensitivities(problem: FitProblem, measured: Sequence[str], values
     sample, channels in the model's order. Raises `RuntimeError` where the solver gives up."""
     channels = problem.channels
     sigma = np.array([problem.noise[c] for c in channels])
-    objective = _objective(problem, sigma, problem.transform(), diffrax.ForwardMode(), 20_000)
+    objective = forward_objective(problem, sigma)
     jacobian = np.asarray(_evaluate(objective, jnp.asarray(values, dtype=float))[0])
     jacobian = jacobian[objective.data_rows()]  # (the padding off: the data's samples only)
     kept = [channels.index(c) for c in channels if c in measured]

@@ -32,7 +32,6 @@ import math
 import time
 import warnings
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -42,7 +41,7 @@ from .._arrays import floats
 from ..io._model_file import PRIOR_KINDS
 from ._fit import _noise_array
 from ._goodness import ALPHA, chi_square_sf
-from ._objective import _evaluate, _Objective, _objective, _scales, resolved_scales
+from ._objective import _evaluate, _Objective, _scales, forward_objective, resolved_scales
 from ._problem import FitProblem
 from ._uncertainty import fisher_analysis, numerical_rank
 
@@ -354,7 +353,7 @@ def posterior(problem: FitProblem, *, priors: dict | None = None, samples: int =
     sigma = _noise_array(problem, None)
     prior = _check_priors(problem, priors)
     transform = problem.transform()
-    objective = _objective(problem, sigma, transform, diffrax.ForwardMode(), 20_000)
+    objective = forward_objective(problem, sigma, transform)
     start = problem.start if start is None else np.asarray(start, dtype=float)
     if start.shape != problem.start.shape or not np.all(np.isfinite(start)):
         raise ValueError(f"start: expected {len(problem.names)} finite values (SI), got "

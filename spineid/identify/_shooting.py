@@ -16,7 +16,8 @@ data stands for, divided by `continuity_weight`). The unknowns are
 `z = (u, s_1, ..., s_{M-1})`, the solver's parameter coordinates and the segment states in
 units of the motion's range, started at states read off the data (positions by a few
 Gauss-Newton steps of `observe` from the simulated start, velocities from a local quadratic
-fit of the data). The problem is solved by spineid's Levenberg-Marquardt with a Jacobian built
+fit of the data; only the channels measured at a sample move its state, and a value not
+measured adds no residual). The problem is solved by spineid's Levenberg-Marquardt with a Jacobian built
 block by block: each segment's sensitivities to `u` and to its own state only, one
 forward-mode pass of `p + 2 n` directions over all segments at once (vmapped), not `p + 2 n
 (M - 1)`. The estimate is then polished by single shooting from the parameters found, so
@@ -80,32 +81,52 @@ def shortest_record(objective: _Objective) -> int:
 def segments_problem(objective: _Objective, segments: int, owner: str = "MultipleShooting"
                      ) -> str | None:
     """Why the records of `objective` cannot be cut into `segments` segments (a segment would
-    hold fewer samples than the model has states, so its start state could not be determined
-    by its data; values not measured, from which no segment's start is read off), or `None`
-    if they can."""
-    if not objective.complete():
-        return (f"{owner}: the data have values not measured (NaN), and multiple shooting "
-                "starts each segment from the state read off every channel of its samples; "
-                "fit with single shooting (a local solver, or MultiStart)")
+    hold fewer samples, or fewer values measured, than the model has states, so its start
+    state could not be determined by its data), or `None` if they can."""
     states = n_states(objective)
     shortest = shortest_record(objective)
     per_segment = (shortest - 1) // segments + 1
     if per_segment >= states:
-        return None
+        if objective.complete():
+            return None
+        fewest = min(_measured_per_segment(objective, segments))
+        if fewest >= states:
+            return None
+        return (f"{owner}(segments={segments}): a segment would hold only {fewest} values "
+                f"measured (the others NaN), fewer than the {states} states (q and qdot) it "
+                "starts from; use fewer segments, or single shooting")
     return (f"{owner}(segments={segments}): the shortest record has {shortest} samples, so a "
             f"segment would hold about {per_segment}, fewer than the {states} states (q and "
             f"qdot) the segment starts from; use at most {max((shortest - 1) // states, 1)} "
             "segments")
 
 
-def _data_rate(ts: np.ndarray, values: np.ndarray, i: int, half: int) -> np.ndarray:
+def _measured_per_segment(objective: _Objective, segments: int) -> list[int]:
+    """Values measured in each segment of each load case (the samples it counts: its own but
+    the last, which the next one counts, except in the last segment)."""
+    counts = []
+    for k, present in zip(objective.lengths(), objective.present):
+        measured = np.sum(np.asarray(present)[:k] > 0, axis=1)
+        bounds = segment_bounds(k, segments)
+        counts += [int(np.sum(measured[first:last + (j == segments - 1)]))
+                   for j, (first, last) in enumerate(zip(bounds[:-1], bounds[1:]))]
+    return counts
+
+
+def _data_rate(ts: np.ndarray, values: np.ndarray, i: int, half: int,
+               present: np.ndarray) -> np.ndarray:
     """The time derivative of the data at sample `i`: slope of a least-squares quadratic over
-    the samples within `half` of it, `(c,)`."""
+    each channel's values measured (`present` `(k, c)`) within `half` samples of it, `(c,)`;
+    NaN for a channel with fewer than 3 there."""
     window = slice(max(i - half, 0), min(i + half + 1, len(ts)))
     dt = ts[window] - ts[i]
     design = np.stack([np.ones_like(dt), dt, dt**2], axis=1)
-    coefficients = np.linalg.lstsq(design, values[window], rcond=None)[0]
-    return coefficients[1]
+    rate = np.full(values.shape[1], np.nan)
+    for c in range(values.shape[1]):
+        kept = present[window, c]
+        if np.count_nonzero(kept) >= 3:
+            rate[c] = np.linalg.lstsq(design[kept], values[window, c][kept], rcond=None)[0][1]
+    return rate
 
 
 @eqx.filter_jit
@@ -119,10 +140,13 @@ def _observe_jacobian(model, q):
 
 
 def _start_states(model, ts: np.ndarray, data: np.ndarray, bounds: np.ndarray,
-                  rtol: float, atol: float, max_steps: int) -> np.ndarray:
+                  rtol: float, atol: float, max_steps: int, present: np.ndarray
+                  ) -> np.ndarray:
     """States `(M, 2, n)` at the segments' start samples: the simulation at the start
     parameters, moved onto the data (positions by Gauss-Newton on `observe`, velocities by the
-    pseudo-inverse of its Jacobian applied to the data's rate), `(q, qdot)` per segment."""
+    pseudo-inverse of its Jacobian applied to the data's rate), `(q, qdot)` per segment; only
+    the channels measured there (`present` `(k, c)`) move it, in the least change that
+    matches them."""
     simulation = simulate(model, jnp.asarray(ts), throw=False, t0=0.0, rtol=rtol, atol=atol,
                           max_steps=max_steps)
     q_all, qdot_all = np.asarray(simulation.q), np.asarray(simulation.qdot)
@@ -132,12 +156,15 @@ def _start_states(model, ts: np.ndarray, data: np.ndarray, bounds: np.ndarray,
     for i in bounds[:-1]:
         q = q_all[i] if np.all(np.isfinite(q_all[i])) else rest_q
         qdot = qdot_all[i] if np.all(np.isfinite(qdot_all[i])) else rest_qdot
-        for _ in range(3):
-            pinv = np.linalg.pinv(np.asarray(_observe_jacobian(model, jnp.asarray(q))))
-            q = q + pinv @ (data[i] - np.asarray(_observe(model, jnp.asarray(q))))
+        rows = present[i]
+        for _ in range(3 if rows.any() else 0):
+            pinv = np.linalg.pinv(np.asarray(_observe_jacobian(model, jnp.asarray(q)))[rows])
+            q = q + pinv @ (data[i] - np.asarray(_observe(model, jnp.asarray(q))))[rows]
         jacobian = np.asarray(_observe_jacobian(model, jnp.asarray(q)))
-        rate = _data_rate(ts, data, i, half)
-        qdot = qdot + np.linalg.pinv(jacobian) @ (rate - jacobian @ qdot)
+        rate = _data_rate(ts, data, i, half, present)
+        seen = np.isfinite(rate)
+        if seen.any():
+            qdot = qdot + np.linalg.pinv(jacobian[seen]) @ (rate - jacobian @ qdot)[seen]
         states.append(np.stack([q, qdot]))
     return np.stack(states)
 
@@ -147,6 +174,7 @@ def _case_layout(objective: _Objective, case: int, segments: int, continuity_wei
     k = objective.lengths()[case]  # (the records are padded beyond their data)
     ts = np.asarray(objective.ts[case])[:k]
     data = np.asarray(objective.data[case])[:k]
+    present = np.asarray(objective.present[case])[:k] > 0  # (data are 0 where not measured)
     sigma = np.asarray(objective.sigma)
     model = objective.models[case]
     bounds = segment_bounds(len(ts), segments)
@@ -166,11 +194,13 @@ def _case_layout(objective: _Objective, case: int, segments: int, continuity_wei
         counted.append(mask)
         end.append(own.size - 1)
     offset = _start_states(model, ts, data, bounds, objective.rtol, objective.atol,
-                           objective.max_steps)
+                           objective.max_steps, present)
     jacobian = np.asarray(_observe_jacobian(model, jnp.asarray(offset[0, 0])))
     pinv = np.abs(np.linalg.pinv(jacobian))
     motion = np.ptp(offset, axis=0)  # (2, n) range over the segment starts
-    range_q = np.maximum(motion[0], pinv @ np.ptp(data, axis=0))
+    span = np.where(present.any(axis=0), np.max(np.where(present, data, -np.inf), axis=0)
+                    - np.min(np.where(present, data, np.inf), axis=0), 0.0)
+    range_q = np.maximum(motion[0], pinv @ span)
     range_q = np.where(range_q > 0, range_q, 1.0)
     duration = max(float(ts[-1] - ts[0]) / segments, step)
     range_qdot = np.maximum(motion[1], range_q / duration)
@@ -219,6 +249,7 @@ class _ShootingObjective(eqx.Module):
         predicted = jax.vmap(model.observe)(solution.q)
         data = base.data[case][layout.index[j]]
         residuals = jnp.where(layout.counted[j][:, None], (predicted - data) / base.sigma, 0.0)
+        residuals = residuals * base.present[case][layout.index[j]]  # (0: not measured)
         end = jnp.stack([solution.q[layout.end[j]], solution.qdot[layout.end[j]]])
         return jnp.where(ok, residuals.ravel(), jnp.inf), jnp.where(ok, end, jnp.inf)
 
