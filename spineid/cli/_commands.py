@@ -537,7 +537,7 @@ def command_segment(arguments) -> int:
 def command_design(arguments) -> int:
     """`spineid design DESIGN.toml`: choose the experiments of a design file
     (docs/formats/design-files.md) that best determine its free parameters."""
-    if arguments.threads is not None and arguments.validate is None:
+    if arguments.validate_threads is not None and arguments.validate is None:
         raise ValueError("--threads: only with --validate")
     parsed = read_design_file(arguments.design)
     if parsed.protocol is not None:
@@ -576,7 +576,7 @@ def _validation(arguments, found, report: dict):
     print(f"validating: {arguments.validate} noisy simulations of the design, each fitted "
           f"(seed {arguments.seed})", flush=True)
     validation = validate_design(found, arguments.validate, seed=arguments.seed,
-                                 executor=Local(threads=arguments.threads or 1), progress=True)
+                                 executor=Local(threads=arguments.validate_threads or 1), progress=True)
     print(validation.summary())
     report["validation"] = validation.report()
     return validation

@@ -324,6 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     design_parser.add_argument("--seed", type=SEED, default=0,
                                help="with --validate: seed of the noise (default 0)")
     design_parser.add_argument("--threads", type=POSITIVE_INT, metavar="N",
+                               dest="validate_threads",
                                help="with --validate: run N fits at once on N threads of this "
                                     "process (default 1)")
     design_parser.set_defaults(run=verbs.command_design)
@@ -425,8 +426,7 @@ def _run(arguments) -> int:
                                   ("--executor dask", getattr(arguments, "executor",
                                                               "local") != "local"),
                                   ("--workers", getattr(arguments, "workers", None)),
-                                  ("--threads", getattr(arguments, "threads", None)
-                                   and arguments.command != "design"),  # (its --validate's)
+                                  ("--threads", getattr(arguments, "threads", None)),
                                   ("--scheduler", getattr(arguments, "scheduler", None)),
                                   ("--resume", getattr(arguments, "resume", False))):
                 if given:

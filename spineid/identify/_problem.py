@@ -171,7 +171,7 @@ class FitProblem:
     def n_data(self) -> int:
         """Number of measured values (samples x channels x load cases, less those `NaN`: not
         measured)."""
-        return sum(int(np.count_nonzero(~np.isnan(m.values))) for m in self.measurements)
+        return measured_count(self.measurements)
 
     @property
     def complete(self) -> bool:
@@ -221,7 +221,7 @@ def check_measurements(measurements: Sequence[Measurement], channels: Sequence[s
                 f"{measurement.source}: first time {measurement.ts[0]:g} s is before the "
                 f"motion starts (t = 0)"
             )
-    n_data = sum(int(np.count_nonzero(~np.isnan(m.values))) for m in measurements)
+    n_data = measured_count(measurements)
     if n_data <= n_free or min(len(m.ts) for m in measurements) < 3:
         raise ValueError(
             f"{measurements[0].source}: {n_data} data values for {n_free} free "
@@ -276,8 +276,18 @@ def noise_from_residuals(raw: np.ndarray, n_free: int, ranges: np.ndarray) -> np
 def channel_ranges(measurements: Sequence[Measurement]) -> np.ndarray:
     """Peak-to-peak range of each channel's measured values over all `measurements` (SI),
     `(c,)`; 0 for a channel with none."""
-    values = np.concatenate([m.values for m in measurements])
+    return measured_ranges(np.concatenate([m.values for m in measurements]))
+
+
+def measured_ranges(values: np.ndarray) -> np.ndarray:
+    """Peak-to-peak range of each column of `values` `(k, c)` over its entries that are not
+    `NaN` (values measured), `(c,)`; 0 for a column with none."""
     measured = ~np.isnan(values)
     high = np.max(np.where(measured, values, -np.inf), axis=0)
     low = np.min(np.where(measured, values, np.inf), axis=0)
     return np.where(measured.any(axis=0), high - low, 0.0)
+
+
+def measured_count(measurements: Sequence[Measurement]) -> int:
+    """The values measured (not `NaN`) in all `measurements`."""
+    return sum(int(np.count_nonzero(~np.isnan(m.values))) for m in measurements)

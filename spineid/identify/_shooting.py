@@ -34,6 +34,7 @@ from ..elements._parameters import apply_values
 from ..simulation._simulate import SimulationResult, simulate
 from ._least_squares import levenberg_marquardt
 from ._objective import FAILED_RESIDUAL, _Objective
+from ._problem import measured_ranges
 
 
 class _Case(eqx.Module):
@@ -65,6 +66,12 @@ def segment_bounds(n_samples: int, segments: int) -> np.ndarray:
     """Sample indices where the `segments` segments of a record of `n_samples` start, and its
     last sample: `(segments + 1,)`, as even as the samples allow."""
     return np.round(np.linspace(0, n_samples - 1, segments + 1)).astype(int)
+
+
+def counted_samples(bounds: np.ndarray, j: int) -> np.ndarray:
+    """The samples whose residuals segment `j` counts: its own but the last, which the next
+    segment counts, except in the last segment (the record's last sample)."""
+    return np.arange(bounds[j], bounds[j + 1] + (j == len(bounds) - 2))
 
 
 def n_states(objective: _Objective) -> int:
@@ -102,14 +109,12 @@ def segments_problem(objective: _Objective, segments: int, owner: str = "Multipl
 
 
 def _measured_per_segment(objective: _Objective, segments: int) -> list[int]:
-    """Values measured in each segment of each load case (the samples it counts: its own but
-    the last, which the next one counts, except in the last segment)."""
+    """Values measured in each segment of each load case (over its `counted_samples`)."""
     counts = []
     for k, present in zip(objective.lengths(), objective.present):
         measured = np.sum(np.asarray(present)[:k] > 0, axis=1)
         bounds = segment_bounds(k, segments)
-        counts += [int(np.sum(measured[first:last + (j == segments - 1)]))
-                   for j, (first, last) in enumerate(zip(bounds[:-1], bounds[1:]))]
+        counts += [int(np.sum(measured[counted_samples(bounds, j)])) for j in range(segments)]
     return counts
 
 
@@ -188,9 +193,7 @@ def _case_layout(objective: _Objective, case: int, segments: int, continuity_wei
         seg_ts.append(np.concatenate([ts[own], ts[last] + step * np.arange(1, pad + 1)]))
         index.append(np.concatenate([own, np.full(pad, last)]))
         mask = np.zeros(length, bool)
-        mask[:own.size - 1] = True
-        if j == segments - 1:
-            mask[own.size - 1] = True  # the record's last sample
+        mask[:counted_samples(bounds, j).size] = True
         counted.append(mask)
         end.append(own.size - 1)
     offset = _start_states(model, ts, data, bounds, objective.rtol, objective.atol,
@@ -198,9 +201,7 @@ def _case_layout(objective: _Objective, case: int, segments: int, continuity_wei
     jacobian = np.asarray(_observe_jacobian(model, jnp.asarray(offset[0, 0])))
     pinv = np.abs(np.linalg.pinv(jacobian))
     motion = np.ptp(offset, axis=0)  # (2, n) range over the segment starts
-    span = np.where(present.any(axis=0), np.max(np.where(present, data, -np.inf), axis=0)
-                    - np.min(np.where(present, data, np.inf), axis=0), 0.0)
-    range_q = np.maximum(motion[0], pinv @ span)
+    range_q = np.maximum(motion[0], pinv @ measured_ranges(np.where(present, data, np.nan)))
     range_q = np.where(range_q > 0, range_q, 1.0)
     duration = max(float(ts[-1] - ts[0]) / segments, step)
     range_qdot = np.maximum(motion[1], range_q / duration)
