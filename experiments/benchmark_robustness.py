@@ -57,7 +57,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import spineid
-from spineid.identify._fit import integrated_implicitly
+from spineid.identify._run import integrated_implicitly
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import benchmark_breakpoints

@@ -230,7 +230,11 @@ from .io import (  # noqa: E402
 
 # identify: fits, measure recovery, stiffness and law fits, uncertainty and identifiability
 from .identify import (  # noqa: E402
+    AbstractLocalSolver as AbstractLocalSolver,
+    AbstractParameterFit as AbstractParameterFit,
     AbstractResult as AbstractResult,
+    AbstractSolver as AbstractSolver,
+    AbstractWrappedSolver as AbstractWrappedSolver,
     Adam as Adam,
     analyse as analyse,
     assess_fit as assess_fit,
@@ -266,6 +270,7 @@ from .identify import (  # noqa: E402
     LeastSquaresSolution as LeastSquaresSolution,
     levenberg_marquardt as levenberg_marquardt,
     LevenbergMarquardt as LevenbergMarquardt,
+    LocalSolution as LocalSolution,
     MeasureCurve as MeasureCurve,
     MeasureResult as MeasureResult,
     MultipleShooting as MultipleShooting,

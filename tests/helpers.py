@@ -220,3 +220,19 @@ MODEL_KINDS = {
                                _spatial_conservative),
 }
 """Every built-in model kind (`spineid.model_kinds()`), a small instance of each."""
+
+
+# Every solver object, with its default options (and the wrappers around spineid's
+# Levenberg-Marquardt): the solver-interface tests run over this list.
+SOLVERS = {
+    "lm": spineid.LevenbergMarquardt(),
+    "optimistix-lm": spineid.OptimistixLevenbergMarquardt(),
+    "jaxopt-lm": spineid.JaxoptLevenbergMarquardt(),
+    "adam": spineid.Adam(),
+    "lbfgs": spineid.LBFGS(),
+    "shooting": spineid.MultipleShooting(),
+    "multistart": spineid.MultiStart(n=2),
+    "multistart-shooting": spineid.MultiStart(spineid.MultipleShooting(), n=2),
+    "varpro": spineid.VariableProjection(),
+    "auto": spineid.Auto(),
+}

@@ -202,7 +202,8 @@ def test_model_kinds_are_refused_clearly(oscillator_kind, tmp_path):
 
 @pytest.mark.parametrize("result_class", [spineid.FitResult, spineid.LawFit,
                                           spineid.StiffnessFit, spineid.SegmentFit,
-                                          spineid.MeasureResult], ids=lambda c: c.__name__)
+                                          spineid.SpineFit, spineid.MeasureResult],
+                         ids=lambda c: c.__name__)
 def test_every_fit_returns_one_result_family(result_class):
     # One family: the verdict in one place, summary() and report() on every member.
     assert issubclass(result_class, spineid.AbstractResult)

@@ -135,8 +135,8 @@ def test_law_fit_solver_refusals_name_the_argument(arguments, error, message):
 
 
 def test_variable_projection_takes_only_a_levenberg_marquardt():
-    with pytest.raises(ValueError, match=r"VariableProjection\(local="):
-        spineid.VariableProjection(local=spineid.Adam())
+    with pytest.raises(ValueError, match=r"VariableProjection\(inner="):
+        spineid.VariableProjection(inner=spineid.Adam())
     with pytest.raises(TypeError, match="segments"):
         spineid.VariableProjection(segments=4)
 

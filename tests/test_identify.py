@@ -242,7 +242,8 @@ def test_two_load_cases_fitted_jointly():
 
 def test_failed_simulation_at_a_trial_point_is_finite():
     truth, problem = axial_problem()
-    from spineid.identify._objective import FAILED_RESIDUAL, _objective
+    from spineid.identify._failure import FAILED_RESIDUAL
+    from spineid.identify._objective import _objective
 
     objective = _objective(problem, np.ones(3), Transform.around(problem.parameters, problem.start),
                            __import__("diffrax").ForwardMode(), 50)

@@ -150,7 +150,7 @@ def test_fit_recovers_facet_and_disc_stiffness(segment):
 def test_segment_fit_takes_a_levenberg_marquardt_only(segment):
     model_file, study = segment
     test = QuasiStaticTest(study.loads, study.displacements)
-    with pytest.raises(TypeError, match="LevenbergMarquardt"):
+    with pytest.raises(ValueError, match=r"fit_segment\(solver=MultiStart.*LevenbergMarquardt"):
         fit_segment(model_file, test, ["facets.stiffness"], solver=spineid.MultiStart())
 
 

@@ -14,7 +14,7 @@ import pytest
 from helpers import AXIAL_SPRINGS, LOADS, TORSION, document
 
 import spineid
-from spineid.identify._fit import ringing_phase
+from spineid.identify._run import ringing_phase
 from spineid.identify._run import _Run
 from spineid.identify._shooting import shooting_objective, shooting_start
 

@@ -47,14 +47,21 @@ from ._recovery_problem import (
 )
 from ._recovery_result import MeasureResult as MeasureResult
 from ._result import FitResult as FitResult
-from ._result_family import AbstractResult as AbstractResult
+from ._result_family import (
+    AbstractParameterFit as AbstractParameterFit,
+    AbstractResult as AbstractResult,
+)
 from ._segment_fit import fit_segment as fit_segment, SegmentFit as SegmentFit
 from ._solvers import (
+    AbstractLocalSolver as AbstractLocalSolver,
+    AbstractSolver as AbstractSolver,
+    AbstractWrappedSolver as AbstractWrappedSolver,
     Adam as Adam,
     Auto as Auto,
     JaxoptLevenbergMarquardt as JaxoptLevenbergMarquardt,
     LBFGS as LBFGS,
     LevenbergMarquardt as LevenbergMarquardt,
+    LocalSolution as LocalSolution,
     MultipleShooting as MultipleShooting,
     VariableProjection as VariableProjection,
     MultiStart as MultiStart,

@@ -22,10 +22,11 @@ from ..executors._executors import AbstractExecutor
 from ._fit import _noise_array, fit
 from ._objective import _evaluate, forward_objective
 from ._problem import FitProblem
-from ._routines import _solve_jaxopt_lm, _solve_lm
+from ._solvers._routines import _solve_jaxopt_lm, _solve_lm
 from ._solvers import (
     as_solver,
     BATCH_SOLVER,
+    check_solver,
     JaxoptLevenbergMarquardt,
     OptimistixLevenbergMarquardt,
 )
@@ -198,14 +199,12 @@ def fit_many(problem: FitProblem, data: Sequence[np.ndarray],
         return {"values": fits.values, "stderr": fits.stderr, "converged": fits.converged,
                 "cost": fits.cost, "explains_data": fits.explains_data,
                 "errors": fits.errors}
-    batch_solvers = (OptimistixLevenbergMarquardt, JaxoptLevenbergMarquardt)
     if isinstance(solver, str) and solver in ("optimistix-lm", "jaxopt-lm"):
         solver = as_solver(solver)
-    if not isinstance(solver, batch_solvers):
-        raise ValueError(f"fit_many(solver={solver!r}): expected "
-                         "spineid.OptimistixLevenbergMarquardt(...) ('optimistix-lm') or "
-                         "spineid.JaxoptLevenbergMarquardt(...) ('jaxopt-lm'): the solvers "
-                         "that run vmapped over a batch")
+    check_solver("fit_many", solver, (OptimistixLevenbergMarquardt, JaxoptLevenbergMarquardt),
+                 "spineid.OptimistixLevenbergMarquardt(...) ('optimistix-lm') or "
+                 "spineid.JaxoptLevenbergMarquardt(...) ('jaxopt-lm'), the solvers that run "
+                 "vmapped over a batch, or an executor (then any solver, fit by fit)")
     sigma = _noise_array(problem, None)
     objective = forward_objective(problem, sigma)
     if len(data) != len(problem.measurements):

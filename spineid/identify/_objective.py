@@ -30,14 +30,10 @@ from jaxtyping import Array, ArrayLike, Float
 from .._arrays import floats, traced
 from ..elements._parameters import Parameter, apply_values
 from ..simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL, SimulationResult, simulate
+from ._failure import failed, guarded
 from ._padding import data_rows, padded_records, record_lengths, trimmed
 from ._problem import FitProblem
 from ._transform import Transform
-
-
-# Residual given to samples of a trial point whose integration failed: finite, so that the
-# solver sees a huge cost and backs off instead of receiving NaN.
-FAILED_RESIDUAL = 1e8
 
 
 def simulated_observations(model, ts, *, adjoint, max_steps: int, rtol, atol):
@@ -53,11 +49,10 @@ def simulated_observations(model, ts, *, adjoint, max_steps: int, rtol, atol):
 def weighted_residuals(predicted, data, sigma, weight=None, present=None
                        ) -> Float[Array, " n"]:
     """`(predicted - data) / sigma` flattened (`(k, c)` arrays, `sigma` `(c,)`), with
-    `FAILED_RESIDUAL` where it is not finite (a failed integration); `weight` `(k,)` (1 for a
+    `FAILED_RESIDUAL` where it is not finite (a failed integration: `spineid/identify/_failure.py`); `weight` `(k,)` (1 for a
     sample of the data, 0 for padding) multiplies each sample's row, `present` `(k, c)` (1
     for a value measured, 0 for one not) each entry."""
-    residual = (predicted - data) / sigma
-    residual = jnp.where(jnp.isfinite(residual), residual, FAILED_RESIDUAL)
+    residual = guarded((predicted - data) / sigma)
     if weight is not None:
         residual = residual * weight[:, None]
     if present is not None:
@@ -150,7 +145,7 @@ class _Objective(eqx.Module):
             weighted = residuals[first:first + data.size].reshape(data.shape)
             first += data.size
             predictions.append(np.where(
-                weighted == FAILED_RESIDUAL, np.inf,
+                failed(weighted), np.inf,
                 np.where(np.asarray(present) > 0, data + weighted * sigma, np.nan))[:k])
         return predictions
 

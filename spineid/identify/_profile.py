@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 from jax.scipy.special import ndtri
 
-from ._result_family import AbstractResult
+from ._result_family import AbstractParameterFit
 
 # Largest number of walk steps per side before the interval is declared open.
 MAX_STEPS = 16
@@ -230,12 +230,11 @@ def profile_parameter(refit: Callable[[int, float], float], names, units, values
                    explains_data=explains_data)
 
 
-@dataclasses.dataclass
-class Profiled(AbstractResult):
+@dataclasses.dataclass(frozen=True)
+class Profiled(AbstractParameterFit):
     """A result whose parameters have profiles (`profile(name)`): it holds `refit(i, v)` (least
     cost with free parameter `i` held at `v`, the others refitted; set by the fit that made
-    the result) and the parameters' bounds, and has the fields `names`, `units`, `values`,
-    `stderr`, `cost`, `noise_estimated`."""
+    the result) and the parameters' bounds."""
 
     refit: Callable[[int, float], float] | None = dataclasses.field(
         default=None, repr=False, compare=False, kw_only=True)
@@ -253,4 +252,4 @@ class Profiled(AbstractResult):
         return profile_parameter(self.refit, self.names, self.units, self.values, self.stderr,
                                  self.lower_bounds, self.upper_bounds, self.cost,
                                  self.noise_estimated, name, level,
-                                 getattr(self, "start", None), self.explains_data)
+                                 self.start, self.explains_data)

@@ -94,10 +94,10 @@ def recover_grid(
                      search.certified, search.gap, search.history, sigma, noise_estimated,
                      clock, 1001)
     # The grid keeps its zero weights: the figures show the whole grid.
-    result.positions = grid * problem.curve.length
-    result.points = np.asarray(problem.curve.at(jnp.asarray(grid))).reshape(-1, 2)
-    result.stiffness = search.atoms.p * problem.max_stiffness
-    return result
+    return dataclasses.replace(
+        result, positions=grid * problem.curve.length,
+        points=np.asarray(problem.curve.at(jnp.asarray(grid))).reshape(-1, 2),
+        stiffness=search.atoms.p * problem.max_stiffness)
 
 
 FIRST_ATOM_CANDIDATES = 33

@@ -13,15 +13,15 @@ import numpy as np
 from ..io._measurements import Measurement
 from ..io._model_file import ModelFile
 from ._result_family import AbstractResult
-from ._goodness import GoodnessOfFit, assess_fit
-from ._objective import FAILED_RESIDUAL
+from ._goodness import assess_fit
+from ._failure import failed
 from ._problem import noise_from_residuals
 from ._recovery_problem import MeasureCurve, RecoveryProblem, _moment_jacobian, first_variation
 from ._recovery_solver import _Atoms, _Solver
 from ._uncertainty import Identifiability, fisher_analysis
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class MeasureResult(AbstractResult):
     """A recovered stiffness measure, explaining itself.
 
@@ -34,9 +34,12 @@ class MeasureResult(AbstractResult):
     `moment_identifiability` (SVD of the sensitivity to the moments), `atom_identifiability`
     (to the atoms' positions and weights), `atoms_supported` and `support_note`;
     `certificate` (`(arc positions (m), first variation per N/m)` on a fine grid); `history`
-    (off the grid: one entry per Frank-Wolfe iteration); `predictions`, `measurements`, `noise`,
-    `noise_estimated`, `warnings`, `seconds`, `curve`, `goodness_of_fit` (whether the
-    recovered measure explains the data: `GoodnessOfFit`).
+    (off the grid: one entry per Frank-Wolfe iteration); `predictions`, `measurements`,
+    `curve`; and those of every result (`spineid.AbstractResult`; `noise` per channel, SI; the
+    `goodness_of_fit`: whether the recovered measure explains the data). Not a
+    `spineid.AbstractParameterFit`: the number of atoms is itself an outcome, and their
+    positions and weights are not determined one by one (`atom_identifiability`); the moments
+    are what carries standard errors.
     """
 
     method: str
@@ -44,9 +47,6 @@ class MeasureResult(AbstractResult):
     points: np.ndarray
     stiffness: np.ndarray
     max_stiffness: float
-    cost: float
-    n_data: int
-    converged: bool
     certified: bool | None
     gap: float | None
     moments: dict
@@ -58,12 +58,7 @@ class MeasureResult(AbstractResult):
     history: list[dict]
     predictions: list[np.ndarray]
     measurements: tuple[Measurement, ...]
-    noise: dict[str, float]
-    noise_estimated: bool
-    warnings: list[str]
-    seconds: float
     curve: MeasureCurve
-    goodness_of_fit: GoodnessOfFit
 
     @property
     def solver(self) -> str:
@@ -109,12 +104,8 @@ class MeasureResult(AbstractResult):
                                "arc_position": float(position)})
         ident = self.moment_identifiability.to_dict()
         ident["atoms"] = self.atom_identifiability.to_dict()
-        return {
-            "converged": bool(self.converged),
+        return self.common_report() | {
             "method": self.method,
-            "cost": float(self.cost),
-            "n_data": int(self.n_data),
-            "seconds": float(self.seconds),
             "max_stiffness": self.max_stiffness,
             "certificate": {"certified": self.certified, "frank_wolfe_gap": self.gap,
                             "line_search_gain": self.line_search_gain},
@@ -132,8 +123,6 @@ class MeasureResult(AbstractResult):
             "parameters": parameters,
             "identifiability": ident,
             "history": self.history,
-            "warnings": list(self.warnings),
-            "goodness_of_fit": self.goodness_of_fit.to_dict(),
             "data": [{"source": m.source, "read_as": m.read_as} for m in self.measurements],
         }
 
@@ -163,9 +152,7 @@ class MeasureResult(AbstractResult):
         spread = self.moments["rotational_stiffness"]
         lines.append(f"rotational stiffness of the measure about it: {spread['value']:.4g} N m/rad")
         lines.append(f"atoms the data support: {self.atoms_supported}. {self.support_note}")
-        for warning in self.warnings:
-            lines.append(f"WARNING: {warning}")
-        lines.append(self.goodness_of_fit.summary())
+        lines += self.verdict_lines()
         return "\n".join(lines)
 
     def fitted_document(self, model_file: ModelFile) -> dict:
@@ -318,7 +305,7 @@ def _finish(problem, solver, atoms, method, positions_free, converged, certified
             "call for a stiffer joint (an exact pin is infinitely stiff in translation). The "
             "location is still determined; the total is only a lower bound."
         )
-    if np.any(analysis["residuals"] == FAILED_RESIDUAL):
+    if np.any(failed(analysis["residuals"])):
         warnings.append("The simulation failed at the recovered measure; do not use it.")
         converged = False
     points = np.asarray(curve.at(jnp.asarray(kept.t))).reshape(-1, 2)

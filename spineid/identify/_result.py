@@ -13,58 +13,33 @@ from ..elements._planar_springs import VectorSprings
 from ..io._measurements import Measurement
 from ..kinematics._planar import body_point_position
 from ._problem import FitProblem
-from ._goodness import GoodnessOfFit
 from ._profile import Profiled
-from ._result_family import json_number
-from ._uncertainty import Identifiability
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class FitResult(Profiled):
     """The outcome of `fit`, explaining itself.
 
-    Fields: `names`, `units`, `start`, `values` (SI), `stderr` (Cramer-Rao standard errors, NaN
-    where a parameter is not individually identifiable or sits on a bound), `at_bound`,
-    `covariance`, `correlation`, `cost` (half the sum of squared noise-weighted residuals),
-    `n_data`, `converged`, `message`, `n_steps`, `solver` (what ran), `start_costs` (final cost
-    from each start run), `starts` (`run`: starts run, `skipped`: starts whose simulation
-    failed), `noise` (per channel) and `noise_estimated`, `identifiability`, `moments` (identifiable
-    summaries of a vector-spring measure, with standard errors), `predictions` (per load case,
-    `(k, c)`), `measurements`, `warnings`, `seconds`, `goodness_of_fit` (a `GoodnessOfFit`:
-    whether the model explains the data at the returned values; the standard errors mean
-    something only if it does). `profile(name)` gives a parameter's profile-likelihood
-    interval.
+    Fields: those of every parameter fit (`spineid.AbstractParameterFit`: names, units, start,
+    values, standard errors, bounds met, correlations, identifiability, cost, convergence, noise
+    per channel, warnings, time, and `goodness_of_fit`: whether the model explains the data at
+    the returned values; the standard errors mean something only if it does), and
+    `covariance`, `message`, `n_steps`, `solver` (what ran), `start_costs` (final cost from
+    each start run), `starts` (`run`: starts run, `skipped`: starts whose simulation failed),
+    `moments` (identifiable summaries of a vector-spring measure, with standard errors),
+    `predictions` (per load case, `(k, c)`), `measurements`. `profile(name)` gives a
+    parameter's profile-likelihood interval.
     """
 
-    names: list[str]
-    units: list[str]
-    start: np.ndarray
-    values: np.ndarray
-    stderr: np.ndarray
-    at_bound: np.ndarray
     covariance: np.ndarray
-    correlation: np.ndarray
-    cost: float
-    n_data: int
-    converged: bool
     message: str
     n_steps: int
     solver: str
     start_costs: list[float]
     starts: dict
-    noise: dict[str, float]
-    noise_estimated: bool
-    identifiability: Identifiability
     moments: dict
     predictions: list[np.ndarray]
     measurements: tuple[Measurement, ...]
-    warnings: list[str]
-    seconds: float
-    goodness_of_fit: GoodnessOfFit
-
-    def fitted_values(self) -> dict[str, float]:
-        """Free parameter name -> fitted value (SI)."""
-        return {name: float(v) for name, v in zip(self.names, self.values)}
 
     def residuals(self) -> list[np.ndarray]:
         """Raw residuals `data - fit` per load case, `(k, c)` (SI)."""
@@ -72,34 +47,17 @@ class FitResult(Profiled):
 
     def report(self) -> dict:
         """JSON-ready report (`report.json` of `spineid fit`, docs/cli.md)."""
-
-        parameters = []
-        for i, name in enumerate(self.names):
-            entry = {
-                "name": name, "value": float(self.values[i]),
-                "stderr": json_number(self.stderr[i]),
-                "unit": self.units[i], "start": float(self.start[i]),
-                "at_bound": bool(self.at_bound[i]),
-                "identifiable": bool(self.identifiability.identifiable[i]),
-            }
-            parameters.append(entry)
-        return {
-            "converged": bool(self.converged),
+        return self.common_report() | {
             "message": self.message,
-            "cost": float(self.cost),
-            "n_data": int(self.n_data),
             "solver": self.solver,
             "n_steps": int(self.n_steps),
-            "seconds": float(self.seconds),
             "start_costs": [float(c) for c in self.start_costs],
             "starts": dict(self.starts),
             "noise": {"sigma": self.noise, "estimated_from_residuals": self.noise_estimated},
-            "parameters": parameters,
-            "correlation": [[json_number(x) for x in row] for row in self.correlation],
+            "parameters": self.parameter_entries(),
+            "correlation": self.correlation_report(),
             "identifiability": self.identifiability.to_dict(),
             "moments": self.moments,
-            "warnings": list(self.warnings),
-            "goodness_of_fit": self.goodness_of_fit.to_dict(),
             "data": [{"source": m.source, "read_as": m.read_as} for m in self.measurements],
         }
 
@@ -112,21 +70,9 @@ class FitResult(Profiled):
             "noise sigma " + ("(estimated from residuals)" if self.noise_estimated else "(given)")
             + ": " + ", ".join(f"{k}={v:.3g}" for k, v in self.noise.items()),
             "",
-            f"{'parameter':28s} {'start':>12s} {'value':>12s} {'stderr':>11s} {'unit':>9s}  note",
+            *self.parameter_table(),
         ]
-        for i, name in enumerate(self.names):
-            if self.at_bound[i]:
-                note, error = "at bound", "-"
-            elif not self.identifiability.identifiable[i]:
-                note, error = "not identifiable alone", "-"
-            else:
-                note, error = "", f"{self.stderr[i]:.3g}"
-            lines.append(
-                f"{name:28s} {self.start[i]:12.6g} {self.values[i]:12.6g} {error:>11s} "
-                f"{self.units[i]:>9s}  {note}"
-            )
         ident = self.identifiability
-        lines += ["", f"identifiability: rank {ident.rank} of {ident.n_parameters} free parameters"]
         for k, combination in enumerate(ident.combinations):
             terms = " ".join(
                 f"{c:+.3g}*{n}" for n, c in list(combination["coefficients"].items())[:6]
@@ -147,10 +93,7 @@ class FitResult(Profiled):
                                if isinstance(error, list)
                                else ("-" if error is None else f"{error:.2g}"))
                 lines.append(f"  {key:22s} {shown} +- {shown_error} {entry['unit']}")
-        for warning in self.warnings:
-            lines.append(f"WARNING: {warning}")
-        lines.append(self.goodness_of_fit.summary())
-        return "\n".join(lines)
+        return "\n".join(lines + self.verdict_lines())
 
 
 def _vector_spring_moments(problem: FitProblem, values, identifiability) -> dict:

@@ -9,6 +9,7 @@ import threading
 import time
 import warnings as python_warnings
 
+import diffrax
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
@@ -16,10 +17,12 @@ import numpy as np
 from .._arrays import floats
 from ..elements._parameters import apply_values
 from ..elements._planar_springs import VectorSprings
+from ..models._mechanics import AbstractLagrangianSystem
+from ..simulation._modes import linear_modes
 from ..executors._batch import run_batch
 from ._goodness import GoodnessOfFit, assess_fit
+from ._failure import failed, failed_cost
 from ._objective import (
-    FAILED_RESIDUAL,
     _cost,
     _evaluate,
     _Objective,
@@ -29,9 +32,15 @@ from ._objective import (
 )
 from ._problem import FitProblem, noise_from_residuals
 from ._result import VECTOR_MEASURE_NOTE, FitResult, _vector_spring_moments
-from ._shooting import n_states, shooting_objective, shortest_record, solve_shooting
-from ._solvers import SAME_OPTIMUM, MultipleShooting, MultiStart, _ReverseMode
-from ._uncertainty import fisher_analysis
+from ._shooting import (
+    n_states,
+    segments_problem,
+    shooting_objective,
+    shortest_record,
+    solve_shooting,
+)
+from ._solvers import SAME_OPTIMUM, MultipleShooting, MultiStart
+from ._uncertainty import fisher_analysis, standard_errors
 
 # Most segment-state unknowns a default multiple shooting adds (all load cases together):
 # its Jacobian and normal matrix are dense.
@@ -82,6 +91,32 @@ def _agreeing(costs, lowest: float) -> int:
     """How many of the starts' final `costs` reached the lowest one (within `SAME_OPTIMUM`,
     relative): the starts that agree on the optimum."""
     return sum(c <= lowest * (1 + SAME_OPTIMUM) for c in costs)
+
+
+def ringing_phase(problem: FitProblem) -> float:
+    """The most phase (rad) a mode of the problem's models (at their start values, linearised
+    about their initial state) runs through while it lasts within its record, simulated from
+    t = 0 (`LinearModes.ringing_phase`; the largest over the load cases): `Auto`'s measure of
+    a lightly damped problem."""
+    phases = [linear_modes(model).ringing_phase(float(m.ts[-1]))  # (simulated from t = 0)
+              for model, m in zip(problem.models, problem.measurements)
+              if isinstance(model, AbstractLagrangianSystem)]
+    return max(phases, default=0.0)
+
+
+def integrated_implicitly(models) -> bool:
+    """Whether any of `models` is integrated by an implicit solver (its `preferred_solver()`,
+    e.g. `Kvaerno4` for the stiff head-neck chain). There `Auto` does not turn to multiple
+    shooting but to more starts: on the head-neck chain (8 joint angles, the head's position
+    observed; experiments/ringing_rule.py) a multiple-shooting fit, whose 16 state unknowns
+    per segment are each a forward-mode tangent through the implicit integrator, stopped with
+    an `EquinoxRuntimeError` from optimistix's implicit-function derivative (a linear solve
+    checked with `throw=True` meeting a non-finite trial stage), and in a second run went on
+    for over 15 minutes without finishing. (`_Run` catches such a check now: multiple shooting
+    falls back to single shooting from the start, a local fit gives its start up; both are
+    said in the result's warnings.)"""
+    return any(isinstance(model.preferred_solver(), diffrax.AbstractImplicitSolver)
+               for model in models if isinstance(model, AbstractLagrangianSystem))
 
 
 class _Run:
@@ -139,9 +174,9 @@ class _Run:
         (reverse mode: thousands of simulations) is not started where the start itself cannot
         be simulated: the outcome is then the start, not converged (Adam from 1e12 N/m ran
         for minutes with no output before)."""
-        if isinstance(self.local, _ReverseMode):
+        if self.local.first_order:
             start_cost = float(_cost(self.objective, jnp.asarray(u0, dtype=float)))
-            if not math.isfinite(start_cost) or start_cost >= 0.5 * FAILED_RESIDUAL**2:
+            if failed_cost(start_cost):
                 return _Outcome(np.asarray(u0, dtype=float), False, 0, None, start_cost,
                                 [start_cost])
         try:
@@ -199,6 +234,19 @@ class _Run:
             segments = min(segments, max(2, 1 + MAX_SHOOTING_STATES // (states * cases)))
         return segments
 
+    def shooting_refusal(self, shooting: MultipleShooting, owner: str) -> str | None:
+        """Why `shooting` cannot cut this problem's records (`segments_problem`, naming
+        `owner`), or `None` where it can."""
+        return segments_problem(self.objective, self.segments(shooting), owner)
+
+    def ringing_phase(self) -> float:
+        """`ringing_phase` of the problem."""
+        return ringing_phase(self.problem)
+
+    def integrated_implicitly(self) -> bool:
+        """`integrated_implicitly` of the problem's models."""
+        return integrated_implicitly(self.problem.models)
+
     def explained(self, outcome: _Outcome) -> bool | None:
         """Whether the model explains the data at `outcome` (`verdict`). With the noise
         estimated, a fit under the provisional weights can fail the verdict only because those
@@ -212,7 +260,7 @@ class _Run:
             return outcome.judged[0]
         explains, refinement = self.verdict(outcome).explains_data, None
         if explains is False and self.noise_estimated and math.isfinite(outcome.cost) \
-                and outcome.cost < 0.5 * FAILED_RESIDUAL**2:
+                and not failed_cost(outcome.cost):
             try:
                 refinement = self.refine(jnp.asarray(outcome.u))
                 u, _, _, linearisation, _, objective = refinement
@@ -271,7 +319,7 @@ class _Run:
             residuals = np.asarray(_evaluate(objective, jnp.asarray(
                 self.transform.evaluated(outcome.u)[0]))[1])
         raw = [block * np.asarray(objective.sigma) for block in self._blocks(residuals)]
-        if np.any(residuals == FAILED_RESIDUAL):
+        if np.any(failed(residuals)):
             raw = [np.full_like(block, np.inf) for block in raw]
         sigma = self.sigma if not self.noise_estimated else noise_from_residuals(
             np.concatenate(raw), len(problem.parameters), problem.channel_ranges())
@@ -303,8 +351,7 @@ class _Run:
         initial = []
         for u in candidates:
             cost = float(_cost(self.objective, jnp.asarray(u)))
-            failed = not np.isfinite(cost) or cost >= 0.25 * FAILED_RESIDUAL**2
-            initial.append(math.inf if failed else cost)
+            initial.append(math.inf if failed_cost(cost, 0.5) else cost)
         usable = [i for i in np.argsort(initial) if np.isfinite(initial[i])]
         skipped = len(candidates) - len(usable)
         best, start_costs = first, list(first.start_costs) if first is not None else []
@@ -381,7 +428,7 @@ class _Run:
             self.sigma
         start_costs = outcome.start_costs
         theta = transform.evaluated(u)[0]
-        unusable = not math.isfinite(outcome.cost) or outcome.cost >= 0.5 * FAILED_RESIDUAL**2
+        unusable = failed_cost(outcome.cost)
         if noise_estimated and not unusable:  # (no noise to estimate where nothing simulates)
             # (Refined already where its verdict needed it: the same fit, not run twice.)
             refinement = outcome.judged[1] if outcome.judged is not None else None
@@ -408,7 +455,7 @@ class _Run:
         rows = objective.data_rows()  # the padding off (spineid/identify/_objective.py)
         jacobian, residuals = np.asarray(jacobian)[rows], np.asarray(residuals)[rows]
         cost = float(0.5 * np.sum(residuals**2))
-        failed = bool(np.any(residuals == FAILED_RESIDUAL))
+        simulation_failed = bool(np.any(failed(residuals)))
 
         names = problem.names
         # The statistical stop leaves a parameter that heads for its bound within about 0.01 of
@@ -420,9 +467,7 @@ class _Run:
         covariance, identifiability = fisher_analysis(
             jacobian, theta, _scales(theta, transform), names, ~at_bound
         )
-        stderr = np.sqrt(np.diag(covariance))  # NaN where not individually identifiable
-        with np.errstate(invalid="ignore", divide="ignore"):
-            correlation = covariance / np.outer(stderr, stderr)
+        stderr, correlation = standard_errors(covariance)  # NaN where not identifiable alone
         warnings = list(identifiability.warnings)
         if identifiability.rank < identifiability.n_parameters and any(
             p.field == "stiffness" and p.element is not None
@@ -442,7 +487,7 @@ class _Run:
                 f"{outcome.agreed} starts came back to the same lowest cost: it is this model's "
                 "best fit, so if the model does not explain the data there, it lacks an effect "
                 "the data show (not a better start).")
-        if failed:
+        if simulation_failed:
             warnings.append("The simulation failed at the returned parameters; do not use them.")
             converged = False
         if not np.any(np.abs(jacobian) > 0):
@@ -454,7 +499,7 @@ class _Run:
             "the solver stopped without meeting its tolerances (max_steps reached or failed); "
             "try more steps, more starts or another solver"
         )
-        result = FitResult(
+        return FitResult(
             names=names,
             units=[p.unit for p in problem.parameters],
             start=problem.start,
@@ -474,7 +519,7 @@ class _Run:
             noise={c: float(s) for c, s in zip(problem.channels, sigma)},
             noise_estimated=noise_estimated,
             identifiability=identifiability,
-            moments={},
+            moments=_vector_spring_moments(problem, theta, identifiability),
             predictions=predictions,
             measurements=problem.measurements,
             warnings=warnings,
@@ -485,12 +530,10 @@ class _Run:
                 sigma=dict(zip(problem.channels, map(float, sigma))),
                 units=dict(zip(problem.channels, problem.models[0].observable_units)),
                 noise_max=problem.noise_max),
+            refit=_HeldRefit(problem, self.local, theta, sigma),
+            lower_bounds=np.array([p.lower for p in problem.parameters]),
+            upper_bounds=np.array([p.upper for p in problem.parameters]),
         )
-        result.moments = _vector_spring_moments(problem, theta, identifiability)
-        result.refit = _HeldRefit(problem, self.local, theta, sigma)
-        result.lower_bounds = np.array([p.lower for p in problem.parameters])
-        result.upper_bounds = np.array([p.upper for p in problem.parameters])
-        return result
 
 
 class _HeldRefit:

@@ -28,22 +28,20 @@ from ..io._measurements import DEFLECTION_COLUMNS, QuasiStaticTest
 from ..io._model_file import ModelFile
 from ..models._spatial_pair import SpatialPair
 from ..simulation._equilibrium import equilibrium, equilibrium_change
-from ._result_family import AbstractResult, json_number
-from ._goodness import GoodnessOfFit, assess_fit
+from ._result_family import AbstractParameterFit
+from ._failure import failed, guarded
+from ._goodness import assess_fit
 from ._least_squares import stepwise_levenberg_marquardt
 from ._problem import check_noise, noise_from_residuals
-from ._solvers import LevenbergMarquardt
+from ._solvers import check_solver, LevenbergMarquardt
 from ._transform import Transform
-from ._uncertainty import bounded_fisher_analysis, Identifiability
-
-
-_NO_EQUILIBRIUM = 1e6  # residual (in noise units) of a load case without equilibrium
+from ._uncertainty import bounded_fisher_analysis, standard_errors
 
 
 class _SegmentObjective(eqx.Module):
     """Noise-weighted displacement residuals of every row of a quasi-static test, as a function
     of the unconstrained parameters `u` (`(p,)`): `(displacement(theta(u)) - measured) / sigma`,
-    `(k * 6,)`, row by row; a row without equilibrium gets `_NO_EQUILIBRIUM` in every channel,
+    `(k * 6,)`, row by row; a row without equilibrium gets `FAILED_RESIDUAL` in every channel,
     so that a solver refuses the step. A module (not a closure), so that the compiled solver
     is shared by every fit of the same layout (the noise re-estimate refits with the same
     compilation)."""
@@ -66,86 +64,48 @@ class _SegmentObjective(eqx.Module):
     def __call__(self, u, args=None):
         displacements, converged = self.solve_all(self.transform.to_physical(u))
         misfit = (displacements - self.data) / self.sigma
-        return jnp.where(converged[:, None], misfit, _NO_EQUILIBRIUM).ravel()
+        return guarded(misfit, converged[:, None]).ravel()
 
     def predictions_from(self, residuals) -> tuple[np.ndarray, np.ndarray]:
         """The displacements `(k, 6)` and equilibrium flags `(k,)` that produced `residuals`
         (`data + sigma r`; no equilibrium solved again: compiling one costs seconds)."""
         weighted = np.asarray(residuals).reshape(self.data.shape)
-        solved = ~np.all(weighted == _NO_EQUILIBRIUM, axis=1)
+        solved = ~np.all(failed(weighted), axis=1)
         return np.asarray(self.data) + weighted * np.asarray(self.sigma), solved
 
 
-@dataclasses.dataclass
-class SegmentFit(AbstractResult):
+@dataclasses.dataclass(frozen=True)
+class SegmentFit(AbstractParameterFit):
     """The outcome of `fit_segment`.
 
-    Fields: `names`, `units`, `start`, `values` (SI), `stderr` (Cramer-Rao, NaN where not
-    individually identifiable or on a bound), `at_bound`, `correlation`, `cost` (half the sum of
-    squared noise-weighted residuals), `n_data`, `converged`, `n_steps`, `noise` (per channel,
-    SI) and `noise_estimated`, `identifiability`, `predicted` (`(k, 6)` displacements of the
-    fitted model), `measured` (`(k, 6)`), `equilibria_converged` (`(k,)`), `warnings`, `seconds`,
-    `goodness_of_fit` (a `GoodnessOfFit`: test rows have no order, so with the noise estimated
-    only its plausibility is checked).
+    Fields: those of every parameter fit (`spineid.AbstractParameterFit`; `noise` per channel,
+    SI; the `goodness_of_fit`: test rows have no order, so with the noise estimated only its
+    plausibility is checked), and `n_steps`, `predicted` (`(k, 6)` displacements of the fitted
+    model), `measured` (`(k, 6)`), `equilibria_converged` (`(k,)`).
     """
 
-    names: list[str]
-    units: list[str]
-    start: np.ndarray
-    values: np.ndarray
-    stderr: np.ndarray
-    at_bound: np.ndarray
-    correlation: np.ndarray
-    cost: float
-    n_data: int
-    converged: bool
     n_steps: int
-    noise: dict[str, float]
-    noise_estimated: bool
-    identifiability: Identifiability
     predicted: np.ndarray
     measured: np.ndarray
     equilibria_converged: np.ndarray
-    warnings: list[str]
-    seconds: float
-    goodness_of_fit: GoodnessOfFit
 
     def report(self) -> dict:
         """JSON-ready report (`report.json` of `spineid segment --fit`, docs/cli.md)."""
-        return {
-            "converged": bool(self.converged), "cost": float(self.cost),
-            "n_data": int(self.n_data), "n_steps": int(self.n_steps),
-            "seconds": float(self.seconds),
+        return self.common_report() | {
+            "n_steps": int(self.n_steps),
             "noise": {"sigma": self.noise, "estimated_from_residuals": self.noise_estimated},
-            "parameters": [
-                {"name": name, "value": float(self.values[i]),
-                 "stderr": json_number(self.stderr[i]), "unit": self.units[i],
-                 "start": float(self.start[i]), "at_bound": bool(self.at_bound[i]),
-                 "identifiable": bool(self.identifiability.identifiable[i])}
-                for i, name in enumerate(self.names)],
-            "correlation": [[json_number(x) for x in row] for row in self.correlation],
+            "parameters": self.parameter_entries(),
+            "correlation": self.correlation_report(),
             "identifiability": self.identifiability.to_dict(),
             "equilibria_converged": [bool(x) for x in self.equilibria_converged],
-            "warnings": list(self.warnings),
-            "goodness_of_fit": self.goodness_of_fit.to_dict(),
         }
 
     def summary(self) -> str:
         """A human-readable table of the fit."""
         lines = [f"segment fit: {'converged' if self.converged else 'NOT converged'} after "
                  f"{self.n_steps} steps in {self.seconds:.2f} s; cost {self.cost:.6g} "
-                 f"({self.n_data} data values)",
-                 f"{'parameter':26s} {'start':>12s} {'value':>12s} {'stderr':>10s} {'unit':>8s}"]
-        for i, name in enumerate(self.names):
-            error = (f"{self.stderr[i]:.3g}" if np.isfinite(self.stderr[i])
-                     else ("at bound" if self.at_bound[i] else "not ident."))
-            lines.append(f"{name:26s} {self.start[i]:12.6g} {self.values[i]:12.6g} "
-                         f"{error:>10s} {self.units[i]:>8s}")
-        ident = self.identifiability
-        lines.append(f"identifiability: rank {ident.rank} of {ident.n_parameters} free parameters")
-        lines += [f"WARNING: {w}" for w in self.warnings]
-        lines.append(self.goodness_of_fit.summary())
-        return "\n".join(lines)
+                 f"({self.n_data} data values)", *self.parameter_table()]
+        return "\n".join(lines + self.verdict_lines())
 
 
 def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
@@ -166,15 +126,14 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
     the equilibria's Jacobian, about 20 s on a 2-core CPU).
 
     **Returns:** a `SegmentFit`. Raises `ValueError` for a model that is not a spatial pair,
-    fewer data than parameters or bad noise; `TypeError` for a solver that is not a
-    `LevenbergMarquardt`.
+    fewer data than parameters, bad noise or a solver that is not a `LevenbergMarquardt`.
     """
     started = time.perf_counter()
     if solver is None:
         solver = LevenbergMarquardt()
-    if not isinstance(solver, LevenbergMarquardt):
-        raise TypeError(f"fit_segment(solver={solver!r}): expected a spineid.LevenbergMarquardt "
-                        "(a segment fit solves equilibria, not trajectories)")
+    check_solver("fit_segment", solver, (LevenbergMarquardt,),
+                 "a spineid.LevenbergMarquardt (its options drive the stepwise solve through "
+                 "the equilibria)")
     model = model_file.model
     if not isinstance(model, SpatialPair):
         raise ValueError(f"{model_file.source}: a segment fit needs a kind = \"spatial_pair\" "
@@ -219,9 +178,7 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
     names = [p.name for p in parameters]
     covariance, identifiability, on_bound = bounded_fisher_analysis(jacobian, values, transform,
                                                                     names)
-    stderr = np.sqrt(np.diag(covariance))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        correlation = covariance / np.outer(stderr, stderr)
+    stderr, correlation = standard_errors(covariance)
     messages = list(identifiability.warnings)
     if not np.all(equilibria):
         messages.append("no equilibrium found for rows "

@@ -33,7 +33,8 @@ from jaxtyping import Array, Float
 from ..elements._parameters import apply_values
 from ..simulation._simulate import SimulationResult, simulate
 from ._least_squares import levenberg_marquardt
-from ._objective import FAILED_RESIDUAL, _Objective
+from ._failure import guarded
+from ._objective import _Objective
 from ._problem import measured_ranges
 
 
@@ -269,7 +270,7 @@ class _ShootingObjective(eqx.Module):
                                                                                     segments)
             parts += [data.ravel(), self._continuity(ends, states, case)]
         residuals = jnp.concatenate(parts)
-        return jnp.where(jnp.isfinite(residuals), residuals, FAILED_RESIDUAL)
+        return guarded(residuals)
 
     def linearise(self, z, exact=None):
         """`(residuals, jacobian)` at `z`: each segment differentiated in forward mode with
@@ -328,7 +329,7 @@ class _ShootingObjective(eqx.Module):
         residuals = jnp.concatenate(residual_blocks)
         jacobian = jnp.concatenate(jacobian_blocks)
         finite = jnp.isfinite(residuals)
-        return (jnp.where(finite, residuals, FAILED_RESIDUAL),
+        return (guarded(residuals),
                 jnp.where(finite[:, None] & jnp.isfinite(jacobian), jacobian, 0.0))
 
 

@@ -33,11 +33,16 @@ from ..elements._bushings import TableBushing
 from ..simulation._flexibility import (
     check_sweepable, DIRECTIONS, joint_axes, joint_names, moment_sweep,
 )
-from ._goodness import assess_fit, GoodnessOfFit
+from ._failure import failed, guarded
+from ._goodness import assess_fit
 from ._least_squares import stepwise_levenberg_marquardt
-from ._result_family import AbstractResult, json_number
-from ._solvers import LevenbergMarquardt
-from ._uncertainty import fisher_analysis, Identifiability
+from ._result_family import AbstractParameterFit
+from ._solvers import check_solver, LevenbergMarquardt
+from ._uncertainty import (
+    correlation_matrix,
+    fisher_analysis,
+    standard_errors,
+)
 
 _CHANNELS = ("x", "y", "z", "a1", "a2", "a3")
 
@@ -73,50 +78,29 @@ class _SpineObjective(eqx.Module):
     def __call__(self, u, args=None):
         poses, ok = self.predict(u)
         misfit = (poses - self.data) / self.sigma
-        return jnp.where(ok[:, :, None, None], misfit, 1e6).ravel()
+        return guarded(misfit, ok[:, :, None, None]).ravel()
 
 
-@dataclasses.dataclass
-class SpineFit(AbstractResult):
-    """The outcome of `fit_spine_levels`: `names` (`"<joint> <direction>"`), `start` (of the
-    reported optimum's run), `values`,
-    `stderr` (the scales `s_kd`, dimensionless; Cramer-Rao, NaN where not individually
-    identifiable), `correlation`, `cost`, `n_data`, `converged`, `n_steps`, `noise` (`position`
-    in m, `angle` in rad), `identifiability`, `predicted` and `measured` (`(m, k, b, 6)`),
-    `observed` (body names), `warnings`, `seconds`, `goodness_of_fit`."""
+@dataclasses.dataclass(frozen=True)
+class SpineFit(AbstractParameterFit):
+    """The outcome of `fit_spine_levels`: the fields of every parameter fit
+    (`spineid.AbstractParameterFit`: `names` are `"<joint> <direction>"`, the values the scales
+    `s_kd`, dimensionless, with Cramer-Rao standard errors, NaN where not individually
+    identifiable; `start` is that of the reported optimum's run; `noise` is `position` in m and
+    `angle` in rad), and `n_steps`, `predicted` and `measured` (`(m, k, b, 6)`), `observed`
+    (body names)."""
 
-    names: list[str]
-    start: np.ndarray
-    values: np.ndarray
-    stderr: np.ndarray
-    correlation: np.ndarray
-    cost: float
-    n_data: int
-    converged: bool
     n_steps: int
-    noise: dict[str, float]
-    identifiability: Identifiability
     predicted: np.ndarray
     measured: np.ndarray
     observed: tuple[str, ...]
-    warnings: list[str]
-    seconds: float
-    goodness_of_fit: GoodnessOfFit
 
     def report(self) -> dict:
         """JSON-ready report."""
-        return {"converged": bool(self.converged), "cost": float(self.cost),
-                "n_data": int(self.n_data), "n_steps": int(self.n_steps),
-                "seconds": float(self.seconds), "noise": dict(self.noise),
-                "observed": list(self.observed),
-                "parameters": [{"name": n, "value": float(v), "stderr": json_number(e),
-                                "start": float(s),
-                                "identifiable": bool(self.identifiability.identifiable[i])}
-                               for i, (n, v, e, s) in enumerate(zip(
-                                   self.names, self.values, self.stderr, self.start))],
-                "identifiability": self.identifiability.to_dict(),
-                "warnings": list(self.warnings),
-                "goodness_of_fit": self.goodness_of_fit.to_dict()}
+        return self.common_report() | {
+            "n_steps": int(self.n_steps), "noise": dict(self.noise),
+            "observed": list(self.observed), "parameters": self.parameter_entries(),
+            "identifiability": self.identifiability.to_dict()}
 
     def summary(self) -> str:
         """A table of the scales with their standard errors, the identifiability and the
@@ -124,15 +108,8 @@ class SpineFit(AbstractResult):
         lines = [f"spine fit: {'converged' if self.converged else 'NOT converged'} after "
                  f"{self.n_steps} steps in {self.seconds:.1f} s; cost {self.cost:.6g} "
                  f"({self.n_data} data values, bodies observed: {', '.join(self.observed)})",
-                 f"{'joint and direction':34s} {'start':>8s} {'scale':>9s} {'stderr':>10s}"]
-        for name, start, value, error in zip(self.names, self.start, self.values, self.stderr):
-            shown = f"{error:.3g}" if np.isfinite(error) else "not ident."
-            lines.append(f"{name:34s} {start:8.3g} {value:9.4g} {shown:>10s}")
-        ident = self.identifiability
-        lines.append(f"identifiability: rank {ident.rank} of {ident.n_parameters} scales")
-        lines += [f"WARNING: {w}" for w in self.warnings]
-        lines.append(self.goodness_of_fit.summary())
-        return "\n".join(lines)
+                 *self.parameter_table("joint and direction", "scale")]
+        return "\n".join(lines + self.verdict_lines())
 
 
 def _rotation_vectors(rotations: np.ndarray) -> np.ndarray:
@@ -246,9 +223,9 @@ def fit_spine_levels(chain: SpatialChain, loaded: str, moments, poses, *, observ
     """
     started = time.perf_counter()
     solver = LevenbergMarquardt() if solver is None else solver
-    if not isinstance(solver, LevenbergMarquardt):
-        raise TypeError(f"fit_spine_levels(solver={solver!r}): expected a "
-                        "spineid.LevenbergMarquardt")
+    check_solver("fit_spine_levels", solver, (LevenbergMarquardt,),
+                 "a spineid.LevenbergMarquardt (its options drive the stepwise solve through "
+                 "the equilibria)")
     k = chain.body_index(loaded, "loaded")
     check_sweepable(chain, "fit_spine_levels")
     if not all(isinstance(element, TableBushing) for element in chain.elements):
@@ -328,7 +305,7 @@ def fit_spine_levels(chain: SpatialChain, loaded: str, moments, poses, *, observ
     labels = [f"{joint} {direction}" for joint in joints for direction in DIRECTIONS]
     jacobian = np.asarray(solution.jacobian) / values[None, :]
     covariance, identifiability = fisher_analysis(jacobian, values, values, labels)
-    stderr = np.sqrt(np.diag(covariance))
+    stderr = standard_errors(covariance)[0]
     residuals = np.asarray(solution.residuals).reshape(poses.shape)
     predicted = poses + residuals * sigma
     messages = list(identifiability.warnings) + messages
@@ -357,17 +334,17 @@ def fit_spine_levels(chain: SpatialChain, loaded: str, moments, poses, *, observ
             "local optimum that the goodness-of-fit test does not reject, with standard errors "
             "that do not hold: try other starts (start=...) or observe the vertebrae in "
             "between")
-    with np.errstate(invalid="ignore", divide="ignore"):
-        correlation = covariance / np.outer(stderr, stderr)
+    correlation = correlation_matrix(covariance, stderr)
     if not bool(solution.converged):
         messages.append("Levenberg-Marquardt did not converge")
-    if np.any(np.abs(residuals) >= 1e6):
+    if np.any(failed(residuals)):
         messages.append("some load steps found no equilibrium at the fitted scales")
     rows = [residuals[:, :, b].reshape(-1, 6) for b in range(len(observed))]
     goodness = assess_fit(rows, _CHANNELS, identifiability.rank, noise_given=True,
                           sigma=dict(zip(_CHANNELS, map(float, sigma))),
                           units=dict(zip(_CHANNELS, ("m",) * 3 + ("rad",) * 3)), ordered=False)
-    return SpineFit(names=labels, start=start.ravel(), values=values, stderr=stderr,
+    return SpineFit(names=labels, units=["1"] * len(labels), start=start.ravel(),
+                    values=values, stderr=stderr, at_bound=np.zeros(values.size, bool),
                     correlation=correlation, cost=0.5 * float(np.sum(residuals**2)),
                     n_data=int(poses.size), converged=bool(solution.converged),
                     n_steps=int(solution.steps), noise=noise, identifiability=identifiability,

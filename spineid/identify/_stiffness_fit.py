@@ -24,6 +24,7 @@ degree already make a measurable difference (see tests/test_stiffness_fit.py).
 
 import dataclasses
 import math
+import time
 import warnings
 
 import numpy as np
@@ -31,7 +32,7 @@ import numpy as np
 from ..io._measurements import LOAD_COLUMNS, QuasiStaticTest
 from ..kinematics._rotations import euler_basis
 from ._result_family import AbstractResult, json_number
-from ._goodness import GoodnessOfFit, assess_fit
+from ._goodness import assess_fit
 from ._uncertainty import fisher_analysis, Identifiability
 
 
@@ -71,7 +72,7 @@ def entry_unit(i: int, j: int) -> str:
     return "N" if unit == "N m/m" else unit
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class StiffnessFit(AbstractResult):
     """A stiffness matrix fitted to a quasi-static test, with what the test determines.
 
@@ -79,10 +80,12 @@ class StiffnessFit(AbstractResult):
     not determined), `structure`, `entries` (`[(i, j)]`), `exact` (whether moments were mapped
     onto the Euler basis), `largest_rotation` (rad), `conversion_effect` (largest change of a
     fitted entry between the exact and linearised paths, relative to its standard error),
-    `noise` (`(6,)` load noise, N and N m), `noise_estimated`, `cost` (half chi-square), `n_data`,
-    `identifiability`, `warnings`, `residuals` `(n, 6)` and `predicted` `(n, 6)` loads,
-    `goodness_of_fit` (a `GoodnessOfFit`; with the load noise estimated and test rows without
-    an order, it cannot tell).
+    `identifiability`, `residuals` `(n, 6)` and `predicted` `(n, 6)` loads; and those of every
+    result (`spineid.AbstractResult`: `noise` is the `(6,)` load noise, N and N m; `converged`
+    is always true, the fit being one linear solve; the `goodness_of_fit`, with the load noise
+    estimated and test rows without an order, cannot tell). Not a
+    `spineid.AbstractParameterFit`: its parameters are the entries of a symmetric matrix and
+    are reported as that matrix, `(6, 6)` values and standard errors.
     """
 
     matrix: np.ndarray
@@ -92,23 +95,14 @@ class StiffnessFit(AbstractResult):
     exact: bool
     largest_rotation: float
     conversion_effect: float
-    noise: np.ndarray
-    noise_estimated: bool
-    cost: float
-    n_data: int
     identifiability: Identifiability
-    warnings: list
     residuals: np.ndarray
     predicted: np.ndarray
-    goodness_of_fit: GoodnessOfFit
 
     def report(self) -> dict:
         """JSON-ready report (`report.json` of `spineid stiffness`, docs/cli.md): the fit
         report's layout plus the matrix."""
-        return {
-            "converged": True,
-            "cost": self.cost,
-            "n_data": self.n_data,
+        return self.common_report() | {
             "structure": self.structure,
             "moments": "euler basis (exact)" if self.exact else "as measured (linearised)",
             "largest_rotation_deg": math.degrees(self.largest_rotation),
@@ -122,8 +116,6 @@ class StiffnessFit(AbstractResult):
             "noise": {c: float(s) for c, s in zip(LOAD_COLUMNS, self.noise)},
             "noise_estimated": self.noise_estimated,
             "identifiability": self.identifiability.to_dict(),
-            "warnings": self.warnings,
-            "goodness_of_fit": self.goodness_of_fit.to_dict(),
         }
 
     def summary(self) -> str:
@@ -141,9 +133,7 @@ class StiffnessFit(AbstractResult):
                          f"{self.stderr[i, j]:11.3g}  {entry_unit(i, j)}")
         lines.append(f"identifiability: rank {self.identifiability.rank} of "
                      f"{len(self.entries)} entries")
-        lines += [f"WARNING: {w}" for w in self.warnings]
-        lines.append(self.goodness_of_fit.summary())
-        return "\n".join(lines)
+        return "\n".join(lines + self.verdict_lines())
 
 
 def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
@@ -160,6 +150,7 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
     with Gaussian load noise) and the identifiability of the entries: a protocol that never
     moves a degree of freedom leaves its entries undetermined, and the report says which.
     """
+    clock = time.perf_counter()
     if structure not in STRUCTURES:
         raise ValueError(f"structure {structure!r}: expected one of {list(STRUCTURES)}")
     entries = STRUCTURES[structure]
@@ -236,6 +227,7 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
         matrix=matrix, stderr=stderr, structure=structure, entries=list(entries), exact=exact,
         largest_rotation=largest, conversion_effect=effect, noise=sigma,
         noise_estimated=noise_estimated, cost=0.5 * float(np.sum(residuals**2)), n_data=6 * n,
+        converged=True, seconds=time.perf_counter() - clock,
         identifiability=identifiability, warnings=messages, residuals=residuals * sigma,
         predicted=(design(test.deflections) @ values),
         goodness_of_fit=assess_fit(

@@ -28,6 +28,7 @@ identification engine.
 
 import dataclasses
 import math
+import time
 
 import equinox as eqx
 import jax
@@ -42,47 +43,35 @@ from ..elements._parameters import Parameter
 from ..io._measurements import LoadDisplacementData
 from ._breakpoints import best_breakpoints, design_matrix
 from ._padding import pad, padded_length, weights
-from ._goodness import GoodnessOfFit, assess_fit
+from ._goodness import assess_fit
 from ._least_squares import levenberg_marquardt
 from ._profile import Profiled
-from ._solvers import LAW_SOLVER, LevenbergMarquardt, VariableProjection
+from ._result_family import json_number
+from ._solvers import check_solver, LAW_SOLVER, LevenbergMarquardt, VariableProjection
 from ._transform import Transform
-from ._uncertainty import bounded_fisher_analysis, Identifiability
+from ._uncertainty import bounded_fisher_analysis, standard_errors
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class LawFit(Profiled):
     """A load law fitted to load-displacement data, with what the data determine.
 
-    Fields: `kind`, `law` (the fitted `AbstractLoadLaw`), `damping` (N s/m or N m s/rad; 0 when
-    not fitted), `names`, `units`, `values` and `stderr` (`(p,)`, NaN where not determined or
-    on a bound), `derived` (node loads and phase slopes of tables with standard errors),
-    `noise` (load noise), `noise_estimated`, `cost` (half chi-square), `n_data`, `converged`,
-    `identifiability`, `warnings`, `predicted` and `residuals` (`(n,)`, load units),
-    `goodness_of_fit` (a `GoodnessOfFit`; the residuals taken in the order of time, or of the
+    Fields: those of every parameter fit (`spineid.AbstractParameterFit`; `noise` is the load
+    noise, a float; the `goodness_of_fit` takes the residuals in the order of time, or of the
     displacement for a quasi-static table, where a wrong breakpoint leaves runs of one sign),
-    `method` (how the optimum was sought, in words). `profile(name)` gives a parameter's
+    and `kind`, `law` (the fitted `AbstractLoadLaw`), `damping` (N s/m or N m s/rad; 0 when not
+    fitted), `derived` (node loads and phase slopes of tables with standard errors),
+    `predicted` and `residuals` (`(n,)`, load units), `method` (how the optimum was sought, in
+    words). `profile(name)` gives a parameter's
     profile-likelihood interval.
     """
 
     kind: str
     law: object
     damping: float
-    names: list
-    units: list
-    values: np.ndarray
-    stderr: np.ndarray
     derived: dict
-    noise: float
-    noise_estimated: bool
-    cost: float
-    n_data: int
-    converged: bool
-    identifiability: Identifiability
-    warnings: list
     predicted: np.ndarray
     residuals: np.ndarray
-    goodness_of_fit: GoodnessOfFit
     method: str = "Levenberg-Marquardt"
 
     def law_table(self) -> dict:
@@ -103,26 +92,16 @@ class LawFit(Profiled):
     def report(self) -> dict:
         """JSON-ready report (`report.json` of `spineid table`, docs/cli.md): the fit report's
         layout plus the law table."""
-        def number(x):
-            return float(x) if np.isfinite(x) else None
-
-        return {
-            "converged": self.converged,
+        return self.common_report() | {
             "method": self.method,
-            "cost": self.cost,
-            "n_data": self.n_data,
             "law": self.law_table(),
             "damping": self.damping,
-            "parameters": [{"name": n, "value": float(v), "stderr": number(e), "unit": u}
-                           for n, v, e, u in zip(self.names, self.values, self.stderr,
-                                                 self.units)],
-            "derived": {key: [{"value": float(v), "stderr": number(e)} for v, e in entries]
+            "parameters": self.parameter_entries(),
+            "derived": {key: [{"value": float(v), "stderr": json_number(e)} for v, e in entries]
                         for key, entries in self.derived.items()},
             "noise": self.noise,
             "noise_estimated": self.noise_estimated,
             "identifiability": self.identifiability.to_dict(),
-            "warnings": self.warnings,
-            "goodness_of_fit": self.goodness_of_fit.to_dict(),
         }
 
     def summary(self) -> str:
@@ -130,16 +109,11 @@ class LawFit(Profiled):
         lines = [f"{self.kind} law fitted to {self.n_data} points: "
                  + ("converged" if self.converged else "NOT converged")
                  + f", cost {self.cost:.4g}, load noise {self.noise:.3g}"
-                 + (" (estimated)" if self.noise_estimated else ""), f"method: {self.method}"]
-        lines.append(f"{'parameter':22s} {'value':>12s} {'stderr':>10s}  unit")
-        for n, v, e, u in zip(self.names, self.values, self.stderr, self.units):
-            lines.append(f"{n:22s} {v:12.5g} {e:10.3g}  {u}")
+                 + (" (estimated)" if self.noise_estimated else ""), f"method: {self.method}",
+                 *self.parameter_table()]
         for key, entries in self.derived.items():
             lines.append(f"{key}: " + ", ".join(f"{v:.4g} +- {e:.2g}" for v, e in entries))
-        lines.append(f"identifiability: rank {self.identifiability.rank} of {len(self.names)}")
-        lines += [f"WARNING: {w}" for w in self.warnings]
-        lines.append(self.goodness_of_fit.summary())
-        return "\n".join(lines)
+        return "\n".join(lines + self.verdict_lines())
 
 
 class _LawModel(eqx.Module):
@@ -297,15 +271,15 @@ def fit_load_law(
     **Returns:** a `LawFit`. Raises `ValueError` on unusable arguments (a `VariableProjection`
     for a law without free breakpoints of a `piecewise_linear` table: nothing to project).
     """
+    clock = time.perf_counter()
     if kind not in LAW_KINDS:
         raise ValueError(f"law kind {kind!r}: expected one of {list(LAW_KINDS)}")
     projectable = kind == "piecewise_linear" and free_breakpoints
     if isinstance(solver, str) and solver in ("auto", "varpro", "lm"):
         solver = (VariableProjection() if solver == "varpro" or (solver == "auto" and projectable)
                   else LAW_SOLVER)
-    if not isinstance(solver, (VariableProjection, LevenbergMarquardt)):
-        raise ValueError(f"solver {solver!r}: a load-law fit takes \"auto\", "
-                         "spineid.VariableProjection(...) or spineid.LevenbergMarquardt(...)")
+    check_solver("fit_load_law", solver, (VariableProjection, LevenbergMarquardt),
+                 "\"auto\", spineid.VariableProjection(...) or spineid.LevenbergMarquardt(...)")
     if isinstance(solver, VariableProjection) and not projectable:
         raise ValueError("solver VariableProjection: it searches the breakpoints of a "
                          "piecewise_linear law with free_breakpoints=True; this fit has none "
@@ -400,7 +374,7 @@ def fit_load_law(
                       bool(table and free_breakpoints), bool(damping), float(smoothing))
     build = model.law
     transform = Transform.around(parameters, np.array(starts), "load law fit")
-    local = solver.local if isinstance(solver, VariableProjection) else solver
+    local = solver.local()
 
     def solve(sigma, theta=None, provisional=False):
         # From `theta` (default: the start); `provisional`: `sigma` stands in for the noise
@@ -435,7 +409,7 @@ def fit_load_law(
     names = [p.name for p in parameters]
     covariance, identifiability, on_bound = bounded_fisher_analysis(jacobian, values, transform,
                                                                     names)
-    stderr = np.sqrt(np.diag(covariance))
+    stderr, correlation = standard_errors(covariance)
     law = build(theta)
     derived = {}
     messages = notes + list(identifiability.warnings)
@@ -465,7 +439,9 @@ def fit_load_law(
         refit=held, lower_bounds=np.array([p.lower for p in parameters]),
         upper_bounds=np.array([p.upper for p in parameters]),
         kind=kind, law=law, damping=float(values[-1]) if damping else 0.0, names=names,
-        units=units, values=values, stderr=stderr, derived=derived, noise=float(sigma),
+        units=units, start=np.array(starts), values=values, stderr=stderr, at_bound=on_bound,
+        correlation=correlation, derived=derived, noise=float(sigma),
+        seconds=time.perf_counter() - clock,
         noise_estimated=noise_estimated, cost=0.5 * float(np.sum((residuals / sigma) ** 2)),
         n_data=int(residuals.size), converged=converged, identifiability=identifiability,
         warnings=messages, predicted=predicted, residuals=residuals, method=method,

@@ -153,6 +153,21 @@ def fisher_analysis(
     )
 
 
+def standard_errors(covariance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`(stderr, correlation)` of a covariance `(p, p)` (as `fisher_analysis` gives it): the
+    square roots of its diagonal `(p,)` and the correlation matrix `(p, p)`; NaN in the rows of
+    parameters without a standard error (not individually identifiable, on a bound)."""
+    stderr = np.sqrt(np.diag(np.asarray(covariance, dtype=float)))
+    return stderr, correlation_matrix(covariance, stderr)
+
+
+def correlation_matrix(covariance: np.ndarray, stderr: np.ndarray) -> np.ndarray:
+    """The correlations `(p, p)` of a covariance `(p, p)` with standard errors `stderr` `(p,)`:
+    NaN in the rows and columns of parameters whose standard error is NaN."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.asarray(covariance, dtype=float) / np.outer(stderr, stderr)
+
+
 def bounded_fisher_analysis(jacobian: np.ndarray, values: np.ndarray, transform, names: list[str]
                             ) -> tuple[np.ndarray, Identifiability, np.ndarray]:
     """`fisher_analysis` of a fit whose parameters map through a `Transform`: parameters within

@@ -1,7 +1,7 @@
 """The jitted routines behind the least-squares solvers other than spineid's own
 Levenberg-Marquardt (`levenberg_marquardt`): optimistix's and jaxopt's Levenberg-Marquardt, and
 optax's Adam and L-BFGS for first-order fits (gradients by reverse mode), with progress
-printing. The solver objects of `spineid/identify/_solvers.py` call them. jaxopt and optax are
+printing. The solver objects of this folder call them. jaxopt and optax are
 imported when their solver is first used: together they take about a third of `import spineid`
 (jaxopt imports scipy.optimize).
 """
