@@ -57,7 +57,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import spineid
-from spineid.identify._run import integrated_implicitly
+from spineid.identify._trajectory._run import integrated_implicitly
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import benchmark_breakpoints
@@ -162,7 +162,7 @@ def run_trajectory(name, methods, budget, count, executor=None, chunk=5):
             spineid.fit(problem(starts[0]), solvers[method])
             if method == "default" and not integrated_implicitly(problem(starts[0]).models):
                 # The paths it may take: multiple shooting too (not on implicitly
-                # integrated models, `spineid.identify._fit.integrated_implicitly`).
+                # integrated models, `spineid.identify._trajectory._fit.integrated_implicitly`).
                 spineid.fit(problem(starts[0]), spineid.MultipleShooting())
         clock, records = time.perf_counter(), []
         for factors in starts:

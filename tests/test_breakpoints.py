@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import spineid
-from spineid.identify._breakpoints import best_breakpoint, best_breakpoints
+from spineid.identify._kinds._breakpoints import best_breakpoint, best_breakpoints
 
 N = 1500
 

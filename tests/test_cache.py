@@ -73,12 +73,15 @@ y = 1e4 * x + 3e4 * np.maximum(x - 1e-3, 0) + np.sin(7919.0 * x)
 spineid.fit_load_law(spineid.LoadDisplacementData(x, y), n_nodes=3, free_breakpoints=True,
                       solver="lm")
 """
+    # (The law fit runs spineid's Levenberg-Marquardt solver object, as a trajectory fit does:
+    # the same compiled solve, `_levenberg_marquardt_arrays`.)
     first = _python(code, tmp_path, SPINEID_CACHE_DIR=str(cache))
-    assert "PERSISTENT COMPILATION CACHE MISS for 'jit_levenberg_marquardt'" in first
-    assert any(path.name.startswith("jit_levenberg_marquardt") for path in cache.iterdir())
+    assert "PERSISTENT COMPILATION CACHE MISS for 'jit_levenberg_marquardt_arrays'" in first
+    assert any(path.name.startswith("jit_levenberg_marquardt_arrays")
+               for path in cache.iterdir())
     second = _python(code, tmp_path, SPINEID_CACHE_DIR=str(cache))
-    assert "Persistent compilation cache hit for 'jit_levenberg_marquardt'" in second
-    assert "PERSISTENT COMPILATION CACHE MISS for 'jit_levenberg_marquardt'" not in second
+    assert "Persistent compilation cache hit for 'jit_levenberg_marquardt_arrays'" in second
+    assert "PERSISTENT COMPILATION CACHE MISS for 'jit_levenberg_marquardt_arrays'" not in second
 
 
 def test_no_home_directory_leaves_the_cache_off_without_failing(monkeypatch):

@@ -140,7 +140,7 @@ def test_what_no_design_determines_is_said():
 
 def test_the_reason_a_direction_is_never_seen_follows_its_parameters():
     # (The reasons apart from a design: one parameter, two, several.)
-    from spineid.identify._design import _reason
+    from spineid.identify._design._design import _reason
     problem = candidate("Fx", 8.0).model
     free = spineid.FitProblem(problem, spineid.Measurement(TS, np.zeros((TS.size, 3)),
                                                            ("x", "y", "theta")),

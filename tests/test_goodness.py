@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 import spineid
-from spineid.identify._goodness import ALPHA, chi_square_sf, lag_one_z
+from spineid.identify._common._goodness import ALPHA, chi_square_sf, lag_one_z
 
 CHANNELS = ("x", "y", "theta")
 UNITS = {"x": "m", "y": "m", "theta": "rad"}

@@ -11,7 +11,7 @@ import pytest
 
 import spineid
 from helpers import AXIAL_SPRINGS, LOADS, TORSION, document
-from spineid.identify._transform import Transform
+from spineid.identify._common._transform import Transform
 
 # One worker runs this module: its fits share compiled solves (the same axial problem, solver
 # and shapes), which another process would compile again.
@@ -75,7 +75,7 @@ def test_recovers_axial_stiffnesses_from_noise_free_data():
     expected = [s["stiffness"] for s in truth["springs"]]
     assert result.converged
     # The solver stops once the Gauss-Newton decrement promises less than 0.014 standard
-    # errors of further change (spineid/identify/_least_squares.py): noise-free data give the truth to that.
+    # errors of further change (spineid/identify/_common/_least_squares.py): noise-free data give the truth to that.
     assert np.all(np.abs(result.values - expected) <= 0.02 * result.stderr)
     assert result.identifiability.rank == 3
     assert np.all(np.isfinite(result.stderr)) and not result.warnings
@@ -242,8 +242,8 @@ def test_two_load_cases_fitted_jointly():
 
 def test_failed_simulation_at_a_trial_point_is_finite():
     truth, problem = axial_problem()
-    from spineid.identify._failure import FAILED_RESIDUAL
-    from spineid.identify._objective import _objective
+    from spineid.identify._common._failure import FAILED_RESIDUAL
+    from spineid.identify._trajectory._objective import _objective
 
     objective = _objective(problem, np.ones(3), Transform.around(problem.parameters, problem.start),
                            __import__("diffrax").ForwardMode(), 50)
@@ -400,7 +400,7 @@ def test_verdict_flags_a_model_that_lacks_what_the_data_show(missing, noise):
 def test_records_of_different_lengths_share_one_compilation_and_padding_changes_nothing(
         monkeypatch, caplog):
     # Records of 101 and 105 samples are padded to one length (112, samples of weight zero:
-    # spineid/identify/_padding.py): the second fit compiles none of the fit's programs. The
+    # spineid/identify/_common/_padding.py): the second fit compiles none of the fit's programs. The
     # padding changes no result: the fit of the same record with padding turned off agrees.
     import logging
 
@@ -423,7 +423,7 @@ def test_records_of_different_lengths_share_one_compilation_and_padding_changes_
                 if "Finished XLA compilation of jit(" in r.getMessage()]
     assert not any(name in message for message in compiled
                    for name in ("levenberg_marquardt", "_evaluate", "_cost")), compiled
-    monkeypatch.setattr("spineid.identify._padding.padded_length", lambda n: n)
+    monkeypatch.setattr("spineid.identify._common._padding.padded_length", lambda n: n)
     plain = spineid.fit(longer)
     assert padded.converged and plain.converged and padded.n_data == plain.n_data == 3 * 105
     assert [p.shape for p in padded.predictions] == [(105, 3)]

@@ -131,7 +131,7 @@ class _Misra1a(__import__("equinox").Module):
 
 @pytest.mark.parametrize("start", [np.zeros(2), np.array([1.5, -1.0])])
 def test_single_pass_and_stepwise_loops_reach_the_certified_result(start):
-    from spineid.identify._least_squares import stepwise_levenberg_marquardt
+    from spineid.identify._common._least_squares import stepwise_levenberg_marquardt
 
     residuals = _Misra1a(jnp.asarray(MISRA1A_X), jnp.asarray(MISRA1A_Y))
     single = levenberg_marquardt(residuals, jnp.asarray(start), single_pass=True,
@@ -163,7 +163,7 @@ def test_a_placeholder_noise_far_too_large_does_not_stop_the_fit_early(loop):
     """Weights of a placeholder noise 100x the real one: the statistical stop, floored at the
     assumed noise, stops about 1.4 real standard errors short; `provisional=True` measures it
     against the residuals' own level and stops within about 0.014 of them."""
-    from spineid.identify._least_squares import stepwise_levenberg_marquardt
+    from spineid.identify._common._least_squares import stepwise_levenberg_marquardt
 
     residuals = _Misra1a(jnp.asarray(MISRA1A_X), jnp.asarray(MISRA1A_Y))
     placeholder = lambda u: residuals(u) / 100.0  # noqa: E731

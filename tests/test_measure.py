@@ -17,7 +17,7 @@ from spineid import (
     spring_moments, SpringMeasure, VectorSprings,
 )
 from spineid.io import dumps_toml
-from spineid.identify._recovery_solver import _nnls, _project
+from spineid.identify._recovery._recovery_solver import _nnls, _project
 
 # One worker runs this module: the recover command reuses the solves that the off-grid test
 # compiled (the same pin problem and shapes), which another process would compile again.
@@ -77,8 +77,8 @@ def test_moment_form_equals_the_sum_over_springs():
 def test_first_variation_equals_the_derivative_through_explicit_springs(pin_problem):
     # Oracle: zero-stiffness vector springs at a few curve points in the full model, and the
     # derivative of the cost with respect to their stiffness by forward mode through the ODE.
-    from spineid.identify._recovery_problem import _moment_jacobian, _objective
-    from spineid.identify._recovery_result import _sigma
+    from spineid.identify._recovery._recovery_problem import _moment_jacobian, _objective
+    from spineid.identify._recovery._recovery_result import _sigma
 
     problem = pin_problem
     base = problem.model
@@ -236,7 +236,7 @@ def test_padding_changes_no_recovery(pin_problem, monkeypatch):
     # files of different lengths share one compilation): the grid recovery is the same with
     # the padding turned off, and what it reports has the data's shape.
     padded = recover_grid(pin_problem, 5, max_iterations=40)
-    monkeypatch.setattr("spineid.identify._padding.padded_length", lambda n: n)
+    monkeypatch.setattr("spineid.identify._common._padding.padded_length", lambda n: n)
     plain = recover_grid(pin_problem, 5, max_iterations=40)
     assert [p.shape for p in padded.predictions] == [(501, 3)]
     np.testing.assert_allclose(padded.stiffness, plain.stiffness, rtol=1e-6,

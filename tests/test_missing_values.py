@@ -140,7 +140,7 @@ def test_the_verdict_counts_only_measured_values():
 
 
 def test_noise_estimated_per_channel_from_measured_values():
-    from spineid.identify._problem import noise_from_residuals
+    from spineid.identify._common._noise import noise_from_residuals
 
     raw = np.random.default_rng(2).normal(size=(60, 2)) * [1.0, 3.0]
     raw[:20, 1] = np.nan

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import spineid
-from spineid.identify._run import integrated_implicitly
+from spineid.identify._trajectory._run import integrated_implicitly
 
 
 def centred_bushing_pair():

@@ -169,7 +169,7 @@ def test_the_predictive_check_agrees_with_replicated_data_by_brute_force(problem
     # replicated at those draws (prediction plus drawn noise, its discrepancy counted).
     assert sampled.explains_data and sampled.predictive_p > 0.05
     checked = np.unique(np.linspace(0, len(sampled.draws) - 1,
-                                    min(spineid.identify._posterior.CHECKED_DRAWS,
+                                    min(spineid.identify._design._posterior.CHECKED_DRAWS,
                                         len(sampled.draws))).astype(int))
     assert len(sampled.chi_square) == len(checked)
     sigma = np.array([NOISE[c] for c in ("x", "y", "theta")])
@@ -185,7 +185,7 @@ def test_the_predictive_check_agrees_with_replicated_data_by_brute_force(problem
             replicated = predicted + rng.normal(size=predicted.shape) * sigma
             exceed += np.sum(((replicated - predicted) / sigma) ** 2) >= observed
             total += 1
-    subset = np.mean([spineid.identify._goodness.chi_square_sf(c, data.size)
+    subset = np.mean([spineid.identify._common._goodness.chi_square_sf(c, data.size)
                       for c in sampled.chi_square[::10]])
     assert exceed / total == pytest.approx(subset, abs=0.05)
     assert "posterior predictive check" in sampled.summary()
@@ -259,7 +259,7 @@ def test_the_log_prior_of_each_family_is_scipys_log_density():
     # family at once, against central differences of scipy's.
     from scipy import stats
 
-    from spineid.identify._posterior import _log_prior
+    from spineid.identify._design._posterior import _log_prior
 
     kinds = jnp.array([0, 1, 2, 0])  # (indices in PRIOR_KINDS: lognormal, normal, uniform)
     values = jnp.array([[2.0, 0.3, 0.0], [5.0, 1.5, 0.0], [1.0, 4.0, 0.0], [0.5, 0.2, 1.0]])

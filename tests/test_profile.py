@@ -158,7 +158,7 @@ def test_fit_command_refuses_an_unknown_profile_before_fitting(tmp_path, capsys)
 
 
 def test_walk_survives_failed_refits_and_a_missing_standard_error():
-    from spineid.identify._profile import walk_profile
+    from spineid.identify._common._profile import walk_profile
 
     # A quadratic profile of half-width 1.96 (stderr 1) whose refits fail beyond v = 1.5: the
     # upper end is where failure starts (an infinite cost counts as beyond the threshold),

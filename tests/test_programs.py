@@ -18,7 +18,7 @@ import pytest
 import spineid
 from spineid import _programs
 from spineid._arrays import floats
-from spineid.identify._goodness import chi_square_sf
+from spineid.identify._common._goodness import chi_square_sf
 from spineid.simulation._modes import _state_jacobian
 
 from helpers import noisy_pair_script
@@ -225,12 +225,12 @@ def test_once_a_traced_function_is_monkeypatched_no_program_is_written_or_loaded
 
 
 def test_a_rebound_constant_and_equinox_settings_are_seen(monkeypatch):
-    from spineid.identify import _least_squares
+    from spineid.identify._common import _least_squares
 
     assert _programs.patched() is None
     with monkeypatch.context() as patch:  # a module constant read while tracing
         patch.setattr(_least_squares, "_TAU", 1e3)
-        assert _programs.patched() == "spineid.identify._least_squares._TAU"
+        assert _programs.patched() == "spineid.identify._common._least_squares._TAU"
     assert _programs.patched() is None
     pair = _pair()
     arguments = (pair, jnp.asarray(0.0, dtype=float), pair.initial_state())

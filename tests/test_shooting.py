@@ -14,9 +14,9 @@ import pytest
 from helpers import AXIAL_SPRINGS, LOADS, TORSION, document
 
 import spineid
-from spineid.identify._run import ringing_phase
-from spineid.identify._run import _Run
-from spineid.identify._shooting import shooting_objective, shooting_start
+from spineid.identify._trajectory._run import ringing_phase
+from spineid.identify._trajectory._run import _Run
+from spineid.identify._trajectory._shooting import shooting_objective, shooting_start
 
 pytestmark = pytest.mark.xdist_group("shooting")
 
@@ -249,7 +249,7 @@ def raise_a_compiled_check(*args, **kwargs):
 
 def test_a_compiled_check_in_multiple_shooting_falls_back_to_single_shooting(monkeypatch):
     truth, problem = planar_problem((1.3, 0.7, 1.2))
-    monkeypatch.setattr(spineid.identify._run, "solve_shooting", raise_a_compiled_check)
+    monkeypatch.setattr(spineid.identify._trajectory._run, "solve_shooting", raise_a_compiled_check)
     with pytest.warns(RuntimeWarning, match="multiple shooting stopped by a check"):
         result = spineid.fit(problem, spineid.MultipleShooting(segments=5))
     assert result.converged and result.explains_data  # single shooting from the start

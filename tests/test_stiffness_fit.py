@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from spineid import dual_euler_basis, fit_stiffness_matrix, QuasiStaticTest, read_quasi_static
-from spineid.identify._stiffness_fit import STRUCTURES
+from spineid.identify._kinds._stiffness_fit import STRUCTURES
 from helpers import K_F_E as EQ_24  # Christophy et al. 2013 eq 24
 
 K_F_E = np.array(EQ_24)

@@ -2,13 +2,17 @@
 fitting stiffness matrices, load laws and segment parameters to quasi-static tests, with
 standard errors and identifiability."""
 
-from ._batch_fits import (
-    BatchFits as BatchFits,
-    fit_batch as fit_batch,
-    fit_many as fit_many,
-    fit_record as fit_record,
+from ._common._goodness import assess_fit as assess_fit, GoodnessOfFit as GoodnessOfFit
+from ._common._least_squares import (
+    LeastSquaresSolution as LeastSquaresSolution,
+    levenberg_marquardt as levenberg_marquardt,
 )
-from ._design import (
+from ._common._result_family import (
+    AbstractParameterFit as AbstractParameterFit,
+    AbstractResult as AbstractResult,
+)
+from ._common._uncertainty import Identifiability as Identifiability
+from ._design._design import (
     Candidate as Candidate,
     candidate_sensitivities as candidate_sensitivities,
     CRITERIA as CRITERIA,
@@ -17,41 +21,43 @@ from ._design import (
     peak_frequency as peak_frequency,
     peak_loads as peak_loads,
 )
-from ._linearity import (
+from ._design._linearity import (
     LINEARITY_TOLERANCE as LINEARITY_TOLERANCE,
     LinearityCheck as LinearityCheck,
 )
-from ._fit import analyse as analyse, fit as fit
-from ._goodness import assess_fit as assess_fit, GoodnessOfFit as GoodnessOfFit
-from ._least_squares import (
-    LeastSquaresSolution as LeastSquaresSolution,
-    levenberg_marquardt as levenberg_marquardt,
-)
-from ._protocol import (
-    optimise_protocol as optimise_protocol,
-    Protocol as Protocol,
-    ProtocolProblem as ProtocolProblem,
-)
-from ._posterior import (
+from ._design._posterior import (
     default_prior as default_prior,
     Posterior as Posterior,
     posterior as posterior,
     PRIOR_KINDS as PRIOR_KINDS,
 )
-from ._problem import FitProblem as FitProblem
-from ._recover import recover as recover, recover_grid as recover_grid
-from ._recovery_problem import (
+from ._design._protocol import (
+    optimise_protocol as optimise_protocol,
+    Protocol as Protocol,
+    ProtocolProblem as ProtocolProblem,
+)
+from ._design._validation import (
+    DesignValidation as DesignValidation,
+    validate_design as validate_design,
+)
+from ._kinds._segment_fit import fit_segment as fit_segment, SegmentFit as SegmentFit
+from ._kinds._spine_fit import (
+    fit_spine_levels as fit_spine_levels,
+    scaled_laws as scaled_laws,
+    SpineFit as SpineFit,
+)
+from ._kinds._stiffness_fit import (
+    fit_stiffness_matrix as fit_stiffness_matrix,
+    StiffnessFit as StiffnessFit,
+)
+from ._kinds._table_fit import fit_load_law as fit_load_law, LawFit as LawFit
+from ._recovery._recover import recover as recover, recover_grid as recover_grid
+from ._recovery._recovery_problem import (
     first_variation as first_variation,
     MeasureCurve as MeasureCurve,
     RecoveryProblem as RecoveryProblem,
 )
-from ._recovery_result import MeasureResult as MeasureResult
-from ._result import FitResult as FitResult
-from ._result_family import (
-    AbstractParameterFit as AbstractParameterFit,
-    AbstractResult as AbstractResult,
-)
-from ._segment_fit import fit_segment as fit_segment, SegmentFit as SegmentFit
+from ._recovery._recovery_result import MeasureResult as MeasureResult
 from ._solvers import (
     AbstractLocalSolver as AbstractLocalSolver,
     AbstractSolver as AbstractSolver,
@@ -67,18 +73,12 @@ from ._solvers import (
     MultiStart as MultiStart,
     OptimistixLevenbergMarquardt as OptimistixLevenbergMarquardt,
 )
-from ._spine_fit import (
-    fit_spine_levels as fit_spine_levels,
-    scaled_laws as scaled_laws,
-    SpineFit as SpineFit,
+from ._trajectory._batch_fits import (
+    BatchFits as BatchFits,
+    fit_batch as fit_batch,
+    fit_many as fit_many,
+    fit_record as fit_record,
 )
-from ._stiffness_fit import (
-    fit_stiffness_matrix as fit_stiffness_matrix,
-    StiffnessFit as StiffnessFit,
-)
-from ._table_fit import fit_load_law as fit_load_law, LawFit as LawFit
-from ._uncertainty import Identifiability as Identifiability
-from ._validation import (
-    DesignValidation as DesignValidation,
-    validate_design as validate_design,
-)
+from ._trajectory._fit import analyse as analyse, fit as fit
+from ._trajectory._problem import FitProblem as FitProblem
+from ._trajectory._result import FitResult as FitResult

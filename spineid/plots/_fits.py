@@ -9,7 +9,7 @@ import equinox as eqx
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..identify._stiffness_fit import AXES, generalized_loads
+from ..identify._kinds._stiffness_fit import AXES, generalized_loads
 from ..io._measurements import LOAD_COLUMNS
 from ._common import _save
 

@@ -20,23 +20,44 @@ import abc
 import dataclasses
 import functools
 import math
-from typing import ClassVar, NamedTuple
+from typing import ClassVar
 
 import diffrax
 import numpy as np
 
 
-class LocalSolution(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class LocalSolution:
     """What a local solver returns: `value` (`(p,)`, the solver's unconstrained coordinates),
     `converged` (a stopping test was met, not the step limit), `steps` (iterations), and
     `linearisation` (`(cost, residuals (n,), jacobian (n, p))` at the solution, or `None` where
-    the solver does not take Jacobians). A tuple, so `u, converged, steps, lin = ...` unpacks
-    it."""
+    the solver does not take Jacobians). It unpacks as `u, converged, steps, lin = ...`.
+    (A dataclass, not a `NamedTuple`: a named tuple's generated constructor belongs to no
+    module, which the program store (`spineid/_programs.py`) takes for a replacement made at
+    run time, and it then stores no program.)"""
 
     value: np.ndarray
     converged: bool
     steps: int
     linearisation: tuple | None
+
+    def __iter__(self):
+        return iter((self.value, self.converged, self.steps, self.linearisation))
+
+    @property
+    def cost(self):
+        """`1/2 |r|^2` at the solution (from the linearisation)."""
+        return self.linearisation[0]
+
+    @property
+    def residuals(self):
+        """The residuals `(n,)` at the solution (from the linearisation)."""
+        return self.linearisation[1]
+
+    @property
+    def jacobian(self):
+        """`dr/du` `(n, p)` at the solution, or one small final step before it."""
+        return self.linearisation[2]
 
 
 class AbstractSolver(abc.ABC):
@@ -50,7 +71,7 @@ class AbstractSolver(abc.ABC):
 
     @abc.abstractmethod
     def search(self, run) -> tuple:
-        """The fits this solver makes of a trajectory fit's `run` (`spineid.identify._run._Run`:
+        """The fits this solver makes of a trajectory fit's `run` (`spineid.identify._trajectory._run._Run`:
         `local_fit`, `shooting_fit`, `multistart`, `explained`): `(outcome, description)`,
         the description being what the result's `solver` field says ran."""
 

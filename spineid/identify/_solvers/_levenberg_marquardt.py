@@ -1,5 +1,5 @@
 """spineid's own Levenberg-Marquardt as a solver object (the algorithm is in
-`spineid/identify/_least_squares.py`)."""
+`spineid/identify/_common/_least_squares.py`)."""
 
 import dataclasses
 from typing import ClassVar
@@ -8,7 +8,12 @@ import equinox as eqx
 import numpy as np
 
 from ..._programs import stored_call
-from .._least_squares import DECREMENT_TOL, levenberg_marquardt, LeastSquaresSolution
+from .._common._least_squares import (
+    DECREMENT_TOL,
+    LeastSquaresSolution,
+    levenberg_marquardt,
+    stepwise_levenberg_marquardt,
+)
 from ._base import AbstractLocalSolver, LocalSolution, options_checked, positive_int, positive_number
 
 
@@ -71,21 +76,27 @@ class LevenbergMarquardt(AbstractLocalSolver):
         return jacobian_rtol, jacobian_atol
 
     def solve(self, objective, u0, progress: bool = False, provisional: bool = False):
-        """`(u, converged, steps, (cost, residuals, jacobian))` from `u0` (unconstrained);
-        `provisional`: the weights are a placeholder for a noise still to be estimated
-        (`levenberg_marquardt`; passed as an array, so both kinds of pass share one
-        compilation)."""
-        inexact = (objective.coarse_rtol, objective.coarse_atol) != (objective.rtol,
-                                                                    objective.atol)
+        """`LocalSolution` from `u0` (unconstrained) of an `AbstractObjective`, with the
+        linearisation `(cost, residuals, jacobian)` at the solution; `provisional`: the
+        weights are a placeholder for a noise still to be estimated (`levenberg_marquardt`;
+        passed as an array, so both kinds of pass share one compilation). An objective whose
+        compilation dominates (`stepwise`) is solved by the same iterations as a Python loop
+        over its compiled linearisation (`stepwise_levenberg_marquardt`)."""
         options = dict(max_steps=self.max_steps, decrement_tol=self.decrement_tol,
-                       xtol=self.rtol, gtol=self.atol, inexact_jacobians=inexact,
-                       provisional=np.asarray(bool(provisional)), samples=objective.samples())
-        function = objective.at_precision if inexact else objective
-        if progress:  # (printing calls back into Python: traced, never stored)
-            solution = levenberg_marquardt(function, u0, progress=True, **options)
-        else:  # (a later process loads the traced program: `spineid/_programs.py`)
-            solution = LeastSquaresSolution(*stored_call(_levenberg_marquardt_arrays,
-                                                         function, u0, **options))
+                       xtol=self.rtol, gtol=self.atol)
+        if objective.stepwise:
+            solution = stepwise_levenberg_marquardt(objective, u0, progress=progress,
+                                                    provisional=bool(provisional), **options)
+        else:
+            inexact = objective.inexact_jacobians
+            options |= dict(inexact_jacobians=inexact, samples=objective.samples(),
+                            provisional=np.asarray(bool(provisional)))
+            function = objective.at_precision if inexact else objective
+            if progress:  # (printing calls back into Python: traced, never stored)
+                solution = levenberg_marquardt(function, u0, progress=True, **options)
+            else:  # (a later process loads the traced program: `spineid/_programs.py`)
+                solution = LeastSquaresSolution(*stored_call(_levenberg_marquardt_arrays,
+                                                             function, u0, **options))
         # Its last exact forward-mode pass is at the solution (or one small final step before
         # it): the cost and the sensitivities of the result come from the solver instead of
         # being computed again.

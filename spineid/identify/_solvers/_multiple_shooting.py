@@ -1,5 +1,5 @@
 """Multiple shooting (Bock 1981) as a solver wrapping spineid's Levenberg-Marquardt: the method
-itself is in `spineid/identify/_shooting.py`."""
+itself is in `spineid/identify/_trajectory/_shooting.py`."""
 
 import dataclasses
 
@@ -18,7 +18,7 @@ class MultipleShooting(AbstractWrappedSolver):
     the data), solved by `inner` (spineid's `LevenbergMarquardt`: its steps and stopping tests
     serve both phases; the shooting phase takes every Jacobian at the simulation's tolerances)
     and then polished by single shooting from the parameters found, so that the
-    result is that of the ordinary problem (`spineid/identify/_shooting.py` explains the
+    result is that of the ordinary problem (`spineid/identify/_trajectory/_shooting.py` explains the
     method).
 
     `segments`: segments per record; default (`None`) as many as give each about

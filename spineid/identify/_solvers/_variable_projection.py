@@ -1,6 +1,6 @@
 """Variable projection (Golub and Pereyra 1973) for load laws with free breakpoints, as a solver
 wrapping spineid's Levenberg-Marquardt; the breakpoint search is in
-`spineid/identify/_breakpoints.py`."""
+`spineid/identify/_kinds/_breakpoints.py`."""
 
 import dataclasses
 from typing import ClassVar
@@ -22,7 +22,7 @@ class VariableProjection(AbstractWrappedSolver):
     `piecewise_linear` law; `spineid table --free-breakpoints`): for given breakpoints the node
     loads (and a damper) are a linear least-squares solution, and the cost as a function of the
     breakpoints alone is searched globally, exactly for one interior breakpoint (Hudson 1966),
-    coordinate-wise for more (`spineid/identify/_breakpoints.py`). Where the projected
+    coordinate-wise for more (`spineid/identify/_kinds/_breakpoints.py`). Where the projected
     solution satisfies the law's bounds (rises >= 0 of a monotone table) and there is no
     smoothing, it is the least-squares optimum itself; otherwise `inner` (spineid's
     `LevenbergMarquardt`) refines it from there.

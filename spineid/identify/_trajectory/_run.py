@@ -14,14 +14,22 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
-from .._arrays import floats
-from ..elements._parameters import apply_values
-from ..elements._planar_springs import VectorSprings
-from ..models._mechanics import AbstractLagrangianSystem
-from ..simulation._modes import linear_modes
-from ..executors._batch import run_batch
-from ._goodness import GoodnessOfFit, assess_fit
-from ._failure import failed, failed_cost
+from ..._arrays import floats
+from ...elements._parameters import apply_values
+from ...elements._planar_springs import VectorSprings
+from ...executors._batch import run_batch
+from ...models._mechanics import AbstractLagrangianSystem
+from ...simulation._modes import linear_modes
+from .._common._failure import failed, failed_cost
+from .._common._goodness import GoodnessOfFit, assess_fit
+from .._common._noise import (
+    noise_from_residuals,
+    NOISE_SETTLED,
+    settle_noise,
+    unsettled_note,
+)
+from .._common._uncertainty import fisher_analysis, standard_errors
+from .._solvers import SAME_OPTIMUM, MultipleShooting, MultiStart
 from ._objective import (
     _cost,
     _evaluate,
@@ -30,7 +38,7 @@ from ._objective import (
     _scales,
     sensitivity_scales,
 )
-from ._problem import FitProblem, noise_from_residuals
+from ._problem import FitProblem
 from ._result import VECTOR_MEASURE_NOTE, FitResult, _vector_spring_moments
 from ._shooting import (
     n_states,
@@ -39,8 +47,6 @@ from ._shooting import (
     shortest_record,
     solve_shooting,
 )
-from ._solvers import SAME_OPTIMUM, MultipleShooting, MultiStart
-from ._uncertainty import fisher_analysis, standard_errors
 
 # Most segment-state unknowns a default multiple shooting adds (all load cases together):
 # its Jacobian and normal matrix are dense.
@@ -49,10 +55,6 @@ MAX_SHOOTING_STATES = 1024
 # A parameter closer to a bound than this fraction of its standard error counts as on it.
 BOUND_STDERR_FRACTION = 0.05
 
-# The noise estimated from a fit's residuals is settled when no channel's estimate changes by
-# more than this fraction in a refit with it; at most `NOISE_ROUNDS` refits (`_Run.refine`).
-NOISE_SETTLED = 0.02
-NOISE_ROUNDS = 8
 
 
 @dataclasses.dataclass
@@ -273,38 +275,33 @@ class _Run:
 
     def refine(self, u, progress: bool = False):
         """The fit from `u` (unconstrained) with the noise estimated from its residuals, the
-        estimate and the fit repeated until the estimate settles (every channel within
-        `NOISE_SETTLED`, at most `NOISE_ROUNDS` rounds): `(u, converged, steps, linearisation,
-        sigma, objective)`. One round is not enough where the provisional weights are far
-        from the noise in their ratios: a channel weighted 100x too lightly is barely fitted,
-        and the noise its residuals show is its misfit (measured: the 3-axial-spring pair with
-        3e-9 rad of angle noise and 3e-7 m of position noise, the angle's noise estimated at
-        2.9e-8 rad after one round)."""
-        u, steps, converged, linearisation = jnp.asarray(u), 0, False, None
-        sigma = _estimate_noise(self.problem, self.transform.evaluated(u)[0],
+        estimate and the fit repeated until the estimate settles (`settle_noise`): `(u,
+        converged, steps, linearisation, sigma, objective)`."""
+        sigma = _estimate_noise(self.problem, self.transform.evaluated(jnp.asarray(u))[0],
                                 self.objective)
-        for round_ in range(NOISE_ROUNDS):
+
+        def refit(sigma, previous):
             if progress:
                 print("  noise estimated from the residuals: "
                       + ", ".join(f"{c}={v:.3g}" for c, v in zip(self.problem.channels, sigma))
                       + "; refining the fit with these weights", flush=True)
             objective = self.objective_for(sigma)
-            u, converged, more, linearisation = self.local.solve(
-                objective, u, progress and self.each_step)
-            steps += int(more)
-            if progress and linearisation is not None:
-                self.say_solved(more, float(linearisation[0]), converged)
-            estimate = _estimate_noise(self.problem, self.transform.evaluated(u)[0],
-                                       objective)
-            change = float(np.max(np.abs(estimate / sigma - 1)))
-            if change <= NOISE_SETTLED:
-                break
-            if round_ + 1 < NOISE_ROUNDS:  # (the last fit's weights are the noise reported)
-                sigma = estimate
-        else:
-            self.note(f"the noise estimate did not settle within {NOISE_ROUNDS} refits (it "
-                      f"changed by up to {change:.1%} in the last); the standard errors rest "
-                      "on the noise of the last refit")
+            start = jnp.asarray(u) if previous is None else previous[0].value
+            solution = self.local.solve(objective, start, progress and self.each_step)
+            if progress and solution.linearisation is not None:
+                self.say_solved(solution.steps, float(solution.cost), solution.converged)
+            return solution, objective
+
+        def estimate(fitted):
+            solution, objective = fitted
+            return _estimate_noise(self.problem, self.transform.evaluated(solution.value)[0],
+                                   objective)
+
+        fits, sigma, change = settle_noise(refit, estimate, sigma)
+        if change > NOISE_SETTLED:
+            self.note(unsettled_note(change))
+        (solution, objective), steps = fits[-1], sum(int(f[0].steps) for f in fits)
+        u, converged, linearisation = solution.value, solution.converged, solution.linearisation
         return u, converged, steps, linearisation, sigma, objective
 
     def verdict(self, outcome: _Outcome, objective: _Objective | None = None) -> GoodnessOfFit:
@@ -452,7 +449,7 @@ class _Run:
             # or values not measured (whose predictions the residuals do not hold)
             jacobian, residuals, predictions = _evaluate(objective, jnp.asarray(theta))
             predictions = objective.trimmed(predictions)
-        rows = objective.data_rows()  # the padding off (spineid/identify/_objective.py)
+        rows = objective.data_rows()  # the padding off (spineid/identify/_trajectory/_objective.py)
         jacobian, residuals = np.asarray(jacobian)[rows], np.asarray(residuals)[rows]
         cost = float(0.5 * np.sum(residuals**2))
         simulation_failed = bool(np.any(failed(residuals)))

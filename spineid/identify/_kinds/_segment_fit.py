@@ -7,15 +7,16 @@ angles `b1, b2, b3` in rad). Residuals are `(displacement(theta) - measured) / s
 channel; the derivative of the equilibrium with respect to the parameters comes from the
 implicit function theorem (optimistix's implicit adjoint, forward mode), so a fit costs a few
 Newton solves per Levenberg-Marquardt step, all load cases at once. The minimiser is spineid's
-Levenberg-Marquardt in its stepwise form (`spineid.identify._least_squares`): compiling the
-equilibria dominates a segment fit, so the loop runs in Python over one compiled function that
-gives residuals and Jacobian together. Standard errors and the
+Levenberg-Marquardt (`spineid.LevenbergMarquardt`), which runs its stepwise form for this
+objective (`stepwise`): compiling the equilibria dominates a segment fit, so the loop runs in
+Python over one compiled function that gives residuals and Jacobian together. Standard errors and the
 identifiability report are those of the trajectory fits (`spineid.Identifiability`): a facet
 stiffness is determined only by cases that bring the facets into contact.
 """
 
 import dataclasses
 import time
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -23,22 +24,29 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ..elements._parameters import apply_values, Parameter, select_parameters
-from ..io._measurements import DEFLECTION_COLUMNS, QuasiStaticTest
-from ..io._model_file import ModelFile
-from ..models._spatial_pair import SpatialPair
-from ..simulation._equilibrium import equilibrium, equilibrium_change
-from ._result_family import AbstractParameterFit
-from ._failure import failed, guarded
-from ._goodness import assess_fit
-from ._least_squares import stepwise_levenberg_marquardt
-from ._problem import check_noise, noise_from_residuals
-from ._solvers import check_solver, LevenbergMarquardt
-from ._transform import Transform
-from ._uncertainty import bounded_fisher_analysis, standard_errors
+from ...elements._parameters import apply_values, Parameter, select_parameters
+from ...io._measurements import DEFLECTION_COLUMNS, QuasiStaticTest
+from ...io._model_file import ModelFile
+from ...models._spatial_pair import SpatialPair
+from ...simulation._equilibrium import equilibrium, equilibrium_change
+from .._common._abstract_objective import AbstractObjective
+from .._common._failure import failed, guarded
+from .._common._goodness import assess_fit
+from .._common._noise import (
+    check_noise,
+    noise_from_residuals,
+    NOISE_SETTLED,
+    settle_noise,
+    unsettled_note,
+)
+from .._common._result_family import AbstractParameterFit
+from .._common._transform import Transform
+from .._common._uncertainty import bounded_fisher_analysis, standard_errors
+from .._solvers import LevenbergMarquardt, MultiStart
+from ._run import check_kind_solver, run_solver
 
 
-class _SegmentObjective(eqx.Module):
+class _SegmentObjective(AbstractObjective):
     """Noise-weighted displacement residuals of every row of a quasi-static test, as a function
     of the unconstrained parameters `u` (`(p,)`): `(displacement(theta(u)) - measured) / sigma`,
     `(k * 6,)`, row by row; a row without equilibrium gets `FAILED_RESIDUAL` in every channel,
@@ -52,6 +60,7 @@ class _SegmentObjective(eqx.Module):
     sigma: Float[Array, " 6"]
     transform: Transform
     parameters: tuple[Parameter, ...] = eqx.field(static=True)
+    stepwise: ClassVar[bool] = True  # (compiling the equilibria dominates a fit)
 
     def solve_all(self, theta):
         """Displacements `(k, 6)` (m, rad) and equilibrium flags `(k,)` at physical `theta`."""
@@ -109,7 +118,7 @@ class SegmentFit(AbstractParameterFit):
 
 
 def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
-                solver: LevenbergMarquardt | None = None, *,
+                solver: LevenbergMarquardt | MultiStart | None = None, *,
                 progress: bool = False) -> SegmentFit:
     """Fit the free parameters of a segment model (a `spatial_pair` model file) to the
     displacements of a quasi-static test, through the equilibrium solve of every row.
@@ -117,23 +126,24 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
     **Arguments:** `model_file` (its values of free parameters are the start), `test` (rows of
     load and displacement), `free` (groups such as `facets.stiffness`, `bushing.stiffness`,
     `ligaments.stiffness`, or parameter names), `noise` (`{dx, dy, dz: m, b1, b2, b3: rad}`;
-    default: estimated per channel from the residuals, then refitted with those weights),
+    default: estimated per channel from the residuals, the fit refined with it until the
+    estimate settles, `settle_noise`),
     `solver` (a `spineid.LevenbergMarquardt` carrying `max_steps` and the stopping
-    tolerances; default `LevenbergMarquardt()`). The residuals are those of the module
-    docstring; spineid's Levenberg-Marquardt (`spineid.levenberg_marquardt`, the one every
+    tolerances, default `LevenbergMarquardt()`; or a `spineid.MultiStart` of one, its starts
+    drawn around the model file's values: `spineid/identify/_kinds/_run.py`). The residuals
+    are those of the module docstring; spineid's Levenberg-Marquardt (`spineid.levenberg_marquardt`, the one every
     fit uses) minimises them, with the Jacobian through the equilibrium solve by the implicit
     function theorem. `progress` prints every iteration (the first waits for the compilation of
     the equilibria's Jacobian, about 20 s on a 2-core CPU).
 
     **Returns:** a `SegmentFit`. Raises `ValueError` for a model that is not a spatial pair,
-    fewer data than parameters, bad noise or a solver that is not a `LevenbergMarquardt`.
+    fewer data than parameters, bad noise or a solver it cannot run.
     """
     started = time.perf_counter()
     if solver is None:
         solver = LevenbergMarquardt()
-    check_solver("fit_segment", solver, (LevenbergMarquardt,),
-                 "a spineid.LevenbergMarquardt (its options drive the stepwise solve through "
-                 "the equilibria)")
+    check_kind_solver("fit_segment", solver)
+    local = solver.local()
     model = model_file.model
     if not isinstance(model, SpatialPair):
         raise ValueError(f"{model_file.source}: a segment fit needs a kind = \"spatial_pair\" "
@@ -152,22 +162,29 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
     objective = _SegmentObjective(model, jnp.asarray(test.loads), jnp.asarray(measured),
                                   jnp.asarray(sigma), transform, tuple(parameters))
 
-    def minimise(objective, u0, provisional=False):
-        # `provisional`: the weights stand in for the noise still to be estimated (the first
-        # pass), so the statistical stop is measured against the residuals' own level.
-        solution = stepwise_levenberg_marquardt(
-            objective, u0, max_steps=solver.max_steps, decrement_tol=solver.decrement_tol,
-            xtol=solver.rtol, gtol=solver.atol, progress=progress, provisional=provisional)
-        return solution, bool(solution.converged), int(solution.steps)
-
-    solution, converged, steps = minimise(objective, jnp.zeros(len(parameters)),
-                                          provisional=sigma_given is None)
+    # With the noise to be estimated, the first pass's weights stand in for it
+    # (`provisional`): its statistical stop is measured against the residuals' own level.
+    solution, how, notes = run_solver(solver, objective, transform, np.zeros(len(parameters)),
+                                      progress=progress, provisional=sigma_given is None)
+    converged, steps = solution.converged, solution.steps
+    if isinstance(solver, MultiStart):
+        notes.insert(0, f"solved by {how}")
     if sigma_given is None:
-        raw = objective.predictions_from(solution.residuals)[0] - measured
-        sigma = noise_from_residuals(raw, len(parameters), ranges)
-        objective = dataclasses.replace(objective, sigma=jnp.asarray(sigma))
-        solution, converged, more = minimise(objective, solution.value)
-        steps += more
+        def estimate(fitted):
+            solution, objective = fitted
+            raw = objective.predictions_from(solution.residuals)[0] - measured
+            return noise_from_residuals(raw, len(parameters), ranges)
+
+        def refit(sigma, previous):
+            refitted = dataclasses.replace(objective, sigma=jnp.asarray(sigma))
+            start = (solution if previous is None else previous[0]).value
+            return local.solve(refitted, start, progress), refitted
+
+        fits, sigma, change = settle_noise(refit, estimate, estimate((solution, objective)))
+        if change > NOISE_SETTLED:
+            notes.append(unsettled_note(change))
+        solution, objective = fits[-1]
+        converged, steps = solution.converged, steps + sum(f[0].steps for f in fits)
     u = solution.value
     values = np.asarray(transform.to_physical(u))
     predicted, equilibria = objective.predictions_from(solution.residuals)
@@ -179,7 +196,7 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
     covariance, identifiability, on_bound = bounded_fisher_analysis(jacobian, values, transform,
                                                                     names)
     stderr, correlation = standard_errors(covariance)
-    messages = list(identifiability.warnings)
+    messages = list(identifiability.warnings) + notes
     if not np.all(equilibria):
         messages.append("no equilibrium found for rows "
                         + ", ".join(str(i + 1) for i in np.flatnonzero(~equilibria))
@@ -189,7 +206,7 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
                         + ", ".join(n for n, b in zip(names, on_bound) if b))
     if not converged:
         messages.append(f"Levenberg-Marquardt did not converge (the limit of "
-                        f"{solver.max_steps} steps per pass reached, or no step lowered the "
+                        f"{local.max_steps} steps per pass reached, or no step lowered the "
                         "cost)")
     residuals = (predicted - measured) / sigma
     return SegmentFit(

@@ -14,9 +14,9 @@ import time
 
 import numpy as np
 
-from ._objective import _scales, measured_sensitivities, resolved_scales
-from ._result_family import json_number
-from ._uncertainty import fisher_analysis, numerical_rank
+from .._common._result_family import json_number
+from .._common._uncertainty import fisher_analysis, numerical_rank
+from .._trajectory._objective import _scales, measured_sensitivities, resolved_scales
 
 LINEARITY_TOLERANCE = 0.2
 """How far (relative) a predicted standard error may change off the nominal values, on both

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..elements._planar_springs import spring_moments
+from ...elements._planar_springs import spring_moments
 from ._recovery_problem import (
     RecoveryProblem, _MeasureObjective, _features, _moment_cost, _moment_costs,
     _moment_jacobian,

@@ -10,11 +10,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..elements._parameters import apply_values, declared_parameters, select_parameters
-from ..io._measurements import Measurement, read_measurement
-from ..io._model_file import ModelFile, load_model_file
-from ..simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL
-from ._transform import Transform
+from ...elements._parameters import apply_values, declared_parameters, select_parameters
+from ...io._measurements import Measurement, read_measurement
+from ...io._model_file import ModelFile, load_model_file
+from ...simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL
+from .._common._noise import check_noise, check_noise_max, measured_ranges
+from .._common._transform import Transform
 
 
 class FitProblem:
@@ -230,62 +231,10 @@ def check_measurements(measurements: Sequence[Measurement], channels: Sequence[s
         )
 
 
-def check_noise(channels: Sequence[str], noise: dict[str, float]) -> dict[str, float]:
-    """Validate per-channel noise standard deviations (SI): one positive number per channel."""
-    missing = [c for c in channels if c not in noise]
-    unknown = [c for c in noise if c not in channels]
-    if missing or unknown:
-        raise ValueError(
-            f"noise: give one standard deviation per channel {list(channels)}; "
-            f"missing {missing}, unknown {unknown}"
-        )
-    for channel, sigma in noise.items():
-        if not (math.isfinite(sigma) and sigma > 0):
-            raise ValueError(f"noise: {channel}={sigma!r}: expected a positive number")
-    return {c: float(noise[c]) for c in channels}
-
-
-def check_noise_max(channels: Sequence[str], noise_max: dict[str, float] | None
-                    ) -> dict[str, float]:
-    """Validate per-channel noise maxima (SI): known channels, positive numbers; some channels
-    may be left out (they take the default of their unit)."""
-    noise_max = dict(noise_max or {})
-    unknown = [c for c in noise_max if c not in channels]
-    if unknown:
-        raise ValueError(f"noise_max: unknown channel(s) {unknown}; the channels are "
-                         f"{list(channels)}")
-    for channel, sigma in noise_max.items():
-        if not (math.isfinite(sigma) and sigma > 0):
-            raise ValueError(f"noise_max: {channel}={sigma!r}: expected a positive number")
-    return {c: float(v) for c, v in noise_max.items()}
-
-
-def noise_from_residuals(raw: np.ndarray, n_free: int, ranges: np.ndarray) -> np.ndarray:
-    """Per-channel noise from raw residuals `(k, c)` (SI; `NaN` where not measured) of a fit
-    with `n_free` parameters: sigma_c^2 = sum r_c^2 / (n_c (1 - p / n)), `n_c` the channel's
-    measured values and `n` all of them, floored at roundoff of each channel's `ranges`
-    (noise-free data would give 0). A channel with no measured value gets its floor."""
-    measured = ~np.isnan(raw)
-    dof = max(1.0 - n_free / max(int(np.count_nonzero(measured)), 1), 1e-3)
-    counts = np.count_nonzero(measured, axis=0)
-    squares = np.sum(np.where(measured, raw, 0.0) ** 2, axis=0)
-    sigma = np.sqrt(squares / np.maximum(counts, 1) / dof)
-    return np.maximum(sigma, 1e-13 * np.maximum(ranges, 1e-300))
-
-
 def channel_ranges(measurements: Sequence[Measurement]) -> np.ndarray:
     """Peak-to-peak range of each channel's measured values over all `measurements` (SI),
     `(c,)`; 0 for a channel with none."""
     return measured_ranges(np.concatenate([m.values for m in measurements]))
-
-
-def measured_ranges(values: np.ndarray) -> np.ndarray:
-    """Peak-to-peak range of each column of `values` `(k, c)` over its entries that are not
-    `NaN` (values measured), `(c,)`; 0 for a column with none."""
-    measured = ~np.isnan(values)
-    high = np.max(np.where(measured, values, -np.inf), axis=0)
-    low = np.min(np.where(measured, values, np.inf), axis=0)
-    return np.where(measured.any(axis=0), high - low, 0.0)
 
 
 def measured_count(measurements: Sequence[Measurement]) -> int:

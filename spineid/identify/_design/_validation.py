@@ -14,13 +14,13 @@ import time
 
 import numpy as np
 
-from ..executors._executors import Local
-from ._batch_fits import BatchFits, fit_batch
+from ...executors._executors import Local
+from .._common._result_family import json_number
+from .._solvers import LevenbergMarquardt
+from .._trajectory._batch_fits import BatchFits, fit_batch
+from .._trajectory._problem import FitProblem
 from ._design import Design
-from ._problem import FitProblem
 from ._protocol import Protocol
-from ._result_family import json_number
-from ._solvers import LevenbergMarquardt
 
 
 @dataclasses.dataclass
@@ -32,6 +32,9 @@ class DesignValidation:
     estimates over the fits that ended, SI, `(p,)`), `repetitions`, `seed`, `fitted` (fits
     that ended), `converged`, `explaining` (fits whose model explains their data), `errors`
     (`{index: error}` of fits that failed), `seconds`, `fits` (the `BatchFits`).
+
+    Not a `spineid.AbstractResult`: it summarises many fits (each a `FitResult` in the batch)
+    and has no cost or verdict of its own.
     """
 
     names: list[str]

@@ -10,15 +10,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..io._measurements import Measurement
-from ..io._model_file import ModelFile
-from ._result_family import AbstractResult
-from ._goodness import assess_fit
-from ._failure import failed
-from ._problem import noise_from_residuals
+from ...io._measurements import Measurement
+from ...io._model_file import ModelFile
+from .._common._failure import failed
+from .._common._goodness import assess_fit
+from .._common._noise import noise_from_residuals
+from .._common._result_family import AbstractResult
+from .._common._uncertainty import Identifiability, fisher_analysis
 from ._recovery_problem import MeasureCurve, RecoveryProblem, _moment_jacobian, first_variation
 from ._recovery_solver import _Atoms, _Solver
-from ._uncertainty import Identifiability, fisher_analysis
 
 
 @dataclasses.dataclass(frozen=True)

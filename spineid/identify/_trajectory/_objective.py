@@ -8,7 +8,7 @@ trial point whose integration fails gets a large finite residual, so a solver ba
 instead of receiving NaN.
 
 Each load case's record is padded to a length shared by records of similar length
-(`spineid.identify._padding`: the last time and sample repeated, weight zero), so that the fits
+(`spineid.identify._common._padding`: the last time and sample repeated, weight zero), so that the fits
 of a batch of files of different lengths share one compilation. Padded residuals are zero:
 costs, gradients and Fisher matrices are those of the data; `data_rows`, `lengths` and
 `trimmed` take the padding off for what is reported. A value not measured (`NaN` in a
@@ -27,13 +27,14 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .._arrays import floats, traced
-from ..elements._parameters import Parameter, apply_values
-from ..simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL, SimulationResult, simulate
-from ._failure import failed, guarded
-from ._padding import data_rows, padded_records, record_lengths, trimmed
+from ..._arrays import floats, traced
+from ...elements._parameters import Parameter, apply_values
+from ...simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL, SimulationResult, simulate
+from .._common._abstract_objective import AbstractObjective
+from .._common._failure import failed, guarded
+from .._common._padding import data_rows, padded_records, record_lengths, trimmed
+from .._common._transform import Transform
 from ._problem import FitProblem
-from ._transform import Transform
 
 
 def simulated_observations(model, ts, *, adjoint, max_steps: int, rtol, atol):
@@ -49,7 +50,7 @@ def simulated_observations(model, ts, *, adjoint, max_steps: int, rtol, atol):
 def weighted_residuals(predicted, data, sigma, weight=None, present=None
                        ) -> Float[Array, " n"]:
     """`(predicted - data) / sigma` flattened (`(k, c)` arrays, `sigma` `(c,)`), with
-    `FAILED_RESIDUAL` where it is not finite (a failed integration: `spineid/identify/_failure.py`); `weight` `(k,)` (1 for a
+    `FAILED_RESIDUAL` where it is not finite (a failed integration: `spineid/identify/_common/_failure.py`); `weight` `(k,)` (1 for a
     sample of the data, 0 for padding) multiplies each sample's row, `present` `(k, c)` (1
     for a value measured, 0 for one not) each entry."""
     residual = guarded((predicted - data) / sigma)
@@ -60,7 +61,7 @@ def weighted_residuals(predicted, data, sigma, weight=None, present=None
     return residual.ravel()
 
 
-class _Objective(eqx.Module):
+class _Objective(AbstractObjective):
     """Noise-weighted residuals of all load cases, as a function of the parameters."""
 
     models: tuple
@@ -93,6 +94,11 @@ class _Objective(eqx.Module):
     def _weighted(self, predicted, case: int) -> Float[Array, " n"]:
         return weighted_residuals(predicted, self.data[case], self.sigma, self.weights[case],
                                   self.present[case])
+
+    @property
+    def inexact_jacobians(self) -> bool:
+        """Whether the Jacobians on the way are taken at coarser ODE tolerances."""
+        return (self.coarse_rtol, self.coarse_atol) != (self.rtol, self.atol)
 
     def lengths(self) -> list[int]:
         """Samples of data per load case (concrete: not under `jit`)."""

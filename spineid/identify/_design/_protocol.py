@@ -26,16 +26,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..elements._parameters import apply_values
-from ..simulation._simulate import simulate
+from ...elements._parameters import apply_values
+from ...simulation._simulate import simulate
+from .._common._result_family import json_number
+from .._common._uncertainty import fisher_analysis
+from .._trajectory._objective import _scales
+from .._trajectory._problem import FitProblem
 from ._design import (
     candidate_problem, Candidate, check_limit_values, CRITERIA, measured_data, peak_frequency,
     peak_loads, shown_error,
 )
-from ._objective import _scales
-from ._problem import FitProblem
-from ._result_family import json_number
-from ._uncertainty import fisher_analysis
 
 GRID_PER_VARIABLE = 3
 """Starts of the gradient ascent per design variable (evenly inside the bounds), besides the
@@ -59,6 +59,9 @@ class Protocol:
     `warnings`, `model` (the optimum's model, to simulate and fit), `peak_motion`
     (`{channel: largest change from the first sample}` at the optimum of the channels a
     motion limit bounds, SI), `source` (the `ProtocolProblem` it solves).
+
+    Not a `spineid.AbstractResult`, for the reason `Design` is not: it predicts errors and fits
+    nothing.
     """
 
     variables: dict

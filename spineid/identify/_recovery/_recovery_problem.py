@@ -19,15 +19,16 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ..elements._planar_springs import SpringMeasure, VectorSprings
-from ..io._measurements import Measurement, read_measurement
-from ..io._model_file import ModelFile, load_model_file
-from ..models._pinned_pair import PinnedPair
-from ..models._planar_pair import PlanarPair
-from ..simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL
-from ._objective import simulated_observations, weighted_residuals
-from ._padding import data_rows, padded_records, trimmed
-from ._problem import channel_ranges, check_measurements, check_noise
+from ...elements._planar_springs import SpringMeasure, VectorSprings
+from ...io._measurements import Measurement, read_measurement
+from ...io._model_file import ModelFile, load_model_file
+from ...models._pinned_pair import PinnedPair
+from ...models._planar_pair import PlanarPair
+from ...simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL
+from .._common._noise import check_noise
+from .._common._padding import data_rows, padded_records, trimmed
+from .._trajectory._objective import simulated_observations, weighted_residuals
+from .._trajectory._problem import channel_ranges, check_measurements
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,7 +182,7 @@ class _MeasureObjective(eqx.Module):
     """Noise-weighted residuals as a function of the stiffness moments of the measure."""
 
     model: PlanarPair
-    ts: tuple  # (m,) per measurement, padded as a trajectory fit's (`spineid.identify._padding`)
+    ts: tuple  # (m,) per measurement, padded as a trajectory fit's (`spineid.identify._common._padding`)
     data: tuple  # (m, c) per measurement, padded
     weights: tuple  # (m,) per measurement: 1 for a sample of the data, 0 for padding
     sigma: Float[Array, " c"]

@@ -19,7 +19,9 @@ truth and the fit reaches the optimum.
 """
 
 import dataclasses
+import math
 import time
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -27,24 +29,30 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ..kinematics._rotations import euler123_rotation
-from ..models._spatial_chain import SpatialChain
-from ..elements._bushings import TableBushing
-from ..simulation._flexibility import (
+from ...elements._bushings import TableBushing
+from ...kinematics._rotations import euler123_rotation
+from ...models._spatial_chain import SpatialChain
+from ...simulation._flexibility import (
     check_sweepable, DIRECTIONS, joint_axes, joint_names, moment_sweep,
 )
-from ._failure import failed, guarded
-from ._goodness import assess_fit
-from ._least_squares import stepwise_levenberg_marquardt
-from ._result_family import AbstractParameterFit
-from ._solvers import check_solver, LevenbergMarquardt
-from ._uncertainty import (
+from .._common._abstract_objective import AbstractObjective
+from .._common._failure import failed, guarded
+from .._common._goodness import assess_fit
+from .._common._noise import check_noise, grouped_noise
+from .._common._result_family import AbstractParameterFit
+from .._common._uncertainty import (
     correlation_matrix,
     fisher_analysis,
     standard_errors,
 )
+from .._solvers import check_solver, LevenbergMarquardt
 
 _CHANNELS = ("x", "y", "z", "a1", "a2", "a3")
+POSE_GROUPS = {"position": ("x", "y", "z"), "angle": ("a1", "a2", "a3")}
+"""Names that stand for several pose channels in `noise` (as a `--free` group does)."""
+DEFAULT_POSE_NOISE = dict.fromkeys(POSE_GROUPS["position"], 1e-4) | dict.fromkeys(
+    POSE_GROUPS["angle"], math.radians(0.1))
+"""0.1 mm and 0.1 degree: the noise of a spine-level fit unless given."""
 
 
 def scaled_laws(chain: SpatialChain, scales: Float[Array, "n 3"]) -> SpatialChain:
@@ -58,7 +66,11 @@ def scaled_laws(chain: SpatialChain, scales: Float[Array, "n 3"]) -> SpatialChai
                         loads=chain.loads, gravity=chain.gravity, names=chain.names)
 
 
-class _SpineObjective(eqx.Module):
+class _SpineObjective(AbstractObjective):
+    """Noise-weighted pose residuals `(pose(s) - measured) / sigma` of every observed body, load
+    step and direction, `(m k b 6,)`, as a function of `u = log s` (`(n 3,)`); a load step
+    without equilibrium gets `FAILED_RESIDUAL`."""
+
     chain: SpatialChain
     moments: Float[Array, " k"]
     axes: Float[Array, "m 3"]
@@ -66,6 +78,7 @@ class _SpineObjective(eqx.Module):
     sigma: Float[Array, "6"]
     loaded: int = eqx.field(static=True)
     observed: tuple[int, ...] = eqx.field(static=True)
+    stepwise: ClassVar[bool] = True  # (compiling the equilibria dominates a fit)
 
     def predict(self, u):
         """Observed poses `(m, k, b, 6)` and equilibrium flags `(m, k)` at `log s = u`."""
@@ -86,8 +99,8 @@ class SpineFit(AbstractParameterFit):
     """The outcome of `fit_spine_levels`: the fields of every parameter fit
     (`spineid.AbstractParameterFit`: `names` are `"<joint> <direction>"`, the values the scales
     `s_kd`, dimensionless, with Cramer-Rao standard errors, NaN where not individually
-    identifiable; `start` is that of the reported optimum's run; `noise` is `position` in m and
-    `angle` in rad), and `n_steps`, `predicted` and `measured` (`(m, k, b, 6)`), `observed`
+    identifiable; `start` is that of the reported optimum's run; `noise` is per channel, `x`, `y`,
+    `z` in m and `a1`, `a2`, `a3` in rad), and `n_steps`, `predicted` and `measured` (`(m, k, b, 6)`), `observed`
     (body names)."""
 
     n_steps: int
@@ -212,8 +225,8 @@ def fit_spine_levels(chain: SpatialChain, loaded: str, moments, poses, *, observ
     `spineid.load_steps` gives them), `poses` (`(m, k, b, 6)`: for each of the `m` `directions`
     (names of `DIRECTIONS`, about the axes of the loaded body's joint frame), each moment and
     each of the `b` `observed` bodies (names, default all), the measured pose `[x, y, z, a1,
-    a2, a3]` in m and rad), `noise` (`{"position": m, "angle": rad}`, default 0.1 mm and 0.1
-    degree), `start` (`(n, 3)` scales; default `"data"`: `data_start`, read off the measured
+    a2, a3]` in m and rad), `noise` (per channel, SI: `x`, `y`, `z` in m, `a1`, `a2`, `a3` in rad,
+    or `position` and `angle` for three channels each; default 0.1 mm and 0.1 degree), `start` (`(n, 3)` scales; default `"data"`: `data_start`, read off the measured
     relative rotations; `"model"`: all 1; from a start given either way the data's start is
     tried too, and the better optimum reported with a warning), `solver` (a
     `LevenbergMarquardt`),
@@ -247,10 +260,8 @@ def fit_spine_levels(chain: SpatialChain, loaded: str, moments, poses, *, observ
     if poses.shape != expected:
         raise ValueError(f"poses of shape {poses.shape}: expected {expected} (directions, "
                          "moments, observed bodies, pose)")
-    noise = {"position": 1e-4, "angle": np.radians(0.1)} | dict(noise or {})
-    if set(noise) != {"position", "angle"} or not all(v > 0 for v in noise.values()):
-        raise ValueError(f"noise {noise}: expected positive 'position' (m) and 'angle' (rad)")
-    sigma = np.array([noise["position"]] * 3 + [noise["angle"]] * 3)
+    noise = check_noise(_CHANNELS, DEFAULT_POSE_NOISE | grouped_noise(noise or {}, POSE_GROUPS))
+    sigma = np.array([noise[c] for c in _CHANNELS])
     n = len(chain.bodies)
     frame = joint_axes(chain, k)
     axes = np.stack([frame[:, DIRECTIONS.index(d)] for d in directions])
@@ -268,9 +279,7 @@ def fit_spine_levels(chain: SpatialChain, loaded: str, moments, poses, *, observ
                                 jnp.asarray(poses), jnp.asarray(sigma), k, indices)
 
     def minimise(objective, u0):
-        return stepwise_levenberg_marquardt(
-            objective, u0, max_steps=solver.max_steps, decrement_tol=solver.decrement_tol,
-            xtol=solver.rtol, gtol=solver.atol, progress=progress)
+        return solver.solve(objective, u0, progress)
 
     solution = minimise(objective, jnp.log(jnp.asarray(start).ravel()))
     messages = []
@@ -347,6 +356,7 @@ def fit_spine_levels(chain: SpatialChain, loaded: str, moments, poses, *, observ
                     values=values, stderr=stderr, at_bound=np.zeros(values.size, bool),
                     correlation=correlation, cost=0.5 * float(np.sum(residuals**2)),
                     n_data=int(poses.size), converged=bool(solution.converged),
-                    n_steps=int(solution.steps), noise=noise, identifiability=identifiability,
+                    n_steps=int(solution.steps), noise=noise, noise_estimated=False,
+                    identifiability=identifiability,
                     predicted=predicted, measured=poses, observed=observed, warnings=messages,
                     seconds=time.perf_counter() - started, goodness_of_fit=goodness)

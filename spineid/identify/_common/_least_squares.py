@@ -151,7 +151,7 @@ def levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 20
                         single_pass: bool = False,
                         provisional: bool = False, samples=None) -> LeastSquaresSolution:
     """Minimise `1/2 |function(u)|^2` from `u0` (the method and its stops: the docstring of
-    the module `spineid/identify/_least_squares.py`; Madsen, Nielsen and Tingleff 2004,
+    the module `spineid/identify/_common/_least_squares.py`; Madsen, Nielsen and Tingleff 2004,
     Algorithm 3.16).
 
     **Arguments:** `function(u) -> r`, residuals `(n,)` of parameters `(p,)`, differentiable in
@@ -172,7 +172,7 @@ def levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 20
     pass over `function` (a problem whose Jacobian has a known sparsity, such as multiple
     shooting, builds it block by block). `samples` (an integer scalar array; default the length
     of the residuals) counts the residuals that are data, for residuals padded with zeros to a
-    shared length (`spineid.identify._padding`): the degrees of freedom of the statistical stop
+    shared length (`spineid.identify._common._padding`): the degrees of freedom of the statistical stop
     are `samples - p`.
 
     **Returns:** a `LeastSquaresSolution`. Jit-compiled; `vmap`-able over `u0` (then both

@@ -10,12 +10,10 @@ import time
 import jax.numpy as jnp
 import numpy as np
 
-from ._failure import failed
-from ._objective import _evaluate, _scales, forward_objective, resolved_scales
-from ._problem import FitProblem, check_noise
-from ._result import FitResult
-from ._run import _Run
-from ._solvers import (
+from .._common._failure import failed
+from .._common._noise import check_noise
+from .._common._uncertainty import Identifiability, fisher_analysis
+from .._solvers import (
     AbstractLocalSolver,
     as_solver,
     Auto,
@@ -23,7 +21,10 @@ from ._solvers import (
     MultipleShooting,
     MultiStart,
 )
-from ._uncertainty import Identifiability, fisher_analysis
+from ._objective import _evaluate, _scales, forward_objective, resolved_scales
+from ._problem import FitProblem
+from ._result import FitResult
+from ._run import _Run
 
 
 TRAJECTORY_SOLVERS = (AbstractLocalSolver, MultipleShooting, MultiStart, Auto)

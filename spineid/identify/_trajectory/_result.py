@@ -9,11 +9,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..elements._planar_springs import VectorSprings
-from ..io._measurements import Measurement
-from ..kinematics._planar import body_point_position
+from ...elements._planar_springs import VectorSprings
+from ...io._measurements import Measurement
+from ...kinematics._planar import body_point_position
+from .._common._profile import Profiled
 from ._problem import FitProblem
-from ._profile import Profiled
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,13 +37,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._arrays import floats
-from ..io._model_file import PRIOR_KINDS
-from ._fit import _noise_array
-from ._goodness import ALPHA, chi_square_sf
-from ._objective import _evaluate, _Objective, _scales, forward_objective, resolved_scales
-from ._problem import FitProblem
-from ._uncertainty import fisher_analysis, numerical_rank
+from ..._arrays import floats
+from ...io._model_file import PRIOR_KINDS
+from .._common._goodness import ALPHA, chi_square_sf
+from .._common._uncertainty import fisher_analysis, numerical_rank
+from .._trajectory._fit import _noise_array
+from .._trajectory._objective import _evaluate, _Objective, _scales, forward_objective, resolved_scales
+from .._trajectory._problem import FitProblem
 
 
 
@@ -220,6 +220,10 @@ class Posterior:
     a fit reports them, `Identifiability`): `rank`, and `combinations`, one dict per
     combination `sum_j c_j theta_j`: `coefficients` `{name: c_j}`, its posterior `mean`,
     `sd`, `low95`, `high95`, and the linearised `stderr` beside them.
+
+    Not a `spineid.AbstractResult`: it holds draws rather than one estimate with Cramer-Rao
+    errors, and its check of the model is the posterior predictive one, not a
+    `GoodnessOfFit`.
     """
 
     names: list[str]

@@ -14,14 +14,15 @@ Parameters and what keeps the law monotone (`monotone=True`, the default for tab
 - `polynomial`: the coefficients; `tan_cos`: the coefficient (>= 0).
 - `damping=True`: `c >= 0`.
 With free breakpoints of a `piecewise_linear` table the breakpoints are first placed at the
-least-squares optimum by variable projection (`spineid.identify._breakpoints`: exact for one
+least-squares optimum by variable projection (`spineid.identify._kinds._breakpoints`: exact for one
 interior breakpoint, coordinate-wise for more), so the local solver starts in the optimum's basin
 instead of stopping at a local optimum of the breakpoint. Then, unless that projected
 solution is already the optimum (one breakpoint, no smoothing, loads within their bounds), all
 parameters are solved by spineid's Levenberg-Marquardt (`spineid.levenberg_marquardt`, the one
 every fit uses; its gradient and step stops also end the drift of a parameter heading for its
-bound, such as the rise of a flat neutral zone) in the unconstrained coordinates of `spineid.identify._transform.Transform`. The solver object
-(`spineid.VariableProjection`, `spineid.LevenbergMarquardt`) chooses; standard
+bound, such as the rise of a flat neutral zone) in the unconstrained coordinates of `spineid.identify._common._transform.Transform`. The
+solver object (`spineid.VariableProjection`, `spineid.LevenbergMarquardt`, a
+`spineid.MultiStart` of it) chooses; standard
 errors and identifiability from the Fisher matrix (`fisher_analysis`), as for every fit of the
 identification engine.
 """
@@ -36,20 +37,27 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ..elements._load_laws import (
+from ...elements._load_laws import (
     LAW_KINDS, MonotoneCubicLaw, PiecewiseLinearLaw, PolynomialLaw, TanCosLaw, check_monotone,
 )
-from ..elements._parameters import Parameter
-from ..io._measurements import LoadDisplacementData
+from ...elements._parameters import Parameter
+from ...io._measurements import LoadDisplacementData
+from .._common._abstract_objective import AbstractObjective
+from .._common._goodness import assess_fit
+from .._common._noise import (
+    noise_from_residuals,
+    NOISE_SETTLED,
+    settle_noise,
+    unsettled_note,
+)
+from .._common._padding import pad, padded_length, weights
+from .._common._profile import Profiled
+from .._common._result_family import json_number
+from .._common._transform import Transform
+from .._common._uncertainty import bounded_fisher_analysis, standard_errors
+from .._solvers import LAW_SOLVER, LevenbergMarquardt, MultiStart, VariableProjection
 from ._breakpoints import best_breakpoints, design_matrix
-from ._padding import pad, padded_length, weights
-from ._goodness import assess_fit
-from ._least_squares import levenberg_marquardt
-from ._profile import Profiled
-from ._result_family import json_number
-from ._solvers import check_solver, LAW_SOLVER, LevenbergMarquardt, VariableProjection
-from ._transform import Transform
-from ._uncertainty import bounded_fisher_analysis, standard_errors
+from ._run import check_kind_solver, run_solver
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,7 +128,7 @@ class _LawModel(eqx.Module):
     """The modelled load `M(x; theta) + c x' + J x''` at the data (module docstring) as a function
     of the physical parameters `theta` (`(p,)`, in the order `fit_load_law` declares them).
     A module, so that fits of the same layout (law kind, number of parameters, padded data
-    length: `spineid.identify._padding`) share one compilation."""
+    length: `spineid.identify._common._padding`) share one compilation."""
 
     x: Float[Array, " n"]
     velocity: Float[Array, " n"]
@@ -173,7 +181,7 @@ def _linearised(model: _LawModel, theta, derived: bool = False):
     return function(theta), jax.jacfwd(function)(theta)
 
 
-class _LawResiduals(eqx.Module):
+class _LawResiduals(AbstractObjective):
     """Noise-weighted residuals `weight (M(theta(u)) - observed) / sigma`, `(m,)` (padded: the
     weight is zero beyond the data), of the unconstrained parameters `u`; with `held` (an
     index) that parameter is held at `held_value` (unconstrained) and `u` holds the others (a
@@ -193,16 +201,9 @@ class _LawResiduals(eqx.Module):
         return ((self.model(self.transform.to_physical(u)) - self.observed) * self.weight
                 / self.sigma)
 
-
-def _minimise(residuals: _LawResiduals, u0, solver: LevenbergMarquardt,
-              provisional: bool = False):
-    """spineid's Levenberg-Marquardt on a law's residuals: `(u, converged)`; `provisional`:
-    the weights are a placeholder noise (`levenberg_marquardt`)."""
-    solution = levenberg_marquardt(residuals, jnp.asarray(u0), max_steps=solver.max_steps,
-                                   decrement_tol=solver.decrement_tol, xtol=solver.rtol,
-                                   gtol=solver.atol, provisional=provisional,
-                                   samples=jnp.sum(residuals.weight).astype(int))
-    return solution.value, bool(solution.converged)
+    def samples(self):
+        """The data's samples (the rest is padding)."""
+        return jnp.sum(self.weight).astype(int)
 
 
 def _default_nodes(data: LoadDisplacementData, count: int) -> np.ndarray:
@@ -263,10 +264,12 @@ def fit_load_law(
     (kg m^2 or kg) of a dynamic test; `noise`: load noise (default estimated from residuals);
     `solver`: `"auto"` (the default: `"varpro"` for free breakpoints of a `piecewise_linear`
     table, `"lm"` otherwise); `"varpro"` or a `spineid.VariableProjection` (the breakpoints
-    at the least-squares optimum first, module docstring; its `local` refines); `"lm"`
+    at the least-squares optimum first, module docstring; its `inner` refines); `"lm"`
     (`spineid.LevenbergMarquardt(max_steps=500, rtol=1e-12, atol=1e-12, decrement_tol=0)`:
     a law fit is cheap, so it runs to the classical stops) or any `LevenbergMarquardt`,
-    which starts from `nodes` as given (a local optimum of the breakpoints is then possible).
+    which starts from `nodes` as given (a local optimum of the breakpoints is then possible);
+    or a `spineid.MultiStart` of a `LevenbergMarquardt`, from the given start and starts
+    drawn around it (`spineid/identify/_kinds/_run.py`).
 
     **Returns:** a `LawFit`. Raises `ValueError` on unusable arguments (a `VariableProjection`
     for a law without free breakpoints of a `piecewise_linear` table: nothing to project).
@@ -278,8 +281,8 @@ def fit_load_law(
     if isinstance(solver, str) and solver in ("auto", "varpro", "lm"):
         solver = (VariableProjection() if solver == "varpro" or (solver == "auto" and projectable)
                   else LAW_SOLVER)
-    check_solver("fit_load_law", solver, (VariableProjection, LevenbergMarquardt),
-                 "\"auto\", spineid.VariableProjection(...) or spineid.LevenbergMarquardt(...)")
+    check_kind_solver("fit_load_law", solver, (VariableProjection,),
+                      "\"auto\" or spineid.VariableProjection(...)")
     if isinstance(solver, VariableProjection) and not projectable:
         raise ValueError("solver VariableProjection: it searches the breakpoints of a "
                          "piecewise_linear law with free_breakpoints=True; this fit has none "
@@ -376,15 +379,15 @@ def fit_load_law(
     transform = Transform.around(parameters, np.array(starts), "load law fit")
     local = solver.local()
 
-    def solve(sigma, theta=None, provisional=False):
-        # From `theta` (default: the start); `provisional`: `sigma` stands in for the noise
-        # still to be estimated (the first pass).
-        residuals = _LawResiduals(model, observed, weight, jnp.asarray(sigma, float), transform,
-                                  jnp.asarray(0.0))
-        u0 = (jnp.zeros(len(parameters)) if theta is None
-              else transform.to_unconstrained(jnp.asarray(theta)))
-        u, converged = _minimise(residuals, u0, local, provisional=provisional)
-        return transform.to_physical(u), converged
+    def residuals_at(sigma):
+        return _LawResiduals(model, observed, weight, jnp.asarray(sigma, float), transform,
+                             jnp.asarray(0.0))
+
+    def refit(sigma, theta):
+        # The local solver from `theta`, at the load noise `sigma`.
+        solution = local.solve(residuals_at(sigma),
+                               transform.to_unconstrained(jnp.asarray(theta)))
+        return transform.to_physical(solution.value), solution.converged
 
     noise_estimated = noise is None
     sigma = 1.0 if noise_estimated else float(noise)
@@ -395,13 +398,30 @@ def fit_load_law(
                   "by linear least squares")
         theta, converged = jnp.asarray(starts), True
     else:
-        theta, converged = solve(sigma, provisional=noise_estimated)
+        # (`provisional`: the first pass's weights stand in for a noise still to be estimated)
+        first, how, more = run_solver(local if isinstance(solver, VariableProjection) else solver,
+                                      residuals_at(sigma), transform, np.zeros(len(parameters)),
+                                      provisional=noise_estimated)
+        notes.extend(more)
+        theta, converged = transform.to_physical(first.value), first.converged
+        if isinstance(solver, MultiStart):
+            method = how
     if noise_estimated:
-        raw = np.asarray(_linearised(model, theta)[0])[:n] - data.load
-        sigma = max(float(np.sqrt(np.sum(raw**2) / max(raw.size - len(parameters), 1))),
-                    1e-12 * max(np.ptp(data.load), 1e-300))
-        if not exact:
-            theta, converged = solve(sigma, theta)
+        def estimate(theta):
+            raw = np.asarray(_linearised(model, theta)[0])[:n] - data.load
+            return noise_from_residuals(raw[:, None], len(parameters),
+                                        np.array([np.ptp(data.load)]))
+
+        sigma = estimate(theta)
+        if not exact:  # (the exact optimum does not depend on the noise level)
+            fits, sigma, change = settle_noise(
+                lambda sigma, previous: refit(float(sigma[0]),
+                                              theta if previous is None else previous[0]),
+                lambda fitted: estimate(fitted[0]), sigma)
+            if change > NOISE_SETTLED:
+                notes.append(unsettled_note(change))
+            theta, converged = fits[-1]
+        sigma = float(sigma[0])
     values = np.asarray(theta)
     predicted, jacobian = (np.asarray(a)[:n] for a in _linearised(model, theta))
     residuals = predicted - data.load
@@ -472,7 +492,7 @@ class _HeldLawRefit:
         residuals = dataclasses.replace(self.residuals, held=i, held_value=jnp.asarray(u[i]))
         u_rest = jnp.asarray(np.delete(u, i))
         if u_rest.size:
-            u_rest = _minimise(residuals, u_rest, self.solver)[0]
+            u_rest = self.solver.solve(residuals, u_rest).value
         cost = 0.5 * float(jnp.sum(residuals(u_rest) ** 2))
         full = np.insert(np.asarray(u_rest), i, float(u[i]))
         theta = np.array(transform.to_physical(jnp.asarray(full)))

@@ -30,12 +30,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ..elements._parameters import apply_values
-from ..simulation._simulate import SimulationResult, simulate
-from ._least_squares import levenberg_marquardt
-from ._failure import guarded
+from ...elements._parameters import apply_values
+from ...simulation._simulate import SimulationResult, simulate
+from .._common._abstract_objective import AbstractObjective
+from .._common._failure import guarded
+from .._common._least_squares import levenberg_marquardt
+from .._common._noise import measured_ranges
 from ._objective import _Objective
-from ._problem import measured_ranges
 
 
 class _Case(eqx.Module):
@@ -218,7 +219,7 @@ def _case_layout(objective: _Objective, case: int, segments: int, continuity_wei
                  continuity=jnp.asarray(continuity))
 
 
-class _ShootingObjective(eqx.Module):
+class _ShootingObjective(AbstractObjective):
     """Residuals of the multiple-shooting problem (module docstring) as a function of
     `z = (u, states)`: per load case the data residuals of every segment (zeros where a saved
     point is not that segment's sample) and the continuity residuals."""

@@ -31,17 +31,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..io._design_file import LIMITS
-from ..io._measurements import Measurement
-from ..io._model_file import ModelFile
-from ..models._loads import PLANAR_LOAD_COMPONENTS, SinusoidalLoad
-from ..models._spatial_pair import SPATIAL_LOAD_COMPONENTS
-from ..simulation._simulate import simulate
+from ...io._design_file import LIMITS
+from ...io._measurements import Measurement
+from ...io._model_file import ModelFile
+from ...models._loads import PLANAR_LOAD_COMPONENTS, SinusoidalLoad
+from ...models._spatial_pair import SPATIAL_LOAD_COMPONENTS
+from ...simulation._simulate import simulate
+from .._common._result_family import json_number
+from .._common._uncertainty import fisher_analysis, RANK_RTOL
+from .._trajectory._objective import _scales, measured_sensitivities, resolved_scales
+from .._trajectory._problem import FitProblem
 from ._linearity import check_linearity, LinearityCheck
-from ._objective import _scales, measured_sensitivities, resolved_scales
-from ._problem import FitProblem
-from ._result_family import json_number
-from ._uncertainty import fisher_analysis, RANK_RTOL
 
 CRITERIA = ("D", "A", "E")
 """Named design criteria (module docstring); a sequence of parameter names asks for their
@@ -327,6 +327,9 @@ class Design:
     determines: each a parameter change `{name: component}` (SI, largest component 1) that
     changes no candidate's prediction, a null vector of all candidates' information
     together), `duration` (s, the chosen experiments' total), `seconds`, `warnings`.
+
+    Not a `spineid.AbstractResult`: a design fits nothing (no data, no cost, no verdict); its
+    standard errors are predictions, which `spineid.validate_design` checks by fits.
     """
 
     names: list[str]

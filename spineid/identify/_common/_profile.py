@@ -243,7 +243,7 @@ class Profiled(AbstractParameterFit):
 
     def profile(self, name: str, level: float = 0.95) -> Profile:
         """The profile-likelihood interval of free parameter `name` at confidence `level`
-        (module `spineid.identify._profile`: every other free parameter refitted at each point;
+        (module `spineid.identify._common._profile`: every other free parameter refitted at each point;
         equal to the Cramer-Rao interval on a linear problem, asymmetric where the problem is
         not). Costs a few to a few tens of refits; `spineid.plot_profile` draws it. Raises
         `ValueError` for a name that is not a free parameter."""

@@ -29,11 +29,12 @@ import warnings
 
 import numpy as np
 
-from ..io._measurements import LOAD_COLUMNS, QuasiStaticTest
-from ..kinematics._rotations import euler_basis
-from ._result_family import AbstractResult, json_number
-from ._goodness import assess_fit
-from ._uncertainty import fisher_analysis, Identifiability
+from ...io._measurements import LOAD_COLUMNS, QuasiStaticTest
+from ...kinematics._rotations import euler_basis
+from .._common._goodness import assess_fit
+from .._common._noise import noise_from_residuals
+from .._common._result_family import AbstractResult, json_number
+from .._common._uncertainty import fisher_analysis, Identifiability
 
 
 AXES = ("tx", "ty", "tz", "rx", "ry", "rz")
@@ -189,8 +190,7 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
         scale = np.maximum(np.abs(targets[exact]).max(axis=0), 1e-12)
         values, a, b = solve(targets[exact], scale)
         raw = (a @ values - b).reshape(n, 6) * scale
-        dof = max(1.0 - len(entries) / raw.size, 1e-3)
-        sigma = np.maximum(np.sqrt(np.mean(raw**2, axis=0) / dof), 1e-12 * scale)
+        sigma = noise_from_residuals(raw, len(entries), scale)
     values, a, b = solve(targets[exact], sigma)
     other = solve(targets[not exact], sigma)[0]
     residuals = (a @ values - b).reshape(n, 6)

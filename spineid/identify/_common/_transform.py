@@ -15,9 +15,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._arrays import floats
-from .._programs import stored_call
-from ..elements._parameters import Parameter
+from ..._arrays import floats
+from ..._programs import stored_call
+from ...elements._parameters import Parameter
 
 
 class Transform(eqx.Module):

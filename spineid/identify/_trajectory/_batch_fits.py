@@ -17,19 +17,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..executors._batch import BatchResult, run_batch
-from ..executors._executors import AbstractExecutor
-from ._fit import _noise_array, fit
-from ._objective import _evaluate, forward_objective
-from ._problem import FitProblem
-from ._solvers._routines import _solve_jaxopt_lm, _solve_lm
-from ._solvers import (
+from ...executors._batch import BatchResult, run_batch
+from ...executors._executors import AbstractExecutor
+from .._solvers import (
     as_solver,
     BATCH_SOLVER,
     check_solver,
     JaxoptLevenbergMarquardt,
     OptimistixLevenbergMarquardt,
 )
+from .._solvers._routines import _solve_jaxopt_lm, _solve_lm
+from ._fit import _noise_array, fit
+from ._objective import _evaluate, forward_objective
+from ._problem import FitProblem
 
 
 def _number(value) -> float | None:
@@ -58,7 +58,11 @@ class BatchFits:
     (`(n, p)`, SI; NaN for a failed fit and for a parameter not identifiable), `cost`,
     `converged`, `explains_data` (`(n,)`; False for a failed fit), `errors` (`{index: error}`
     of the fits that raised or whose task failed), `records` (each fit's JSON record) and
-    `batch` (the `BatchResult`: executor, chunks run and resumed, time)."""
+    `batch` (the `BatchResult`: executor, chunks run and resumed, time).
+
+    Not a `spineid.AbstractResult`: a table of many fits' numbers, each fit's result being a
+    `FitResult` (its record written by `fit_record`).
+    """
 
     names: list[str]
     values: np.ndarray
