@@ -32,7 +32,12 @@ import numpy as np
 from ...io._measurements import LOAD_COLUMNS, QuasiStaticTest
 from ...kinematics._rotations import euler_basis
 from .._common._goodness import assess_fit
-from .._common._noise import noise_from_residuals
+from .._common._noise import (
+    noise_from_residuals,
+    NOISE_SETTLED,
+    settle_noise,
+    unsettled_note,
+)
 from .._common._result_family import AbstractResult, json_number
 from .._common._uncertainty import fisher_analysis, Identifiability
 
@@ -185,12 +190,22 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
     sigma = np.ones(6) if noise_estimated else np.asarray(noise, dtype=float)
     if sigma.shape != (6,) or not np.all(np.isfinite(sigma) & (sigma > 0)):
         raise ValueError(f"noise {sigma.tolist()}: expected 6 positive load noise levels")
+    notes = []
     if noise_estimated:
-        # Provisional unit weights per channel scale, then the residual level per channel.
+        # Provisional weights by each channel's scale, then the residual level per channel,
+        # the weighted solve repeated until that settles (`settle_noise`, as every fit kind).
         scale = np.maximum(np.abs(targets[exact]).max(axis=0), 1e-12)
-        values, a, b = solve(targets[exact], scale)
-        raw = (a @ values - b).reshape(n, 6) * scale
-        sigma = noise_from_residuals(raw, len(entries), scale)
+
+        def estimate(solved):
+            values, a, b, weights = solved
+            return noise_from_residuals((a @ values - b).reshape(n, 6) * weights,
+                                        len(entries), scale)
+
+        sigma = estimate((*solve(targets[exact], scale), scale))
+        fits, sigma, change = settle_noise(
+            lambda sigma, previous: (*solve(targets[exact], sigma), sigma), estimate, sigma)
+        if change > NOISE_SETTLED:
+            notes.append(unsettled_note(change))
     values, a, b = solve(targets[exact], sigma)
     other = solve(targets[not exact], sigma)[0]
     residuals = (a @ values - b).reshape(n, 6)
@@ -209,7 +224,7 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
                 stderr[i, j] = 0.0  # fixed at zero by the structure
     effect = float(np.nanmax(np.abs(values - other) / stderr_entries)) \
         if np.any(np.isfinite(stderr_entries)) else math.nan
-    messages = list(identifiability.warnings)
+    messages = list(identifiability.warnings) + notes
     undetermined = [names[k] for k in range(len(names)) if not identifiability.identifiable[k]]
     if undetermined:
         messages.append("the test does not determine " + ", ".join(undetermined)
