@@ -203,6 +203,38 @@ def test_a_time_limit_stops_a_run_with_one_line_and_an_incomplete_marker(tmp_pat
     assert _marker(out)["complete"] is False
 
 
+def test_a_signal_landing_in_a_garbage_collection_callback_is_not_lost(tmp_path, capsys,
+                                                                        monkeypatch):
+    # Python drops what a gc callback raises ("Exception ignored in ..."); JAX installs one,
+    # and so do test tools. The time limit lands in one here and must still stop the run.
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("the time limit is a signal: it needs the main thread")
+    import gc
+
+    def slow_callback(phase, info):
+        if phase == "start":
+            time.sleep(2.0)  # the alarm (1 s) arrives here
+
+    original = spineid.plots.plot_load_laws
+
+    def slow(*args, **kwargs):
+        gc.callbacks.append(slow_callback)
+        try:
+            gc.collect()
+        finally:
+            gc.callbacks.remove(slow_callback)
+        time.sleep(60)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(spineid.plots, "plot_load_laws", slow)
+    out = tmp_path / "out"
+    clock = time.perf_counter()
+    assert main(["database", "--out", str(out), "--time-limit", "1"]) == 124
+    assert time.perf_counter() - clock < 30
+    assert "stopped at the time limit of 1 s" in capsys.readouterr().err
+    assert _marker(out)["complete"] is False
+
+
 def test_warnings_reach_the_user_as_one_line_each(tmp_path, capsys, monkeypatch):
     import warnings
 

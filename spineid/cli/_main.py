@@ -4,6 +4,7 @@ of spineid that parses arguments (docs/cli.md describes every verb)."""
 import argparse
 import gc
 import math
+import os
 import signal
 import sys
 import threading
@@ -378,9 +379,14 @@ def main(argv: list[str] | None = None, *, figure_processes: int = 0) -> int:
     timed = in_main_thread and limit is not None
     if in_main_thread:  # (signals reach only the main thread)
         previous = signal.signal(signal.SIGTERM, _terminated)
+        previous_interrupt = signal.signal(signal.SIGINT, _interrupted)
     if timed:
         previous_alarm = signal.signal(signal.SIGALRM, _timed_out)
         signal.setitimer(signal.ITIMER_REAL, limit)
+    _RUN_NUMBER[0] += 1
+    _RUNNING.set()
+    previous_unraisable = sys.unraisablehook
+    sys.unraisablehook = _answering_dropped_stops(previous_unraisable)
     try:
         try:
             return _run(arguments)
@@ -400,12 +406,16 @@ def main(argv: list[str] | None = None, *, figure_processes: int = 0) -> int:
             else 130
     finally:
         _ANSWERING.set()  # the run is over: a signal during the clean-up is not answered
+        _RUNNING.clear()
+        sys.unraisablehook = previous_unraisable
         if timed:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM,
                           signal.SIG_DFL if previous_alarm is None else previous_alarm)
         if in_main_thread:
             signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+            signal.signal(signal.SIGINT, signal.default_int_handler
+                          if previous_interrupt is None else previous_interrupt)
         _ANSWERING.clear()
 
 
@@ -482,11 +492,44 @@ class _Terminated(BaseException):
 
 # Set while an interruption is being answered: a SIGTERM then is ignored.
 _ANSWERING = threading.Event()
+# The number of the verb running (a signal sent again later is sent only to the run it
+# interrupted) and whether one runs.
+_RUN_NUMBER = [0]
+_RUNNING = threading.Event()
 # A signal is raised once, and again only after this many seconds: the first unwinds the stack
-# (removing a temporary file), a second one at once would cut that short; one that Python
-# dropped (it landed in a garbage-collection callback) is answered by the next signal.
+# (removing a temporary file), a second one at once would cut that short.
 _SIGNAL_QUIET_S = 2.0
 _last_raised = [-math.inf]
+# A stop raised where Python drops what is raised ("Exception ignored in ...": a garbage-
+# collection callback such as JAX's `_xla_gc_callback`, a weak reference's callback, a
+# finaliser) reaches `sys.unraisablehook`; its signal is then sent again after this many
+# seconds, when the program has left that callback.
+_SIGNAL_AGAIN_S = 0.05
+
+
+def _send_again(signum: int) -> None:
+    number = _RUN_NUMBER[0]
+
+    def send():
+        if _RUN_NUMBER[0] == number and _RUNNING.is_set() and not _ANSWERING.is_set():
+            os.kill(os.getpid(), signum)
+
+    timer = threading.Timer(_SIGNAL_AGAIN_S, send)
+    timer.daemon = True
+    timer.start()
+
+
+def _answering_dropped_stops(hook):
+    # A `sys.unraisablehook` that sends a dropped stop's signal again; other unraisable
+    # exceptions go to `hook`.
+    def unraisable(report):
+        signum = _STOP_SIGNALS.get(report.exc_type)
+        if signum is None or not _RUNNING.is_set():
+            return hook(report)
+        _last_raised[0] = -math.inf  # (the stop was lost: the next one is raised)
+        _send_again(signum)
+
+    return unraisable
 
 
 def _raise_once(stop) -> None:
@@ -494,8 +537,8 @@ def _raise_once(stop) -> None:
     if _ANSWERING.is_set() or now - _last_raised[0] < _SIGNAL_QUIET_S:
         return
     _last_raised[0] = now
-    if stop is _Terminated and figures.defer(stop):  # (raised when the figure is done)
-        return
+    if stop in (_Terminated, KeyboardInterrupt) and figures.defer(stop):
+        return  # (raised when the figure being drawn is done)
     raise stop
 
 
@@ -509,3 +552,11 @@ def _timed_out(signum, frame):
 
 def _terminated(signum, frame):
     _raise_once(_Terminated)
+
+
+def _interrupted(signum, frame):
+    _raise_once(KeyboardInterrupt)
+
+
+_STOP_SIGNALS = {_TimedOut: signal.SIGALRM, _Terminated: signal.SIGTERM,
+                 KeyboardInterrupt: signal.SIGINT}
