@@ -231,16 +231,19 @@ from .io import (  # noqa: E402
 # identify: fits, measure recovery, stiffness and law fits, uncertainty and identifiability
 from .identify import (  # noqa: E402
     AbstractLocalSolver as AbstractLocalSolver,
+    AbstractNoiseModel as AbstractNoiseModel,
     AbstractParameterFit as AbstractParameterFit,
     AbstractResult as AbstractResult,
     AbstractSolver as AbstractSolver,
     AbstractWrappedSolver as AbstractWrappedSolver,
     Adam as Adam,
     analyse as analyse,
+    AR as AR,
     assess_fit as assess_fit,
     Auto as Auto,
     BatchFits as BatchFits,
     Candidate as Candidate,
+    ChannelNoise as ChannelNoise,
     CRITERIA as CRITERIA,
     fit_batch as fit_batch,
     design as design,
@@ -285,6 +288,7 @@ from .identify import (  # noqa: E402
     SegmentFit as SegmentFit,
     SpineFit as SpineFit,
     StiffnessFit as StiffnessFit,
+    White as White,
     DesignValidation as DesignValidation,
     validate_design as validate_design,
 )

@@ -135,7 +135,7 @@ def test_a_law_fit_is_one_result_and_cannot_be_changed():
         assert key in report
     entry = report["parameters"][0]
     assert set(entry) == {"name", "value", "stderr", "unit", "start", "at_bound",
-                          "identifiable"}
+                          "identifiable", "stderr_robust"}
     # The linear fit's standard error is the textbook one: sigma / sqrt(sum x^2).
     assert entry["stderr"] == pytest.approx(fit.noise / np.sqrt(np.sum(x**2)), rel=1e-6)
     assert "parameter" in fit.summary() and "identifiability: rank 1 of 1" in fit.summary()

@@ -123,8 +123,13 @@ def _summary_row(path, stem, group, status, seconds, report, error, verb) -> dic
            "seconds": round(seconds, 3), "error": error or ""}
     if report is not None:
         goodness = report.get("goodness_of_fit") or {}
+        misfits = [entry.get("fraction_of_range") for entry in
+                   (goodness.get("misfit") or {}).values() if isinstance(entry, dict)]
+        misfits = [m for m in misfits if isinstance(m, (int, float))]
         row.update({"converged": report.get("converged"),
                     "explains_data": goodness.get("explains_data"),
+                    "level": goodness.get("level"),
+                    "misfit %": round(100 * max(misfits), 4) if misfits else None,
                     "cost": report.get("cost"), "units": _units_read(report)})
         entries = [] if verb == "recover" else list(report.get("parameters", []))
         # A table law: first what a lab reads off it, the breakpoints (where they were fitted)
@@ -349,7 +354,7 @@ def run_file(job: dict) -> dict:
     if error is None and report_path.is_file():
         report = json.loads(report_path.read_text(encoding="utf-8"))
     outcome = ("failed" if error is not None else "ok" if status == 0 else
-               "not accepted")  # (did not converge, or does not explain the data)
+               "not accepted")  # (did not converge, or its verdict rejects the fit)
     if error is not None:
         write_text_atomically(folder / "error.txt", f"{path}: {error}\n")
         log.write(f"spineid: error: {error}\n")

@@ -27,6 +27,7 @@ from ..identify import (
     recover_grid,
     validate_design,
 )
+from ..identify._common._goodness import MAX_MISFIT
 from ..identify._solvers import SOLVER_NAMES
 from ..io import (
     Measurement,
@@ -357,6 +358,10 @@ def command_table(arguments) -> int:
                                   load=arguments.load, time=arguments.time,
                                   units=parse_assignments(arguments.units, "--units"))
     _print_columns([data])
+    if arguments.noise is not None and arguments.noise_model not in ("auto", "white"):
+        raise ValueError(f"--noise-model {arguments.noise_model}: --noise is white; give one of the two")
+    value, relative = arguments.max_misfit or (MAX_MISFIT, True)  # (a fraction, or a load)
+    max_misfit = value if relative else value / max(float(np.ptp(data.load)), 1e-300)
     print(f"fitting a {arguments.law} law to {len(data.load)} points of {arguments.data}",
           flush=True)
     result = fit_load_law(
@@ -364,7 +369,8 @@ def command_table(arguments) -> int:
         n_nodes=arguments.n_nodes, free_breakpoints=arguments.free_breakpoints,
         smoothing=arguments.smoothing, monotone=not arguments.not_monotone,
         degree=arguments.degree, damping=arguments.damping, inertia=arguments.inertia,
-        noise=arguments.noise, solver=arguments.solver)
+        noise=arguments.noise_model if arguments.noise is None else arguments.noise,
+        max_misfit=max_misfit, solver=arguments.solver)
     out = arguments.output
     refuse_non_finite(result.report(), "law fit")  # before the first file is written
     contents = dict(result.report(), data=[{"source": data.source, "read_as": data.read_as}])
@@ -382,7 +388,7 @@ def command_table(arguments) -> int:
     out.finish()
     print(", ".join(["wrote " + str(report), str(out / "law.toml"),
                      *map(str, plot + profile_plots)]))
-    return 0 if result.converged and result.explains_data is not False else 1
+    return 0 if result.converged and result.accepted is not False else 1
 
 
 def command_database(arguments) -> int:

@@ -15,6 +15,7 @@ import equinox as eqx
 import numpy as np
 
 from ..elements._load_laws import LAW_KINDS
+from ..identify._common._noise_model import as_noise_model
 from ..identify._solvers import DEFAULT_SOLVER, SOLVER_NAMES
 from ..plots import use_file_backend
 from . import _commands as verbs
@@ -24,6 +25,28 @@ from ._outputs import figures, OutputFolder
 
 # Verbs whose several data files are a batch (one run per file); `fit` takes `--each`.
 BATCH_VERBS = ("recover", "stiffness", "table")
+
+
+def _noise_model_name(text: str) -> str:
+    # --noise-model: auto, white or ar:P, refused with the forms allowed.
+    try:
+        as_noise_model(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
+def _misfit(text: str) -> tuple[float, bool]:
+    # --max-misfit: `(value, relative)`: a percentage of the range, or a value (SI).
+    relative = text.strip().endswith("%")
+    try:
+        value = float(text.strip().rstrip("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a percentage of the data's range "
+                                         "(3%) or a value in the channel's SI unit") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive misfit")
+    return (value / 100.0 if relative else value), relative
 
 
 def _checked(convert, test, expected: str):
@@ -247,7 +270,19 @@ def build_parser() -> argparse.ArgumentParser:
                               help="fit a damper on the displacement rate (needs column t)")
     table_parser.add_argument("--inertia", type=NON_NEGATIVE, default=0.0,
                               help="known inertia of a dynamic test (kg m^2 or kg)")
-    table_parser.add_argument("--noise", type=POSITIVE, help="load noise; default: estimated")
+    table_parser.add_argument("--noise", type=POSITIVE,
+                              help="load noise (SI, white); default: estimated under "
+                                   "--noise-model")
+    table_parser.add_argument(
+        "--noise-model", default="auto", type=_noise_model_name, metavar="auto|white|ar:P",
+        help="how the load noise is correlated from sample to sample: auto (default: white "
+             "where the residuals are, else the autoregressive order they need), white, or "
+             "ar:P (an autoregression of order P); the fit is weighted by it and its standard "
+             "errors hold under it (docs/goodness-of-fit.md)")
+    table_parser.add_argument(
+        "--max-misfit", type=_misfit, default=None, metavar="P%|LOAD",
+        help="the largest smooth misfit a fit may leave and still be accepted: a percentage "
+             "of the load's range (e.g. 3%%) or a load (SI); default 2%%")
     table_parser.add_argument(
         "--solver", default="auto", choices=("auto", "varpro", "lm"),
         help="auto (default): variable projection for free breakpoints of a piecewise_linear "

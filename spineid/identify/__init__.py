@@ -7,6 +7,12 @@ from ._common._least_squares import (
     LeastSquaresSolution as LeastSquaresSolution,
     levenberg_marquardt as levenberg_marquardt,
 )
+from ._common._noise_model import (
+    AbstractNoiseModel as AbstractNoiseModel,
+    AR as AR,
+    ChannelNoise as ChannelNoise,
+    White as White,
+)
 from ._common._result_family import (
     AbstractParameterFit as AbstractParameterFit,
     AbstractResult as AbstractResult,

@@ -9,6 +9,7 @@ import equinox as eqx
 import matplotlib.pyplot as plt
 import numpy as np
 
+from ..identify._common._goodness import smoothing_width
 from ..identify._kinds._stiffness_fit import AXES, generalized_loads
 from ..io._measurements import LOAD_COLUMNS
 from ._common import _save
@@ -163,8 +164,30 @@ def plot_law_fit(fit, data, path: str | pathlib.Path, unit: str = "deg") -> path
     if nodes.size:
         load_axis.plot(nodes * scale, loads[grid.size:], "o", color="tab:blue", ms=5,
                        label="nodes")
-    residual_axis.plot(x * scale, fit.residuals, ".", ms=3)
+    residual_axis.plot(x * scale, fit.residuals, ".", ms=3, label="fit - data")
     residual_axis.axhline(0.0, color="k", lw=0.5)
+    # The smooth part of the residuals that the verdict measures (GoodnessOfFit.misfit), in
+    # the samples' order, and the verdict itself.
+    order = (np.arange(x.size) if getattr(data, "time", None) is not None
+             else np.argsort(x, kind="stable"))
+    width = smoothing_width(x.size)
+    if x.size >= 2 * width:
+        smooth = np.convolve(np.asarray(fit.residuals)[order], np.ones(width) / width,
+                             mode="valid")
+        middle = order[width // 2: width // 2 + smooth.size]
+        misfit = fit.goodness_of_fit.misfit.get("load")
+        residual_axis.plot(x[middle] * scale, smooth, lw=1.5, color="tab:red",
+                           label="smooth part" + (
+                               f" (RMS {100 * misfit['fraction_of_range']:.2g}% of the range)"
+                               if misfit else ""))
+        residual_axis.legend(fontsize="small", loc="upper right")
+    level = fit.goodness_of_fit.level
+    if level is not None:
+        residual_axis.set_title({"explains": "the law explains the data",
+                                 "describes": "the law describes the data (systematic misfit "
+                                              "within the tolerance)",
+                                 "does_not_describe": "the law does NOT describe the data"
+                                 }[level], fontsize=9)
     load_axis.set_ylabel("load")
     residual_axis.set_ylabel("fit - data")
     residual_axis.set_xlabel(f"displacement [{unit}]")
@@ -209,7 +232,8 @@ def plot_population(rows, path: str | pathlib.Path, title: str = "population"
     `group`, a `status` and, per parameter, its value and `<name> stderr`): one panel per
     parameter, a point per file with its standard error, the files side by side by group and
     the group's median (of the accepted files) marked; files whose result was not accepted
-    (`status` "not accepted") drawn hollow. Files that failed are left out (and counted in the
+    (`status` "not accepted") drawn hollow, those whose model describes its data with a
+    systematic misfit (`level` "describes") as squares. Files that failed are left out (and counted in the
     title)."""
     accepted = [row for row in rows if row.get("status") != "failed"]
     names = [name for name in (accepted[0] if accepted else {})
@@ -236,12 +260,14 @@ def plot_population(rows, path: str | pathlib.Path, title: str = "population"
             if not values.size:
                 continue
             ok = np.array([row.get("status") == "ok" for row in members])
+            described = np.array([row.get("level") == "describes" for row in members])
             spread = np.linspace(-0.2, 0.2, values.size) if values.size > 1 else np.zeros(1)
-            for chosen, face in ((ok, f"C{g}"), (~ok, "none")):
+            for chosen, face, marker in ((ok & ~described, f"C{g}", "o"),
+                                         (ok & described, f"C{g}", "s"), (~ok, "none", "o")):
                 if chosen.any():
                     axis.errorbar((g + spread)[chosen], values[chosen],
                                   yerr=np.where(np.isfinite(errors), errors, 0.0)[chosen],
-                                  fmt="o", ms=4, color=f"C{g}", mfc=face, capsize=2, lw=0.8)
+                                  fmt=marker, ms=4, color=f"C{g}", mfc=face, capsize=2, lw=0.8)
             if ok.any():
                 axis.hlines(np.median(values[ok]), g - 0.3, g + 0.3, color="k", lw=1.5)
         axis.set_xticks(range(len(groups)), [group or "all" for group in groups])
@@ -249,7 +275,8 @@ def plot_population(rows, path: str | pathlib.Path, title: str = "population"
         axis.grid(alpha=0.3)
     failed = len(rows) - len(accepted)
     figure.suptitle(f"{title}" + (f" ({failed} failed, not shown)" if failed else "")
-                    + "; bars: standard errors, lines: group medians, hollow: not accepted",
+                    + "; bars: standard errors, lines: group medians, squares: described "
+                    "with a systematic misfit, hollow: not accepted",
                     fontsize=10)
     return _save(figure, path)
 

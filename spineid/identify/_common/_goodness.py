@@ -41,6 +41,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from ._noise_model import ChannelNoise, model_autocovariances, whitened
+
 ALPHA = 0.01
 """False-alarm rate of the verdict on a right model."""
 
@@ -155,6 +157,15 @@ class GoodnessOfFit:
     alpha: float
     reasons: tuple[str, ...]
     advice: tuple[str, ...]
+    level: str | None = None
+    misfit: dict = dataclasses.field(default_factory=dict)
+    noise_model: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def accepted(self) -> bool | None:
+        """Whether the fit's values and errors are usable: it explains or describes its data
+        (`level`); `None` when no test was possible."""
+        return None if self.level is None else self.level in ("explains", "describes")
 
     def to_dict(self) -> dict:
         """JSON-ready: the fields, numbers as floats (`null` where not finite)."""
@@ -177,6 +188,12 @@ class GoodnessOfFit:
                                       "plausible": bool(entry["plausible"])}
                             for channel, entry in self.noise_check.items()},
             "alpha": self.alpha,
+            "level": self.level,
+            "accepted": self.accepted,
+            "misfit": {channel: {key: number(value) if isinstance(value, float) else value
+                                 for key, value in entry.items()}
+                       for channel, entry in self.misfit.items()},
+            "noise_model": {channel: dict(entry) for channel, entry in self.noise_model.items()},
             "reasons": list(self.reasons),
             "advice": list(self.advice),
         }
@@ -193,7 +210,13 @@ class GoodnessOfFit:
                 f"smallest whiteness p = {worst['p_value']:.3g} (lag-one autocorrelation "
                 f"{worst['lag_one_autocorrelation']:.2g})" if worst
                 else "no sample order to test whiteness"))
-        if self.explains_data is None:
+        if self.level == "describes":
+            verdict = ("the model describes the data with a systematic misfit within the "
+                       "tolerance: the values and standard errors above are usable")
+        elif self.level == "does_not_describe" and self.misfit:
+            verdict = ("the model does NOT describe the data: the values and standard errors "
+                       "above are not to be trusted")
+        elif self.explains_data is None:
             verdict = ("cannot tell whether the model explains the data (noise estimated, "
                        "samples without order): give the noise to test it")
         elif self.explains_data:
@@ -203,6 +226,14 @@ class GoodnessOfFit:
                        "above are not to be trusted")
         lines = [f"goodness of fit: {verdict}; {numbers}; AIC {self.aic:.6g}, "
                  f"BIC {self.bic:.6g}"]
+        for channel, entry in self.noise_model.items():
+            lines.append(f"  noise model of {channel}: {entry['described']}")
+        for channel, entry in self.misfit.items():
+            lines.append(
+                f"  misfit of {channel}: smooth part RMS {entry['rms']:.3g} "
+                f"({100 * entry['fraction_of_range']:.2g}% of the data's range, "
+                f"{entry['in_noise_sd']:.2g} noise sd; tolerance "
+                f"{100 * entry['max_fraction']:.2g}%), p = {entry['p_value']:.2g}")
         lines += [f"  why: {reason}" for reason in self.reasons]
         lines += [f"  try: {advice}" for advice in self.advice]
         return "\n".join(lines)
@@ -220,6 +251,9 @@ def assess_fit(
     noise_max: Mapping[str, float] | None = None,
     ordered: bool = True,
     alpha: float = ALPHA,
+    noise_models: Mapping[str, ChannelNoise] | None = None,
+    ranges: Mapping[str, float] | None = None,
+    max_misfit: Mapping[str, float] | None = None,
 ) -> GoodnessOfFit:
     """The goodness of fit of noise-weighted residuals (module docstring).
 
@@ -237,6 +271,13 @@ def assess_fit(
     - `ordered`: whether the samples' order means something (time series, sorted
       displacements); without it no whiteness test is made.
     - `alpha`: the false-alarm rate of the verdict on a right model.
+    - `noise_models`: channel -> the fitted `ChannelNoise` of a noise model (the residuals are
+      then weighted by its `marginal` standard deviation, `sigma`); whiteness is tested on its
+      innovations.
+    - `ranges`: channel -> the data's range (SI); given, the verdict has three levels
+      (`level`: `explains`, `describes`, `does_not_describe`) and a smooth misfit per channel
+      (`smooth_misfit`), judged against `max_misfit` (channel -> a fraction of the range;
+      `MAX_MISFIT` by default).
     """
     channels = tuple(channels)
     blocks = [np.asarray(r, dtype=float).reshape(-1, len(channels)) for r in residuals]
@@ -268,6 +309,10 @@ def assess_fit(
         whiteness = {}
         for c, channel in enumerate(channels):
             series = [block[:, c][~np.isnan(block[:, c])] for block in blocks]
+            fitted = (noise_models or {}).get(channel)
+            if fitted is not None and fitted.order:  # (the innovations, in their own sd)
+                series = [whitened(column * fitted.marginal, fitted.coefficients)
+                          / fitted.innovation for column in series]
             cases = [lag_one_z(column) for column in series if column.size >= 3]
             if not cases:
                 continue
@@ -328,8 +373,107 @@ def assess_fit(
             advice.append("if the measurement noise itself is correlated (filtered data), give "
                           "the noise and judge by the chi-square instead")
     untestable = not noise_given and finite and whiteness is None and not noise_check
+    level = None if untestable else "explains" if not reasons else "does_not_describe"
+    misfit = {}
+    if ranges is not None and finite:
+        # Three levels: a smooth misfit within the tolerance leaves the values usable (the
+        # reasons found above then only say the model does not explain the data in full).
+        for c, channel in enumerate(channels):
+            scale = float(sigma[channel]) if sigma is not None else 1.0
+            series = [block[:, c][~np.isnan(block[:, c])] * scale for block in blocks]
+            fitted = (noise_models or {}).get(channel) or ChannelNoise(0, (), scale, scale)
+            found = smooth_misfit(series, fitted)
+            if found is None:
+                continue
+            span = max(float(ranges[channel]), 1e-300)
+            fraction = float((max_misfit or {}).get(channel, MAX_MISFIT))
+            misfit[channel] = found | {
+                "fraction_of_range": found["rms"] / span, "max_fraction": fraction,
+                "in_noise_sd": found["rms"] / max(fitted.marginal, 1e-300),
+                "too_large": found["rms"] > fraction * span}
+        large = [c for c, entry in misfit.items() if entry["too_large"]]
+        smooth = [c for c, entry in misfit.items()
+                  if entry["p_value"] < alpha / max(2 * len(channels), 1)]
+        implausible = [c for c, entry in noise_check.items() if not entry["plausible"]]
+        if large:
+            reasons.insert(0, "a systematic misfit larger than the tolerance: " + ", ".join(
+                f"{c} {misfit[c]['rms']:.3g} ({100 * misfit[c]['fraction_of_range']:.2g}% of "
+                f"its range > {100 * misfit[c]['max_fraction']:.2g}%)" for c in large))
+            advice[:] = ["the model misses a feature of the data (another phase of the law, a "
+                         "damper, a load) or the fit stopped at a local optimum: look at the "
+                         "residual figure, try other starts or a richer model; a lab may widen "
+                         "the tolerance (--max-misfit) where such a misfit is acceptable"]
+            level = "does_not_describe"
+        elif implausible:
+            level = "does_not_describe"
+        elif reasons or smooth:
+            if smooth:
+                reasons.append("a smooth misfit remains beyond what the noise model explains: "
+                               + ", ".join(f"{c} (p = {misfit[c]['p_value']:.2g})"
+                                           for c in smooth))
+            advice[:] = ["the values are usable, with the standard errors computed under the "
+                         "noise model; the misfit shows on the residual figure (a richer model "
+                         "may take it up)"]
+            level = "describes"
+        else:
+            level = "explains"
+    if not finite:
+        level = "does_not_describe"
     return GoodnessOfFit(
-        explains_data=None if untestable else not reasons, noise_given=noise_given, n_data=n_data,
-        n_parameters=int(n_parameters), dof=dof, chi_square=chi_square,
+        explains_data=None if level is None else level == "explains", noise_given=noise_given,
+        n_data=n_data, n_parameters=int(n_parameters), dof=dof, chi_square=chi_square,
         reduced_chi_square=reduced, p_value=p_value, aic=aic, bic=bic, whiteness=whiteness,
-        noise_check=noise_check, alpha=alpha, reasons=tuple(reasons), advice=tuple(advice))
+        noise_check=noise_check, alpha=alpha, reasons=tuple(reasons), advice=tuple(advice),
+        level=level, misfit=misfit,
+        noise_model={channel: fitted.to_dict() | {"described": fitted.describe()}
+                     for channel, fitted in (noise_models or {}).items()})
+
+
+MAX_MISFIT = 0.02
+"""The default tolerance of a smooth misfit, as a fraction of the data's range: a two-phase law
+fitted to tissue tests leaves about 1-1.5% of the load range, a missed phase 3% or more
+(docs/goodness-of-fit.md)."""
+
+
+def smoothing_width(length: int) -> int:
+    """The width (samples, odd, at least 5) of the moving average `smooth_misfit` applies to a
+    record of `length` samples: a 25th of the record."""
+    width = max(5, int(round(length / 25)))
+    return width + (1 - width % 2)
+
+
+def smooth_misfit(series: Sequence[np.ndarray], noise: ChannelNoise) -> dict | None:
+    """The smooth part of a channel's raw residuals `series` (one `(k,)` per record, in sample
+    order) and whether the noise model `noise` accounts for it.
+
+    Each record is smoothed by a centred moving average of `smoothing_width(k)` samples (the
+    full windows only). Under the noise model the smoothed values have the autocovariances
+    `c_l = (1/w^2) sum_|d|<w (w - |d|) gamma_(l + d)` of the model's `gamma`; their sum of
+    squares `T` has mean `m c_0` and variance about `2 m sum_l c_l^2` over `m` smoothed
+    values, and is compared with the scaled chi-square of those two moments (Satterthwaite).
+    The misfit's size is what `T` holds beyond the noise: `rms = sqrt(max(T / m - c_0, 0))`.
+
+    **Returns:** `{"rms", "p_value", "width"}`, or `None` when no record is long enough."""
+    smoothed, widths = [], []
+    for s in series:
+        s = np.asarray(s, dtype=float)
+        width = smoothing_width(s.size)
+        if s.size < 2 * width:
+            continue
+        smoothed.append(np.convolve(s, np.ones(width) / width, mode="valid"))
+        widths.append(width)
+    if not smoothed:
+        return None
+    width = int(round(np.mean(widths)))
+    reach = width + 200
+    gamma = model_autocovariances(noise.coefficients, noise.innovation ** 2, 2 * reach)
+    lags = np.arange(-(width - 1), width)
+    taper = (width - np.abs(lags)) / width ** 2
+    c = np.array([taper @ gamma[np.abs(lag + lags)] for lag in range(reach)])
+    m = sum(v.size for v in smoothed)
+    statistic = float(sum(v @ v for v in smoothed))
+    mean = m * c[0]
+    variance = 2.0 * m * (c[0] ** 2 + 2.0 * float(np.sum(c[1:] ** 2)))
+    scale, dof = variance / (2.0 * mean), 2.0 * mean ** 2 / variance
+    return {"rms": math.sqrt(max(statistic / m - c[0], 0.0)),
+            "p_value": chi_square_sf(statistic / scale, dof), "width": width}

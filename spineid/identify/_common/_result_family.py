@@ -62,6 +62,12 @@ class AbstractResult(abc.ABC):
         be judged (e.g. the noise of a stiffness test unknown)."""
         return self.goodness_of_fit.explains_data
 
+    @property
+    def accepted(self) -> bool | None:
+        """Whether the values and standard errors are usable: the model explains or describes
+        the data (`GoodnessOfFit.level`; `None` where it cannot be judged)."""
+        return self.goodness_of_fit.accepted
+
     def common_report(self) -> dict:
         """The report entries every kind writes alike: `converged`, `cost`, `n_data`,
         `seconds`, `warnings` and `goodness_of_fit`."""
@@ -90,7 +96,9 @@ class AbstractParameterFit(AbstractResult):
     Fields: `names`, `units` (SI), `start` and `values` (`(p,)`, SI), `stderr` (`(p,)`,
     Cramer-Rao under the noise the fit assumes; NaN where a parameter is not individually
     identifiable or sits on a bound), `at_bound` (`(p,)` bool), `correlation` (`(p, p)`, NaN
-    where a standard error is), `identifiability`."""
+    where a standard error is), `identifiability`, and `stderr_robust` (`(p,)` or `None`: the
+    Newey-West standard errors of the ordinary least-squares estimate, robust to correlated
+    noise of any form, beside the errors under the noise model; kinds that compute them)."""
 
     names: list[str]
     units: list[str]
@@ -100,6 +108,7 @@ class AbstractParameterFit(AbstractResult):
     at_bound: np.ndarray
     correlation: np.ndarray
     identifiability: Identifiability
+    stderr_robust: np.ndarray | None = None
 
     def fitted_values(self) -> dict[str, float]:
         """Free parameter name -> fitted value (SI)."""
@@ -112,6 +121,8 @@ class AbstractParameterFit(AbstractResult):
                  "stderr": json_number(self.stderr[i]), "unit": self.units[i],
                  "start": float(self.start[i]), "at_bound": bool(self.at_bound[i]),
                  "identifiable": bool(self.identifiability.identifiable[i])}
+                | ({} if self.stderr_robust is None
+                   else {"stderr_robust": json_number(self.stderr_robust[i])})
                 for i, name in enumerate(self.names)]
 
     def correlation_report(self) -> list[list[float | None]]:
@@ -124,8 +135,9 @@ class AbstractParameterFit(AbstractResult):
         standard error, the Cramer-Rao bound does not apply there; `not identifiable alone`:
         the data determine it only in combination with others)."""
         width = max([28] + [len(name) + 1 for name in self.names])
-        lines = [f"{label:{width}s} {'start':>12s} {value:>12s} {'stderr':>11s} {'unit':>9s}  "
-                 "note"]
+        robust = self.stderr_robust is not None
+        lines = [f"{label:{width}s} {'start':>12s} {value:>12s} {'stderr':>11s} "
+                 + (f"{'robust':>11s} " if robust else "") + f"{'unit':>9s}  note"]
         for i, name in enumerate(self.names):
             if self.at_bound[i]:
                 note, error = "at bound", "-"
@@ -133,8 +145,10 @@ class AbstractParameterFit(AbstractResult):
                 note, error = "not identifiable alone", "-"
             else:
                 note, error = "", f"{self.stderr[i]:.3g}"
+            other = (f"{self.stderr_robust[i]:11.3g} " if np.isfinite(self.stderr_robust[i])
+                     else f"{'-':>11s} ") if robust else ""
             lines.append(f"{name:{width}s} {self.start[i]:12.6g} {self.values[i]:12.6g} "
-                         f"{error:>11s} {self.units[i]:>9s}  {note}".rstrip())
+                         f"{error:>11s} {other}{self.units[i]:>9s}  {note}".rstrip())
         ident = self.identifiability
         lines.append(f"identifiability: rank {ident.rank} of {ident.n_parameters} free "
                      "parameters")

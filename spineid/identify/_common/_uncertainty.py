@@ -9,6 +9,7 @@ standard error `1 / s_k` in units of the parameter scales.
 """
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -182,3 +183,45 @@ def bounded_fisher_analysis(jacobian: np.ndarray, values: np.ndarray, transform,
     covariance, identifiability = fisher_analysis(jacobian, values, scales, names,
                                                   active=~on_bound)
     return covariance, identifiability, on_bound
+
+
+def newey_west_lags(n: int) -> int:
+    """The number of lags of a Newey-West covariance for `n` samples: `floor(4 (n/100)^(2/9))`
+    (Newey and West 1994)."""
+    return int(math.floor(4.0 * (max(n, 1) / 100.0) ** (2.0 / 9.0)))
+
+
+def hac_covariance(jacobian: np.ndarray, residuals: np.ndarray, records: list[np.ndarray],
+                   columns: np.ndarray, lags: int | None = None) -> np.ndarray:
+    """The heteroscedasticity- and autocorrelation-consistent (Newey-West) covariance `(p, p)`
+    of an ordinary least-squares estimate, robust to any noise correlated over fewer than
+    `lags` samples: `B S B`, `B = (J^T J)^-1` and `S = sum_l w_l (G_l + G_l^T)` of the scores
+    `g_t = J_t e_t`, `G_l = sum_t g_t g_(t-l)^T` within each record, Bartlett weights
+    `w_l = 1 - l / (lags + 1)` (`w_0 = 1/2` on `G_0 + G_0^T`; Newey and West 1987, as
+    statsmodels' `cov_type="HAC"` without small-sample correction).
+
+    **Arguments:** `jacobian` `(n, p)`: derivatives of the modelled values by the parameters
+    (SI, not weighted); `residuals` `(n,)`: data - model; `records`: index arrays into the `n`
+    samples, each a record in the order of its samples (no correlation across records);
+    `columns`: `(p,)` bool, the parameters analysed (the rest get NaN); `lags`: default
+    `newey_west_lags` of the longest record."""
+    jacobian = np.asarray(jacobian, dtype=float)
+    p = jacobian.shape[1]
+    covariance = np.full((p, p), np.nan)
+    index = np.flatnonzero(columns)
+    if index.size == 0:
+        return covariance
+    J = jacobian[:, index]
+    scores = J * np.asarray(residuals, dtype=float)[:, None]
+    if lags is None:
+        lags = newey_west_lags(max((len(r) for r in records), default=1))
+    meat = np.zeros((index.size, index.size))
+    for record in records:
+        g = scores[np.asarray(record)]
+        meat += g.T @ g
+        for lag in range(1, min(lags, len(g) - 1) + 1):
+            block = g[lag:].T @ g[:-lag]
+            meat += (1.0 - lag / (lags + 1.0)) * (block + block.T)
+    bread = np.linalg.pinv(J.T @ J)
+    covariance[np.ix_(index, index)] = bread @ meat @ bread
+    return covariance

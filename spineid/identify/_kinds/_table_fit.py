@@ -35,7 +35,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float
+from jaxtyping import Array, Float, Int
 
 from ...elements._load_laws import (
     LAW_KINDS, MonotoneCubicLaw, PiecewiseLinearLaw, PolynomialLaw, TanCosLaw, check_monotone,
@@ -43,18 +43,17 @@ from ...elements._load_laws import (
 from ...elements._parameters import Parameter
 from ...io._measurements import LoadDisplacementData
 from .._common._abstract_objective import AbstractObjective
-from .._common._goodness import assess_fit
-from .._common._noise import (
-    noise_from_residuals,
-    NOISE_SETTLED,
-    settle_noise,
-    unsettled_note,
+from .._common._goodness import assess_fit, MAX_MISFIT
+from .._common._noise import NOISE_SETTLED, settle_noise, unsettled_note
+from .._common._noise_model import (
+    AR, as_noise_model, ChannelNoise, check_order, fit_channel_noise, noise_under, White,
+    whitened,
 )
 from .._common._padding import pad, padded_length, weights
 from .._common._profile import Profiled
 from .._common._result_family import json_number
 from .._common._transform import Transform
-from .._common._uncertainty import bounded_fisher_analysis, standard_errors
+from .._common._uncertainty import bounded_fisher_analysis, hac_covariance, standard_errors
 from .._solvers import LAW_SOLVER, LevenbergMarquardt, MultiStart, VariableProjection
 from ._breakpoints import best_breakpoints, design_matrix
 from ._run import check_kind_solver, run_solver
@@ -185,7 +184,11 @@ class _LawResiduals(AbstractObjective):
     """Noise-weighted residuals `weight (M(theta(u)) - observed) / sigma`, `(m,)` (padded: the
     weight is zero beyond the data), of the unconstrained parameters `u`; with `held` (an
     index) that parameter is held at `held_value` (unconstrained) and `u` holds the others (a
-    profile's refit)."""
+    profile's refit). Under an autoregressive noise model (`coefficients` `phi`, `(q,)`) the
+    residuals are taken in the order `sequence` (`(m,)`, a permutation: the samples' order,
+    then the padding) and whitened, `a_t = r_t - sum_k phi_k r_(t-k)`, the first `q` left out
+    (`spineid.identify._common._noise_model`); `sigma` is then the innovations' standard
+    deviation: generalized least squares."""
 
     model: _LawModel
     observed: Float[Array, " m"]
@@ -193,17 +196,35 @@ class _LawResiduals(AbstractObjective):
     sigma: Float[Array, ""]
     transform: Transform
     held_value: Float[Array, ""]
+    coefficients: Float[Array, " q"]
+    sequence: Int[Array, " m"]
     held: int | None = eqx.field(static=True, default=None)
 
     def __call__(self, u, args=None):
         if self.held is not None:
             u = jnp.concatenate([u[:self.held], self.held_value[None], u[self.held:]])
-        return ((self.model(self.transform.to_physical(u)) - self.observed) * self.weight
-                / self.sigma)
+        residuals = ((self.model(self.transform.to_physical(u)) - self.observed) * self.weight
+                     / self.sigma)
+        return whiten_padded(residuals, self.weight, self.coefficients, self.sequence)
 
     def samples(self):
-        """The data's samples (the rest is padding)."""
-        return jnp.sum(self.weight).astype(int)
+        """The data's samples whitened (the rest is padding, or left out by the whitening)."""
+        return (jnp.sum(self.weight) - self.coefficients.size).astype(int)
+
+
+def whiten_padded(residuals, weight, coefficients, sequence):
+    """`residuals` `(m,)` (zero where `weight` is) whitened in the order `sequence` by the
+    autoregression `coefficients` `(q,)`, the first `q` samples and the padding zero; the
+    residuals themselves without coefficients."""
+    q = coefficients.shape[0]
+    if q == 0:
+        return residuals
+    ordered, kept = residuals[sequence], weight[sequence]
+    innovations = ordered
+    for k in range(1, q + 1):
+        innovations = innovations - coefficients[k - 1] * jnp.concatenate(
+            [jnp.zeros(k), ordered[:-k]])
+    return innovations * kept * (jnp.arange(ordered.shape[0]) >= q)
 
 
 def _default_nodes(data: LoadDisplacementData, count: int) -> np.ndarray:
@@ -251,7 +272,8 @@ def fit_load_law(
     damping: bool = False,
     inertia: float = 0.0,
     rate_window: int = 1,
-    noise: float | None = None,
+    noise=None,
+    max_misfit: float = MAX_MISFIT,
     solver="auto",
 ) -> LawFit:
     """Fit a load law (module docstring) to `data` by least squares.
@@ -261,7 +283,13 @@ def fit_load_law(
     with `free_breakpoints` the interior nodes move and the end nodes stay;
     `smoothing` of `piecewise_linear`; `monotone`: keep table loads non-decreasing; `degree` of
     `polynomial`; `damping`: fit a damper `c` (needs `data.time`); `inertia`: known `J`
-    (kg m^2 or kg) of a dynamic test; `noise`: load noise (default estimated from residuals);
+    (kg m^2 or kg) of a dynamic test; `noise`: the load noise, estimated from the residuals
+    under a noise model (`spineid.identify._common._noise_model`): `None` or `"auto"` (the
+    default: white where the residuals are, else the autoregressive order their BIC prefers),
+    `"white"`, `"ar:P"` or `spineid.AR(P)`; or given, a standard deviation (load units, white);
+    the fit is then generalized least squares under that model, in the order of the samples
+    (time, or the displacement of a table without time); `max_misfit`: the tolerance of a
+    smooth misfit, a fraction of the load's range (`GoodnessOfFit.level`);
     `solver`: `"auto"` (the default: `"varpro"` for free breakpoints of a `piecewise_linear`
     table, `"lm"` otherwise); `"varpro"` or a `spineid.VariableProjection` (the breakpoints
     at the least-squares optimum first, module docstring; its `inner` refines); `"lm"`
@@ -379,17 +407,44 @@ def fit_load_law(
     transform = Transform.around(parameters, np.array(starts), "load law fit")
     local = solver.local()
 
-    def residuals_at(sigma):
+    noise_estimated = not (isinstance(noise, (int, float, np.floating))
+                           and not isinstance(noise, bool))
+    noise_model = as_noise_model(noise) if noise_estimated else White()
+    if not (math.isfinite(max_misfit) and max_misfit > 0):
+        raise ValueError(f"max_misfit {max_misfit!r}: expected a positive fraction of the load's "
+                         "range (0.02 for 2%)")
+    check_order(noise_model, [n], "noise")
+    if isinstance(noise_model, AR) and data.time is not None and n > 2:
+        steps = np.diff(np.asarray(data.time, float))
+        if np.ptp(steps) > 0.01 * abs(float(np.mean(steps))):
+            if noise_model.order is not None:
+                raise ValueError(
+                    f"noise {noise_model.name}: the samples are not evenly spaced in time "
+                    f"(steps from {np.min(steps):.3g} to {np.max(steps):.3g} s); an "
+                    "autoregression needs even sampling: use white")
+            notes.append("the samples are not evenly spaced in time: the noise is taken as "
+                         "white (an autoregression needs even sampling)")
+            noise_model = White()
+    # The samples in their order: of time, or of the displacement of a table without time (a
+    # tester's ramp: the two agree); the padding after them.
+    order = np.arange(n) if data.time is not None else np.argsort(data.displacement,
+                                                                   kind="stable")
+    sequence = jnp.asarray(np.concatenate([order, np.arange(n, length)]))
+
+    def residuals_at(sigma, coefficients=()):
         return _LawResiduals(model, observed, weight, jnp.asarray(sigma, float), transform,
-                             jnp.asarray(0.0))
+                             jnp.asarray(0.0), jnp.asarray(coefficients, float).reshape(-1),
+                             sequence)
+
+    estimates, used = [], []  # the noise estimated after each fit; each refit's weights
 
     def refit(sigma, theta):
-        # The local solver from `theta`, at the load noise `sigma`.
-        solution = local.solve(residuals_at(sigma),
+        # The local solver from `theta`, under the latest noise estimate.
+        used.append(estimates[-1])
+        solution = local.solve(residuals_at(sigma, estimates[-1].coefficients),
                                transform.to_unconstrained(jnp.asarray(theta)))
         return transform.to_physical(solution.value), solution.converged
 
-    noise_estimated = noise is None
     sigma = 1.0 if noise_estimated else float(noise)
     if not (np.isfinite(sigma) and sigma > 0):
         raise ValueError(f"noise {sigma:g}: expected a positive finite load noise")
@@ -406,30 +461,56 @@ def fit_load_law(
         theta, converged = transform.to_physical(first.value), first.converged
         if isinstance(solver, MultiStart):
             method = how
+    least_squares = np.asarray(theta)  # (the ordinary least-squares estimate)
     if noise_estimated:
-        def estimate(theta):
-            raw = np.asarray(_linearised(model, theta)[0])[:n] - data.load
-            return noise_from_residuals(raw[:, None], len(parameters),
-                                        np.array([np.ptp(data.load)]))
+        floor = 1e-13 * max(float(np.ptp(data.load)), 1e-300)  # (noise-free data)
 
-        sigma = estimate(theta)
-        if not exact:  # (the exact optimum does not depend on the noise level)
+        def estimate(theta, kind_of_noise=noise_model):
+            raw = np.asarray(_linearised(model, theta)[0])[:n] - data.load
+            found = fit_channel_noise([raw[order]], kind_of_noise, len(parameters))
+            estimates.append(dataclasses.replace(
+                found, innovation=max(found.innovation, floor), marginal=max(found.marginal,
+                                                                             floor)))
+            return np.array([estimates[-1].innovation])
+
+        sigma = estimate(theta)  # (chooses the order of "auto": kept in the refits)
+        chosen = AR(estimates[-1].order) if estimates[-1].order else White()
+        if not exact or estimates[-1].order:  # (the exact optimum holds under white noise)
             fits, sigma, change = settle_noise(
                 lambda sigma, previous: refit(float(sigma[0]),
                                               theta if previous is None else previous[0]),
-                lambda fitted: estimate(fitted[0]), sigma)
+                lambda fitted: estimate(fitted[0], chosen), sigma)
             if change > NOISE_SETTLED:
                 notes.append(unsettled_note(change))
             theta, converged = fits[-1]
-        sigma = float(sigma[0])
+        # The errors take the innovations' deviation from the last fit's own residuals, under
+        # the coefficients it was weighted with (as generalized least squares does).
+        weighted_by = used[-1] if used else estimates[-1]
+        raw = np.asarray(_linearised(model, theta)[0])[:n] - data.load
+        channel_noise = noise_under([raw[order]], weighted_by.coefficients, len(parameters))
+        channel_noise = dataclasses.replace(
+            channel_noise, innovation=max(channel_noise.innovation, floor),
+            marginal=max(channel_noise.marginal, floor))
+        sigma = channel_noise.innovation
+    else:
+        channel_noise = ChannelNoise(0, (), sigma, sigma)
     values = np.asarray(theta)
     predicted, jacobian = (np.asarray(a)[:n] for a in _linearised(model, theta))
     residuals = predicted - data.load
-    jacobian = jacobian / sigma
+    coefficients = channel_noise.coefficients
+    innovations = whitened(residuals[order], coefficients) / sigma
     names = [p.name for p in parameters]
-    covariance, identifiability, on_bound = bounded_fisher_analysis(jacobian, values, transform,
-                                                                    names)
+    covariance, identifiability, on_bound = bounded_fisher_analysis(
+        np.stack([whitened(column, coefficients) for column in jacobian[order].T], axis=1)
+        / sigma, values, transform, names)
     stderr, correlation = standard_errors(covariance)
+    # Beside them, Newey-West errors of the ordinary least-squares estimate (robust to noise
+    # correlated in any way over a few samples).
+    ols_predicted, ols_jacobian = (np.asarray(a)[:n] for a in _linearised(model,
+                                                                           least_squares))
+    stderr_robust = np.sqrt(np.diag(hac_covariance(
+        ols_jacobian, data.load - ols_predicted, [order],
+        ~on_bound & identifiability.identifiable)))
     law = build(theta)
     derived = {}
     messages = notes + list(identifiability.warnings)
@@ -450,24 +531,23 @@ def fit_load_law(
         messages.append(f"Levenberg-Marquardt did not converge (the limit of {local.max_steps} "
                         "steps reached, or no step lowered the cost)")
     units = [p.unit for p in parameters]
-    # Residuals in the order of the record (time), or of the displacement for a table.
-    order = np.arange(residuals.size) if data.time is not None else np.argsort(
-        data.displacement, kind="stable")
-    held = _HeldLawRefit(_LawResiduals(model, observed, weight, jnp.asarray(sigma, float),
-                                       transform, jnp.asarray(0.0)), np.asarray(theta), local)
+    held = _HeldLawRefit(residuals_at(sigma, coefficients), np.asarray(theta), local)
     return LawFit(
         refit=held, lower_bounds=np.array([p.lower for p in parameters]),
         upper_bounds=np.array([p.upper for p in parameters]),
         kind=kind, law=law, damping=float(values[-1]) if damping else 0.0, names=names,
         units=units, start=np.array(starts), values=values, stderr=stderr, at_bound=on_bound,
-        correlation=correlation, derived=derived, noise=float(sigma),
-        seconds=time.perf_counter() - clock,
-        noise_estimated=noise_estimated, cost=0.5 * float(np.sum((residuals / sigma) ** 2)),
+        correlation=correlation, derived=derived, noise=float(channel_noise.marginal),
+        stderr_robust=stderr_robust, seconds=time.perf_counter() - clock,
+        noise_estimated=noise_estimated, cost=0.5 * float(np.sum(innovations ** 2)),
         n_data=int(residuals.size), converged=converged, identifiability=identifiability,
         warnings=messages, predicted=predicted, residuals=residuals, method=method,
         goodness_of_fit=assess_fit(
-            [(residuals / sigma)[order][:, None]], ("load",), identifiability.rank,
-            noise_given=not noise_estimated, sigma={"load": float(sigma)}),
+            [(residuals / channel_noise.marginal)[order][:, None]], ("load",),
+            identifiability.rank, noise_given=not noise_estimated,
+            sigma={"load": float(channel_noise.marginal)},
+            noise_models={"load": channel_noise} if noise_estimated else None,
+            ranges={"load": float(np.ptp(data.load))}, max_misfit={"load": max_misfit}),
     )
 
 

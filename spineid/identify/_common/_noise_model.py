@@ -1,0 +1,264 @@
+"""Noise models: what the measurement error of a channel looks like from sample to sample.
+
+Lab signals are seldom white: a tester's load cell is filtered, motion-capture markers are
+low-pass filtered, and neighbouring samples share much of their error. A fit that weights such
+residuals as if they were independent finds the right optimum but reports standard errors that
+are several times too small, and a whiteness test then rejects a right model. A noise model
+says how the errors are correlated, so that the fit weights them by generalized least squares
+and the errors and the verdict hold.
+
+The models, per channel, of the errors `e_t` of one record in the order of its samples:
+
+- `White()`: independent errors of one standard deviation.
+- `AR(p)`: autoregressive of order `p`, `e_t = phi_1 e_(t-1) + ... + phi_p e_(t-p) + a_t`,
+  the innovations `a_t` independent with standard deviation `s_a` (Box and Jenkins; Seber and
+  Wild 1989, section 6.2). `AR()` (order `None`) chooses the order from 0 (white) to
+  `max_order` by the Bayesian information criterion of the residuals, so a channel whose
+  residuals are white stays white: this is the default, `"auto"`.
+
+The coefficients are the Yule-Walker estimates from the residuals' autocovariances (biased
+form, pooled over the records of a fit), solved by the Levinson-Durbin recursion, which gives
+every order up to the bound at once and a stationary model always. The fit is then weighted by
+the whitening filter `a_t = e_t - sum_k phi_k e_(t-k)` (`whitened`), the first `p` samples of
+each record left out (Cochrane and Orcutt 1949; statsmodels' `GLSAR` does the same), and the
+noise estimated again from the refitted residuals until it settles (iterated prewhitening:
+`spineid.identify._common._noise.settle_noise`).
+"""
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+MAX_ORDER = 5
+"""The largest autoregressive order `"auto"` considers."""
+
+ORDER_LIMIT = 20
+"""The largest order a model may be given."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AbstractNoiseModel:
+    """A noise model of a fit's channels (module docstring)."""
+
+    @property
+    def name(self) -> str:
+        """The model as the command line writes it (`white`, `ar:2`, `auto`)."""
+        raise NotImplementedError
+
+
+@dataclasses.dataclass(frozen=True)
+class White(AbstractNoiseModel):
+    """Independent errors: ordinary (weighted) least squares."""
+
+    @property
+    def name(self) -> str:
+        return "white"
+
+
+@dataclasses.dataclass(frozen=True)
+class AR(AbstractNoiseModel):
+    """Autoregressive errors of order `order` (a whole number from 1 to `ORDER_LIMIT`), or of the
+    order from 0 (white) to `max_order` that the residuals' Bayesian information criterion
+    prefers when `order` is `None` (`"auto"`)."""
+
+    order: int | None = None
+    max_order: int = MAX_ORDER
+
+    def __post_init__(self):
+        for name, value, low in (("order", self.order, 1), ("max_order", self.max_order, 1)):
+            if value is None and name == "order":
+                continue
+            if (isinstance(value, bool) or not isinstance(value, (int, np.integer))
+                    or not low <= value <= ORDER_LIMIT):
+                raise ValueError(f"AR({name}={value!r}): expected a whole number from {low} to "
+                                 f"{ORDER_LIMIT}")
+
+    @property
+    def name(self) -> str:
+        return "auto" if self.order is None else f"ar:{self.order}"
+
+
+NOISE_MODEL_NAMES = ("auto", "white", "ar:P")
+"""How the command line and model files name a noise model (`P` an order from 1 to 20)."""
+
+
+def as_noise_model(spec) -> AbstractNoiseModel:
+    """The noise model `spec` names: a model object, `None` or `"auto"` (`AR()`), `"white"`,
+    or `"ar:P"`. Raises `ValueError` with one sentence otherwise."""
+    if isinstance(spec, AbstractNoiseModel):
+        return spec
+    if spec is None or spec == "auto":
+        return AR()
+    if spec == "white":
+        return White()
+    if isinstance(spec, str) and spec.startswith("ar:"):
+        try:
+            return AR(int(spec[3:]))
+        except ValueError:
+            pass
+    raise ValueError(f"noise model {spec!r}: expected auto, white or ar:P (P a whole number "
+                     f"from 1 to {ORDER_LIMIT})")
+
+
+@dataclasses.dataclass(frozen=True)
+class ChannelNoise:
+    """The fitted noise of one channel: `order` (0 for white), `coefficients` (`phi_1..phi_p`),
+    `innovation` (the standard deviation `s_a` of the innovations, the channel's unit) and
+    `marginal` (the standard deviation of the errors themselves)."""
+
+    order: int
+    coefficients: tuple[float, ...]
+    innovation: float
+    marginal: float
+
+    def to_dict(self) -> dict:
+        """JSON-ready (`noise_model` of report.json)."""
+        return {"order": self.order, "coefficients": [float(c) for c in self.coefficients],
+                "innovation_sd": float(self.innovation), "sd": float(self.marginal)}
+
+    def describe(self) -> str:
+        """In words, e.g. `AR(1), phi 0.61, innovation sd 0.012`."""
+        if self.order == 0:
+            return f"white, sd {self.marginal:.3g}"
+        return (f"AR({self.order}), phi {', '.join(f'{c:.3g}' for c in self.coefficients)}, "
+                f"innovation sd {self.innovation:.3g} (sd {self.marginal:.3g})")
+
+
+def autocovariances(series: Sequence[np.ndarray], max_lag: int) -> tuple[np.ndarray, int]:
+    """Pooled autocovariances `(max_lag + 1,)` of the records `series` (each `(k,)`, in the order
+    of its samples; the mean is not removed: the errors' mean is zero), in the biased form
+    `gamma_l = sum_records sum_t e_t e_(t+l) / N`, `N` all the samples; and `N`."""
+    total = sum(int(np.size(s)) for s in series)
+    gamma = np.zeros(max_lag + 1)
+    for s in series:
+        s = np.asarray(s, dtype=float)
+        for lag in range(min(max_lag, s.size - 1) + 1):
+            gamma[lag] += float(s[lag:] @ s[:s.size - lag])
+    return gamma / max(total, 1), total
+
+
+def levinson_durbin(gamma: np.ndarray, max_order: int) -> list[tuple[np.ndarray, float]]:
+    """The Yule-Walker autoregressions of orders 0 to `max_order` of the autocovariances
+    `gamma` (`(max_order + 1,)`): `[(phi (p,), innovation variance), ...]` by the
+    Levinson-Durbin recursion (Brockwell and Davis 1991, section 5.2). With biased
+    autocovariances every model is stationary."""
+    variance = float(gamma[0])
+    models = [(np.zeros(0), variance)]
+    phi = np.zeros(0)
+    for p in range(1, max_order + 1):
+        if variance <= 0.0:
+            models.append((np.concatenate([phi, [0.0]]), variance))
+            phi = models[-1][0]
+            continue
+        reflection = (gamma[p] - phi @ gamma[p - 1:0:-1]) / variance
+        phi = np.concatenate([phi - reflection * phi[::-1], [reflection]])
+        variance *= 1.0 - reflection ** 2
+        models.append((phi, variance))
+    return models
+
+
+def model_autocovariances(coefficients: Sequence[float], variance: float, max_lag: int
+                          ) -> np.ndarray:
+    """The autocovariances `(max_lag + 1,)` of the stationary AR process with `coefficients`
+    `phi` and innovation `variance` (white: `variance` at lag 0)."""
+    phi = np.asarray(coefficients, dtype=float)
+    p = phi.size
+    gamma = np.zeros(max(max_lag, p) + 1)
+    if p == 0:
+        gamma[0] = variance
+        return gamma[:max_lag + 1]
+    # rho_k = sum_j phi_j rho_|k-j|, k = 1..p, rho_0 = 1: linear in rho_1..rho_p.
+    system, right = np.eye(p), phi.copy()
+    for k in range(1, p + 1):
+        for j in range(1, p + 1):
+            lag = abs(k - j)
+            if lag > 0:
+                system[k - 1, lag - 1] -= phi[j - 1]
+    rho = np.concatenate([[1.0], np.linalg.solve(system, right)])
+    marginal = variance / max(1.0 - float(phi @ rho[1:]), 1e-300)
+    gamma[:p + 1] = marginal * rho
+    for k in range(p + 1, gamma.size):
+        gamma[k] = phi @ gamma[k - 1::-1][:p]
+    return gamma[:max_lag + 1]
+
+
+def whitened(series: np.ndarray, coefficients: Sequence[float]) -> np.ndarray:
+    """The innovations `a_t = e_t - sum_k phi_k e_(t-k)` of one record `(k,)`, its first `p`
+    samples left out: `(k - p,)` (module docstring)."""
+    series = np.asarray(series, dtype=float)
+    phi = np.asarray(coefficients, dtype=float)
+    p = phi.size
+    out = series[p:].copy()
+    for k in range(1, p + 1):
+        out -= phi[k - 1] * series[p - k:series.size - k]
+    return out
+
+
+def check_order(model: AbstractNoiseModel, lengths: Sequence[int], what: str) -> None:
+    """Refuse an autoregressive order the records (`lengths`, samples each) cannot support: the
+    shortest must hold at least ten samples per order (`what` names the option)."""
+    if isinstance(model, AR) and model.order is not None and lengths:
+        shortest = min(lengths)
+        if shortest < 10 * model.order:
+            raise ValueError(f"{what} ar:{model.order}: the shortest record has {shortest} "
+                             f"samples; an order of at most {max(shortest // 10, 0)} is "
+                             "supported (ten samples per order), or use white")
+
+
+def fit_channel_noise(series: Sequence[np.ndarray], model: AbstractNoiseModel,
+                      n_free: float = 0.0) -> ChannelNoise:
+    """The noise of one channel from its raw residuals `series` (one `(k,)` per record, in the
+    order of the samples; values not measured left out): the order (given, or by BIC from 0 to
+    `max_order` for `AR()`), the Yule-Walker coefficients, and the standard deviations, with
+    `n_free` (the share of the fit's parameters this channel absorbed) taken off the degrees of
+    freedom as in `noise_from_residuals`."""
+    series = [np.asarray(s, dtype=float) for s in series if np.size(s)]
+    shortest = min((s.size for s in series), default=0)
+    if isinstance(model, White):
+        orders = [0]
+    elif model.order is not None:
+        orders = [model.order]
+    else:
+        orders = list(range(0, min(model.max_order, max(shortest // 10, 0)) + 1))
+    gamma, total = autocovariances(series, max(orders))
+    models = levinson_durbin(gamma, max(orders))
+    if len(orders) > 1:
+        # BIC of a Gaussian autoregression: N ln(s_a^2) + p ln(N) (the samples lost to the
+        # start of each record are few against N and alike across the orders compared).
+        def bic(p):
+            return total * math.log(max(models[p][1], 1e-300)) + p * math.log(max(total, 2))
+
+        order = min(orders, key=bic)
+    else:
+        order = orders[0]
+    return noise_under(series, models[order][0], n_free)
+
+
+def noise_under(series: Sequence[np.ndarray], coefficients: Sequence[float],
+                n_free: float = 0.0) -> ChannelNoise:
+    """The `ChannelNoise` of the autoregression `coefficients` given, its innovations' standard
+    deviation from the records `series` whitened by it: `s_a^2 = sum a_t^2 / (N' - n_free)`,
+    `N'` the samples whitened (statsmodels' `GLSAR` scale)."""
+    phi = np.asarray(coefficients, dtype=float)
+    series = [np.asarray(s, dtype=float) for s in series if np.size(s)]
+    kept = sum(max(s.size - phi.size, 0) for s in series)
+    squares = sum(float(a @ a) for a in (whitened(s, phi) for s in series))
+    innovation = math.sqrt(squares / max(kept - n_free, 1.0))
+    gamma0 = float(model_autocovariances(phi, innovation ** 2, 0)[0])
+    return ChannelNoise(order=int(phi.size), coefficients=tuple(float(c) for c in phi),
+                        innovation=innovation, marginal=math.sqrt(gamma0))
+
+
+def whitening_rows(coefficients: Sequence[float], length: int) -> np.ndarray:
+    """The whitening filter of one record of `length` samples as a matrix `(length - p,
+    length)`: `whitened(e, phi) = rows @ e` (for Jacobians and tests)."""
+    phi = np.asarray(coefficients, dtype=float)
+    p = phi.size
+    rows = np.zeros((max(length - p, 0), length))
+    for t in range(p, length):
+        rows[t - p, t] = 1.0
+        for k in range(1, p + 1):
+            rows[t - p, t - k] = -phi[k - 1]
+    return rows
