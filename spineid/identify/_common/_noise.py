@@ -21,10 +21,15 @@ def check_noise(channels: Sequence[str], noise: dict[str, float]) -> dict[str, f
             f"noise: give one standard deviation per channel {list(channels)}; "
             f"missing {missing}, unknown {unknown}"
         )
-    for channel, sigma in noise.items():
-        if not (math.isfinite(sigma) and sigma > 0):
-            raise ValueError(f"noise: {channel}={sigma!r}: expected a positive number")
+    _check_positive(noise, "noise")
     return {c: float(noise[c]) for c in channels}
+
+
+def _check_positive(values: dict, option: str) -> None:
+    # Each channel's standard deviation a positive finite number, else one sentence.
+    for channel, sigma in values.items():
+        if not (math.isfinite(sigma) and sigma > 0):
+            raise ValueError(f"{option}: {channel}={sigma!r}: expected a positive number")
 
 
 def grouped_noise(noise: dict[str, float], groups: dict[str, Sequence[str]]) -> dict[str, float]:
@@ -45,9 +50,7 @@ def check_noise_max(channels: Sequence[str], noise_max: dict[str, float] | None
     if unknown:
         raise ValueError(f"noise_max: unknown channel(s) {unknown}; the channels are "
                          f"{list(channels)}")
-    for channel, sigma in noise_max.items():
-        if not (math.isfinite(sigma) and sigma > 0):
-            raise ValueError(f"noise_max: {channel}={sigma!r}: expected a positive number")
+    _check_positive(noise_max, "noise_max")
     return {c: float(v) for c, v in noise_max.items()}
 
 

@@ -4,7 +4,7 @@ laws, segments): spineid's Levenberg-Marquardt from the given start, or a `Multi
 A multi-start runs the local solver from the given start and from `n - 1` starts drawn by
 `MultiStart.draw` (around the start, within the parameters' bounds), one after the other, and
 keeps the lowest cost; it stops early when `agreement` starts come back to the lowest cost found
-(within `SAME_OPTIMUM`, relative): that optimum is then the model's best. A start whose first
+(`agreeing`: within `SAME_OPTIMUM`, relative): that optimum is then the model's best. A start whose first
 evaluation fails is skipped and counted. (The trajectory fits' multi-start, `_Run.multistart`,
 also orders the starts by their initial cost and stops at the first fit whose model explains
 the data; here a first evaluation is what a local fit costs, the compilation of an equilibrium
@@ -15,11 +15,12 @@ import numpy as np
 
 from .._common._failure import failed_cost
 from .._solvers import (
+    agreeing,
+    agreement_note,
     check_solver,
     LevenbergMarquardt,
     MultiStart,
     refuse_solver,
-    SAME_OPTIMUM,
 )
 
 KIND_SOLVERS = (LevenbergMarquardt, MultiStart)
@@ -50,9 +51,8 @@ def run_solver(solver, objective, transform, u0, *, progress: bool = False,
             best = solution
         if progress:
             print(f"  start {index + 1}/{len(starts)}: cost {cost:.6e}", flush=True)
-        agreeing = sum(c <= float(best.cost) * (1 + SAME_OPTIMUM) for c in costs)
-        if agreeing >= solver.agreement:
-            agreed = agreeing
+        if agreeing(costs, float(best.cost)) >= solver.agreement:
+            agreed = agreeing(costs, float(best.cost))
             break
     notes = []
     if best is None:  # nothing could be evaluated: the fit from the given start, to report it
@@ -63,8 +63,7 @@ def run_solver(solver, objective, transform, u0, *, progress: bool = False,
         notes.append(f"{skipped} start(s) of the multi-start could not be evaluated and were "
                      "skipped")
     if agreed:
-        notes.append(f"{agreed} starts came back to the same lowest cost: it is this model's "
-                     "best fit")
+        notes.append(agreement_note(agreed))
     description = f"{solver.name} ({len(costs) + skipped} start(s) run)"
     return best, description, notes
 

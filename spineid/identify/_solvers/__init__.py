@@ -21,12 +21,16 @@ from ._jaxopt_lm import JaxoptLevenbergMarquardt as JaxoptLevenbergMarquardt
 from ._lbfgs import LBFGS as LBFGS
 from ._levenberg_marquardt import LevenbergMarquardt as LevenbergMarquardt
 from ._multiple_shooting import MultipleShooting as MultipleShooting
-from ._multistart import MultiStart as MultiStart
+from ._multistart import (
+    agreeing as agreeing,
+    agreement_note as agreement_note,
+    MultiStart as MultiStart,
+    SAME_OPTIMUM as SAME_OPTIMUM,
+)
 from ._names import (
     as_solver as as_solver,
     BATCH_SOLVER as BATCH_SOLVER,
     DEFAULT_SOLVER as DEFAULT_SOLVER,
-    SAME_OPTIMUM as SAME_OPTIMUM,
     SOLVER_NAMES as SOLVER_NAMES,
 )
 from ._optimistix_lm import OptimistixLevenbergMarquardt as OptimistixLevenbergMarquardt

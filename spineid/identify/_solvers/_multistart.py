@@ -15,6 +15,22 @@ LOCAL_SOLVER_NAMES = ("LevenbergMarquardt, OptimistixLevenbergMarquardt, "
                       "JaxoptLevenbergMarquardt, Adam, LBFGS")
 """The local solvers, as refusals name them."""
 
+SAME_OPTIMUM = 1e-3
+"""Two fits whose costs differ by less than this fraction reached the same optimum."""
+
+
+def agreeing(costs, lowest: float) -> int:
+    """How many of the starts' final `costs` reached the `lowest` one (within `SAME_OPTIMUM`,
+    relative): the starts that agree on the optimum."""
+    return sum(c <= lowest * (1 + SAME_OPTIMUM) for c in costs)
+
+
+def agreement_note(count: int) -> str:
+    """The warning of a multi-start whose `count` starts agreed on its optimum (`agreeing`)."""
+    return (f"{count} starts came back to the same lowest cost: it is this model's best fit, so "
+            "if the model does not explain the data there, it lacks an effect the data show (not "
+            "a better start)")
+
 
 @options_checked
 @dataclasses.dataclass(frozen=True)
@@ -26,7 +42,7 @@ class MultiStart(AbstractWrappedSolver):
     taken in the order of their initial cost (a simulation each); the fits run one after the
     other through one compiled solver, and with `stop_when_explained` the first fit whose
     model explains the data ends the search (`spineid.GoodnessOfFit`), as do `agreement` starts
-    that come back to the lowest cost found (within a relative `1e-3`): then that optimum is
+    that come back to the lowest cost found (`agreeing`: within a relative `SAME_OPTIMUM`): then that optimum is
     the model's best, and if it does not explain the data, the model lacks something. The
     lowest cost wins. A start whose simulation fails is skipped and counted.
 

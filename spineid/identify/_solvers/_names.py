@@ -9,9 +9,6 @@ from ._levenberg_marquardt import LevenbergMarquardt
 from ._multiple_shooting import MultipleShooting
 from ._optimistix_lm import OptimistixLevenbergMarquardt
 
-SAME_OPTIMUM = 1e-3
-"""Two fits whose costs differ by less than this fraction reached the same optimum."""
-
 SOLVER_NAMES = {"auto": Auto, "lm": LevenbergMarquardt, "shooting": MultipleShooting,
                 "jaxopt-lm": JaxoptLevenbergMarquardt,
                 "optimistix-lm": OptimistixLevenbergMarquardt, "adam": Adam, "lbfgs": LBFGS}

@@ -29,7 +29,7 @@ from .._common._noise import (
     unsettled_note,
 )
 from .._common._uncertainty import fisher_analysis, standard_errors
-from .._solvers import SAME_OPTIMUM, MultipleShooting, MultiStart
+from .._solvers import agreeing, agreement_note, MultipleShooting, MultiStart
 from ._objective import (
     _cost,
     _evaluate,
@@ -87,12 +87,6 @@ def compiled_check_message(error: Exception) -> str:
     tail = text[text.rindex(marker) + len(marker):] if marker in text else text
     sentence = " ".join(tail.split("\n\n")[0].split())
     return sentence or "a check inside compiled code failed"
-
-
-def _agreeing(costs, lowest: float) -> int:
-    """How many of the starts' final `costs` reached the lowest one (within `SAME_OPTIMUM`,
-    relative): the starts that agree on the optimum."""
-    return sum(c <= lowest * (1 + SAME_OPTIMUM) for c in costs)
 
 
 def ringing_phase(problem: FitProblem) -> float:
@@ -360,7 +354,7 @@ class _Run:
             tried += len(outcomes)
             start_costs += [o.cost for o in outcomes]
             best = min([o for o in (best, *outcomes) if o is not None], key=lambda o: o.cost)
-            agreed = _agreeing(start_costs, best.cost)
+            agreed = agreeing(start_costs, best.cost)
             usable = []  # (all ran)
         for rank, index in enumerate(usable):
             outcome = (self.shooting_fit(multistart.inner, candidates[index])
@@ -378,9 +372,8 @@ class _Run:
                       + (", explains the data" if explained else ""), flush=True)
             if multistart.stop_when_explained and explained:
                 break
-            agreeing = _agreeing(start_costs, best.cost)
-            if agreeing >= multistart.agreement:
-                agreed = agreeing
+            if agreeing(start_costs, best.cost) >= multistart.agreement:
+                agreed = agreeing(start_costs, best.cost)
                 break
         if best is None:  # no start could be simulated: fit from the given one, to report it
             best = self.local_fit(np.zeros(len(self.problem.parameters)))
@@ -480,10 +473,7 @@ class _Run:
             )
         warnings.extend(self.notes)
         if outcome.agreed:
-            warnings.append(
-                f"{outcome.agreed} starts came back to the same lowest cost: it is this model's "
-                "best fit, so if the model does not explain the data there, it lacks an effect "
-                "the data show (not a better start).")
+            warnings.append(agreement_note(outcome.agreed) + ".")
         if simulation_failed:
             warnings.append("The simulation failed at the returned parameters; do not use them.")
             converged = False
