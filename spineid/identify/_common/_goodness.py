@@ -254,6 +254,7 @@ def assess_fit(
     noise_models: Mapping[str, ChannelNoise] | None = None,
     ranges: Mapping[str, float] | None = None,
     max_misfit: Mapping[str, float] | None = None,
+    misfit_residuals: Sequence[np.ndarray] | None = None,
 ) -> GoodnessOfFit:
     """The goodness of fit of noise-weighted residuals (module docstring).
 
@@ -277,7 +278,10 @@ def assess_fit(
     - `ranges`: channel -> the data's range (SI); given, the verdict has three levels
       (`level`: `explains`, `describes`, `does_not_describe`) and a smooth misfit per channel
       (`smooth_misfit`), judged against `max_misfit` (channel -> a fraction of the range;
-      `MAX_MISFIT` by default).
+      `MAX_MISFIT` by default); `misfit_residuals` (raw, SI, one `(k, c)` per load case, as
+      `residuals`): the residuals whose smooth part is measured, where they are not the fit's
+      own (those of the ordinary least-squares estimate of a fit under a noise model, which
+      an autoregression near a unit root lets drift from a law that fits only approximately).
     """
     channels = tuple(channels)
     blocks = [np.asarray(r, dtype=float).reshape(-1, len(channels)) for r in residuals]
@@ -380,9 +384,13 @@ def assess_fit(
         # reasons found above then only say the model does not explain the data in full).
         for c, channel in enumerate(channels):
             scale = float(sigma[channel]) if sigma is not None else 1.0
-            series = [block[:, c][~np.isnan(block[:, c])] * scale for block in blocks]
+            series = ([block[:, c][~np.isnan(block[:, c])] * scale for block in blocks]
+                      if misfit_residuals is None else
+                      [np.asarray(block, float).reshape(-1, len(channels))[:, c]
+                       for block in misfit_residuals])
+            series = [column[~np.isnan(column)] for column in series]
             fitted = (noise_models or {}).get(channel) or ChannelNoise(0, (), scale, scale)
-            found = smooth_misfit(series, fitted)
+            found = smooth_misfit(series, fitted.null)
             if found is None:
                 continue
             span = max(float(ranges[channel]), 1e-300)
@@ -451,10 +459,14 @@ def smooth_misfit(series: Sequence[np.ndarray], noise: ChannelNoise) -> dict | N
     `c_l = (1/w^2) sum_|d|<w (w - |d|) gamma_(l + d)` of the model's `gamma`; their sum of
     squares `T` has mean `m c_0` and variance about `2 m sum_l c_l^2` over `m` smoothed
     values, and is compared with the scaled chi-square of those two moments (Satterthwaite).
-    The misfit's size is what `T` holds beyond the noise: `rms = sqrt(max(T / m - c_0, 0))`.
+    The misfit's size does not rest on the noise model, which near a unit root takes up a smooth
+    misfit as noise: it is what `T` holds beyond the smoothed power of white noise of the
+    residuals' rough part (the residuals less their smooth part, whose variance `v` gives
+    `v / w`): `rms = sqrt(max(T / m - v / w, 0))`. Noise correlated over `L` samples adds about
+    `sd sqrt(L / w)` to it, a small part of a load range for tester data.
 
     **Returns:** `{"rms", "p_value", "width"}`, or `None` when no record is long enough."""
-    smoothed, widths = [], []
+    smoothed, widths, rough = [], [], []
     for s in series:
         s = np.asarray(s, dtype=float)
         width = smoothing_width(s.size)
@@ -462,6 +474,7 @@ def smooth_misfit(series: Sequence[np.ndarray], noise: ChannelNoise) -> dict | N
             continue
         smoothed.append(np.convolve(s, np.ones(width) / width, mode="valid"))
         widths.append(width)
+        rough.append(s[width // 2: width // 2 + smoothed[-1].size] - smoothed[-1])
     if not smoothed:
         return None
     width = int(round(np.mean(widths)))
@@ -475,5 +488,6 @@ def smooth_misfit(series: Sequence[np.ndarray], noise: ChannelNoise) -> dict | N
     mean = m * c[0]
     variance = 2.0 * m * (c[0] ** 2 + 2.0 * float(np.sum(c[1:] ** 2)))
     scale, dof = variance / (2.0 * mean), 2.0 * mean ** 2 / variance
-    return {"rms": math.sqrt(max(statistic / m - c[0], 0.0)),
+    white = float(sum(r @ r for r in rough)) / m / width
+    return {"rms": math.sqrt(max(statistic / m - white, 0.0)),
             "p_value": chi_square_sf(statistic / scale, dof), "width": width}

@@ -22,7 +22,10 @@ every order up to the bound at once and a stationary model always. The fit is th
 the whitening filter `a_t = e_t - sum_k phi_k e_(t-k)` (`whitened`), the first `p` samples of
 each record left out (Cochrane and Orcutt 1949; statsmodels' `GLSAR` does the same), and the
 noise estimated again from the refitted residuals until it settles (iterated prewhitening:
-`spineid.identify._common._noise.settle_noise`).
+`spineid.identify._common._noise.settle_noise`). The innovations' standard deviation is that of
+the whitened residuals (statsmodels' `GLSAR` scale), unless the model's own (the one that gives
+it the residuals' variance) exceeds it by more than `INCONSISTENT`: the autoregression then
+does not describe the noise (a steep low-pass filter), and its own is kept (`noise_under`).
 """
 
 import dataclasses
@@ -36,6 +39,11 @@ MAX_ORDER = 5
 
 ORDER_LIMIT = 20
 """The largest order a model may be given."""
+
+INCONSISTENT = 1.5
+"""An autoregression whose own innovation variance (the one that gives it the residuals'
+variance) exceeds that of the residuals it whitens by more than this factor does not describe
+the noise; `noise_under` then keeps its own (module docstring)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,13 +113,26 @@ def as_noise_model(spec) -> AbstractNoiseModel:
 @dataclasses.dataclass(frozen=True)
 class ChannelNoise:
     """The fitted noise of one channel: `order` (0 for white), `coefficients` (`phi_1..phi_p`),
-    `innovation` (the standard deviation `s_a` of the innovations, the channel's unit) and
-    `marginal` (the standard deviation of the errors themselves)."""
+    `innovation` (the standard deviation `s_a` of the innovations, the channel's unit, that the
+    standard errors use), `marginal` (the standard deviation of the errors themselves) and
+    `whitened` (that of the residuals whitened: `innovation` unless the autoregression does not
+    describe the noise, `noise_under`; the verdict's smooth-misfit test uses it, so that a
+    smooth misfit is not taken for noise; `None`: `innovation`)."""
 
     order: int
     coefficients: tuple[float, ...]
     innovation: float
     marginal: float
+    whitened: float | None = None
+
+    @property
+    def null(self) -> "ChannelNoise":
+        """The model the verdict tests a smooth misfit against: innovations of the whitened
+        residuals' own standard deviation."""
+        if self.whitened is None or self.whitened == self.innovation:
+            return self
+        return ChannelNoise(self.order, self.coefficients, self.whitened, self.whitened
+                            * self.marginal / self.innovation)
 
     def to_dict(self) -> dict:
         """JSON-ready (`noise_model` of report.json)."""
@@ -245,10 +266,22 @@ def noise_under(series: Sequence[np.ndarray], coefficients: Sequence[float],
     series = [np.asarray(s, dtype=float) for s in series if np.size(s)]
     kept = sum(max(s.size - phi.size, 0) for s in series)
     squares = sum(float(a @ a) for a in (whitened(s, phi) for s in series))
-    innovation = math.sqrt(squares / max(kept - n_free, 1.0))
+    variance = squares / max(kept - n_free, 1.0)
+    # The innovation variance that gives the model the records' own variance: where it exceeds
+    # the whitened residuals' by more than `INCONSISTENT`, the autoregression does not describe
+    # the noise (a steep low-pass filter: the residuals are far more predictable one step ahead
+    # than the model's spectrum says, and its long-run variance, which the errors of slowly
+    # varying parameters need, would be several times too small); that one is kept.
+    total = sum(s.size for s in series)
+    own = (sum(float(s @ s) for s in series) / max(total - n_free, 1.0)
+           / float(model_autocovariances(phi, 1.0, 0)[0]))
+    whitened_sd = math.sqrt(variance)
+    if own > INCONSISTENT * variance:
+        variance = own
+    innovation = math.sqrt(variance)
     gamma0 = float(model_autocovariances(phi, innovation ** 2, 0)[0])
     return ChannelNoise(order=int(phi.size), coefficients=tuple(float(c) for c in phi),
-                        innovation=innovation, marginal=math.sqrt(gamma0))
+                        innovation=innovation, marginal=math.sqrt(gamma0), whitened=whitened_sd)
 
 
 def whitening_rows(coefficients: Sequence[float], length: int) -> np.ndarray:

@@ -490,7 +490,8 @@ def fit_load_law(
         channel_noise = noise_under([raw[order]], weighted_by.coefficients, len(parameters))
         channel_noise = dataclasses.replace(
             channel_noise, innovation=max(channel_noise.innovation, floor),
-            marginal=max(channel_noise.marginal, floor))
+            marginal=max(channel_noise.marginal, floor),
+            whitened=max(channel_noise.whitened, floor))
         sigma = channel_noise.innovation
     else:
         channel_noise = ChannelNoise(0, (), sigma, sigma)
@@ -514,6 +515,13 @@ def fit_load_law(
     law = build(theta)
     derived = {}
     messages = notes + list(identifiability.warnings)
+    drift = np.abs(values - least_squares) / stderr_robust
+    if channel_noise.order and np.nanmax(drift, initial=0.0) > 3.0:
+        messages.append(
+            f"the values under the noise model differ from the ordinary least-squares ones by "
+            f"up to {np.nanmax(drift):.1f} robust standard errors: the autoregression (order "
+            f"{channel_noise.order}) takes up a smooth misfit of the law as if it were noise; "
+            "noise='white' with stderr_robust may serve better")
     if np.any(on_bound):
         messages.append("on a bound (no standard error): "
                         + ", ".join(n for n, b in zip(names, on_bound) if b))
@@ -547,7 +555,8 @@ def fit_load_law(
             identifiability.rank, noise_given=not noise_estimated,
             sigma={"load": float(channel_noise.marginal)},
             noise_models={"load": channel_noise} if noise_estimated else None,
-            ranges={"load": float(np.ptp(data.load))}, max_misfit={"load": max_misfit}),
+            ranges={"load": float(np.ptp(data.load))}, max_misfit={"load": max_misfit},
+            misfit_residuals=[(ols_predicted - data.load)[order][:, None]]),
     )
 
 
