@@ -8,8 +8,8 @@ fits the law with `free_breakpoints=True` under the default noise model (`"auto"
 comparison, as if the noise were white. Printed per noise and fit: for the knee and the two
 slopes, the calibration (the spread of the estimates across repetitions over the mean reported
 standard error: 1 when the errors are right), the coverage of the 95% intervals (estimate +-
-1.96 standard errors, with the binomial standard error of the coverage), the same for the
-Newey-West errors (`stderr_robust`), and the share of fits accepted (`GoodnessOfFit.accepted`:
+1.96 standard errors, with the binomial standard error of the coverage), and the share of fits
+accepted (`GoodnessOfFit.accepted`:
 the model explains or describes the data). Then the wrong model: a third phase (a yield to 40
 N/mm from 2.4 mm) fitted as two phases, and the share flagged (`does_not_describe`). Finally
 the time of a fit under `"auto"` over that of the white fit (both warm).

@@ -240,3 +240,20 @@ def test_unevenly_sampled_records_are_refused_an_autoregression_or_taken_as_whit
     fit = fit_load_law(data, "polynomial", degree=1)
     assert fit.goodness_of_fit.noise_model["load"]["order"] == 0
     assert any("not evenly spaced" in warning for warning in fit.warnings)
+
+
+def test_a_table_without_time_is_whitened_in_the_order_of_its_displacement():
+    # The same ramp with its rows shuffled: the noise model, values and errors are those of
+    # the rows in order (the samples are taken in the order of the displacement).
+    data = _tester(np.random.default_rng(14), _phases)
+    order = np.random.default_rng(15).permutation(data.displacement.size)
+    shuffled = LoadDisplacementData(displacement=data.displacement[order],
+                                    load=data.load[order])
+    fits = [fit_load_law(d, "piecewise_linear", n_nodes=3, free_breakpoints=True,
+                         noise="ar:1") for d in (data, shuffled)]
+    # (to the noise's settling: its estimate is final within 2%)
+    np.testing.assert_allclose(fits[1].values, fits[0].values, rtol=1e-6)
+    np.testing.assert_allclose(fits[1].stderr, fits[0].stderr, rtol=2e-2)
+    assert fits[1].goodness_of_fit.noise_model["load"]["coefficients"] == pytest.approx(
+        fits[0].goodness_of_fit.noise_model["load"]["coefficients"], rel=2e-2)
+    assert fits[0].goodness_of_fit.noise_model["load"]["coefficients"][0] > 0.4

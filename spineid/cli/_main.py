@@ -1,10 +1,10 @@
 """The `spineid` command: its arguments and its entry point. The command line is the only part
 of spineid that parses arguments (docs/cli.md describes every verb)."""
 
+import _thread
 import argparse
 import gc
 import math
-import os
 import signal
 import sys
 import threading
@@ -414,7 +414,11 @@ def main(argv: list[str] | None = None, *, figure_processes: int = 0) -> int:
     timed = in_main_thread and limit is not None
     if in_main_thread:  # (signals reach only the main thread)
         previous = signal.signal(signal.SIGTERM, _terminated)
-        previous_interrupt = signal.signal(signal.SIGINT, _interrupted)
+        # (Ctrl-C as SIGTERM, where it is Python's default: a job started in the background
+        # of a shell, which ignores it, keeps ignoring it)
+        previous_interrupt = (signal.signal(signal.SIGINT, _interrupted)
+                              if signal.getsignal(signal.SIGINT) is signal.default_int_handler
+                              else None)
     if timed:
         previous_alarm = signal.signal(signal.SIGALRM, _timed_out)
         signal.setitimer(signal.ITIMER_REAL, limit)
@@ -441,7 +445,8 @@ def main(argv: list[str] | None = None, *, figure_processes: int = 0) -> int:
             else 130
     finally:
         _ANSWERING.set()  # the run is over: a signal during the clean-up is not answered
-        _RUNNING.clear()
+        with _SENDING:
+            _RUNNING.clear()
         sys.unraisablehook = previous_unraisable
         if timed:
             signal.setitimer(signal.ITIMER_REAL, 0)
@@ -449,8 +454,8 @@ def main(argv: list[str] | None = None, *, figure_processes: int = 0) -> int:
                           signal.SIG_DFL if previous_alarm is None else previous_alarm)
         if in_main_thread:
             signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
-            signal.signal(signal.SIGINT, signal.default_int_handler
-                          if previous_interrupt is None else previous_interrupt)
+            if previous_interrupt is not None:
+                signal.signal(signal.SIGINT, previous_interrupt)
         _ANSWERING.clear()
 
 
@@ -542,16 +547,24 @@ _last_raised = [-math.inf]
 _SIGNAL_AGAIN_S = 0.05
 
 
+# Held while a signal is sent again, and while a run ends: no signal is sent once the run has
+# begun to put back the handlers it found (a default action would end the process).
+_SENDING = _thread.allocate_lock()
+
+
 def _send_again(signum: int) -> None:
-    number = _RUN_NUMBER[0]
+    # (to the main thread itself, so that a wait there is interrupted; from a bare `_thread`
+    # thread, which takes none of `threading`'s locks that a garbage-collection callback may
+    # have interrupted)
+    number, main_thread = _RUN_NUMBER[0], threading.main_thread().ident
 
     def send():
-        if _RUN_NUMBER[0] == number and _RUNNING.is_set() and not _ANSWERING.is_set():
-            os.kill(os.getpid(), signum)
+        time.sleep(_SIGNAL_AGAIN_S)
+        with _SENDING:
+            if _RUN_NUMBER[0] == number and _RUNNING.is_set() and not _ANSWERING.is_set():
+                signal.pthread_kill(main_thread, signum)
 
-    timer = threading.Timer(_SIGNAL_AGAIN_S, send)
-    timer.daemon = True
-    timer.start()
+    _thread.start_new_thread(send, ())
 
 
 def _answering_dropped_stops(hook):

@@ -412,8 +412,8 @@ def assess_fit(
                          "residual figure, try other starts or a richer model; a lab may widen "
                          "the tolerance (--max-misfit) where such a misfit is acceptable"]
             level = "does_not_describe"
-        elif implausible:
-            level = "does_not_describe"
+        elif implausible or (reasons and len(misfit) < len(channels)):
+            level = "does_not_describe"  # (a misfit not measured cannot be within tolerance)
         elif reasons or smooth:
             if smooth:
                 reasons.append("a smooth misfit remains beyond what the noise model explains: "

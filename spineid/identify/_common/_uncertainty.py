@@ -211,7 +211,11 @@ def hac_covariance(jacobian: np.ndarray, residuals: np.ndarray, records: list[np
     index = np.flatnonzero(columns)
     if index.size == 0:
         return covariance
-    J = jacobian[:, index]
+    # (columns scaled to unit norm for the inverse: SI columns of a polynomial law in metres
+    # differ by many orders of magnitude)
+    norms = np.linalg.norm(jacobian[:, index], axis=0)
+    norms = np.where(norms > 0, norms, 1.0)
+    J = jacobian[:, index] / norms
     scores = J * np.asarray(residuals, dtype=float)[:, None]
     if lags is None:
         lags = newey_west_lags(max((len(r) for r in records), default=1))
@@ -223,5 +227,5 @@ def hac_covariance(jacobian: np.ndarray, residuals: np.ndarray, records: list[np
             block = g[lag:].T @ g[:-lag]
             meat += (1.0 - lag / (lags + 1.0)) * (block + block.T)
     bread = np.linalg.pinv(J.T @ J)
-    covariance[np.ix_(index, index)] = bread @ meat @ bread
+    covariance[np.ix_(index, index)] = bread @ meat @ bread / np.outer(norms, norms)
     return covariance

@@ -64,7 +64,9 @@ class LawFit(Profiled):
     """A load law fitted to load-displacement data, with what the data determine.
 
     Fields: those of every parameter fit (`spineid.AbstractParameterFit`; `noise` is the load
-    noise, a float; the `goodness_of_fit` takes the residuals in the order of time, or of the
+    noise, a float: the standard deviation of the errors; under an autoregressive noise model
+    the errors rest on it through the model, `goodness_of_fit.noise_model`; the
+    `goodness_of_fit` takes the residuals in the order of time, or of the
     displacement for a quasi-static table, where a wrong breakpoint leaves runs of one sign),
     and `kind`, `law` (the fitted `AbstractLoadLaw`), `damping` (N s/m or N m s/rad; 0 when not
     fitted), `derived` (node loads and phase slopes of tables with standard errors),
@@ -407,7 +409,7 @@ def fit_load_law(
     transform = Transform.around(parameters, np.array(starts), "load law fit")
     local = solver.local()
 
-    noise_estimated = not (isinstance(noise, (int, float, np.floating))
+    noise_estimated = not (isinstance(noise, (int, float, np.integer, np.floating))
                            and not isinstance(noise, bool))
     noise_model = as_noise_model(noise) if noise_estimated else White()
     if not (math.isfinite(max_misfit) and max_misfit > 0):
@@ -515,11 +517,12 @@ def fit_load_law(
     law = build(theta)
     derived = {}
     messages = notes + list(identifiability.warnings)
-    drift = np.abs(values - least_squares) / stderr_robust
-    if channel_noise.order and np.nanmax(drift, initial=0.0) > 3.0:
+    usable = np.isfinite(stderr_robust) & (stderr_robust > 0)
+    drift = np.abs(values - least_squares)[usable] / stderr_robust[usable]
+    if channel_noise.order and np.max(drift, initial=0.0) > 3.0:
         messages.append(
             f"the values under the noise model differ from the ordinary least-squares ones by "
-            f"up to {np.nanmax(drift):.1f} robust standard errors: the autoregression (order "
+            f"up to {np.max(drift):.1f} robust standard errors: the autoregression (order "
             f"{channel_noise.order}) takes up a smooth misfit of the law as if it were noise; "
             "noise='white' with stderr_robust may serve better")
     if np.any(on_bound):
