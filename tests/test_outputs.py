@@ -188,20 +188,28 @@ def test_a_time_limit_stops_a_run_with_one_line_and_an_incomplete_marker(tmp_pat
                                                                          monkeypatch):
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("the time limit is a signal: it needs the main thread")
+    error = _database_past_its_time_limit(tmp_path, capsys, monkeypatch, 2)
+    assert error.count("\n") == 1 and "stopped at the time limit of 2 s" in error
+
+
+def _database_past_its_time_limit(tmp_path, capsys, monkeypatch, limit, before=None):
+    # `spineid database` made to run on for a minute (after `before()`), stopped by
+    # `--time-limit limit`: status 124 within 30 s and an incomplete folder; returns stderr.
     original = spineid.plots.plot_load_laws
 
-    def slow(*args, **kwargs):  # a verb that would run on for a minute
+    def slow(*args, **kwargs):
+        if before is not None:
+            before()
         time.sleep(60)
         return original(*args, **kwargs)
 
     monkeypatch.setattr(spineid.plots, "plot_load_laws", slow)
     out = tmp_path / "out"
     clock = time.perf_counter()
-    assert main(["database", "--out", str(out), "--time-limit", "2"]) == 124
+    assert main(["database", "--out", str(out), "--time-limit", str(limit)]) == 124
     assert time.perf_counter() - clock < 30
-    error = capsys.readouterr().err
-    assert error.count("\n") == 1 and "stopped at the time limit of 2 s" in error
     assert _marker(out)["complete"] is False
+    return capsys.readouterr().err
 
 
 def test_a_signal_landing_in_a_garbage_collection_callback_is_not_lost(tmp_path, capsys,
@@ -222,24 +230,15 @@ def test_a_signal_landing_in_a_garbage_collection_callback_is_not_lost(tmp_path,
             finally:  # (what is raised here goes on to be dropped by Python)
                 arrived.append(time.monotonic() - clock < 1.9)
 
-    original = spineid.plots.plot_load_laws
-
-    def slow(*args, **kwargs):
+    def collect():
         gc.callbacks.append(slow_callback)
         try:
             gc.collect()
         finally:
             gc.callbacks.remove(slow_callback)
-        time.sleep(60)
-        return original(*args, **kwargs)
 
-    monkeypatch.setattr(spineid.plots, "plot_load_laws", slow)
-    out = tmp_path / "out"
-    clock = time.perf_counter()
-    assert main(["database", "--out", str(out), "--time-limit", "1"]) == 124
-    assert time.perf_counter() - clock < 30
-    assert "stopped at the time limit of 1 s" in capsys.readouterr().err
-    assert _marker(out)["complete"] is False
+    error = _database_past_its_time_limit(tmp_path, capsys, monkeypatch, 1, collect)
+    assert "stopped at the time limit of 1 s" in error
     assert arrived == [True]  # (the alarm did land in the callback)
 
 

@@ -384,7 +384,7 @@ def assess_fit(
         # reasons found above then only say the model does not explain the data in full).
         for c, channel in enumerate(channels):
             scale = float(sigma[channel]) if sigma is not None else 1.0
-            series = ([block[:, c][~np.isnan(block[:, c])] * scale for block in blocks]
+            series = ([block[:, c] * scale for block in blocks]
                       if misfit_residuals is None else
                       [np.asarray(block, float).reshape(-1, len(channels))[:, c]
                        for block in misfit_residuals])

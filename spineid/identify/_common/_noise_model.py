@@ -134,6 +134,13 @@ class ChannelNoise:
         return ChannelNoise(self.order, self.coefficients, self.whitened, self.whitened
                             * self.marginal / self.innovation)
 
+    def floored(self, floor: float) -> "ChannelNoise":
+        """The same model with every standard deviation at least `floor` (noise-free data
+        would give 0)."""
+        return dataclasses.replace(
+            self, innovation=max(self.innovation, floor), marginal=max(self.marginal, floor),
+            whitened=None if self.whitened is None else max(self.whitened, floor))
+
     def to_dict(self) -> dict:
         """JSON-ready (`noise_model` of report.json)."""
         return {"order": self.order, "coefficients": [float(c) for c in self.coefficients],

@@ -469,10 +469,8 @@ def fit_load_law(
 
         def estimate(theta, kind_of_noise=noise_model):
             raw = np.asarray(_linearised(model, theta)[0])[:n] - data.load
-            found = fit_channel_noise([raw[order]], kind_of_noise, len(parameters))
-            estimates.append(dataclasses.replace(
-                found, innovation=max(found.innovation, floor), marginal=max(found.marginal,
-                                                                             floor)))
+            estimates.append(fit_channel_noise([raw[order]], kind_of_noise,
+                                               len(parameters)).floored(floor))
             return np.array([estimates[-1].innovation])
 
         sigma = estimate(theta)  # (chooses the order of "auto": kept in the refits)
@@ -485,21 +483,18 @@ def fit_load_law(
             if change > NOISE_SETTLED:
                 notes.append(unsettled_note(change))
             theta, converged = fits[-1]
-        # The errors take the innovations' deviation from the last fit's own residuals, under
-        # the coefficients it was weighted with (as generalized least squares does).
-        weighted_by = used[-1] if used else estimates[-1]
-        raw = np.asarray(_linearised(model, theta)[0])[:n] - data.load
-        channel_noise = noise_under([raw[order]], weighted_by.coefficients, len(parameters))
-        channel_noise = dataclasses.replace(
-            channel_noise, innovation=max(channel_noise.innovation, floor),
-            marginal=max(channel_noise.marginal, floor),
-            whitened=max(channel_noise.whitened, floor))
-        sigma = channel_noise.innovation
-    else:
-        channel_noise = ChannelNoise(0, (), sigma, sigma)
     values = np.asarray(theta)
     predicted, jacobian = (np.asarray(a)[:n] for a in _linearised(model, theta))
     residuals = predicted - data.load
+    if noise_estimated:
+        # The errors take the innovations' deviation from the last fit's own residuals, under
+        # the coefficients it was weighted with (as generalized least squares does).
+        weighted_by = used[-1] if used else estimates[-1]
+        channel_noise = noise_under([residuals[order]], weighted_by.coefficients,
+                                    len(parameters)).floored(floor)
+        sigma = channel_noise.innovation
+    else:
+        channel_noise = ChannelNoise(0, (), sigma, sigma)
     coefficients = channel_noise.coefficients
     innovations = whitened(residuals[order], coefficients) / sigma
     names = [p.name for p in parameters]
