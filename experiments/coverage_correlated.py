@@ -14,14 +14,21 @@ the model explains or describes the data). Then the wrong model: a third phase (
 N/mm from 2.4 mm) fitted as two phases, and the share flagged (`does_not_describe`). Finally
 the time of a fit under `"auto"` over that of the white fit (both warm).
 
-Trajectory fits (filtered motion capture) are not part of this script yet.
+Trajectory fits (`--part trajectory`): the bundled pair of four axial springs
+(datasets/axial_4_springs.toml: its own loads, 0.5 s at 1 kHz, 501 samples of x, y and theta),
+its four stiffnesses free, the tracking noise (5 um, 5 um, 0.01 degree) AR(1) at rho 0.3, 0.6
+and 0.9, or white noise low-pass filtered as motion-capture pipelines filter markers (4th-order
+Butterworth at 40 Hz, zero phase). The same statistics per stiffness, and for the wrong model
+the pair fitted without its dampers. The noise is always estimated (`spineid.fit` with the
+default `Auto` solver).
 
-Run: `python experiments/coverage_correlated.py [--repetitions 200]`. The measured table is in
-docs/goodness-of-fit.md.
+Run: `python experiments/coverage_correlated.py [--repetitions 200] [--part table|trajectory]`.
+The measured tables are in docs/goodness-of-fit.md.
 """
 
 import argparse
 import time
+import tomllib
 
 import numpy as np
 from scipy import signal
@@ -69,13 +76,93 @@ def quantities(result):
     return values, errors
 
 
+def row(kind, model, values, errors, accepted, truth, repetitions):
+    values, errors = np.array(values), np.array(errors)
+    calibration = np.std(values, axis=0) / np.mean(errors, axis=0)
+    coverage = np.mean(np.abs(values - truth) < 1.96 * errors, axis=0)
+    binomial = np.sqrt(0.95 * 0.05 / repetitions)
+    print(f"{kind:14s} {model:6s} "
+          f"{', '.join(f'{c:.2f}' for c in calibration):30s} "
+          f"{', '.join(f'{100 * c:.0f}%' for c in coverage):24s} "
+          f"(+-{100 * binomial:.1f}%) "
+          f"{100 * accepted / repetitions:.0f}%", flush=True)
+
+
+SD = np.array([5e-6, 5e-6, np.radians(0.01)])  # m, m, rad: the tracking noise
+
+
+def tracking_noise(rng, kind, n):
+    # (n, 3) noise of the three channels, each of standard deviation SD.
+    if kind == "filtered":
+        b, a = signal.butter(4, 40.0 / 500.0)  # 40 Hz at 1 kHz (Nyquist 500 Hz)
+        e = signal.filtfilt(b, a, rng.normal(size=(n + 400, 3)), axis=0)[200:-200]
+        return SD * e / np.std(e, axis=0)
+    rho = float(kind.split()[-1])
+    a = rng.normal(size=(n + 300, 3)) * np.sqrt(1 - rho ** 2)
+    e = np.zeros((n + 300, 3))
+    for t in range(1, n + 300):
+        e[t] = rho * e[t - 1] + a[t]
+    return SD * e[300:]
+
+
+def trajectory_part(repetitions, rng):
+    path = spineid.dataset_path("axial_4_springs.toml")
+    model_file = spineid.load_model_file(path)
+    with open(path, "rb") as file:
+        document = tomllib.load(file)
+    for spring in document["springs"]:
+        spring["damping"] = 0.0
+    undamped = spineid.model_from_document(document)
+    ts = np.linspace(0.0, 0.5, 501)
+    clean = np.array([model_file.model.observe(q)
+                      for q in spineid.simulate(model_file.model, ts).q])
+
+    def fit_pair(kind, noise_model, model=model_file):
+        data = clean + tracking_noise(rng, kind, ts.size)
+        measurement = spineid.Measurement(ts, data, ("x", "y", "theta"))
+        problem = spineid.FitProblem(model, measurement, ["stiffness"], noise_model=noise_model)
+        return spineid.fit(problem)
+
+    truth = np.array([s["stiffness"] for s in document["springs"]])
+    print(f"\ntrajectory fits: {'noise':14s} {'fit':6s} calibration (4 stiffnesses), "
+          "coverage 95%, accepted")
+    for kind in ("AR(1) rho 0.3", "AR(1) rho 0.6", "AR(1) rho 0.9", "filtered"):
+        for model in ("auto", "white"):
+            values, errors, accepted = [], [], 0
+            for _ in range(repetitions):
+                result = fit_pair(kind, model)
+                values.append(result.values)
+                errors.append(result.stderr)
+                accepted += bool(result.accepted)
+            row(kind, model, values, errors, accepted, truth, repetitions)
+    for kind in ("AR(1) rho 0.6", "filtered"):
+        flagged = sum(fit_pair(kind, "auto", undamped).goodness_of_fit.level
+                      == "does_not_describe" for _ in range(repetitions))
+        print(f"wrong model (the dampers left out), {kind}: flagged "
+              f"{100 * flagged / repetitions:.0f}% of {repetitions}")
+    seconds = {}
+    for model in ("white", "auto"):
+        fit_pair("AR(1) rho 0.6", model)  # (compiled)
+        clock = time.perf_counter()
+        for _ in range(5):
+            fit_pair("AR(1) rho 0.6", model)
+        seconds[model] = (time.perf_counter() - clock) / 5
+    print(f"time per trajectory fit, warm: white {seconds['white']:.2f} s, auto "
+          f"{seconds['auto']:.2f} s (ratio {seconds['auto'] / seconds['white']:.2f})")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repetitions", type=int, default=200)
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--part", choices=("table", "trajectory", "all"), default="all")
     arguments = parser.parse_args()
     truth = np.array([KNEE, *SLOPES])
     rng = np.random.default_rng(arguments.seed)
+    if arguments.part != "table":
+        trajectory_part(arguments.repetitions, rng)
+    if arguments.part == "trajectory":
+        return
     print(f"{'noise':14s} {'fit':6s} {'calibration (knee, slopes)':30s} "
           f"{'coverage 95% (knee, slopes)':32s} accepted")
     for kind in ("AR(1) rho 0.3", "AR(1) rho 0.6", "AR(1) rho 0.9", "filtered"):
@@ -87,15 +174,7 @@ def main():
                 values.append(v)
                 errors.append(e)
                 accepted += bool(result.accepted)
-            values, errors = np.array(values), np.array(errors)
-            calibration = np.std(values, axis=0) / np.mean(errors, axis=0)
-            coverage = np.mean(np.abs(values - truth) < 1.96 * errors, axis=0)
-            binomial = np.sqrt(0.95 * 0.05 / arguments.repetitions)
-            print(f"{kind:14s} {model:6s} "
-                  f"{', '.join(f'{c:.2f}' for c in calibration):30s} "
-                  f"{', '.join(f'{100 * c:.0f}%' for c in coverage):24s} "
-                  f"(+-{100 * binomial:.1f}%) "
-                  f"{100 * accepted / arguments.repetitions:.0f}%", flush=True)
+            row(kind, model, values, errors, accepted, truth, arguments.repetitions)
     for kind in ("AR(1) rho 0.6", "filtered"):
         flagged = sum(fit(yielding, rng, kind, "auto").goodness_of_fit.level
                       == "does_not_describe" for _ in range(arguments.repetitions))

@@ -1,7 +1,6 @@
 """The verbs of the `spineid` command: each reads its inputs, calls the library and writes its
 outputs (docs/cli.md). Nothing here computes what the library does not offer."""
 
-import math
 import pathlib
 import time
 
@@ -27,7 +26,6 @@ from ..identify import (
     recover_grid,
     validate_design,
 )
-from ..identify._common._goodness import MAX_MISFIT
 from ..identify._solvers import SOLVER_NAMES
 from ..io import (
     Measurement,
@@ -50,6 +48,7 @@ from ..io._columns import describe_columns, parse_assignments
 from ..io._measurements import LOAD_COLUMNS
 from ..simulation import simulate_in_windows
 from ..studies import peak_force_sensitivity, segment_study, whiplash_study
+from ._arguments import misfit_fraction, numbers_argument, parse_markers, parse_noise
 from ._outputs import (
     figures,
     output_file,
@@ -153,27 +152,6 @@ def _demo_fit(out) -> None:
     print("wrote " + ", ".join(str(p) for p in paths))
 
 
-def _parse_noise(text: str | None, option: str = "--noise") -> dict[str, float] | None:
-    if text is None:
-        return None
-    noise = {}
-    for item in text.split(","):
-        channel, _, value = item.partition("=")
-        if channel.strip() in noise:
-            raise ValueError(f"{option} {text!r}: channel {channel.strip()!r} is given twice")
-        try:
-            noise[channel.strip()] = float(value)
-        except ValueError:
-            raise ValueError(
-                f"{option} {text!r}: expected CHANNEL=SIGMA pairs separated by commas, e.g. "
-                f"x=5e-6,y=5e-6,theta=1.7e-4"
-            ) from None
-        if not (math.isfinite(noise[channel.strip()]) and noise[channel.strip()] > 0):
-            raise ValueError(f"{option} {text!r}: {channel.strip()}={value.strip()}: expected a "
-                             "positive finite standard deviation (in the channel's unit)")
-    return noise
-
-
 def _fit_solver(arguments):
     # The solver object the --solver, --starts, --seed and --max-steps options stand for.
     local = SOLVER_NAMES["lm" if arguments.solver in ("auto", "shooting") else arguments.solver]
@@ -199,12 +177,12 @@ def command_fit(arguments) -> int:
     """`spineid fit MODEL DATA... --free GROUP --out DIR`: fit through the ODE solve."""
     solver = _fit_solver(arguments)
     problem = FitProblem.from_files(
-        arguments.model, arguments.data, arguments.free, _parse_noise(arguments.noise),
-        noise_max=_parse_noise(arguments.noise_max, "--noise-max"),
+        arguments.model, arguments.data, arguments.free, parse_noise(arguments.noise),
+        noise_max=parse_noise(arguments.noise_max, "--noise-max"),
         columns=parse_assignments(arguments.columns, "--columns"),
         units=parse_assignments(arguments.units, "--units"),
-        markers=_parse_markers(arguments.markers),
-    )
+        markers=parse_markers(arguments.markers), noise_model=arguments.noise_model,
+        max_misfit=misfit_fraction(arguments.max_misfit))
     _check_profiles(arguments.profile, problem.names)
     _print_columns(problem.measurements)
     print(
@@ -224,7 +202,7 @@ def command_fit(arguments) -> int:
         paths += write_profile_outputs(result.report(), profiles, out, plots)[1:]
     out.finish()
     print("wrote " + ", ".join(str(p) for p in paths))
-    return 0 if result.converged and result.explains_data is not False else 1
+    return 0 if result.converged and result.accepted is not False else 1
 
 
 def _print_columns(measurements):
@@ -247,31 +225,13 @@ def _print_columns(measurements):
             print("read " + describe_columns(read_as, measurement.source), flush=True)
 
 
-def _parse_markers(text: str | None) -> dict | None:
-    # `--markers 'upper=A,B,C;lower=D,E,F'` -> {"upper": [...], "lower": [...]}.
-    if text is None:
-        return None
-    bodies = {}
-    for part in (p.strip() for p in text.split(";") if p.strip()):
-        body, equals, names = part.partition("=")
-        names = [name.strip() for name in names.split(",") if name.strip()]
-        if not equals or body.strip() not in ("upper", "lower") or len(names) < 3:
-            raise ValueError(f"--markers: {part!r}: expected upper=A,B,C[;lower=D,E,F], at "
-                             "least three markers per body")
-        if body.strip() in bodies:
-            raise ValueError(f"--markers: {body.strip()} given twice")
-        bodies[body.strip()] = names
-    if "upper" not in bodies:
-        raise ValueError("--markers: the upper body's markers are needed (upper=A,B,C)")
-    return bodies
-
-
 def command_recover(arguments) -> int:
     """`spineid recover MODEL DATA --out DIR`: a stiffness measure on the `[measure]` curve."""
     problem = RecoveryProblem.from_files(
-        arguments.model, arguments.data, _parse_noise(arguments.noise), arguments.max_stiffness,
+        arguments.model, arguments.data, parse_noise(arguments.noise), arguments.max_stiffness,
         columns=parse_assignments(arguments.columns, "--columns"),
-        units=parse_assignments(arguments.units, "--units"))
+        units=parse_assignments(arguments.units, "--units"), noise_model=arguments.noise_model,
+        max_misfit=misfit_fraction(arguments.max_misfit))
     _print_columns(problem.measurements)
     method = "off the grid" if arguments.grid is None else f"on a grid of {arguments.grid}"
     print(f"recovering the stiffness measure of {arguments.model} on its [measure] curve "
@@ -286,7 +246,7 @@ def command_recover(arguments) -> int:
     arguments.output.finish()
     print(result.summary())
     print("wrote " + ", ".join(str(p) for p in paths))
-    return 0 if result.converged and result.explains_data is not False else 1
+    return 0 if result.converged and result.accepted is not False else 1
 
 
 def command_stiffness(arguments) -> int:
@@ -295,7 +255,7 @@ def command_stiffness(arguments) -> int:
                              columns=parse_assignments(arguments.columns, "--columns"),
                              units=parse_assignments(arguments.units, "--units"))
     _print_columns([test])
-    noise = _parse_noise(arguments.noise)
+    noise = parse_noise(arguments.noise)
     if noise is not None:
         unknown = sorted(set(noise) - set(LOAD_COLUMNS))
         missing = [c for c in LOAD_COLUMNS if c not in noise]
@@ -320,16 +280,7 @@ def command_stiffness(arguments) -> int:
     out.finish()
     print(result.summary())
     print(", ".join(["wrote " + str(report), str(out / "stiffness.toml"), *map(str, plots)]))
-    return 0 if result.explains_data is not False else 1
-
-
-def _numbers_argument(text: str | None, what: str) -> np.ndarray | None:
-    if text is None:
-        return None
-    try:
-        return np.array([float(v) for v in text.split(",")])
-    except ValueError:
-        raise ValueError(f"{what} {text!r}: expected comma-separated numbers") from None
+    return 0 if result.accepted is not False else 1
 
 
 def _check_profiles(names: list[str], free: list[str]) -> None:
@@ -360,12 +311,11 @@ def command_table(arguments) -> int:
     _print_columns([data])
     if arguments.noise is not None and arguments.noise_model not in ("auto", "white"):
         raise ValueError(f"--noise-model {arguments.noise_model}: --noise is white; give one of the two")
-    value, relative = arguments.max_misfit or (MAX_MISFIT, True)  # (a fraction, or a load)
-    max_misfit = value if relative else value / max(float(np.ptp(data.load)), 1e-300)
+    max_misfit = misfit_fraction(arguments.max_misfit, float(np.ptp(data.load)))
     print(f"fitting a {arguments.law} law to {len(data.load)} points of {arguments.data}",
           flush=True)
     result = fit_load_law(
-        data, arguments.law, _numbers_argument(arguments.nodes, "--nodes"),
+        data, arguments.law, numbers_argument(arguments.nodes, "--nodes"),
         n_nodes=arguments.n_nodes, free_breakpoints=arguments.free_breakpoints,
         smoothing=arguments.smoothing, monotone=not arguments.not_monotone,
         degree=arguments.degree, damping=arguments.damping, inertia=arguments.inertia,
@@ -510,7 +460,7 @@ def command_segment(arguments) -> int:
         test = read_quasi_static(arguments.fit)
         print(f"fitting {', '.join(arguments.free)} to {arguments.fit} through the equilibria "
               "(the first step waits for their compilation, about 20 s) ...", flush=True)
-        result = fit_segment(model_file, test, arguments.free, _parse_noise(arguments.noise),
+        result = fit_segment(model_file, test, arguments.free, parse_noise(arguments.noise),
                              progress=True)
         refuse_non_finite(result.report(), "segment fit")
         refuse_unphysical(result.names, result.values, "segment fit")
@@ -536,7 +486,7 @@ def command_segment(arguments) -> int:
     out.finish()
     print("wrote " + ", ".join(str(p) for p in paths))
     if arguments.fit:
-        return 0 if result.converged and result.explains_data is not False else 1
+        return 0 if result.converged and result.accepted is not False else 1
     return 0 if bool(np.all(study.converged)) else 1
 
 

@@ -104,6 +104,21 @@ def _add_units(parser):
                              "column names")
 
 
+def _add_noise_model(parser, what: str = "each channel's noise",
+                     misfit: str = "a percentage of each channel's range (e.g. 3%%)"):
+    # --noise-model and --max-misfit (docs/goodness-of-fit.md), alike for every fit verb.
+    parser.add_argument(
+        "--noise-model", default="auto", type=_noise_model_name, metavar="auto|white|ar:P",
+        help=f"how {what} is correlated from sample to sample (with the noise estimated): auto "
+             "(default: white where the residuals are, else the autoregressive order they "
+             "need), white, or ar:P (an autoregression of order P); the fit is weighted by it "
+             "and its standard errors hold under it (docs/goodness-of-fit.md)")
+    parser.add_argument(
+        "--max-misfit", type=_misfit, default=None, metavar="P%" if "load" not in misfit
+        else "P%|LOAD", help=f"the largest smooth misfit a fit may leave and still be "
+                             f"accepted: {misfit}; default 2%%")
+
+
 def _add_batch(parser):
     # Options of a verb that runs as a batch over many data files.
     parser.add_argument("--group", metavar="REGEX",
@@ -173,6 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
                             help="largest plausible estimated noise per channel (SI); an "
                                  "estimate above it means the model does not explain the data "
                                  "(default: 1 mm for positions, 1 deg for angles)")
+    _add_noise_model(fit_parser)
     _add_output(fit_parser, required=True)
     fit_parser.add_argument("--solver", default=DEFAULT_SOLVER, choices=list(SOLVER_NAMES),
                             help=f"least-squares solver (default {DEFAULT_SOLVER}: spineid's "
@@ -207,6 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
                  "the data file's column of a channel or of t (default: the channel's name)")
     recover_parser.add_argument("--noise", metavar="CH=SIGMA,...",
                                 help="measurement noise per channel (SI); default: estimated")
+    _add_noise_model(recover_parser)
     recover_parser.add_argument("--grid", type=AT_LEAST_TWO, metavar="N",
                                 help="fit N equally spaced springs instead of off-grid atoms")
     recover_parser.add_argument("--max-atoms", type=POSITIVE_INT, default=4,
@@ -273,16 +290,8 @@ def build_parser() -> argparse.ArgumentParser:
     table_parser.add_argument("--noise", type=POSITIVE,
                               help="load noise (SI, white); default: estimated under "
                                    "--noise-model")
-    table_parser.add_argument(
-        "--noise-model", default="auto", type=_noise_model_name, metavar="auto|white|ar:P",
-        help="how the load noise is correlated from sample to sample: auto (default: white "
-             "where the residuals are, else the autoregressive order they need), white, or "
-             "ar:P (an autoregression of order P); the fit is weighted by it and its standard "
-             "errors hold under it (docs/goodness-of-fit.md)")
-    table_parser.add_argument(
-        "--max-misfit", type=_misfit, default=None, metavar="P%|LOAD",
-        help="the largest smooth misfit a fit may leave and still be accepted: a percentage "
-             "of the load's range (e.g. 3%%) or a load (SI); default 2%%")
+    _add_noise_model(table_parser, "the load noise", "a percentage of the load's range (e.g. "
+                     "3%%) or a load (SI)")
     table_parser.add_argument(
         "--solver", default="auto", choices=("auto", "varpro", "lm"),
         help="auto (default): variable projection for free breakpoints of a piecewise_linear "

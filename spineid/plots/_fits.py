@@ -58,6 +58,13 @@ def plot_residuals(result, channels: tuple[str, ...], path: str | pathlib.Path) 
             normalised = residual[:, c] / sigma
             pooled.append(normalised)
             axes[c, 0].plot(measurement.ts, normalised, ".", ms=2.5, color=f"C{case}")
+            # The smooth part the verdict measures (a centred moving average: `misfit`).
+            width = smoothing_width(normalised.size)
+            if normalised.size >= width and np.all(np.isfinite(normalised)):
+                smooth = np.convolve(normalised, np.ones(width) / width, mode="valid")
+                axes[c, 0].plot(measurement.ts[width // 2: width // 2 + smooth.size], smooth,
+                                lw=1.4, color="tab:red",
+                                label="smooth part" if case == 0 else None)
         axes[c, 0].axhline(0.0, color="k", lw=0.8)
         axes[c, 0].set_ylabel(f"{channel} residual / sigma")
         axes[c, 0].grid(alpha=0.3)
@@ -69,10 +76,28 @@ def plot_residuals(result, channels: tuple[str, ...], path: str | pathlib.Path) 
             axes[c, 1].stairs(density, edges, fill=True, color="C0", alpha=0.6)
         axes[c, 1].plot(grid, np.exp(-grid**2 / 2) / np.sqrt(2 * np.pi), "k-", lw=1)
         axes[c, 1].set_xlim(-5, 5)
+        axes[c, 1].set_ylabel("density")
+    axes[-1, 1].set_xlabel("residual / sigma (line: N(0, 1))")
     axes[-1, 0].set_xlabel("t [s]")
-    figure.suptitle("Residuals (data - fit) in units of the noise")
-    return _save(figure, path, margins=dict(left=0.85, right=0.3, bottom=0.55, top=0.5,
-                                            hspace=0.3, wspace=0.2))
+    if axes[0, 0].get_legend_handles_labels()[0]:
+        axes[0, 0].legend(loc="upper right", fontsize="small")
+    figure.suptitle("Residuals (data - fit) in units of the noise" + _verdict_words(result))
+    return _save(figure, path, margins=dict(left=0.85, right=0.3, bottom=0.55, top=0.75,
+                                            hspace=0.3, wspace=0.25))
+
+
+def _verdict_words(result) -> str:
+    # The verdict of a fit for a figure's title: its level and largest smooth misfit.
+    fit = getattr(result, "goodness_of_fit", None)
+    if fit is None or fit.level is None:
+        return ""
+    words = {"explains": "explains the data", "describes": "describes the data",
+             "does_not_describe": "does NOT describe the data"}[fit.level]
+    if fit.misfit:
+        words += (", smooth misfit up to "
+                  f"{100 * max(e['fraction_of_range'] for e in fit.misfit.values()):.2g}% of "
+                  "the range")
+    return f"\n{words}"
 
 
 def plot_identifiability(result, path: str | pathlib.Path) -> pathlib.Path:

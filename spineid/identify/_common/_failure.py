@@ -28,3 +28,13 @@ def failed_cost(cost: float, fraction: float = 1.0) -> bool:
     """Whether a cost `1/2 sum r^2` is that of a failed evaluation: not finite, or at least
     `fraction` of one residual at `FAILED_RESIDUAL`."""
     return not np.isfinite(cost) or cost >= fraction * 0.5 * FAILED_RESIDUAL**2
+
+
+def compiled_check_message(error: Exception) -> str:
+    """The first sentence of an `equinox.EquinoxRuntimeError` (a check inside compiled code),
+    without equinox's stack and debugging advice."""
+    text = str(error)
+    marker = "EquinoxRuntimeError: "
+    tail = text[text.rindex(marker) + len(marker):] if marker in text else text
+    sentence = " ".join(tail.split("\n\n")[0].split())
+    return sentence or "a check inside compiled code failed"

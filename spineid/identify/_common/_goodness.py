@@ -356,13 +356,18 @@ def assess_fit(
             correlated = [channel for channel, entry in whiteness.items()
                           if entry["p_value"] < threshold]
             if correlated:
+                what = "the innovations of " if noise_models else "the residuals of "
                 reasons.append(
-                    "the residuals of " + ", ".join(
+                    what + ", ".join(
                         f"{c} (lag-one autocorrelation "
                         f"{whiteness[c]['lag_one_autocorrelation']:.2f}, p = "
                         f"{whiteness[c]['p_value']:.2g})" for c in correlated)
-                    + f" are not white (p < {threshold:.2g}): they follow a motion the model "
-                    "does not make")
+                    + f" are not white (p < {threshold:.2g}): " + (
+                        "the noise model does not describe the noise in full (a filtered "
+                        "spectrum is not a low-order autoregression), or they follow a motion "
+                        "the model does not make" if any(
+                            getattr((noise_models or {}).get(c), "order", 0) for c in correlated)
+                        else "they follow a motion the model does not make"))
         implausible = [channel for channel, entry in noise_check.items()
                        if not entry["plausible"]]
         if implausible:
@@ -422,6 +427,14 @@ def assess_fit(
             advice[:] = ["the values are usable, with the standard errors computed under the "
                          "noise model; the misfit shows on the residual figure (a richer model "
                          "may take it up)"]
+            unmodelled = [c for c, entry in (whiteness or {}).items()
+                          if entry["p_value"] < alpha / max(len(channels), 1)
+                          and not getattr((noise_models or {}).get(c), "order", 0)]
+            if unmodelled:
+                advice.append(
+                    f"the residuals of {', '.join(unmodelled)} are correlated and weighted as "
+                    "white noise: their standard errors are too small; fit under a noise model "
+                    "(auto, the default) or read stderr_robust")
             level = "describes"
         else:
             level = "explains"
@@ -441,6 +454,16 @@ MAX_MISFIT = 0.02
 """The default tolerance of a smooth misfit, as a fraction of the data's range: a two-phase law
 fitted to tissue tests leaves about 1-1.5% of the load range, a missed phase 3% or more
 (docs/goodness-of-fit.md)."""
+
+
+def checked_max_misfit(value, what: str = "max_misfit") -> float:
+    """A smooth-misfit tolerance: a positive finite fraction of a channel's range (0.02 for
+    2%); `ValueError` naming `what` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{what}={value!r}: expected a positive fraction of the range (0.02 "
+                         "for 2%)")
+    return float(value)
 
 
 def smoothing_width(length: int) -> int:

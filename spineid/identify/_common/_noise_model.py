@@ -32,6 +32,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
+import jax.numpy as jnp
 import numpy as np
 
 MAX_ORDER = 5
@@ -302,3 +303,153 @@ def whitening_rows(coefficients: Sequence[float], length: int) -> np.ndarray:
         for k in range(1, p + 1):
             rows[t - p, t - k] = -phi[k - 1]
     return rows
+
+
+def whiten_padded(residuals, weight, coefficients):
+    """Records' residuals whitened inside a compiled fit: `residuals` `(m, c)` (one record,
+    padded at its end, zero where `weight` `(m,)` is), each channel by its autoregression, the
+    rows of `coefficients` `(c, q)` (`phi_1..phi_q`, zero-padded for a lower order); the first
+    `q` rows and the padding zero (`whitened`, the same filter)."""
+    q = coefficients.shape[1]
+    innovations = residuals
+    for k in range(1, q + 1):
+        innovations = innovations - coefficients[:, k - 1] * jnp.concatenate(
+            [jnp.zeros((k, residuals.shape[1])), residuals[:-k]])
+    kept = weight * (jnp.arange(residuals.shape[0]) >= q)
+    return innovations * kept[:, None]
+
+
+def evenly_sampled(times, tolerance: float = 0.01) -> bool:
+    """Whether the sample times `times` `(k,)` (s) are evenly spaced, to `tolerance` of the
+    mean step: what a discrete autoregression needs."""
+    steps = np.diff(np.asarray(times, dtype=float))
+    return steps.size < 2 or float(np.ptp(steps)) <= tolerance * abs(float(np.mean(steps)))
+
+
+def sampled_noise_model(model: AbstractNoiseModel, records: Sequence, what: str
+                        ) -> tuple[AbstractNoiseModel, str | None]:
+    """The noise model usable on `records` (the sample times of each, s, `(k,)`): `model`
+    where every record is evenly sampled (`evenly_sampled`); otherwise a given order is
+    refused (`ValueError` naming the option `what`) and `"auto"` falls back to white noise,
+    with a note saying so: `(model, note or None)`."""
+    if not isinstance(model, AR):
+        return model, None
+    uneven = [np.diff(np.asarray(t, dtype=float)) for t in records if not evenly_sampled(t)]
+    if not uneven:
+        return model, None
+    if model.order is not None:
+        raise ValueError(f"{what} {model.name}: the samples are not evenly spaced in time "
+                         f"(steps from {np.min(uneven[0]):.3g} to {np.max(uneven[0]):.3g} s); "
+                         "an autoregression needs even sampling: use white")
+    return White(), ("the samples are not evenly spaced in time: the noise is taken as white "
+                     "(an autoregression needs even sampling)")
+
+
+def coefficient_matrix(noises: Sequence[ChannelNoise]) -> np.ndarray:
+    """The autoregressions of channels `noises` as one `(c, q)` matrix, zero-padded to the
+    highest order `q` (`whiten_padded`)."""
+    q = max((n.order for n in noises), default=0)
+    matrix = np.zeros((len(noises), q))
+    for row, noise in zip(matrix, noises):
+        row[:noise.order] = noise.coefficients
+    return matrix
+
+
+def drift_notes(values, least_squares, stderr_robust, order: int) -> list[str]:
+    """A warning where the values under an autoregressive noise model (of highest `order`)
+    differ from the ordinary least-squares ones `least_squares` by more than 3 of their robust
+    (Newey-West) standard errors `stderr_robust` (all `(p,)`): the autoregression then takes up
+    a smooth misfit of the model as if it were noise. Empty otherwise."""
+    robust = np.asarray(stderr_robust, dtype=float)
+    usable = np.isfinite(robust) & (robust > 0)
+    drift = np.abs(np.asarray(values) - np.asarray(least_squares))[usable] / robust[usable]
+    if not order or np.max(drift, initial=0.0) <= 3.0:
+        return []
+    return [f"the values under the noise model differ from the ordinary least-squares ones by "
+            f"up to {np.max(drift):.1f} robust standard errors: the autoregression (order "
+            f"{order}) takes up a smooth misfit of the model as if it were noise; "
+            "noise='white' with stderr_robust may serve better"]
+
+
+FLOOR = 1e-13
+"""Standard deviations are floored at this fraction of a channel's range (noise-free data)."""
+
+
+def checked_noise_model(spec, noise_given: bool, measurements: Sequence, what: str = "noise_model"
+                        ) -> AbstractNoiseModel:
+    """The noise model `spec` names (`as_noise_model`), checked against a fit's records
+    `measurements` (each with `ts` `(k,)` and `values` `(k, c)`): a given autoregressive order
+    is refused (`ValueError` naming `what`) beside given noise (`noise_given`: white), on
+    records too short for it (`check_order`), not evenly sampled, or with values not measured
+    (`NaN`)."""
+    model = as_noise_model(spec)
+    if not isinstance(model, AR) or model.order is None:
+        return model
+    if noise_given:
+        raise ValueError(f"{what} {model.name}: the noise given is white; give the noise or the "
+                         "noise model, not both")
+    check_order(model, [len(m.ts) for m in measurements], what)
+    sampled_noise_model(model, [m.ts for m in measurements], what)
+    if any(np.isnan(np.asarray(m.values, dtype=float)).any() for m in measurements):
+        raise ValueError(f"{what} {model.name}: the data have values not measured (NaN); an "
+                         "autoregression needs whole records: use white")
+    return model
+
+
+def usable_noise_model(model: AbstractNoiseModel, noise_given: bool, measurements: Sequence
+                       ) -> tuple[AbstractNoiseModel, str | None]:
+    """The noise model a fit of `measurements` runs under, and a note where it is not `model`:
+    `(model, note or None)`. Given noise is white; `"auto"` on records not evenly sampled, or
+    with values not measured, falls back to white (a given order is refused before:
+    `checked_noise_model`)."""
+    if noise_given:
+        return White(), None
+    model, note = sampled_noise_model(model, [m.ts for m in measurements], "noise_model")
+    if isinstance(model, AR) and any(np.isnan(np.asarray(m.values, dtype=float)).any()
+                                     for m in measurements):
+        return White(), ("the data have values not measured (NaN): the noise is taken as white "
+                         "(an autoregression needs whole records)")
+    return model, note
+
+
+def channel_noises(channels: Sequence[str], ranges: Sequence[float], n_free: int,
+                   blocks: Sequence[np.ndarray], model, orders=None,
+                   weighted_by: dict | None = None) -> dict[str, ChannelNoise]:
+    """Each channel's noise from a fit's raw residual `blocks` (`(k, c)` per record, SI, `NaN`
+    where not measured): under `model` (`fit_channel_noise`), at the fixed `orders` `(c,)` (an
+    order 0 white), or with the coefficients of `weighted_by` (channel -> `ChannelNoise`:
+    `noise_under`); each channel is charged its share of the `n_free` fitted parameters, and
+    floored at `FLOOR` of its `ranges` entry."""
+    total = max(sum(int(np.count_nonzero(~np.isnan(b))) for b in blocks), 1)
+    noises = {}
+    for c, (channel, span) in enumerate(zip(channels, ranges)):
+        series = [b[:, c][~np.isnan(b[:, c])] for b in blocks]
+        share = n_free * sum(s.size for s in series) / total
+        if weighted_by is not None:
+            noise = noise_under(series, weighted_by[channel].coefficients, share)
+        else:
+            kind = model if orders is None else AR(orders[c]) if orders[c] else White()
+            noise = fit_channel_noise(series, kind, share)
+        noises[channel] = noise.floored(FLOOR * max(float(span), 1e-300))
+    return noises
+
+
+def whitened_jacobian(jacobian: np.ndarray, lengths: Sequence[int], noises: Sequence[ChannelNoise],
+                      sigma: Sequence[float]) -> np.ndarray:
+    """Noise-weighted sensitivities `jacobian` `(n, p)` (rows sample by channel within each
+    record of `lengths` samples, each channel weighted by `sigma` `(c,)`) whitened channel by
+    channel by `noises` (one `ChannelNoise` per channel, in order) and weighted by their
+    innovations' deviations instead: the rows of the generalized least-squares information
+    (a white channel's rows as they are)."""
+    jacobian = np.asarray(jacobian, dtype=float)
+    c, rows, first = len(noises), [], 0
+    for k in lengths:
+        block = jacobian[first:first + k * c].reshape(k, c, -1)
+        first += k * c
+        for j, (noise, weight) in enumerate(zip(noises, sigma)):
+            column = block[:, j]
+            if noise.order:
+                column = np.stack([whitened(col, noise.coefficients) for col in column.T],
+                                  axis=1) * (float(weight) / noise.innovation)
+            rows.append(column)
+    return np.concatenate(rows) if rows else jacobian[:0]

@@ -43,11 +43,11 @@ from ...elements._load_laws import (
 from ...elements._parameters import Parameter
 from ...io._measurements import LoadDisplacementData
 from .._common._abstract_objective import AbstractObjective
-from .._common._goodness import assess_fit, MAX_MISFIT
+from .._common._goodness import assess_fit, checked_max_misfit, MAX_MISFIT
 from .._common._noise import NOISE_SETTLED, settle_noise, unsettled_note
 from .._common._noise_model import (
-    AR, as_noise_model, ChannelNoise, check_order, fit_channel_noise, noise_under, White,
-    whitened,
+    AR, as_noise_model, ChannelNoise, check_order, drift_notes, fit_channel_noise, noise_under,
+    sampled_noise_model, White, whiten_padded, whitened,
 )
 from .._common._padding import pad, padded_length, weights
 from .._common._profile import Profiled
@@ -207,26 +207,21 @@ class _LawResiduals(AbstractObjective):
             u = jnp.concatenate([u[:self.held], self.held_value[None], u[self.held:]])
         residuals = ((self.model(self.transform.to_physical(u)) - self.observed) * self.weight
                      / self.sigma)
-        return whiten_padded(residuals, self.weight, self.coefficients, self.sequence)
+        return whitened_in_order(residuals, self.weight, self.coefficients, self.sequence)
 
     def samples(self):
         """The data's samples whitened (the rest is padding, or left out by the whitening)."""
         return (jnp.sum(self.weight) - self.coefficients.size).astype(int)
 
 
-def whiten_padded(residuals, weight, coefficients, sequence):
+def whitened_in_order(residuals, weight, coefficients, sequence):
     """`residuals` `(m,)` (zero where `weight` is) whitened in the order `sequence` by the
-    autoregression `coefficients` `(q,)`, the first `q` samples and the padding zero; the
-    residuals themselves without coefficients."""
-    q = coefficients.shape[0]
-    if q == 0:
+    autoregression `coefficients` `(q,)` (`whiten_padded`); the residuals themselves without
+    coefficients."""
+    if coefficients.shape[0] == 0:
         return residuals
-    ordered, kept = residuals[sequence], weight[sequence]
-    innovations = ordered
-    for k in range(1, q + 1):
-        innovations = innovations - coefficients[k - 1] * jnp.concatenate(
-            [jnp.zeros(k), ordered[:-k]])
-    return innovations * kept * (jnp.arange(ordered.shape[0]) >= q)
+    return whiten_padded(residuals[sequence][:, None], weight[sequence],
+                         coefficients[None, :])[:, 0]
 
 
 def _default_nodes(data: LoadDisplacementData, count: int) -> np.ndarray:
@@ -412,21 +407,11 @@ def fit_load_law(
     noise_estimated = not (isinstance(noise, (int, float, np.integer, np.floating))
                            and not isinstance(noise, bool))
     noise_model = as_noise_model(noise) if noise_estimated else White()
-    if not (math.isfinite(max_misfit) and max_misfit > 0):
-        raise ValueError(f"max_misfit {max_misfit!r}: expected a positive fraction of the load's "
-                         "range (0.02 for 2%)")
+    max_misfit = checked_max_misfit(max_misfit)
     check_order(noise_model, [n], "noise")
-    if isinstance(noise_model, AR) and data.time is not None and n > 2:
-        steps = np.diff(np.asarray(data.time, float))
-        if np.ptp(steps) > 0.01 * abs(float(np.mean(steps))):
-            if noise_model.order is not None:
-                raise ValueError(
-                    f"noise {noise_model.name}: the samples are not evenly spaced in time "
-                    f"(steps from {np.min(steps):.3g} to {np.max(steps):.3g} s); an "
-                    "autoregression needs even sampling: use white")
-            notes.append("the samples are not evenly spaced in time: the noise is taken as "
-                         "white (an autoregression needs even sampling)")
-            noise_model = White()
+    noise_model, note = sampled_noise_model(noise_model, [] if data.time is None
+                                            else [data.time], "noise")
+    notes.extend([note] if note else [])
     # The samples in their order: of time, or of the displacement of a table without time (a
     # tester's ramp: the two agree); the padding after them.
     order = np.arange(n) if data.time is not None else np.argsort(data.displacement,
@@ -512,14 +497,7 @@ def fit_load_law(
     law = build(theta)
     derived = {}
     messages = notes + list(identifiability.warnings)
-    usable = np.isfinite(stderr_robust) & (stderr_robust > 0)
-    drift = np.abs(values - least_squares)[usable] / stderr_robust[usable]
-    if channel_noise.order and np.max(drift, initial=0.0) > 3.0:
-        messages.append(
-            f"the values under the noise model differ from the ordinary least-squares ones by "
-            f"up to {np.max(drift):.1f} robust standard errors: the autoregression (order "
-            f"{channel_noise.order}) takes up a smooth misfit of the law as if it were noise; "
-            "noise='white' with stderr_robust may serve better")
+    messages.extend(drift_notes(values, least_squares, stderr_robust, channel_noise.order))
     if np.any(on_bound):
         messages.append("on a bound (no standard error): "
                         + ", ".join(n for n, b in zip(names, on_bound) if b))

@@ -25,7 +25,9 @@ from ...io._model_file import ModelFile, load_model_file
 from ...models._pinned_pair import PinnedPair
 from ...models._planar_pair import PlanarPair
 from ...simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL
+from .._common._goodness import checked_max_misfit, MAX_MISFIT
 from .._common._noise import check_noise
+from .._common._noise_model import checked_noise_model
 from .._common._padding import data_rows, padded_records, trimmed
 from .._trajectory._objective import simulated_observations, weighted_residuals
 from .._trajectory._problem import channel_ranges, check_measurements
@@ -104,6 +106,10 @@ class RecoveryProblem:
       measure's translational natural frequency at the Nyquist frequency of the data: a stiffer
       joint moves like a rigid one at this sampling rate. An exact pin is infinitely stiff in
       translation, so its recovered total sits on this ceiling.
+    - `noise_model`, `max_misfit`: with the noise estimated, how each channel's errors are
+      correlated and the largest smooth misfit a recovery may leave, as for `FitProblem`; the
+      measure is the white-weighted one, its errors those of the noise model
+      (`spineid.identify._recovery._recovery_result`).
 
     Raises `ValueError` for a model without `[measure]`, data with the wrong channels or too
     few samples, and data without rotation (the location of a pin is then not identifiable).
@@ -115,6 +121,9 @@ class RecoveryProblem:
         measurements: Sequence[Measurement] | Measurement,
         noise: dict[str, float] | None = None,
         max_stiffness: float | None = None,
+        *,
+        noise_model="auto",
+        max_misfit: float = MAX_MISFIT,
     ):
         if isinstance(measurements, Measurement):
             measurements = [measurements]
@@ -133,6 +142,9 @@ class RecoveryProblem:
         # The data fix at most the 4 moments of a measure.
         check_measurements(self.measurements, self.channels, 4)
         self.noise = None if noise is None else check_noise(self.channels, noise)
+        self.noise_model = checked_noise_model(noise_model, self.noise is not None,
+                                               self.measurements)
+        self.max_misfit = checked_max_misfit(max_misfit)
         self._check_rotation()
         if max_stiffness is None:
             dt = float(np.median(np.concatenate([np.diff(m.ts) for m in self.measurements])))
@@ -143,9 +155,10 @@ class RecoveryProblem:
 
     @classmethod
     def from_files(cls, model_path, data_paths, noise=None, max_stiffness=None, *,
-                   columns=None, units=None):
+                   columns=None, units=None, **options):
         """Problem from a model file and one or more trajectory files (`columns`, `units`: a
-        file's own column names and units, as `FitProblem.from_files`)."""
+        file's own column names and units, as `FitProblem.from_files`; `options`:
+        `noise_model`, `max_misfit`)."""
         model_file = load_model_file(model_path)
         if isinstance(data_paths, (str, pathlib.Path)):
             data_paths = [data_paths]
@@ -153,7 +166,7 @@ class RecoveryProblem:
         measurements = [read_measurement(p, model.observable_names, model.observable_units,
                                          columns=columns, column_units=units)
                         for p in data_paths]
-        return cls(model_file, measurements, noise, max_stiffness)
+        return cls(model_file, measurements, noise, max_stiffness, **options)
 
     @property
     def n_data(self) -> int:

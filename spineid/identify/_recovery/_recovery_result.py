@@ -15,6 +15,7 @@ from ...io._model_file import ModelFile
 from .._common._failure import failed
 from .._common._goodness import assess_fit
 from .._common._noise import noise_from_residuals
+from .._common._noise_model import channel_noises, usable_noise_model, whitened_jacobian
 from .._common._result_family import AbstractResult
 from .._common._uncertainty import Identifiability, fisher_analysis
 from ._recovery_problem import MeasureCurve, RecoveryProblem, _moment_jacobian, first_variation
@@ -180,8 +181,21 @@ def _estimate_noise(problem, residuals, sigma, n_free) -> np.ndarray:
     return noise_from_residuals(raw, n_free, problem.channel_ranges())
 
 
-def _analyse(problem, solver: _Solver, atoms: _Atoms, positions_free: bool):
-    """Moments with standard errors, identifiability and the atoms the data support."""
+def _blocks(problem, residuals, sigma) -> list[np.ndarray]:
+    # The data rows of noise-weighted residuals `(n,)` as raw residuals `(k, c)` per record.
+    raw, blocks, first = np.asarray(residuals), [], 0
+    for measurement in problem.measurements:
+        size = measurement.values.size
+        blocks.append(raw[first:first + size].reshape(measurement.values.shape) * sigma)
+        first += size
+    return blocks
+
+
+def _analyse(problem, solver: _Solver, atoms: _Atoms, positions_free: bool, noises=None,
+             sigma=None):
+    """Moments with standard errors, identifiability and the atoms the data support; under an
+    autoregressive noise model (`noises`: channel -> `ChannelNoise`, the residuals weighted by
+    `sigma` `(c,)`) the errors from the whitened sensitivities (`whitened_jacobian`)."""
     keep = atoms.active & (atoms.p > 0)
     kept = _Atoms(atoms.t[keep], atoms.p[keep], np.ones(keep.sum(), bool))
     origin = solver.origin(kept)
@@ -191,6 +205,11 @@ def _analyse(problem, solver: _Solver, atoms: _Atoms, positions_free: bool):
     moments = np.asarray(solver.moments_of(z, origin))
     moment_jacobian, _, _ = _moment_jacobian(solver.objective, jnp.asarray(moments), origin)
     moment_jacobian = np.asarray(moment_jacobian)
+    if noises is not None:
+        rows, lengths = solver.objective.data_rows(), [len(m.ts) for m in problem.measurements]
+        ordered = [noises[c] for c in problem.channels]
+        moment_jacobian = whitened_jacobian(moment_jacobian[rows], lengths, ordered, sigma)
+        jacobian = whitened_jacobian(np.asarray(jacobian)[rows], lengths, ordered, sigma)
     curve, tau = problem.curve, problem.max_stiffness
 
     # Moment coordinates the measures on this curve can reach: on a straight curve the first
@@ -284,13 +303,27 @@ def _analyse(problem, solver: _Solver, atoms: _Atoms, positions_free: bool):
 def _finish(problem, solver, atoms, method, positions_free, converged, certified, gap, history,
             sigma, noise_estimated, clock, fine_grid) -> MeasureResult:
     analysis = _analyse(problem, solver, atoms, positions_free)
+    warnings, noises, judged = [], None, {}
+    if noise_estimated:
+        # Under a noise model: each channel's autoregression from the residuals, and the
+        # errors under it (the measure itself stays the white-weighted one).
+        model, note = usable_noise_model(problem.noise_model, False, problem.measurements)
+        warnings += [note] if note else []
+        blocks = _blocks(problem, analysis["residuals"], sigma)
+        fitted = channel_noises(problem.channels, problem.channel_ranges(),
+                                analysis["moment_identifiability"].rank, blocks, model)
+        if any(n.order for n in fitted.values()):
+            noises = fitted
+            analysis = _analyse(problem, solver, atoms, positions_free, noises, sigma)
+            sigma = np.array([n.marginal for n in noises.values()])
+        judged = {"ranges": dict(zip(problem.channels, map(float, problem.channel_ranges()))),
+                  "max_misfit": dict.fromkeys(problem.channels, problem.max_misfit)}
     kept = analysis["kept"]
     curve, tau = problem.curve, problem.max_stiffness
     t_fine = jnp.linspace(0.0, 1.0, fine_grid)
     certificate = np.asarray(first_variation(
         curve, jnp.asarray(analysis["moment_gradient"]), jnp.asarray(analysis["origin"]), t_fine
     ))
-    warnings = []
     error = np.array([np.nan if e is None else e
                       for e in analysis["moments"]["centroid"]["stderr"]])
     if not np.all(np.isfinite(error)) or np.max(error) > 0.1 * curve.length:
@@ -340,5 +373,6 @@ def _finish(problem, solver, atoms, method, positions_free, converged, certified
                                                     analysis["predictions"])],
             problem.channels, analysis["moment_identifiability"].rank,
             noise_given=not noise_estimated, sigma=dict(zip(problem.channels, map(float, sigma))),
-            units=dict(zip(problem.channels, problem.model.observable_units))),
+            units=dict(zip(problem.channels, problem.model.observable_units)),
+            noise_models=noises, **judged),
     )

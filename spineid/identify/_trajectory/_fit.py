@@ -49,7 +49,13 @@ def fit(problem: FitProblem, solver="auto", *, progress: bool | str = False) -> 
     With the noise estimated (`problem.noise` is `None`) the fit runs with provisional weights
     (its statistical stop measured against the level its residuals show), estimates the noise
     per channel from its residuals and refines the fit with those, repeating the estimate and
-    the refit until the estimate settles (`_Run.refine`).
+    the refit until the estimate settles (`_Run.refine`). Under the problem's noise model
+    (`FitProblem(noise_model=...)`, default `"auto"`) a channel whose residuals are correlated
+    gets an autoregression, and the fit is refined again by generalized least squares under it
+    (`_trajectory/_correlated.py`): its standard errors hold under that noise, with Newey-West
+    errors of the white-weighted fit beside them (`stderr_robust`), and the verdict has three
+    levels (`GoodnessOfFit.level`: explains, describes with a smooth misfit within
+    `problem.max_misfit` of each channel's range, does not describe).
 
     **Returns:** a `FitResult`: values, Cramer-Rao standard errors, correlations,
     identifiability (SVD of the noise-weighted sensitivities), convergence, residuals, and

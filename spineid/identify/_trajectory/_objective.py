@@ -32,6 +32,7 @@ from ...elements._parameters import Parameter, apply_values
 from ...simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL, SimulationResult, simulate
 from .._common._abstract_objective import AbstractObjective
 from .._common._failure import failed, guarded
+from .._common._noise_model import whiten_padded
 from .._common._padding import data_rows, padded_records, record_lengths, trimmed
 from .._common._transform import Transform
 from ._problem import FitProblem
@@ -78,6 +79,10 @@ class _Objective(AbstractObjective):
     atol: float = eqx.field(static=True, default=DEFAULT_ATOL)
     coarse_rtol: float = eqx.field(static=True, default=DEFAULT_RTOL)
     coarse_atol: float = eqx.field(static=True, default=DEFAULT_ATOL)
+    # Under an autoregressive noise model: each channel's coefficients `(c, q)`, the residuals
+    # of each record whitened by them (`whiten_padded`) and `sigma` the innovations' standard
+    # deviations; `None`: white noise.
+    coefficients: Float[Array, "c q"] | None = None
 
     def case_prediction(self, theta, case: int, exact=True) -> Float[Array, "k c"]:
         """Model output of load case `case` at physical parameters `theta` (inf if failed);
@@ -92,8 +97,18 @@ class _Objective(AbstractObjective):
                                       max_steps=self.max_steps, rtol=rtol, atol=atol)
 
     def _weighted(self, predicted, case: int) -> Float[Array, " n"]:
-        return weighted_residuals(predicted, self.data[case], self.sigma, self.weights[case],
-                                  self.present[case])
+        residuals = weighted_residuals(predicted, self.data[case], self.sigma,
+                                       self.weights[case], self.present[case])
+        if self.coefficients is None:
+            return residuals
+        return whiten_padded(residuals.reshape(predicted.shape), self.weights[case],
+                             self.coefficients).ravel()
+
+    @property
+    def white(self) -> "_Objective":
+        """The same objective without a noise model's whitening (its residuals weighted by
+        `sigma` only)."""
+        return dataclasses.replace(self, coefficients=None)
 
     @property
     def inexact_jacobians(self) -> bool:
@@ -142,7 +157,10 @@ class _Objective(AbstractObjective):
     def predictions_from(self, residuals: Float[ArrayLike, " n"]) -> list[np.ndarray]:
         """The model outputs per load case (`(k, c)` each, the data's samples, inf where the
         simulation failed) that produced these noise-weighted `residuals` (padded, `(n_padded,)`):
-        `data + sigma r`, no simulation; `NaN` where a value was not measured (`complete`)."""
+        `data + sigma r`, no simulation; `NaN` where a value was not measured (`complete`).
+        Not for whitened residuals (`coefficients`)."""
+        if self.coefficients is not None:
+            raise ValueError("predictions_from: whitened residuals do not give the predictions")
         residuals = np.asarray(residuals)
         sigma = np.asarray(self.sigma)
         predictions, first = [], 0
@@ -171,7 +189,8 @@ class _Objective(AbstractObjective):
 
 
 def _objective(problem: FitProblem, sigma: np.ndarray, transform: Transform, adjoint, max_steps,
-               rtol=DEFAULT_RTOL, atol=DEFAULT_ATOL, coarse_rtol=None, coarse_atol=None):
+               rtol=DEFAULT_RTOL, atol=DEFAULT_ATOL, coarse_rtol=None, coarse_atol=None,
+               coefficients=None):
     ts, data, weights = padded_records(problem.measurements)
     present = tuple((~np.isnan(d)).astype(float) for d in data)
     return _Objective(
@@ -189,6 +208,8 @@ def _objective(problem: FitProblem, sigma: np.ndarray, transform: Transform, adj
         atol=atol,
         coarse_rtol=rtol if coarse_rtol is None else coarse_rtol,
         coarse_atol=atol if coarse_atol is None else coarse_atol,
+        coefficients=None if coefficients is None or np.size(coefficients) == 0
+        else floats(coefficients),
     )
 
 
@@ -201,6 +222,18 @@ def forward_objective(problem: FitProblem, sigma, transform: Transform | None = 
     return _objective(problem, sigma, problem.transform() if transform is None else transform,
                       diffrax.ForwardMode(), problem.simulation_max_steps,
                       rtol=problem.simulation_rtol, atol=problem.simulation_atol)
+
+
+def residual_blocks(objective: _Objective, theta) -> list[np.ndarray]:
+    """Raw residuals `fit - data` per load case `(k, c)` (SI, neither weighted nor whitened) at
+    the physical parameters `theta` `(p,)`; `NaN` where a value was not measured,
+    `FAILED_RESIDUAL` where the simulation failed."""
+    unit = dataclasses.replace(objective, sigma=jnp.ones_like(objective.sigma),
+                               coefficients=None)
+    c, theta = objective.sigma.shape[0], jnp.asarray(theta)
+    return [np.where(np.asarray(objective.present[i])[:k] > 0,
+                     np.asarray(unit.case_residuals(theta, i)).reshape(-1, c)[:k], np.nan)
+            for i, k in enumerate(objective.lengths())]
 
 
 @eqx.filter_jit

@@ -8,13 +8,18 @@ import math
 import pathlib
 from collections.abc import Sequence
 
+import diffrax
 import numpy as np
 
 from ...elements._parameters import apply_values, declared_parameters, select_parameters
 from ...io._measurements import Measurement, read_measurement
+from ...models._mechanics import AbstractLagrangianSystem
+from ...simulation._modes import linear_modes
 from ...io._model_file import ModelFile, load_model_file
 from ...simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL
+from .._common._goodness import checked_max_misfit, MAX_MISFIT
 from .._common._noise import check_noise, check_noise_max, measured_ranges
+from .._common._noise_model import as_noise_model, checked_noise_model
 from .._common._transform import Transform
 
 
@@ -43,6 +48,15 @@ class FitProblem:
       (default `simulate`'s): looser is faster and harmless while the integration error stays
       far below the measurement noise. `simulation_max_steps`: ODE steps allowed per simulation
       (default 20 000); a trial point that needs more counts as failed and the solver backs off.
+    - `noise_model`: with the noise estimated, how each channel's errors are correlated from
+      sample to sample: `"auto"` (default: white where the residuals are, else the
+      autoregressive order they need), `"white"`, `"ar:P"`, or `spineid.AR(...)` /
+      `spineid.White()` (`spineid.identify._common._noise_model`); the fit is then weighted
+      by it (generalized least squares) and its errors and verdict hold under it
+      (`_trajectory/_correlated.py`). Given noise (`noise`) is white.
+    - `max_misfit`: the largest smooth misfit (a fraction of each channel's range, default
+      0.02) a fit with the noise estimated may leave and still describe its data
+      (`GoodnessOfFit.level`).
 
     Misuse (missing channels, too few data, nothing exciting the joint, unknown groups) raises
     `ValueError` before anything is solved.
@@ -60,6 +74,8 @@ class FitProblem:
         simulation_rtol: float = DEFAULT_RTOL,
         simulation_atol: float = DEFAULT_ATOL,
         simulation_max_steps: int = 20_000,
+        noise_model="auto",
+        max_misfit: float = MAX_MISFIT,
     ):
         if isinstance(measurements, Measurement):
             measurements = [measurements]
@@ -86,6 +102,9 @@ class FitProblem:
         self.noise = None if noise is None else check_noise(self.channels, noise)
         self.noise_max = check_noise_max(self.channels, noise_max)
         self._check_unmeasured()
+        self.noise_model = as_noise_model(noise_model)
+        self.max_misfit = checked_max_misfit(max_misfit)
+        self._check_noise_model()
         for name, value in (("simulation_rtol", simulation_rtol),
                             ("simulation_atol", simulation_atol)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
@@ -109,15 +128,15 @@ class FitProblem:
 
     @classmethod
     def from_files(cls, model_path, data_paths, free, noise=None, noise_max=None, *,
-                   columns=None, units=None, markers=None, **simulation) -> "FitProblem":
+                   columns=None, units=None, markers=None, **options) -> "FitProblem":
         """Problem from a model file and one or more trajectory files (one model): CSV tables
         with spineid's column names in SI (`Measurement.from_csv`), or, with `columns`
         (channel or `t` -> the file's column) or `units` (channel or column -> unit name), or
         for OpenSim storage files (`.sto`, `.mot`), files with their own column names and
         units (`Measurement.from_file`); marker files (`.trc`) with `markers` (`{"upper":
         names, "lower": names}`, `spineid.io.markers_measurement`: body coordinates from the
-        first complete frame, at the model's initial pose); `simulation`: the `simulation_*`
-        options."""
+        first complete frame, at the model's initial pose); `options`: the `simulation_*`
+        options, `noise_model` and `max_misfit`."""
         model_file = load_model_file(model_path)
         if isinstance(data_paths, (str, pathlib.Path)):
             data_paths = [data_paths]
@@ -128,7 +147,7 @@ class FitProblem:
                                          columns=columns, column_units=units, markers=markers,
                                          initial=initial)
                         for p in data_paths]
-        return cls(model_file, measurements, free, noise, noise_max=noise_max, **simulation)
+        return cls(model_file, measurements, free, noise, noise_max=noise_max, **options)
 
     @property
     def names(self) -> list[str]:
@@ -158,6 +177,7 @@ class FitProblem:
         other.measurements = measurements
         other._check_data()
         other._check_unmeasured()
+        other._check_noise_model()
         return other
 
     def transform(self) -> Transform:
@@ -189,6 +209,11 @@ class FitProblem:
                 raise ValueError(f"{self.source}: no load case measures {unmeasured}, so their "
                                  "noise cannot be estimated from the residuals: give the "
                                  "noise per channel")
+
+    def _check_noise_model(self) -> None:
+        # A given autoregressive order must fit the records (`checked_noise_model`).
+        self.noise_model = checked_noise_model(self.noise_model, self.noise is not None,
+                                               self.measurements)
 
     def _check_data(self) -> None:
         check_measurements(self.measurements, self.channels, len(self.parameters),
@@ -240,3 +265,29 @@ def channel_ranges(measurements: Sequence[Measurement]) -> np.ndarray:
 def measured_count(measurements: Sequence[Measurement]) -> int:
     """The values measured (not `NaN`) in all `measurements`."""
     return sum(int(np.count_nonzero(~np.isnan(m.values))) for m in measurements)
+
+
+def ringing_phase(problem: FitProblem) -> float:
+    """The most phase (rad) a mode of the problem's models (at their start values, linearised
+    about their initial state) runs through while it lasts within its record, simulated from
+    t = 0 (`LinearModes.ringing_phase`; the largest over the load cases): `Auto`'s measure of
+    a lightly damped problem."""
+    phases = [linear_modes(model).ringing_phase(float(m.ts[-1]))  # (simulated from t = 0)
+              for model, m in zip(problem.models, problem.measurements)
+              if isinstance(model, AbstractLagrangianSystem)]
+    return max(phases, default=0.0)
+
+
+def integrated_implicitly(models) -> bool:
+    """Whether any of `models` is integrated by an implicit solver (its `preferred_solver()`,
+    e.g. `Kvaerno4` for the stiff head-neck chain). There `Auto` does not turn to multiple
+    shooting but to more starts: on the head-neck chain (8 joint angles, the head's position
+    observed; experiments/ringing_rule.py) a multiple-shooting fit, whose 16 state unknowns
+    per segment are each a forward-mode tangent through the implicit integrator, stopped with
+    an `EquinoxRuntimeError` from optimistix's implicit-function derivative (a linear solve
+    checked with `throw=True` meeting a non-finite trial stage), and in a second run went on
+    for over 15 minutes without finishing. (`_Run` catches such a check now: multiple shooting
+    falls back to single shooting from the start, a local fit gives its start up; both are
+    said in the result's warnings.)"""
+    return any(isinstance(model.preferred_solver(), diffrax.AbstractImplicitSolver)
+               for model in models if isinstance(model, AbstractLagrangianSystem))

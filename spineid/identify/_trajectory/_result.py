@@ -27,6 +27,9 @@ class FitResult(Profiled):
     `covariance`, `message`, `n_steps`, `solver` (what ran), `start_costs` (final cost from
     each start run), `starts` (`run`: starts run, `skipped`: starts whose simulation failed),
     `moments` (identifiable summaries of a vector-spring measure, with standard errors),
+    `stderr_robust` (under an autoregressive noise model: Newey-West errors of the white-weighted
+    fit; `None` otherwise; `noise` is then each channel's own standard deviation, and
+    `goodness_of_fit.noise_model` the autoregressions),
     `predictions` (per load case, `(k, c)`), `measurements`. `profile(name)` gives a
     parameter's profile-likelihood interval.
     """

@@ -9,7 +9,6 @@ import threading
 import time
 import warnings as python_warnings
 
-import diffrax
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
@@ -18,9 +17,7 @@ from ..._arrays import floats
 from ...elements._parameters import apply_values
 from ...elements._planar_springs import VectorSprings
 from ...executors._batch import run_batch
-from ...models._mechanics import AbstractLagrangianSystem
-from ...simulation._modes import linear_modes
-from .._common._failure import failed, failed_cost
+from .._common._failure import compiled_check_message, failed, failed_cost
 from .._common._goodness import GoodnessOfFit, assess_fit
 from .._common._noise import (
     noise_from_residuals,
@@ -29,8 +26,11 @@ from .._common._noise import (
     unsettled_note,
 )
 from .._common._uncertainty import fisher_analysis, standard_errors
+from .._common._noise_model import AR, drift_notes
 from .._solvers import agreeing, agreement_note, MultipleShooting, MultiStart
+from ._correlated import correlated_fit, robust_errors, search_noise_models, usable_model
 from ._objective import (
+    residual_blocks,
     _cost,
     _evaluate,
     _Objective,
@@ -38,7 +38,7 @@ from ._objective import (
     _scales,
     sensitivity_scales,
 )
-from ._problem import FitProblem
+from ._problem import FitProblem, integrated_implicitly, ringing_phase
 from ._result import VECTOR_MEASURE_NOTE, FitResult, _vector_spring_moments
 from ._shooting import (
     n_states,
@@ -79,42 +79,6 @@ class _Outcome:
     judged: tuple | None = None
 
 
-def compiled_check_message(error: Exception) -> str:
-    """The first sentence of an `equinox.EquinoxRuntimeError` (a check inside compiled code),
-    without equinox's stack and debugging advice."""
-    text = str(error)
-    marker = "EquinoxRuntimeError: "
-    tail = text[text.rindex(marker) + len(marker):] if marker in text else text
-    sentence = " ".join(tail.split("\n\n")[0].split())
-    return sentence or "a check inside compiled code failed"
-
-
-def ringing_phase(problem: FitProblem) -> float:
-    """The most phase (rad) a mode of the problem's models (at their start values, linearised
-    about their initial state) runs through while it lasts within its record, simulated from
-    t = 0 (`LinearModes.ringing_phase`; the largest over the load cases): `Auto`'s measure of
-    a lightly damped problem."""
-    phases = [linear_modes(model).ringing_phase(float(m.ts[-1]))  # (simulated from t = 0)
-              for model, m in zip(problem.models, problem.measurements)
-              if isinstance(model, AbstractLagrangianSystem)]
-    return max(phases, default=0.0)
-
-
-def integrated_implicitly(models) -> bool:
-    """Whether any of `models` is integrated by an implicit solver (its `preferred_solver()`,
-    e.g. `Kvaerno4` for the stiff head-neck chain). There `Auto` does not turn to multiple
-    shooting but to more starts: on the head-neck chain (8 joint angles, the head's position
-    observed; experiments/ringing_rule.py) a multiple-shooting fit, whose 16 state unknowns
-    per segment are each a forward-mode tangent through the implicit integrator, stopped with
-    an `EquinoxRuntimeError` from optimistix's implicit-function derivative (a linear solve
-    checked with `throw=True` meeting a non-finite trial stage), and in a second run went on
-    for over 15 minutes without finishing. (`_Run` catches such a check now: multiple shooting
-    falls back to single shooting from the start, a local fit gives its start up; both are
-    said in the result's warnings.)"""
-    return any(isinstance(model.preferred_solver(), diffrax.AbstractImplicitSolver)
-               for model in models if isinstance(model, AbstractLagrangianSystem))
-
-
 class _Run:
     """One fit of a problem with one local solver: the objective with the current noise
     weights, local fits from given starts, a multi-start, the verdict of a fit, and the
@@ -130,6 +94,7 @@ class _Run:
         self.progress, self.each_step = bool(progress), progress == "steps"
         self.transform = problem.transform()
         self.noise_estimated = problem.noise is None
+        self.noise_model, self.noise_note = usable_model(problem)
         if self.noise_estimated:
             # Provisional weights: comparable channels; the real noise level comes later.
             self.sigma = np.maximum(problem.channel_ranges(), 1e-12) * 1e-3
@@ -156,14 +121,16 @@ class _Run:
         if not self.quiet:
             python_warnings.warn(text, RuntimeWarning, stacklevel=3)
 
-    def objective_for(self, sigma) -> _Objective:
-        """The residual objective with noise weights `sigma` `(c,)`."""
+    def objective_for(self, sigma, coefficients=None) -> _Objective:
+        """The residual objective with noise weights `sigma` `(c,)` (and the whitening
+        `coefficients` `(c, q)` of an autoregressive noise model)."""
         problem = self.problem
         rtol, atol = problem.simulation_rtol, problem.simulation_atol
         coarse_rtol, coarse_atol = self.local.jacobian_tolerances(rtol, atol)
         return _objective(problem, sigma, self.transform, self.local.adjoint(),
                           problem.simulation_max_steps, rtol=rtol, atol=atol,
-                          coarse_rtol=coarse_rtol, coarse_atol=coarse_atol)
+                          coarse_rtol=coarse_rtol, coarse_atol=coarse_atol,
+                          coefficients=coefficients)
 
     def local_fit(self, u0) -> _Outcome:
         """The local solver from the unconstrained start `u0` `(p,)`. A first-order solver
@@ -314,11 +281,27 @@ class _Run:
             raw = [np.full_like(block, np.inf) for block in raw]
         sigma = self.sigma if not self.noise_estimated else noise_from_residuals(
             np.concatenate(raw), len(problem.parameters), problem.channel_ranges())
+        # (Under a noise model the innovations are tested, and the smooth misfit tells a local
+        # optimum, whose smooth residuals an autoregression would whiten, from the right one.)
+        noises = search_noise_models(problem, self.noise_model, raw) \
+            if self.noise_estimated and not np.any(failed(residuals)) else None
+        if noises is not None:
+            sigma = np.array([n.marginal for n in noises.values()])
         return assess_fit([block / sigma for block in raw], problem.channels,
                           len(problem.parameters), noise_given=not self.noise_estimated,
                           sigma=dict(zip(problem.channels, map(float, sigma))),
                           units=dict(zip(problem.channels, problem.models[0].observable_units)),
-                          noise_max=problem.noise_max)
+                          noise_max=problem.noise_max, noise_models=noises,
+                          **self.misfit_options(noises is not None))
+
+    def misfit_options(self, judged: bool) -> dict:
+        """`assess_fit`'s three-level options where `judged` (the noise estimated: each
+        channel's range and the problem's `max_misfit`), none otherwise."""
+        if not judged:
+            return {}
+        problem = self.problem
+        return {"ranges": dict(zip(problem.channels, map(float, problem.channel_ranges()))),
+                "max_misfit": dict.fromkeys(problem.channels, problem.max_misfit)}
 
     def _blocks(self, residuals: np.ndarray) -> list[np.ndarray]:
         # Flat (padded) residuals back into one (k, c) block per load case, NaN where a value
@@ -417,6 +400,8 @@ class _Run:
         linearisation, noise_estimated, sigma = outcome.linearisation, self.noise_estimated, \
             self.sigma
         start_costs = outcome.start_costs
+        if self.noise_note:  # (a noise model not usable on these data)
+            self.note(self.noise_note)
         theta = transform.evaluated(u)[0]
         unusable = failed_cost(outcome.cost)
         if noise_estimated and not unusable:  # (no noise to estimate where nothing simulates)
@@ -433,6 +418,13 @@ class _Run:
                 refinement = (u, converged, 0, None, sigma, self.objective_for(sigma))
             u, converged, steps, linearisation, sigma, objective = refinement
             n_steps += steps
+        white, correlated = objective, None
+        if noise_estimated and not unusable and isinstance(self.noise_model, AR):
+            correlated = correlated_fit(self, u, objective)  # (None: every channel white)
+        if correlated is not None:
+            u, converged, sigma, objective = (correlated.u, correlated.converged,
+                                              correlated.sigma, correlated.objective)
+            n_steps, linearisation = n_steps + correlated.steps, None
         # The transform is elementwise: dr/dtheta = dr/du / (dtheta/du), column by column.
         theta, slope = transform.evaluated(u)
         if linearisation is not None and np.all(np.abs(slope) > 0) and objective.complete():
@@ -459,6 +451,14 @@ class _Run:
         )
         stderr, correlation = standard_errors(covariance)  # NaN where not identifiable alone
         warnings = list(identifiability.warnings)
+        stderr_robust = None
+        if correlated is not None:  # (Newey-West errors of the white-weighted estimate)
+            ols = _evaluate(white, jnp.asarray(correlated.least_squares))
+            stderr_robust = robust_errors(problem, *(np.asarray(a)[white.data_rows()]
+                                                     for a in ols[:2]),
+                                          ~at_bound & identifiability.identifiable)
+            warnings.extend(drift_notes(theta, correlated.least_squares, stderr_robust,
+                                        max(n.order for n in correlated.noises.values())))
         if identifiability.rank < identifiability.n_parameters and any(
             p.field == "stiffness" and p.element is not None
             and isinstance(problem.models[0].elements[p.element], VectorSprings)
@@ -482,6 +482,7 @@ class _Run:
                 "The data are insensitive to every free parameter (zero sensitivity): nothing "
                 "excites the joint in a way these parameters affect."
             )
+        scale = sigma if correlated is None else correlated.marginal  # (the errors' own sd)
         message = "converged" if converged else (
             "the solver stopped without meeting its tolerances (max_steps reached or failed); "
             "try more steps, more starts or another solver"
@@ -503,7 +504,8 @@ class _Run:
             solver=solver_name,
             start_costs=start_costs,
             starts={"run": outcome.tried, "skipped": outcome.skipped},
-            noise={c: float(s) for c, s in zip(problem.channels, sigma)},
+            noise={c: float(s) for c, s in zip(problem.channels, scale)},
+            stderr_robust=stderr_robust,
             noise_estimated=noise_estimated,
             identifiability=identifiability,
             moments=_vector_spring_moments(problem, theta, identifiability),
@@ -512,12 +514,16 @@ class _Run:
             warnings=warnings,
             seconds=time.perf_counter() - clock,
             goodness_of_fit=assess_fit(
-                [(m.values - p) / sigma for m, p in zip(problem.measurements, predictions)],
+                [(m.values - p) / scale for m, p in zip(problem.measurements, predictions)],
                 problem.channels, identifiability.rank, noise_given=not noise_estimated,
-                sigma=dict(zip(problem.channels, map(float, sigma))),
+                sigma=dict(zip(problem.channels, map(float, scale))),
                 units=dict(zip(problem.channels, problem.models[0].observable_units)),
-                noise_max=problem.noise_max),
-            refit=_HeldRefit(problem, self.local, theta, sigma),
+                noise_max=problem.noise_max,
+                noise_models=correlated.noises if correlated else None,
+                misfit_residuals=correlated.blocks if correlated else None,
+                **self.misfit_options(noise_estimated and not unusable)),
+            refit=_HeldRefit(problem, self.local, theta, sigma,
+                             None if correlated is None else objective.coefficients),
             lower_bounds=np.array([p.lower for p in problem.parameters]),
             upper_bounds=np.array([p.upper for p in problem.parameters]),
         )
@@ -526,10 +532,11 @@ class _Run:
 class _HeldRefit:
     """Least cost of `problem` with free parameter `i` held at `v` and the others refitted by
     the fit's local solver (the noise held at the fit's), warm-started from the solution at the
-    nearest value held before: the points of a profile (`FitResult.profile`)."""
+    nearest value held before: the points of a profile (`FitResult.profile`); under a noise
+    model with its whitening `coefficients` `(c, q)` (`sigma` the innovations' deviations)."""
 
-    def __init__(self, problem: FitProblem, local, theta, sigma):
-        self.problem, self.local = problem, local
+    def __init__(self, problem: FitProblem, local, theta, sigma, coefficients=None):
+        self.problem, self.local, self.coefficients = problem, local, coefficients
         self.theta, self.sigma = np.asarray(theta, float), np.asarray(sigma, float)
         self.solutions: dict[tuple[int, float], np.ndarray] = {}
 
@@ -544,7 +551,7 @@ class _HeldRefit:
         others = [name for j, name in enumerate(problem.names) if j != i]
         if not others:  # nothing to refit: the cost at v
             run = _Run(problem, self.local, False)
-            objective = run.objective_for(self.sigma)
+            objective = run.objective_for(self.sigma, self.coefficients)
             cost = float(_cost(objective, run.transform.to_unconstrained(jnp.asarray(theta))))
             self.solutions[(i, v)] = theta
             return cost
@@ -556,6 +563,7 @@ class _HeldRefit:
                          simulation_atol=problem.simulation_atol,
                          simulation_max_steps=problem.simulation_max_steps)
         run = _Run(sub, self.local, False)
+        run.objective = run.objective_for(self.sigma, self.coefficients)
         outcome = run.local_fit(np.zeros(len(others)))
         theta[np.arange(theta.size) != i] = run.transform.evaluated(outcome.u)[0]
         self.solutions[(i, v)] = theta
@@ -565,14 +573,8 @@ class _HeldRefit:
 def _estimate_noise(problem, theta, objective: _Objective) -> np.ndarray:
     """Per-channel noise from the residuals of a fit, corrected for the fitted degrees of
     freedom: sigma_c^2 = sum r_c^2 / (n_c (1 - p / n))."""
-    unit = eqx.tree_at(lambda o: o.sigma, objective, jnp.ones(len(problem.channels)))
-    n_channels = len(problem.channels)
-    raw = np.concatenate([  # (NaN where a value was not measured)
-        np.where(np.asarray(objective.present[i])[:k] > 0, np.asarray(
-            unit.case_residuals(jnp.asarray(theta), i)).reshape(-1, n_channels)[:k], np.nan)
-        for i, k in enumerate(objective.lengths())
-    ])
-    return noise_from_residuals(raw, len(problem.parameters), problem.channel_ranges())
+    return noise_from_residuals(np.concatenate(residual_blocks(objective, theta)),
+                                len(problem.parameters), problem.channel_ranges())
 
 
 # The run of the last problem a worker thread fitted starts of (`start_record`): the starts of

@@ -1,0 +1,139 @@
+"""Trajectory fits under a noise model: each channel's errors correlated from sample to sample
+(`spineid.identify._common._noise_model`), as filtered motion capture and tester signals are.
+
+After the fit under white weights (ordinary least squares, the noise estimated per channel),
+each channel's autoregression is fitted to its residuals, pooled over the load cases (`"auto"`:
+the order by BIC, 0 where they are white; the trajectory fit is then unchanged). Where a channel
+needs an order, the fit is weighted by the whitening filter (generalized least squares, the
+first `q` samples of each record left out: Cochrane-Orcutt), the autoregression estimated again
+from the new residuals and the fit repeated until the innovations' deviations settle (iterated
+prewhitening, Seber and Wild 1989, section 6.2; `settle_noise`). The standard errors come from
+the whitened sensitivities; beside them, Newey-West errors of the white-weighted estimate
+(`hac_covariance`, each channel of each load case a record). The verdict tests the whiteness of
+the innovations and the smooth misfit of the white-weighted residuals (`assess_fit`).
+"""
+
+import dataclasses
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+
+from .._common._failure import compiled_check_message
+from .._common._noise import NOISE_SETTLED, settle_noise, unsettled_note
+from .._common._noise_model import (
+    AR,
+    channel_noises,
+    ChannelNoise,
+    coefficient_matrix,
+    usable_noise_model,
+)
+from .._common._uncertainty import hac_covariance
+from ._objective import _Objective, residual_blocks
+from ._problem import FitProblem
+
+def usable_model(problem: FitProblem):
+    """`usable_noise_model` of `problem`'s noise model and data."""
+    return usable_noise_model(problem.noise_model, problem.noise is not None,
+                              problem.measurements)
+
+
+def noises_of(problem: FitProblem, blocks: list[np.ndarray], model, orders=None,
+              weighted_by=None) -> dict[str, ChannelNoise]:
+    """`channel_noises` of `problem`'s channels from raw residual `blocks`."""
+    return channel_noises(problem.channels, problem.channel_ranges(), len(problem.parameters),
+                          blocks, model, orders, weighted_by)
+
+
+def search_noise_models(problem: FitProblem, model, blocks: list[np.ndarray]
+                        ) -> dict[str, ChannelNoise] | None:
+    """The channels' noise models for the verdict on a start during a search, from its raw
+    residual `blocks`; `None` where every channel is white (or the model is)."""
+    if not isinstance(model, AR):
+        return None
+    noises = noises_of(problem, blocks, model)
+    return noises if any(n.order for n in noises.values()) else None
+
+
+@dataclasses.dataclass
+class CorrelatedFit:
+    """A trajectory fit under an autoregressive noise model (module docstring): unconstrained
+    values `u` `(p,)`, `converged`, `steps`, the `objective` it was weighted with (innovations'
+    deviations `sigma` `(c,)` and whitening), `noises` (channel -> `ChannelNoise`), and the
+    white-weighted fit it started from: `least_squares` (physical values `(p,)`) and its raw
+    residual `blocks` (`(k, c)` per load case, fit - data, SI)."""
+
+    u: np.ndarray
+    converged: bool
+    steps: int
+    sigma: np.ndarray
+    objective: _Objective
+    noises: dict[str, ChannelNoise]
+    least_squares: np.ndarray
+    blocks: list[np.ndarray]
+
+    @property
+    def marginal(self) -> np.ndarray:
+        """The errors' own standard deviation per channel `(c,)`."""
+        return np.array([n.marginal for n in self.noises.values()])
+
+
+def correlated_fit(run, u, objective: _Objective) -> CorrelatedFit | None:
+    """The fit of `run` (a `_Run`) from the white-weighted solution `u` (unconstrained, its
+    `objective` weighted by the noise estimated under white noise) under the run's noise
+    model; `None` where every channel's residuals are white (nothing changes) or the refit was
+    stopped by a check inside its compiled solve (said in the run's notes)."""
+    problem, transform = run.problem, run.transform
+    theta = np.asarray(transform.evaluated(jnp.asarray(u))[0])
+    blocks = residual_blocks(objective, theta)
+    noises = noises_of(problem, blocks, run.noise_model)
+    if not any(n.order for n in noises.values()):
+        return None
+    orders = [n.order for n in noises.values()]  # (kept: the refits re-estimate coefficients)
+    estimates, used, seen = [noises], [], [blocks]
+
+    def refit(sigma, previous):
+        used.append(estimates[-1])
+        weighted = run.objective_for(sigma, coefficient_matrix(list(estimates[-1].values())))
+        start = jnp.asarray(u) if previous is None else previous[0].value
+        return run.local.solve(weighted, start, False), weighted
+
+    def estimate(fitted):
+        seen.append(residual_blocks(objective, transform.evaluated(fitted[0].value)[0]))
+        estimates.append(noises_of(problem, seen[-1], run.noise_model, orders))
+        return np.array([n.innovation for n in estimates[-1].values()])
+
+    try:
+        fits, _, change = settle_noise(refit, estimate, np.array(
+            [n.innovation for n in noises.values()]))
+    except eqx.EquinoxRuntimeError as error:
+        run.note(f"the refit under the noise model was stopped by a check inside its compiled "
+                 f"solve ({compiled_check_message(error)}); the fit is reported as if the "
+                 "noise were white")
+        return None
+    if change > NOISE_SETTLED:
+        run.note(unsettled_note(change))
+    solution = fits[-1][0]
+    # The innovations' deviations from the last fit's own residuals, under the coefficients it
+    # was weighted with (as generalized least squares does).
+    noises = noises_of(problem, seen[-1], None, weighted_by=used[-1])
+    sigma = np.array([n.innovation for n in noises.values()])
+    weighted = run.objective_for(sigma, coefficient_matrix(list(noises.values())))
+    return CorrelatedFit(np.asarray(solution.value), bool(solution.converged),
+                         sum(int(f[0].steps) for f in fits), sigma, weighted, noises, theta,
+                         blocks)
+
+
+def robust_errors(problem: FitProblem, jacobian: np.ndarray, residuals: np.ndarray,
+                  columns: np.ndarray) -> np.ndarray:
+    """Newey-West standard errors `(p,)` of a white-weighted estimate from its weighted
+    sensitivities `jacobian` `(n, p)` and residuals `(n,)` (the data's rows, samples by
+    channels per load case), each channel of each load case a record (`hac_covariance`;
+    correlation between channels is not modelled); NaN outside `columns`."""
+    c, records, first = len(problem.channels), [], 0
+    for measurement in problem.measurements:
+        k = len(measurement.ts)
+        records.extend(first + j + c * np.arange(k) for j in range(c))
+        first += k * c
+    covariance = hac_covariance(jacobian, residuals, records, columns)
+    return np.sqrt(np.maximum(np.diag(covariance), 0.0))
