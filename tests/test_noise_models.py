@@ -5,15 +5,17 @@ have it (correlated noise, a slightly imperfect law, a missed phase)."""
 
 import json
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from spineid import AR, fit_load_law, White
 from spineid.cli import main
 from spineid.identify._common._goodness import smooth_misfit
+from spineid.identify._common._failure import FAILED_RESIDUAL
 from spineid.identify._common._noise_model import (
-    autocovariances, fit_channel_noise, levinson_durbin, model_autocovariances, whitened,
-    whitening_rows,
+    autocovariances, fit_channel_noise, levinson_durbin, model_autocovariances, whiten_padded,
+    whitened, whitening_rows,
 )
 from spineid.identify._common._uncertainty import hac_covariance, newey_west_lags
 from spineid.io._measurements import LoadDisplacementData
@@ -55,6 +57,26 @@ def test_whitening_is_the_filter_as_a_matrix():
     e = np.random.default_rng(0).normal(size=40)
     np.testing.assert_allclose(whitening_rows([0.4, 0.1], 40) @ e, whitened(e, [0.4, 0.1]),
                                rtol=1e-14)
+
+
+def test_padded_records_are_whitened_channel_by_channel_and_keep_a_failure():
+    # Channels of orders 1, 2 and 0 in one record padded by two samples: each channel as the
+    # filter of `whitened`, its own first samples and the padding zero; a failed evaluation
+    # stays FAILED_RESIDUAL.
+    coefficients = np.array([[0.5, 0.0], [0.3, -0.2], [0.0, 0.0]])
+    residuals = np.random.default_rng(0).normal(size=(10, 3))
+    weight = np.r_[np.ones(8), 0.0, 0.0]
+    residuals[8:] = 0.0
+    out = np.asarray(whiten_padded(jnp.asarray(residuals), jnp.asarray(weight),
+                                   jnp.asarray(coefficients)))
+    np.testing.assert_allclose(out[1:8, 0], whitened(residuals[:8, 0], [0.5]), rtol=1e-14)
+    np.testing.assert_allclose(out[2:8, 1], whitened(residuals[:8, 1], [0.3, -0.2]), rtol=1e-14)
+    np.testing.assert_array_equal(out[:8, 2], residuals[:8, 2])
+    assert out[0, 0] == 0 and not out[:2, 1].any() and not out[8:].any()
+    residuals[3, 1] = FAILED_RESIDUAL
+    out = np.asarray(whiten_padded(jnp.asarray(residuals), jnp.asarray(weight),
+                                   jnp.asarray(coefficients)))
+    assert out[3, 1] == FAILED_RESIDUAL
 
 
 def test_auto_keeps_white_noise_white_and_finds_an_order_where_it_is_not():

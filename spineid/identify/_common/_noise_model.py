@@ -35,6 +35,8 @@ from collections.abc import Sequence
 import jax.numpy as jnp
 import numpy as np
 
+from ._failure import FAILED_RESIDUAL
+
 MAX_ORDER = 5
 """The largest autoregressive order `"auto"` considers."""
 
@@ -308,15 +310,26 @@ def whitening_rows(coefficients: Sequence[float], length: int) -> np.ndarray:
 def whiten_padded(residuals, weight, coefficients):
     """Records' residuals whitened inside a compiled fit: `residuals` `(m, c)` (one record,
     padded at its end, zero where `weight` `(m,)` is), each channel by its autoregression, the
-    rows of `coefficients` `(c, q)` (`phi_1..phi_q`, zero-padded for a lower order); the first
-    `q` rows and the padding zero (`whitened`, the same filter)."""
+    rows of `coefficients` `(c, q)` (`phi_1..phi_q`, zero-padded for a lower order: a channel's
+    order is its last nonzero coefficient); each channel's first `order` rows and the padding
+    zero (`whitened`, the same filter). A residual of a failed evaluation (`FAILED_RESIDUAL`)
+    stays one, so that the failure shows after the whitening too."""
     q = coefficients.shape[1]
     innovations = residuals
     for k in range(1, q + 1):
         innovations = innovations - coefficients[:, k - 1] * jnp.concatenate(
             [jnp.zeros((k, residuals.shape[1])), residuals[:-k]])
-    kept = weight * (jnp.arange(residuals.shape[0]) >= q)
-    return innovations * kept[:, None]
+    kept = weight[:, None] * (jnp.arange(residuals.shape[0])[:, None]
+                              >= autoregressive_orders(coefficients)[None, :])
+    return jnp.where(residuals == FAILED_RESIDUAL, FAILED_RESIDUAL, innovations * kept)
+
+
+def autoregressive_orders(coefficients):
+    """Each channel's order `(c,)` from zero-padded `coefficients` `(c, q)`: the position of
+    its last nonzero coefficient (numpy or JAX, as given)."""
+    xp = np if isinstance(coefficients, np.ndarray) else jnp
+    lags = xp.arange(1, coefficients.shape[1] + 1)
+    return xp.max(xp.where(coefficients != 0, lags, 0), axis=1, initial=0)
 
 
 def evenly_sampled(times, tolerance: float = 0.01) -> bool:

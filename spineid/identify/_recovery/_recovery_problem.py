@@ -108,8 +108,9 @@ class RecoveryProblem:
       translation, so its recovered total sits on this ceiling.
     - `noise_model`, `max_misfit`: with the noise estimated, how each channel's errors are
       correlated and the largest smooth misfit a recovery may leave, as for `FitProblem`; the
-      measure is the white-weighted one, its errors those of the noise model
-      (`spineid.identify._recovery._recovery_result`).
+      measure is the white-weighted one, its errors the noise model's Cramer-Rao bound (which
+      that estimate attains where the sensitivities vary slowly against the noise's
+      correlation; `spineid.identify._recovery._recovery_result`).
 
     Raises `ValueError` for a model without `[measure]`, data with the wrong channels or too
     few samples, and data without rotation (the location of a pin is then not identifiable).

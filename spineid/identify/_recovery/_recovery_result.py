@@ -304,9 +304,12 @@ def _finish(problem, solver, atoms, method, positions_free, converged, certified
             sigma, noise_estimated, clock, fine_grid) -> MeasureResult:
     analysis = _analyse(problem, solver, atoms, positions_free)
     warnings, noises, judged = [], None, {}
-    if noise_estimated:
+    if noise_estimated and not np.any(failed(analysis["residuals"])):
         # Under a noise model: each channel's autoregression from the residuals, and the
-        # errors under it (the measure itself stays the white-weighted one).
+        # errors under it (the measure itself stays the white-weighted one: its errors are
+        # then the noise model's Cramer-Rao bound, which the white-weighted estimate attains
+        # where the sensitivities vary slowly against the noise's correlation, Grenander 1954;
+        # where they do not, they are somewhat too small).
         model, note = usable_noise_model(problem.noise_model, False, problem.measurements)
         warnings += [note] if note else []
         blocks = _blocks(problem, analysis["residuals"], sigma)

@@ -19,7 +19,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
-from .._common._failure import compiled_check_message
+from .._common._failure import compiled_check_message, failed
 from .._common._noise import NOISE_SETTLED, settle_noise, unsettled_note
 from .._common._noise_model import (
     AR,
@@ -58,8 +58,10 @@ def search_noise_models(problem: FitProblem, model, blocks: list[np.ndarray]
 @dataclasses.dataclass
 class CorrelatedFit:
     """A trajectory fit under an autoregressive noise model (module docstring): unconstrained
-    values `u` `(p,)`, `converged`, `steps`, the `objective` it was weighted with (innovations'
-    deviations `sigma` `(c,)` and whitening), `noises` (channel -> `ChannelNoise`), and the
+    values `u` `(p,)`, `converged`, `steps`, the `objective` of its errors (whitened by the
+    coefficients the last refit was weighted with, and weighted by the innovations' deviations
+    of its own residuals, `sigma` `(c,)`: statsmodels' GLSAR scale; the refit's own weights
+    differ by at most the settling tolerance), `noises` (channel -> `ChannelNoise`), and the
     white-weighted fit it started from: `least_squares` (physical values `(p,)`) and its raw
     residual `blocks` (`(k, c)` per load case, fit - data, SI)."""
 
@@ -86,6 +88,8 @@ def correlated_fit(run, u, objective: _Objective) -> CorrelatedFit | None:
     problem, transform = run.problem, run.transform
     theta = np.asarray(transform.evaluated(jnp.asarray(u))[0])
     blocks = residual_blocks(objective, theta)
+    if any(np.any(failed(b)) for b in blocks):  # (the model could not be simulated there)
+        return None
     noises = noises_of(problem, blocks, run.noise_model)
     if not any(n.order for n in noises.values()):
         return None

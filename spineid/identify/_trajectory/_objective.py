@@ -32,7 +32,7 @@ from ...elements._parameters import Parameter, apply_values
 from ...simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL, SimulationResult, simulate
 from .._common._abstract_objective import AbstractObjective
 from .._common._failure import failed, guarded
-from .._common._noise_model import whiten_padded
+from .._common._noise_model import autoregressive_orders, whiten_padded
 from .._common._padding import data_rows, padded_records, record_lengths, trimmed
 from .._common._transform import Transform
 from ._problem import FitProblem
@@ -105,12 +105,6 @@ class _Objective(AbstractObjective):
                              self.coefficients).ravel()
 
     @property
-    def white(self) -> "_Objective":
-        """The same objective without a noise model's whitening (its residuals weighted by
-        `sigma` only)."""
-        return dataclasses.replace(self, coefficients=None)
-
-    @property
     def inexact_jacobians(self) -> bool:
         """Whether the Jacobians on the way are taken at coarser ODE tolerances."""
         return (self.coarse_rtol, self.coarse_atol) != (self.rtol, self.atol)
@@ -123,11 +117,17 @@ class _Objective(AbstractObjective):
         """The number of residuals that are data, values measured (an array, so that records
         of different lengths padded alike share a compilation of the solver that counts
         them)."""
+        # (Under a noise model each channel's first `order` samples of a record are left out.)
         if traced(self.weights) or traced(self.present):
-            return sum(jnp.sum(w[:, None] * p)
-                       for w, p in zip(self.weights, self.present)).astype(int)
+            dropped = 0 if self.coefficients is None else len(self.weights) * jnp.sum(
+                autoregressive_orders(self.coefficients))
+            return (sum(jnp.sum(w[:, None] * p) for w, p in zip(self.weights, self.present))
+                    - dropped).astype(int)
+        dropped = 0 if self.coefficients is None else len(self.weights) * int(np.sum(
+            autoregressive_orders(np.asarray(self.coefficients))))
         return np.asarray(sum(int(np.sum(np.asarray(w)[:, None] * np.asarray(p)))
-                              for w, p in zip(self.weights, self.present)))  # (no jnp program)
+                              for w, p in zip(self.weights, self.present))
+                          - dropped)  # (no jnp program)
 
     def complete(self) -> bool:
         """Whether every value of the data was measured (concrete: not under `jit`)."""

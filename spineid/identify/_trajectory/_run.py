@@ -295,8 +295,10 @@ class _Run:
                           **self.misfit_options(noises is not None))
 
     def misfit_options(self, judged: bool) -> dict:
-        """`assess_fit`'s three-level options where `judged` (the noise estimated: each
-        channel's range and the problem's `max_misfit`), none otherwise."""
+        """`assess_fit`'s three-level options where `judged` (each channel's range and the
+        problem's `max_misfit`), none otherwise: a result's verdict has three levels wherever
+        the noise is estimated; a start's verdict in a search only under an autoregression
+        (`verdict`), so that the search's stops on white noise are as before."""
         if not judged:
             return {}
         problem = self.problem
