@@ -204,3 +204,28 @@ plt.xlabel("t [s]")
 plt.ylabel("theta [rad]")
 plt.legend()
 plt.show()
+
+# %% [markdown]
+# Without the noise given, the verdict cannot compare the residuals with a known noise level;
+# it has three levels instead (`goodness_of_fit.level`): the model *explains* the data (the
+# residuals, whitened by the noise model, are white), *describes* them (a smooth misfit within
+# 2% of each channel's range remains: correlated noise or a slightly imperfect model, the
+# values usable), or *does not describe* them. The right model with the noise estimated
+# explains these data; the same data fitted by a model without its dampers leave a smooth
+# misfit far beyond the tolerance (the oscillation's decay is missing), and are flagged.
+
+# %%
+undamped = copy.deepcopy(ringing)
+for spring in undamped["springs"]:
+    spring["damping"] = 0.0
+right = spineid.fit(spineid.FitProblem(ringing_problem.model_file,
+                                       ringing_problem.measurements, ["stiffness"]),
+                    spineid.LevenbergMarquardt())  # the noise estimated, noise_model="auto"
+missing = spineid.fit(spineid.FitProblem(spineid.ModelFile.from_document(undamped),
+                                         ringing_problem.measurements, ["stiffness"]),
+                      spineid.LevenbergMarquardt())
+for name, fitted in (("right model", right), ("without dampers", missing)):
+    largest = max(e["fraction_of_range"] for e in fitted.goodness_of_fit.misfit.values())
+    print(f"{name}: {fitted.goodness_of_fit.level}, smooth misfit up to "
+          f"{100 * largest:.2g}% of a channel's range")
+assert missing.goodness_of_fit.level == "does_not_describe" and right.accepted
