@@ -1,11 +1,14 @@
 """The values of the command's options that the library does not parse itself: noise per
-channel, marker lists, number lists and a misfit tolerance (docs/cli.md)."""
+channel, marker lists, number lists and a misfit tolerance; the noise-model options the fit
+verbs share (docs/cli.md)."""
 
+import argparse
 import math
 
 import numpy as np
 
 from ..identify._common._goodness import MAX_MISFIT
+from ..identify._common._noise_model import as_noise_model
 
 
 def parse_noise(text: str | None, option: str = "--noise") -> dict[str, float] | None:
@@ -71,3 +74,41 @@ def numbers_argument(text: str | None, what: str) -> np.ndarray | None:
         return np.array([float(v) for v in text.split(",")])
     except ValueError:
         raise ValueError(f"{what} {text!r}: expected comma-separated numbers") from None
+
+
+def noise_model_name(text: str) -> str:
+    """`--noise-model`: auto, white or ar:P, refused with the forms allowed."""
+    try:
+        as_noise_model(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
+def misfit_option(text: str) -> tuple[float, bool]:
+    """`--max-misfit`: `(value, relative)`: a percentage of the range, or a value (SI)."""
+    relative = text.strip().endswith("%")
+    try:
+        value = float(text.strip().rstrip("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a percentage of the data's range "
+                                         "(3%) or a value in the channel's SI unit") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive misfit")
+    return (value / 100.0 if relative else value), relative
+
+
+def add_noise_model(parser, what: str = "each channel's noise",
+                     misfit: str = "a percentage of each channel's range (e.g. 3%%)"):
+    """Add `--noise-model` and `--max-misfit` (docs/goodness-of-fit.md) to `parser`, alike for
+    every fit verb: `what` is whose noise, `misfit` what a tolerance is."""
+    parser.add_argument(
+        "--noise-model", default="auto", type=noise_model_name, metavar="auto|white|ar:P",
+        help=f"how {what} is correlated from sample to sample (with the noise estimated): auto "
+             "(default: white where the residuals are, else the autoregressive order they "
+             "need), white, or ar:P (an autoregression of order P); the fit is weighted by it "
+             "and its standard errors hold under it (docs/goodness-of-fit.md)")
+    parser.add_argument(
+        "--max-misfit", type=misfit_option, default=None, metavar="P%" if "load" not in misfit
+        else "P%|LOAD", help=f"the largest smooth misfit a fit may leave and still be "
+                             f"accepted: {misfit}; default 2%%")

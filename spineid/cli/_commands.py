@@ -265,7 +265,9 @@ def command_stiffness(arguments) -> int:
                              + (f"; missing {missing}" if missing else ""))
         noise = np.array([noise[c] for c in LOAD_COLUMNS])
     result = fit_stiffness_matrix(test, arguments.structure, noise,
-                                  exact=not arguments.linearised)
+                                  exact=not arguments.linearised,
+                                  noise_model=arguments.noise_model,
+                                  max_misfit=misfit_fraction(arguments.max_misfit))
     out = arguments.output
     refuse_non_finite(result.report(), "stiffness fit")
     report = write_json(out / "report.json", dict(
@@ -320,7 +322,8 @@ def command_table(arguments) -> int:
         smoothing=arguments.smoothing, monotone=not arguments.not_monotone,
         degree=arguments.degree, damping=arguments.damping, inertia=arguments.inertia,
         noise=arguments.noise_model if arguments.noise is None else arguments.noise,
-        max_misfit=max_misfit, solver=arguments.solver)
+        max_misfit=max_misfit, solver=arguments.solver,
+        displacement_noise=arguments.displacement_noise)
     out = arguments.output
     refuse_non_finite(result.report(), "law fit")  # before the first file is written
     contents = dict(result.report(), data=[{"source": data.source, "read_as": data.read_as}])

@@ -15,38 +15,16 @@ import equinox as eqx
 import numpy as np
 
 from ..elements._load_laws import LAW_KINDS
-from ..identify._common._noise_model import as_noise_model
 from ..identify._solvers import DEFAULT_SOLVER, SOLVER_NAMES
 from ..plots import use_file_backend
 from . import _commands as verbs
 from . import _drawing
+from ._arguments import add_noise_model
 from ._batch import data_files, is_batch, run_batch, uses_dask
 from ._outputs import figures, OutputFolder
 
 # Verbs whose several data files are a batch (one run per file); `fit` takes `--each`.
 BATCH_VERBS = ("recover", "stiffness", "table")
-
-
-def _noise_model_name(text: str) -> str:
-    # --noise-model: auto, white or ar:P, refused with the forms allowed.
-    try:
-        as_noise_model(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    return text
-
-
-def _misfit(text: str) -> tuple[float, bool]:
-    # --max-misfit: `(value, relative)`: a percentage of the range, or a value (SI).
-    relative = text.strip().endswith("%")
-    try:
-        value = float(text.strip().rstrip("%"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a percentage of the data's range "
-                                         "(3%) or a value in the channel's SI unit") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive misfit")
-    return (value / 100.0 if relative else value), relative
 
 
 def _checked(convert, test, expected: str):
@@ -102,21 +80,6 @@ def _add_units(parser):
                              "kN, Nm, Nmm); default: from the column name's suffix (Time_s, "
                              "disp_mm), an OpenSim file's header, or SI for spineid's own "
                              "column names")
-
-
-def _add_noise_model(parser, what: str = "each channel's noise",
-                     misfit: str = "a percentage of each channel's range (e.g. 3%%)"):
-    # --noise-model and --max-misfit (docs/goodness-of-fit.md), alike for every fit verb.
-    parser.add_argument(
-        "--noise-model", default="auto", type=_noise_model_name, metavar="auto|white|ar:P",
-        help=f"how {what} is correlated from sample to sample (with the noise estimated): auto "
-             "(default: white where the residuals are, else the autoregressive order they "
-             "need), white, or ar:P (an autoregression of order P); the fit is weighted by it "
-             "and its standard errors hold under it (docs/goodness-of-fit.md)")
-    parser.add_argument(
-        "--max-misfit", type=_misfit, default=None, metavar="P%" if "load" not in misfit
-        else "P%|LOAD", help=f"the largest smooth misfit a fit may leave and still be "
-                             f"accepted: {misfit}; default 2%%")
 
 
 def _add_batch(parser):
@@ -188,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
                             help="largest plausible estimated noise per channel (SI); an "
                                  "estimate above it means the model does not explain the data "
                                  "(default: 1 mm for positions, 1 deg for angles)")
-    _add_noise_model(fit_parser)
+    add_noise_model(fit_parser)
     _add_output(fit_parser, required=True)
     fit_parser.add_argument("--solver", default=DEFAULT_SOLVER, choices=list(SOLVER_NAMES),
                             help=f"least-squares solver (default {DEFAULT_SOLVER}: spineid's "
@@ -223,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
                  "the data file's column of a channel or of t (default: the channel's name)")
     recover_parser.add_argument("--noise", metavar="CH=SIGMA,...",
                                 help="measurement noise per channel (SI); default: estimated")
-    _add_noise_model(recover_parser)
+    add_noise_model(recover_parser)
     recover_parser.add_argument("--grid", type=AT_LEAST_TWO, metavar="N",
                                 help="fit N equally spaced springs instead of off-grid atoms")
     recover_parser.add_argument("--max-atoms", type=POSITIVE_INT, default=4,
@@ -249,7 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
                                   help="symmetric 21 entries, sagittal-symmetric 12 (eq 24 "
                                        "pattern) or diagonal 6 (default full)")
     stiffness_parser.add_argument("--noise", metavar="Fx=SIGMA,...",
-                                  help="load noise per channel (N, N m); default: estimated")
+                                  help="white load noise per channel (N, N m); default: estimated")
+    add_noise_model(stiffness_parser, "each load channel's noise (rows in the order recorded)")
     stiffness_parser.add_argument("--linearised", action="store_true",
                                   help="use moments as measured instead of mapping them onto "
                                        "the Euler basis")
@@ -290,8 +254,12 @@ def build_parser() -> argparse.ArgumentParser:
     table_parser.add_argument("--noise", type=POSITIVE,
                               help="load noise (SI, white); default: estimated under "
                                    "--noise-model")
-    _add_noise_model(table_parser, "the load noise", "a percentage of the load's range (e.g. "
-                     "3%%) or a load (SI)")
+    add_noise_model(table_parser, "the load noise", "a percentage of the load's range (e.g. "
+                    "3%%) or a load (SI)")
+    table_parser.add_argument("--displacement-noise", type=POSITIVE, metavar="SD",
+                              help="the displacement's noise (SI, m or rad): errors in both "
+                                   "variables, each residual weighted by its effective noise "
+                                   "(docs/goodness-of-fit.md)")
     table_parser.add_argument(
         "--solver", default="auto", choices=("auto", "varpro", "lm"),
         help="auto (default): variable projection for free breakpoints of a piecewise_linear "

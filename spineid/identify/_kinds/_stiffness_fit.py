@@ -27,19 +27,24 @@ import math
 import time
 import warnings
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ...io._measurements import LOAD_COLUMNS, QuasiStaticTest
 from ...kinematics._rotations import euler_basis
-from .._common._goodness import assess_fit
+from .._common._goodness import assess_fit, checked_max_misfit, MAX_MISFIT
 from .._common._noise import (
     noise_from_residuals,
     NOISE_SETTLED,
     settle_noise,
     unsettled_note,
 )
+from .._common._noise_model import (
+    AR, channel_noises, check_order, checked_noise_model, drift_notes, whitened,
+)
 from .._common._result_family import AbstractResult, json_number
-from .._common._uncertainty import fisher_analysis, Identifiability
+from .._common._uncertainty import fisher_analysis, hac_covariance, Identifiability
 
 
 AXES = ("tx", "ty", "tz", "rx", "ry", "rz")
@@ -61,10 +66,13 @@ def generalized_loads(test: QuasiStaticTest, exact: bool = True) -> np.ndarray:
     """`f = [F, G(beta) M]` per row `(n, 6)`: the moment's components along the Euler basis of
     the measured rotation (exact), or the moment as measured (`exact=False`)."""
     loads = test.loads.copy()
-    if exact:
-        for row, beta in enumerate(test.deflections[:, 3:]):
-            loads[row, 3:] = np.asarray(euler_basis(beta)) @ test.loads[row, 3:]
+    if exact and len(loads):
+        bases = np.asarray(_euler_bases(jnp.asarray(test.deflections[:, 3:])))
+        loads[:, 3:] = np.einsum("nij,nj->ni", bases, test.loads[:, 3:])
     return loads
+
+
+_euler_bases = jax.jit(jax.vmap(euler_basis))  # (n, 3) Euler angles -> (n, 3, 3) bases
 
 
 def entry_name(i: int, j: int) -> str:
@@ -87,9 +95,13 @@ class StiffnessFit(AbstractResult):
     onto the Euler basis), `largest_rotation` (rad), `conversion_effect` (largest change of a
     fitted entry between the exact and linearised paths, relative to its standard error),
     `identifiability`, `residuals` `(n, 6)` and `predicted` `(n, 6)` loads; and those of every
-    result (`spineid.AbstractResult`: `noise` is the `(6,)` load noise, N and N m; `converged`
-    is always true, the fit being one linear solve; the `goodness_of_fit`, with the load noise
-    estimated and test rows without an order, cannot tell). Not a
+    result (`spineid.AbstractResult`: `noise` is the `(6,)` load noise, N and N m, the standard
+    deviations of the errors themselves under a noise model; `converged` is always true, the fit
+    being one or a few linear solves; the `goodness_of_fit`: with a noise model the rows are a
+    record in time and the verdict has three levels, with white noise given they are taken
+    without an order and only a chi-square can tell); `stderr_robust` (`(6, 6)` or `None`: the
+    Newey-West errors of the weighted least-squares estimate where a load channel's noise needed
+    an autoregression). Not a
     `spineid.AbstractParameterFit`: its parameters are the entries of a symmetric matrix and
     are reported as that matrix, `(6, 6)` values and standard errors.
     """
@@ -104,6 +116,7 @@ class StiffnessFit(AbstractResult):
     identifiability: Identifiability
     residuals: np.ndarray
     predicted: np.ndarray
+    stderr_robust: np.ndarray | None = None
 
     def report(self) -> dict:
         """JSON-ready report (`report.json` of `spineid stiffness`, docs/cli.md): the fit
@@ -116,6 +129,8 @@ class StiffnessFit(AbstractResult):
             "parameters": [
                 {"name": entry_name(i, j), "value": float(self.matrix[i, j]),
                  "stderr": json_number(self.stderr[i, j]), "unit": entry_unit(i, j)}
+                | ({} if self.stderr_robust is None
+                   else {"stderr_robust": json_number(self.stderr_robust[i, j])})
                 for i, j in self.entries
             ],
             "matrix": self.matrix.tolist(),
@@ -133,28 +148,41 @@ class StiffnessFit(AbstractResult):
         lines.append("         " + "".join(f"{a:>13s}" for a in AXES))
         for i, row in enumerate(self.matrix):
             lines.append(f"  {AXES[i]:>5s}  " + "".join(f"{v:13.5g}" for v in row))
-        lines.append(f"{'entry':12s} {'value':>13s} {'stderr':>11s}  unit")
+        robust = self.stderr_robust is not None
+        lines.append(f"{'entry':12s} {'value':>13s} {'stderr':>11s} "
+                     + ("robust sd   " if robust else "") + " unit")
         for i, j in self.entries:
             lines.append(f"{entry_name(i, j):12s} {self.matrix[i, j]:13.6g} "
-                         f"{self.stderr[i, j]:11.3g}  {entry_unit(i, j)}")
+                         f"{self.stderr[i, j]:11.3g} "
+                         + (f"{self.stderr_robust[i, j]:11.3g} " if robust else "")
+                         + f" {entry_unit(i, j)}")
         lines.append(f"identifiability: rank {self.identifiability.rank} of "
                      f"{len(self.entries)} entries")
         return "\n".join(lines + self.verdict_lines())
 
 
 def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
-                         noise: np.ndarray | None = None, exact: bool = True
-                         ) -> StiffnessFit:
+                         noise: np.ndarray | None = None, exact: bool = True,
+                         noise_model="auto", max_misfit: float = MAX_MISFIT) -> StiffnessFit:
     """Fit `K` (`structure`: `full`, `sagittal` or `diagonal`) to a quasi-static test by
-    weighted linear least squares on `K y = f` (module docstring).
+    weighted linear least squares on `K y = f` (module docstring), or by generalized least
+    squares where the load noise is correlated from row to row.
 
-    **Arguments:** `test`; `noise`: standard deviations of the 6 load channels (N, N m),
+    **Arguments:** `test`; `noise`: standard deviations of the 6 load channels (N, N m; white),
     default: estimated from the residuals; `exact`: map moments onto the Euler basis (default)
-    or use them as measured (linearised; `conversion_effect` says what that costs).
+    or use them as measured (linearised; `conversion_effect` says what that costs);
+    `noise_model` (with the noise estimated): `"auto"` (default: each load channel white where
+    its residuals are, else the autoregressive order BIC chooses), `"white"`, `"ar:P"` or a
+    `spineid.AR`; the rows are then taken in the order they were recorded (a tester's sweep);
+    `max_misfit`: the largest smooth misfit accepted, a fraction of each load channel's range
+    (default 2%; `docs/goodness-of-fit.md`).
 
     **Returns:** a `StiffnessFit` with standard errors (Cramer-Rao, exact for a linear model
-    with Gaussian load noise) and the identifiability of the entries: a protocol that never
-    moves a degree of freedom leaves its entries undetermined, and the report says which.
+    with Gaussian load noise: under an autoregression, those of the generalized least-squares
+    estimate, Seber and Wild 1989 section 6.2, with the Newey-West errors of the weighted
+    least-squares estimate beside them as `stderr_robust`) and the identifiability of the
+    entries: a protocol that never moves a degree of freedom leaves its entries undetermined,
+    and the report says which.
     """
     clock = time.perf_counter()
     if structure not in STRUCTURES:
@@ -169,28 +197,32 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
     if not np.any(np.asarray(test.deflections)):
         raise ValueError(f"{test.source}: every deflection is zero, so the loads determine no "
                          "stiffness; check the displacement columns (dx..b3)")
-
-    def design(deflections):
-        # Rows: load component i of each test row; columns: the entries (symmetric pairs).
-        matrix = np.zeros((n, 6, len(entries)))
-        for column, (i, j) in enumerate(entries):
-            matrix[:, i, column] += deflections[:, j]
-            if i != j:
-                matrix[:, j, column] += deflections[:, i]
-        return matrix
-
-    def solve(target, sigma):
-        a = (design(test.deflections) / sigma[None, :, None]).reshape(6 * n, -1)
-        b = (target / sigma).ravel()
-        values = np.linalg.lstsq(a, b, rcond=None)[0]
-        return values, a, b
-
     noise_estimated = noise is None
+    kind_of_noise = checked_noise_model(noise_model, not noise_estimated, [], "noise_model")
+    check_order(kind_of_noise, [n], "noise_model")
+    max_misfit = checked_max_misfit(max_misfit)
+
+    # Rows of the design: load component i of each test row; columns: the entries (symmetric
+    # pairs).
+    design = np.zeros((n, 6, len(entries)))
+    for column, (i, j) in enumerate(entries):
+        design[:, i, column] += test.deflections[:, j]
+        if i != j:
+            design[:, j, column] += test.deflections[:, i]
+
+    def solve(target, sigma, noises=None):  # -> (values, a, b)
+        # The least-squares solution with each channel weighted by `sigma` (6,) and, given
+        # `noises` (one ChannelNoise per channel), whitened along the rows by its
+        # autoregression first (its first `p` rows left out: Cochrane-Orcutt).
+        a, b = _whitened_system(design, target, sigma, noises)
+        return np.linalg.lstsq(a, b, rcond=None)[0], a, b
+
     targets = {flag: generalized_loads(test, flag) for flag in (True, False)}
     sigma = np.ones(6) if noise_estimated else np.asarray(noise, dtype=float)
     if sigma.shape != (6,) or not np.all(np.isfinite(sigma) & (sigma > 0)):
         raise ValueError(f"noise {sigma.tolist()}: expected 6 positive load noise levels")
     notes = []
+    ranges = np.ptp(targets[exact], axis=0)
     if noise_estimated:
         # Provisional weights by each channel's scale, then the residual level per channel,
         # the weighted solve repeated until that settles (`settle_noise`, as every fit kind).
@@ -206,25 +238,42 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
             lambda sigma, previous: (*solve(targets[exact], sigma), sigma), estimate, sigma)
         if change > NOISE_SETTLED:
             notes.append(unsettled_note(change))
-    values, a, b = solve(targets[exact], sigma)
-    other = solve(targets[not exact], sigma)[0]
-    residuals = (a @ values - b).reshape(n, 6)
+    # The weighted least-squares estimate; under an autoregression the generalized one after it.
+    least_squares, a_white, b_white = solve(targets[exact], sigma)
+    a, b = a_white, b_white
+    values, noises = least_squares, None
+    if noise_estimated and isinstance(kind_of_noise, AR):
+        found, noises, more = _generalized(
+            lambda sigma, noises: solve(targets[exact], sigma, noises),
+            lambda values: design @ values - targets[exact],
+            design @ least_squares - targets[exact], ranges, len(entries), kind_of_noise)
+        notes.extend(more)
+        if found is None:
+            noises = None  # (white: the weighted fit stands)
+        else:
+            values = found
+            sigma = np.array([noise.innovation for noise in noises])
+            a, b = _whitened_system(design, targets[exact], sigma, noises)
+    other = solve(targets[not exact], sigma, noises)[0]
+    marginal = np.array([noise.marginal for noise in noises]) if noises else sigma
+    residuals = (design @ values - targets[exact]) / marginal
     scales = np.maximum(np.abs(values), np.abs(values).max() * 1e-6 + 1e-300)
     names = [entry_name(i, j) for i, j in entries]
     covariance, identifiability = fisher_analysis(a, values, scales, names)
     stderr_entries = np.sqrt(np.diag(covariance))
-    matrix = np.zeros((6, 6))
-    stderr = np.full((6, 6), np.nan)
-    for (i, j), value, error in zip(entries, values, stderr_entries):
-        matrix[i, j] = matrix[j, i] = value
-        stderr[i, j] = stderr[j, i] = error
-    for i in range(6):
-        for j in range(6):
-            if (min(i, j), max(i, j)) not in entries:
-                stderr[i, j] = 0.0  # fixed at zero by the structure
+    # Beside them, Newey-West errors of the weighted least-squares estimate (each load channel
+    # a record in the order of the rows).
+    robust = np.sqrt(np.diag(hac_covariance(
+        a_white, b_white - a_white @ least_squares, [np.arange(n) * 6 + c for c in range(6)],
+        identifiability.identifiable))) if noises else None
+    matrix, stderr = _symmetric(entries, values, stderr_entries)
+    stderr_robust = None if robust is None else _symmetric(entries, values, robust)[1]
     effect = float(np.nanmax(np.abs(values - other) / stderr_entries)) \
         if np.any(np.isfinite(stderr_entries)) else math.nan
     messages = list(identifiability.warnings) + notes
+    if noises:
+        messages.extend(drift_notes(values, least_squares, robust,
+                                    max(noise.order for noise in noises)))
     undetermined = [names[k] for k in range(len(names)) if not identifiability.identifiable[k]]
     if undetermined:
         messages.append("the test does not determine " + ", ".join(undetermined)
@@ -240,12 +289,69 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
                         f"changes an entry by {effect:.1f} standard errors: use exact=True")
     return StiffnessFit(
         matrix=matrix, stderr=stderr, structure=structure, entries=list(entries), exact=exact,
-        largest_rotation=largest, conversion_effect=effect, noise=sigma,
-        noise_estimated=noise_estimated, cost=0.5 * float(np.sum(residuals**2)), n_data=6 * n,
-        converged=True, seconds=time.perf_counter() - clock,
-        identifiability=identifiability, warnings=messages, residuals=residuals * sigma,
-        predicted=(design(test.deflections) @ values),
+        largest_rotation=largest, conversion_effect=effect, noise=marginal,
+        noise_estimated=noise_estimated, cost=0.5 * float(np.sum((a @ values - b) ** 2)),
+        n_data=6 * n, converged=True, seconds=time.perf_counter() - clock,
+        identifiability=identifiability, warnings=messages, residuals=residuals * marginal,
+        predicted=design @ values, stderr_robust=stderr_robust,
         goodness_of_fit=assess_fit(
             [residuals], LOAD_COLUMNS, identifiability.rank, noise_given=not noise_estimated,
-            sigma=dict(zip(LOAD_COLUMNS, map(float, sigma))), ordered=False),
+            sigma=dict(zip(LOAD_COLUMNS, map(float, marginal))),
+            noise_models=dict(zip(LOAD_COLUMNS, noises)) if noises else None,
+            ranges=dict(zip(LOAD_COLUMNS, map(float, ranges))),
+            max_misfit=dict.fromkeys(LOAD_COLUMNS, max_misfit),
+            misfit_residuals=[design @ least_squares - targets[exact]]),
     )
+
+
+def _symmetric(entries, values, errors):
+    # The `(6, 6)` matrix of the fitted `entries` and that of their errors (NaN where not
+    # determined, 0 where the structure fixes an entry at zero).
+    matrix, stderr = np.zeros((6, 6)), np.zeros((6, 6))
+    for (i, j), value, error in zip(entries, values, errors):
+        matrix[i, j] = matrix[j, i] = value
+        stderr[i, j] = stderr[j, i] = error
+    return matrix, stderr
+
+
+def _whitened_system(design, target, sigma, noises=None):
+    # The stacked system `(a, b)` of `design` (n, 6, p) and `target` (n, 6): each channel's
+    # rows whitened by its autoregression (`noises`, where given) and divided by `sigma` (6,).
+    # The rows of a white fit keep their order, row by row (`hac_covariance` indexes them).
+    if noises is None:
+        n = len(target)
+        return ((design / sigma[None, :, None]).reshape(6 * n, -1),
+                (target / sigma).ravel())
+    a, b = [], []
+    for c, noise in enumerate(noises):
+        a.append(np.stack([whitened(column, noise.coefficients) for column in design[:, c].T],
+                          axis=1) / sigma[c])
+        b.append(whitened(target[:, c], noise.coefficients) / sigma[c])
+    return np.concatenate(a), np.concatenate(b)
+
+
+def _generalized(solve, residuals_of, raw, ranges, n_free, kind_of_noise):
+    # Each load channel's autoregression from the weighted least-squares residuals `raw`
+    # (n, 6); where one needs an order, generalized least squares by iterated prewhitening
+    # (the orders kept, the coefficients re-estimated from each refit's residuals
+    # `residuals_of(values)` until the innovations settle: `settle_noise`), the innovations'
+    # deviations at last taken from the final fit under the coefficients it was weighted with
+    # (as statsmodels' `GLSAR` at those). Returns `(values or None, noises (6 ChannelNoise),
+    # notes)`: `None` where every channel is white.
+    first = list(channel_noises(LOAD_COLUMNS, ranges, n_free, [raw], kind_of_noise).values())
+    if not any(noise.order for noise in first):
+        return None, first, []
+    orders = [noise.order for noise in first]
+    used = [first]  # the noise of each fit's residuals; each refit is weighted by the latest
+
+    def estimate(values):
+        used.append(list(channel_noises(LOAD_COLUMNS, ranges, n_free, [residuals_of(values)],
+                                        kind_of_noise, orders).values()))
+        return np.array([noise.innovation for noise in used[-1]])
+
+    fits, _, change = settle_noise(lambda sigma, previous: solve(sigma, used[-1])[0], estimate,
+                                   np.array([noise.innovation for noise in first]))
+    final = channel_noises(LOAD_COLUMNS, ranges, n_free, [residuals_of(fits[-1])],
+                           kind_of_noise, weighted_by=dict(zip(LOAD_COLUMNS, used[-2])))
+    return fits[-1], list(final.values()), [unsettled_note(change)] if change > NOISE_SETTLED \
+        else []

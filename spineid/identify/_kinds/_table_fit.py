@@ -56,6 +56,7 @@ from .._common._transform import Transform
 from .._common._uncertainty import bounded_fisher_analysis, hac_covariance, standard_errors
 from .._solvers import LAW_SOLVER, LevenbergMarquardt, MultiStart, VariableProjection
 from ._breakpoints import best_breakpoints, design_matrix
+from ._errors_in_variables import checked_displacement_noise, effective_sd, load_noise_beside
 from ._run import check_kind_solver, run_solver
 
 
@@ -166,6 +167,10 @@ class _LawModel(eqx.Module):
         c = theta[-1] if self.damping else 0.0
         return self.law(theta).load(self.x) + c * self.velocity + self.known
 
+    def stiffness(self, theta):
+        """The law's tangent stiffness `M'(x)` at the data `(m,)` (errors in both variables)."""
+        return self.law(theta).stiffness(self.x)
+
     def nodes_and_slopes(self, theta):
         """A table law's node displacements, node loads and phase slopes, concatenated."""
         table_law = self.law(theta)
@@ -182,6 +187,9 @@ def _linearised(model: _LawModel, theta, derived: bool = False):
     return function(theta), jax.jacfwd(function)(theta)
 
 
+_tangent = eqx.filter_jit(lambda model, theta: model.stiffness(theta))
+
+
 class _LawResiduals(AbstractObjective):
     """Noise-weighted residuals `weight (M(theta(u)) - observed) / sigma`, `(m,)` (padded: the
     weight is zero beyond the data), of the unconstrained parameters `u`; with `held` (an
@@ -190,7 +198,8 @@ class _LawResiduals(AbstractObjective):
     residuals are taken in the order `sequence` (`(m,)`, a permutation: the samples' order,
     then the padding) and whitened, `a_t = r_t - sum_k phi_k r_(t-k)`, the first `q` left out
     (`spineid.identify._common._noise_model`); `sigma` is then the innovations' standard
-    deviation: generalized least squares."""
+    deviation: generalized least squares. With `displacement_sd` (errors in both variables) each
+    residual is weighted by its effective deviation instead (`_errors_in_variables`)."""
 
     model: _LawModel
     observed: Float[Array, " m"]
@@ -200,13 +209,16 @@ class _LawResiduals(AbstractObjective):
     held_value: Float[Array, ""]
     coefficients: Float[Array, " q"]
     sequence: Int[Array, " m"]
+    displacement_sd: Float[Array, ""] | None = None
     held: int | None = eqx.field(static=True, default=None)
 
     def __call__(self, u, args=None):
         if self.held is not None:
             u = jnp.concatenate([u[:self.held], self.held_value[None], u[self.held:]])
-        residuals = ((self.model(self.transform.to_physical(u)) - self.observed) * self.weight
-                     / self.sigma)
+        theta = self.transform.to_physical(u)
+        sigma = self.sigma if self.displacement_sd is None else effective_sd(
+            self.sigma, self.model.stiffness(theta), self.displacement_sd)
+        residuals = (self.model(theta) - self.observed) * self.weight / sigma
         return whitened_in_order(residuals, self.weight, self.coefficients, self.sequence)
 
     def samples(self):
@@ -272,6 +284,7 @@ def fit_load_law(
     noise=None,
     max_misfit: float = MAX_MISFIT,
     solver="auto",
+    displacement_noise: float | None = None,
 ) -> LawFit:
     """Fit a load law (module docstring) to `data` by least squares.
 
@@ -294,12 +307,16 @@ def fit_load_law(
     a law fit is cheap, so it runs to the classical stops) or any `LevenbergMarquardt`,
     which starts from `nodes` as given (a local optimum of the breakpoints is then possible);
     or a `spineid.MultiStart` of a `LevenbergMarquardt`, from the given start and starts
-    drawn around it (`spineid/identify/_kinds/_run.py`).
+    drawn around it (`spineid/identify/_kinds/_run.py`); `displacement_noise`: the standard
+    deviation of the measured displacement (m or rad), for errors in both variables: each
+    residual weighted by its effective deviation `sqrt(sigma^2 + (M'(x) sigma_x)^2)`
+    (`spineid.identify._kinds._errors_in_variables`; the load noise is then white).
 
     **Returns:** a `LawFit`. Raises `ValueError` on unusable arguments (a `VariableProjection`
     for a law without free breakpoints of a `piecewise_linear` table: nothing to project).
     """
     clock = time.perf_counter()
+    displacement_sd = checked_displacement_noise(displacement_noise)
     if kind not in LAW_KINDS:
         raise ValueError(f"law kind {kind!r}: expected one of {list(LAW_KINDS)}")
     projectable = kind == "piecewise_linear" and free_breakpoints
@@ -363,7 +380,7 @@ def fit_load_law(
                 add(f"gap[{k}]", "displacement", float(gap), 0.0)
         # One breakpoint of a sharp table whose least-squares loads (and damper) satisfy the
         # bounds: the projected solution is the optimum itself (no local search follows).
-        exact = (method.startswith("exact") and float(smoothing) == 0.0
+        exact = (method.startswith("exact") and float(smoothing) == 0.0 and displacement_sd is None
                  and (not monotone or bool(np.all(np.diff(start) > 0)))
                  and (not damping or damping_start > 0))
         add("load[0]", load_unit, float(start[0]))
@@ -407,6 +424,11 @@ def fit_load_law(
     noise_estimated = not (isinstance(noise, (int, float, np.integer, np.floating))
                            and not isinstance(noise, bool))
     noise_model = as_noise_model(noise) if noise_estimated else White()
+    if displacement_sd is not None and isinstance(noise_model, AR):
+        if noise_model.order is not None:
+            raise ValueError(f"noise {noise_model.name}: with displacement_noise (errors in both "
+                             "variables) the load noise is white; use auto or white")
+        noise_model = White()
     max_misfit = checked_max_misfit(max_misfit)
     check_order(noise_model, [n], "noise")
     noise_model, note = sampled_noise_model(noise_model, [] if data.time is None
@@ -421,7 +443,8 @@ def fit_load_law(
     def residuals_at(sigma, coefficients=()):
         return _LawResiduals(model, observed, weight, jnp.asarray(sigma, float), transform,
                              jnp.asarray(0.0), jnp.asarray(coefficients, float).reshape(-1),
-                             sequence)
+                             sequence, None if displacement_sd is None
+                             else jnp.asarray(displacement_sd, float))
 
     estimates, used = [], []  # the noise estimated after each fit; each refit's weights
 
@@ -452,9 +475,16 @@ def fit_load_law(
     if noise_estimated:
         floor = 1e-13 * max(float(np.ptp(data.load)), 1e-300)  # (noise-free data)
 
+        def beside(theta, raw):
+            # The load noise beside the displacement noise (errors in both variables).
+            sd, note = load_noise_beside(raw, np.asarray(_tangent(model, theta))[:n],
+                                         displacement_sd, len(parameters), floor)
+            return ChannelNoise(0, (), sd, sd), note
+
         def estimate(theta, kind_of_noise=noise_model):
             raw = np.asarray(_linearised(model, theta)[0])[:n] - data.load
-            estimates.append(fit_channel_noise([raw[order]], kind_of_noise,
+            estimates.append(beside(theta, raw)[0] if displacement_sd is not None else
+                             fit_channel_noise([raw[order]], kind_of_noise,
                                                len(parameters)).floored(floor))
             return np.array([estimates[-1].innovation])
 
@@ -471,7 +501,11 @@ def fit_load_law(
     values = np.asarray(theta)
     predicted, jacobian = (np.asarray(a)[:n] for a in _linearised(model, theta))
     residuals = predicted - data.load
-    if noise_estimated:
+    if noise_estimated and displacement_sd is not None:
+        channel_noise, note = beside(theta, residuals)
+        notes.extend([note] if note else [])
+        sigma = channel_noise.innovation
+    elif noise_estimated:
         # The errors take the innovations' deviation from the last fit's own residuals, under
         # the coefficients it was weighted with (as generalized least squares does).
         weighted_by = used[-1] if used else estimates[-1]
@@ -481,23 +515,28 @@ def fit_load_law(
     else:
         channel_noise = ChannelNoise(0, (), sigma, sigma)
     coefficients = channel_noise.coefficients
-    innovations = whitened(residuals[order], coefficients) / sigma
+    # Each row's deviation: the innovations', or with errors in both variables the effective one.
+    deviations = np.full(n, sigma) if displacement_sd is None else effective_sd(
+        sigma, np.asarray(_tangent(model, theta))[:n], displacement_sd)
+    rows = deviations[order][len(coefficients):]
+    innovations = whitened(residuals[order], coefficients) / rows
     names = [p.name for p in parameters]
     covariance, identifiability, on_bound = bounded_fisher_analysis(
         np.stack([whitened(column, coefficients) for column in jacobian[order].T], axis=1)
-        / sigma, values, transform, names)
+        / rows[:, None], values, transform, names)
     stderr, correlation = standard_errors(covariance)
     # Beside them, Newey-West errors of the ordinary least-squares estimate (robust to noise
     # correlated in any way over a few samples).
     ols_predicted, ols_jacobian = (np.asarray(a)[:n] for a in _linearised(model,
                                                                            least_squares))
-    stderr_robust = np.sqrt(np.diag(hac_covariance(
+    stderr_robust = None if displacement_sd is not None else np.sqrt(np.diag(hac_covariance(
         ols_jacobian, data.load - ols_predicted, [order],
         ~on_bound & identifiability.identifiable)))
     law = build(theta)
     derived = {}
     messages = notes + list(identifiability.warnings)
-    messages.extend(drift_notes(values, least_squares, stderr_robust, channel_noise.order))
+    if stderr_robust is not None:
+        messages.extend(drift_notes(values, least_squares, stderr_robust, channel_noise.order))
     if np.any(on_bound):
         messages.append("on a bound (no standard error): "
                         + ", ".join(n for n, b in zip(names, on_bound) if b))
@@ -527,13 +566,22 @@ def fit_load_law(
         n_data=int(residuals.size), converged=converged, identifiability=identifiability,
         warnings=messages, predicted=predicted, residuals=residuals, method=method,
         goodness_of_fit=assess_fit(
-            [(residuals / channel_noise.marginal)[order][:, None]], ("load",),
+            [(residuals / (deviations if displacement_sd is not None
+                           else channel_noise.marginal))[order][:, None]], ("load",),
             identifiability.rank, noise_given=not noise_estimated,
             sigma={"load": float(channel_noise.marginal)},
-            noise_models={"load": channel_noise} if noise_estimated else None,
+            noise_models={"load": _typical(deviations)} if displacement_sd is not None
+            else {"load": channel_noise} if noise_estimated else None,
             ranges={"load": float(np.ptp(data.load))}, max_misfit={"load": max_misfit},
             misfit_residuals=[(ols_predicted - data.load)[order][:, None]]),
     )
+
+
+def _typical(deviations) -> ChannelNoise:
+    # The white noise of the residuals' mean variance (errors in both variables: the verdict's
+    # smooth-misfit test is judged against it).
+    sd = float(np.sqrt(np.mean(deviations ** 2)))
+    return ChannelNoise(0, (), sd, sd)
 
 
 class _HeldLawRefit:
