@@ -116,6 +116,7 @@ def test_the_table_verb_takes_the_displacement_noise(tmp_path, capsys):
     ends = [data.displacement.min(), data.displacement.max()]
     expected = fit_load_law(data, "piecewise_linear", nodes=ends, noise=SY, displacement_noise=SX)
     slope = report["derived"]["slopes"][0]
+    assert report["displacement_noise"] == 5e-5
     np.testing.assert_allclose(slope["value"], expected.derived["slopes"][0][0], rtol=1e-8)
     capsys.readouterr()
     with pytest.raises(SystemExit) as refused:

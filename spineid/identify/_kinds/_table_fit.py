@@ -72,8 +72,8 @@ class LawFit(Profiled):
     and `kind`, `law` (the fitted `AbstractLoadLaw`), `damping` (N s/m or N m s/rad; 0 when not
     fitted), `derived` (node loads and phase slopes of tables with standard errors),
     `predicted` and `residuals` (`(n,)`, load units), `method` (how the optimum was sought, in
-    words). `profile(name)` gives a parameter's
-    profile-likelihood interval.
+    words), `displacement_noise` (m or rad: errors in both variables, or `None`).
+    `profile(name)` gives a parameter's profile-likelihood interval.
     """
 
     kind: str
@@ -83,6 +83,7 @@ class LawFit(Profiled):
     predicted: np.ndarray
     residuals: np.ndarray
     method: str = "Levenberg-Marquardt"
+    displacement_noise: float | None = None
 
     def law_table(self) -> dict:
         """The fitted law as a model-file `law` table (docs/formats/model-files.md), e.g. for
@@ -110,7 +111,7 @@ class LawFit(Profiled):
             "derived": {key: [{"value": float(v), "stderr": json_number(e)} for v, e in entries]
                         for key, entries in self.derived.items()},
             "noise": self.noise,
-            "noise_estimated": self.noise_estimated,
+            "noise_estimated": self.noise_estimated, "displacement_noise": self.displacement_noise,
             "identifiability": self.identifiability.to_dict(),
         }
 
@@ -119,7 +120,10 @@ class LawFit(Profiled):
         lines = [f"{self.kind} law fitted to {self.n_data} points: "
                  + ("converged" if self.converged else "NOT converged")
                  + f", cost {self.cost:.4g}, load noise {self.noise:.3g}"
-                 + (" (estimated)" if self.noise_estimated else ""), f"method: {self.method}",
+                 + (" (estimated)" if self.noise_estimated else "")
+                 + ("" if self.displacement_noise is None else f", displacement noise "
+                    f"{self.displacement_noise:.3g} (errors in both variables)"),
+                 f"method: {self.method}",
                  *self.parameter_table()]
         for key, entries in self.derived.items():
             lines.append(f"{key}: " + ", ".join(f"{v:.4g} +- {e:.2g}" for v, e in entries))
@@ -565,6 +569,7 @@ def fit_load_law(
         noise_estimated=noise_estimated, cost=0.5 * float(np.sum(innovations ** 2)),
         n_data=int(residuals.size), converged=converged, identifiability=identifiability,
         warnings=messages, predicted=predicted, residuals=residuals, method=method,
+        displacement_noise=displacement_sd,
         goodness_of_fit=assess_fit(
             [(residuals / (deviations if displacement_sd is not None
                            else channel_noise.marginal))[order][:, None]], ("load",),
