@@ -331,3 +331,21 @@ def test_the_stiffness_verb_takes_a_noise_model_and_a_misfit_tolerance(tmp_path,
                  "--max-misfit", "3"]) == 2
     assert "percentage" in capsys.readouterr().err
     assert not (tmp_path / "bare").exists()
+
+
+def test_a_pure_moment_sweep_is_accepted_and_an_unrecorded_channel_fitted():
+    # Flexion only: the forces carry little but noise (their range a few noise deviations),
+    # and Fz is not recorded at all (zeros): a right matrix is still accepted under auto.
+    rng = np.random.default_rng(12)
+    deflections = np.zeros((120, 6))
+    deflections[:, 5] = np.radians(8.0) * np.sin(np.linspace(0.0, 2 * np.pi, 120))
+    stiffness = np.diag(np.diag(K_F_E))
+    for seed in range(5):
+        test = synthetic(stiffness, deflections, np.random.default_rng(seed))
+        fit = fit_stiffness_matrix(test, "diagonal")
+        assert fit.accepted, fit.goodness_of_fit.reasons
+    loads = test.loads.copy()
+    loads[:, 2] = 0.0
+    fit = fit_stiffness_matrix(QuasiStaticTest(loads, deflections + 1e-6 * rng.normal(
+        size=deflections.shape)), "full")
+    assert np.all(np.isfinite(fit.matrix))

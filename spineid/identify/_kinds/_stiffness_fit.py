@@ -97,11 +97,11 @@ class StiffnessFit(AbstractResult):
     `identifiability`, `residuals` `(n, 6)` and `predicted` `(n, 6)` loads; and those of every
     result (`spineid.AbstractResult`: `noise` is the `(6,)` load noise, N and N m, the standard
     deviations of the errors themselves under a noise model; `converged` is always true, the fit
-    being one or a few linear solves; the `goodness_of_fit`: with a noise model the rows are a
-    record in time and the verdict has three levels, with white noise given they are taken
-    without an order and only a chi-square can tell); `stderr_robust` (`(6, 6)` or `None`: the
-    Newey-West errors of the weighted least-squares estimate where a load channel's noise needed
-    an autoregression). Not a
+    being one or a few linear solves; the `goodness_of_fit`: with the noise estimated the rows
+    are a record in the order of the file and the verdict has three levels; with white noise
+    given they are taken without an order and the chi-square tells); `stderr_robust` (`(6, 6)`
+    or `None`: the Newey-West errors of the weighted least-squares estimate where a load
+    channel's noise needed an autoregression). Not a
     `spineid.AbstractParameterFit`: its parameters are the entries of a symmetric matrix and
     are reported as that matrix, `(6, 6)` values and standard errors.
     """
@@ -246,7 +246,8 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
         found, noises, more = _generalized(
             lambda sigma, noises: solve(targets[exact], sigma, noises),
             lambda values: design @ values - targets[exact],
-            design @ least_squares - targets[exact], ranges, len(entries), kind_of_noise)
+            design @ least_squares - targets[exact], np.maximum(ranges, scale), len(entries),
+            kind_of_noise)
         notes.extend(more)
         if found is None:
             noises = None  # (white: the weighted fit stands)
@@ -287,6 +288,7 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
     if not exact and np.isfinite(effect) and effect > 1.0:
         messages.append(f"moments were used as measured, but mapping them onto the Euler basis "
                         f"changes an entry by {effect:.1f} standard errors: use exact=True")
+    rough = np.std(np.diff(design @ least_squares - targets[exact], axis=0), axis=0) / np.sqrt(2)
     return StiffnessFit(
         matrix=matrix, stderr=stderr, structure=structure, entries=list(entries), exact=exact,
         largest_rotation=largest, conversion_effect=effect, noise=marginal,
@@ -296,9 +298,14 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
         predicted=design @ values, stderr_robust=stderr_robust,
         goodness_of_fit=assess_fit(
             [residuals], LOAD_COLUMNS, identifiability.rank, noise_given=not noise_estimated,
-            sigma=dict(zip(LOAD_COLUMNS, map(float, marginal))),
+            sigma=dict(zip(LOAD_COLUMNS, map(float, marginal))), ordered=noise_estimated,
             noise_models=dict(zip(LOAD_COLUMNS, noises)) if noises else None,
-            ranges=dict(zip(LOAD_COLUMNS, map(float, ranges))),
+            # (a channel that carries little but noise, as the forces of a pure-moment test,
+            # is judged against a range of at least 100 deviations of its residuals' rough
+            # part, which a smooth misfit does not inflate: its range alone would make the
+            # misfit test's own noise floor, a few tenths of a deviation, too large)
+            ranges=dict(zip(LOAD_COLUMNS, map(float, np.maximum(ranges, 100 * rough))))
+            if noise_estimated else None,
             max_misfit=dict.fromkeys(LOAD_COLUMNS, max_misfit),
             misfit_residuals=[design @ least_squares - targets[exact]]),
     )

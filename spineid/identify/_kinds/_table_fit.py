@@ -578,7 +578,8 @@ def fit_load_law(
             noise_models={"load": _typical(deviations)} if displacement_sd is not None
             else {"load": channel_noise} if noise_estimated else None,
             ranges={"load": float(np.ptp(data.load))}, max_misfit={"load": max_misfit},
-            misfit_residuals=[(ols_predicted - data.load)[order][:, None]]),
+            misfit_residuals=[((predicted if displacement_sd else ols_predicted) - data.load)
+                              [order][:, None]]),
     )
 
 
