@@ -23,11 +23,19 @@
    1 and 3 of 18 base pulses (rear and frontal; 4, 8.5, 15 g; 60, 105, 150 ms) for its
    Cramer-Rao error from the head's track, and what added measurements would give (the head's
    angle, every body's angle, the ligament's tension at one level).
+6. Correlated errors (issue 50), on the 4-axial-spring pair with every channel's errors an
+   AR(1) of coefficient 0.8: the design's predicted errors (`design(..., correlation=...)`)
+   against the realised spread of `--repetitions` validation fits made as a lab would (noise
+   estimated, noise model auto), and against what the white design predicts; then
+   `--posterior-repetitions` data sets of such errors, each fitted and sampled
+   (`posterior(problem, fit=...)`): the posterior sd over the fit's standard errors, and the
+   coverage of the truth by the 95% credible intervals.
 
     python experiments/design_and_posterior.py [--repetitions 50] [--draws 650]
         [--repetitions-21 20] [--cases-21 N] [--amplitude-21 1] [--head-neck-rate 500]
         [--repetitions-head-neck N] [--head-neck-rtol 1e-5] [--head-neck-pulses P1,P2,P3]
-        [--sections 12345] [--executor local|dask] [--threads 1] [--workers 2]
+        [--posterior-repetitions 20] [--sections 123456]
+        [--executor local|dask] [--threads 1] [--workers 2]
         [--scheduler ADDRESS] [--batch-out DIR]
 
 The validations' noisy fits are Monte-Carlo batches (`spineid.fit_batch`): `--threads N` runs
@@ -42,9 +50,11 @@ import copy
 import pathlib
 import time
 
+import jax
 import numpy as np
 
 import spineid
+from spineid.identify._common._noise_model import stationary_errors
 
 
 def candidates_of(path, components, frequencies, amplitudes, times):
@@ -325,6 +335,57 @@ def head_neck(rate, repetitions=0, rtol=None, pulses=None):
     print()
 
 
+def correlated(repetitions, posterior_repetitions):
+    print("6. Correlated errors: AR(1), phi 0.8, in every channel")
+    noise = {"x": 5e-6, "y": 5e-6, "theta": float(np.radians(0.01))}
+    correlation = {c: [0.8] for c in noise}
+    times = np.linspace(0.0, 0.5, 251)
+    amplitudes = {"Fx": 6.0, "Fy": 4.0, "Mz": 0.08}
+    candidates = candidates_of("axial_4_springs.toml", list(amplitudes), (2.0, 5.0, 12.0, 30.0),
+                               amplitudes, times)
+    found = spineid.design(candidates, ["stiffness"], noise, budget=2, correlation=correlation)
+    white = spineid.design(candidates, ["stiffness"], noise, budget=2, baseline=found.chosen)
+    print("   " + found.summary().replace("\n", "\n   "))
+    start = time.perf_counter()
+    realised = validate(found, repetitions, seed=6)
+    print(f"   {repetitions} fits of AR(1) simulations, noise estimated, model auto "
+          f"({time.perf_counter() - start:.1f} s): realised / predicted standard error "
+          + ", ".join(f"{r:.2f}" for r in realised / found.stderr)
+          + " (the white design's prediction: "
+          + ", ".join(f"{r:.2f}" for r in realised / white.baseline_stderr) + " for the same "
+          f"experiments; chosen {', '.join(white.chosen)} under white errors, "
+          f"{', '.join(found.chosen)} under AR)")
+    model_file = spineid.load_model_file(spineid.dataset_path("axial_4_springs.toml"))
+    truth_values = None
+    clean = np.asarray(jax.vmap(model_file.model.observe)(
+        spineid.simulate(model_file.model, times).q))
+    rng = np.random.default_rng(8)
+    ratios, covered, seconds = [], [], []
+    for r in range(posterior_repetitions):
+        errors = np.stack([stationary_errors([0.8], noise[c], len(times), rng)
+                           for c in ("x", "y", "theta")], axis=1)
+        problem = spineid.FitProblem(model_file, spineid.Measurement(
+            times, clean + errors, ("x", "y", "theta")), ["stiffness"])
+        truth_values = problem.start if truth_values is None else truth_values
+        fitted = spineid.fit(problem, spineid.LevenbergMarquardt())
+        start = time.perf_counter()
+        sampled = spineid.posterior(problem, fit=fitted, samples=400, warmup=150, seed=r)
+        seconds.append(time.perf_counter() - start)
+        ratios.append(sampled.sd / fitted.stderr)
+        interval = sampled.interval()
+        covered.append((interval[:, 0] <= truth_values) & (truth_values <= interval[:, 1]))
+    if posterior_repetitions:
+        covered = np.array(covered)
+        print(f"   {posterior_repetitions} posteriors of AR(1) data (400 draws each, "
+              f"{np.median(seconds):.1f} s median, the first {seconds[0]:.1f} s): posterior sd"
+              " / the fit's standard error, median "
+              + ", ".join(f"{m:.2f}" for m in np.median(ratios, axis=0))
+              + f"; 95% intervals cover the truth in {covered.mean():.0%} of "
+              f"{covered.size} ({', '.join(f'{c:.0%}' for c in covered.mean(axis=0))} per "
+              "spring)")
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repetitions", type=int, default=50)
@@ -349,7 +410,8 @@ def main() -> None:
                         help="section 5: these pulses (comma-separated names, e.g. 'frontal "
                              "15 g 150 ms,rear 15 g 60 ms,rear 15 g 150 ms', the best three "
                              "found) instead of the search")
-    parser.add_argument("--sections", default="12345")
+    parser.add_argument("--posterior-repetitions", type=int, default=20)
+    parser.add_argument("--sections", default="123456")
     parser.add_argument("--executor", choices=("local", "dask"), default="local",
                         help="where the validations' noisy fits run")
     parser.add_argument("--threads", type=int, default=1,
@@ -381,6 +443,8 @@ def main() -> None:
         head_neck(arguments.head_neck_rate, arguments.repetitions_head_neck,
                   arguments.head_neck_rtol, arguments.head_neck_pulses
                   and [p.strip() for p in arguments.head_neck_pulses.split(",")])
+    if "6" in arguments.sections:
+        correlated(arguments.repetitions, arguments.posterior_repetitions)
 
 
 if __name__ == "__main__":

@@ -191,6 +191,122 @@ def test_bad_candidates_say_what_is_wrong(candidates):
         spineid.Candidate("late", candidates[0].model, [0.2, 0.1, 0.3])
 
 
+CORRELATION = {"x": [0.8], "theta": [1.2, -0.5]}
+
+
+def test_a_design_under_correlated_errors_has_the_exact_gaussian_information(candidates):
+    # Oracle: each chosen experiment's information J^T Sigma^-1 J with Sigma the Toeplitz
+    # covariance of statsmodels' autocovariances of the autoregressions (y white), summed.
+    from statsmodels.tsa.arima_process import arma_acovf
+
+    found = spineid.design(candidates, ["stiffness"], NOISE, budget=2,
+                           correlation=CORRELATION)
+    white = spineid.design(candidates, ["stiffness"], NOISE, budget=2, baseline=found.chosen)
+    lags = np.abs(np.subtract.outer(np.arange(len(TS)), np.arange(len(TS))))
+    information = 0.0
+    for chosen in (c for c in candidates if c.name in found.chosen):
+        _, jacobian = spineid.identify.candidate_sensitivities(chosen, ["stiffness"], NOISE)
+        jacobian = jacobian.reshape(len(TS), 3, -1)  # (each channel over its sd)
+        for j, channel in enumerate(("x", "y", "theta")):
+            phi = np.array(CORRELATION.get(channel, []))
+            gamma = arma_acovf(np.r_[1.0, -phi], np.array([1.0]), nobs=len(TS))
+            information = information + jacobian[:, j].T @ np.linalg.solve(
+                gamma[lags] / gamma[0], jacobian[:, j])
+    np.testing.assert_allclose(found.stderr, np.sqrt(np.diag(np.linalg.inv(information))),
+                               rtol=1e-6)
+    # Correlated errors of the same size carry less information than white ones.
+    assert np.all(found.stderr > 1.5 * white.baseline_stderr)
+    assert found.report()["correlation"] == {"x": [0.8], "theta": [1.2, -0.5]}
+    assert "errors correlated as autoregressions: x phi 0.8; theta phi 1.2, -0.5" \
+        in found.summary()
+    # A fit's noise model serves as it is (a white channel's entry of order 0 left out).
+    fitted = {"x": {"order": 1, "coefficients": [0.8]}, "y": {"order": 0, "coefficients": []},
+              "theta": {"order": 2, "coefficients": [1.2, -0.5]}}
+    again = spineid.design(candidates[:2], ["stiffness"], NOISE, correlation=fitted)
+    assert again.correlation == {"x": (0.8,), "theta": (1.2, -0.5)}
+
+
+@pytest.mark.parametrize("correlation, match", [
+    ({"x": [1.0]}, r"correlation\['x'\] = \[1.0\]: not a stationary autoregression"),
+    ({"theta": [0.5, 0.6]}, "not a stationary autoregression"),
+    ({"phi": [0.5]}, r"correlation\['phi'\]: not a channel of the model"),
+    ({"x": "high"}, "expected 1 to 20 finite autoregressive coefficients"),
+    ({"x": []}, "expected 1 to 20 finite"),
+    ({"x": ["a"]}, "expected 1 to 20 finite"),
+    ({"x": True}, "expected 1 to 20 finite"),
+    ({"x": {"order": 1}}, "holds its 'coefficients'"),
+    ([0.8], "expected {channel: coefficients}"),
+])
+def test_bad_correlations_are_refused(candidates, correlation, match):
+    with pytest.raises(ValueError, match=match):
+        spineid.design(candidates[:2], ["stiffness"], NOISE, correlation=correlation)
+
+
+def test_correlated_errors_need_even_sampling_and_records_longer_than_their_order(
+        candidates):
+    uneven = dataclasses.replace(candidates[0], name="uneven", times=TS**1.2 / TS[-1]**0.2)
+    with pytest.raises(ValueError, match="'uneven': its samples are not evenly spaced"):
+        spineid.design([uneven, candidates[1]], ["stiffness"], NOISE, correlation={"x": 0.5})
+    spineid.design([uneven, candidates[1]], ["stiffness"], NOISE)  # (white: any sampling)
+    short = dataclasses.replace(candidates[0], name="short", times=TS[:3])
+    with pytest.raises(ValueError, match="'short': 3 samples; correlation of order 3"):
+        spineid.design([short], ["stiffness"], NOISE, correlation={"x": [0.5, 0.1, 0.1]})
+
+
+def test_a_validation_under_correlated_errors_simulates_them_and_fits_them_as_a_lab(
+        candidates):
+    from spineid.identify._design._correlation import correlated_copies
+
+    found = spineid.design(candidates, ["stiffness"], NOISE, budget=2,
+                           correlation={"x": [0.8]})
+    problem = found.problem()
+    # The errors simulated: x an AR(1) of coefficient 0.8 and the noise's deviation, the
+    # others white (pooled over 100 copies of the two records, 20200 samples per channel).
+    copies = correlated_copies(problem, found.correlation, 100, seed=5)
+    errors = np.concatenate([np.concatenate([m.values - clean.values for m, clean in
+                                             zip(copy.measurements, problem.measurements)])
+                             for copy in copies])
+    errors = errors.reshape(100, 2, len(TS), 3)
+    lag1 = [np.mean(errors[..., 1:, j] * errors[..., :-1, j]) / np.mean(errors[..., j] ** 2)
+            for j in range(3)]
+    assert lag1[0] == pytest.approx(0.8, abs=0.03)
+    assert abs(lag1[1]) < 0.03 and abs(lag1[2]) < 0.03
+    np.testing.assert_allclose(errors.std(axis=(0, 1, 2)), [NOISE[c] for c in "x y theta".split()],
+                               rtol=0.05)
+    assert all(copy.noise is None for copy in copies)
+    validation = spineid.validate_design(found, 3, seed=5)
+    assert validation.fitted == 3 and not validation.errors
+    orders = [record["noise_model"]["x"]["order"]
+              for record in validation.fits.records]
+    assert min(orders) >= 1, orders
+    # A design whose experiment leaves a channel unmeasured cannot be validated so.
+    rotation = dataclasses.replace(candidates[0], name="theta only", channels=("theta",))
+    partial = spineid.design([rotation], ["stiffness"], NOISE, correlation={"theta": [0.5]})
+    with pytest.raises(ValueError, match="must measure every channel"):
+        spineid.validate_design(partial, 3)
+
+
+def test_a_design_file_with_correlated_errors_is_designed_under_them(tmp_path, capsys):
+    import json
+
+    from spineid.cli import main
+    text = spineid.dataset_path("designs/axial_4_springs.toml").read_text().replace(
+        "../axial_4_springs.toml", str(spineid.dataset_path("axial_4_springs.toml")))
+    (tmp_path / "white.toml").write_text(text)
+    (tmp_path / "correlated.toml").write_text(text + "\n[correlation]\nx = 0.8\ny = [0.8]\n")
+    reports = {}
+    for name in ("white", "correlated"):
+        assert main(["design", str(tmp_path / f"{name}.toml"), "--out",
+                     str(tmp_path / name)]) == 0
+        reports[name] = json.loads((tmp_path / name / "report.json").read_text())
+    assert reports["correlated"]["correlation"] == {"x": [0.8], "y": [0.8]}
+    assert reports["white"]["correlation"] == {}
+    assert "errors correlated as autoregressions: x phi 0.8; y phi 0.8" in capsys.readouterr().out
+    errors = {name: [p["baseline_stderr"] for p in report["parameters"]]
+              for name, report in reports.items()}
+    assert all(c > w for c, w in zip(errors["correlated"], errors["white"]))
+
+
 def test_the_design_command_reads_a_design_file_and_writes_its_report(tmp_path, capsys):
     import json
 
@@ -260,6 +376,11 @@ def test_the_design_command_reads_a_design_file_and_writes_its_report(tmp_path, 
      "'Fx 12 Hz': its theta moves 0.01699 rad from its start, beyond the joint's safe range"),
     (lambda t: t.replace("x = 0.002         # m\ny = 0.002         # m\ntheta = 0.035", ""),
      r"limits\.motion: expected at least one channel"),
+    (lambda t: t + '\n[correlation]\ntheta = "high"\n',
+     r"correlation\.theta: expected the coefficients"),
+    (lambda t: t + "\n[correlation]\nz = 0.5\n", r"correlation\.z: expected one of"),
+    (lambda t: t + "\n[correlation]\ntheta = 1.5\n",
+     r"correlation\['theta'\] = \(1.5,\): not a stationary autoregression"),
 ])
 def test_bad_design_files_name_the_key(tmp_path, capsys, edit, match):
     from spineid.cli import main

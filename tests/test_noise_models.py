@@ -14,8 +14,8 @@ from spineid.cli import main
 from spineid.identify._common._goodness import smooth_misfit
 from spineid.identify._common._failure import FAILED_RESIDUAL
 from spineid.identify._common._noise_model import (
-    autocovariances, fit_channel_noise, levinson_durbin, model_autocovariances, whiten_padded,
-    whitened, whitening_rows,
+    autocovariances, exactly_whitened, fit_channel_noise, levinson_durbin,
+    model_autocovariances, stationary_errors, whiten_padded, whitened, whitening_rows,
 )
 from spineid.identify._common._uncertainty import hac_covariance, newey_west_lags
 from spineid.io._measurements import LoadDisplacementData
@@ -57,6 +57,24 @@ def test_whitening_is_the_filter_as_a_matrix():
     e = np.random.default_rng(0).normal(size=40)
     np.testing.assert_allclose(whitening_rows([0.4, 0.1], 40) @ e, whitened(e, [0.4, 0.1]),
                                rtol=1e-14)
+
+
+@pytest.mark.parametrize("coefficients", [(0.8,), (1.2, -0.5), (0.3, 0.2, -0.4)])
+def test_exact_whitening_inverts_the_toeplitz_covariance_and_draws_have_it(coefficients):
+    # Oracle: statsmodels' autocovariances of the process, as a dense Toeplitz matrix.
+    k = 24
+    gamma = arma_acovf(np.r_[1.0, -np.asarray(coefficients)], np.array([1.0]), nobs=k)
+    correlation = (gamma / gamma[0])[np.abs(np.subtract.outer(np.arange(k), np.arange(k)))]
+    w = exactly_whitened(np.eye(k), coefficients)
+    np.testing.assert_allclose(w.T @ w, np.linalg.inv(correlation), atol=1e-10)
+    # Draws of stationary errors (sd 2) have that covariance from their first sample: 6000
+    # draws know each entry to about 0.05 of the variance.
+    rng = np.random.default_rng(1)
+    draws = np.array([stationary_errors(coefficients, 2.0, k, rng) for _ in range(6000)])
+    np.testing.assert_allclose(np.cov(draws.T), 4.0 * correlation, atol=0.3)
+    assert np.max(np.abs(np.cov(draws.T)[0] - 4.0 * correlation[0])) < 0.25
+    with pytest.raises(ValueError, match="a record of 2 samples for an autoregression of"):
+        exactly_whitened(np.ones(2), (0.5, 0.1, 0.1))
 
 
 def test_padded_records_are_whitened_channel_by_channel_and_keep_a_failure():

@@ -129,6 +129,76 @@ def test_without_blackjax_the_posterior_says_how_to_install_it(problem, monkeypa
         spineid.posterior(problem)
 
 
+def ar1_errors(shape, phi: float, sd, rng) -> np.ndarray:
+    """Stationary AR(1) errors `(k, c)`, each column of marginal standard deviation `sd`."""
+    errors = np.empty(shape)
+    errors[0] = rng.normal(size=shape[1]) * sd
+    for t in range(1, shape[0]):
+        errors[t] = phi * errors[t - 1] + rng.normal(size=shape[1]) * sd * np.sqrt(1 - phi**2)
+    return errors
+
+
+def test_a_fit_under_correlated_errors_gives_the_posterior_its_noise_model(problem):
+    # AR(1) errors (phi 0.8) with the noise unknown: the fit estimates each channel's
+    # autoregression, and the posterior's likelihood takes it. Oracle: the Cramer-Rao
+    # covariance under the exact (Toeplitz) covariance of the fitted autoregressions, from
+    # statsmodels' autocovariances and finite-difference sensitivities of plain simulations.
+    from statsmodels.tsa.arima_process import arma_acovf
+
+    model = problem.model_file.model
+    clean = np.asarray(jax.vmap(model.observe)(spineid.simulate(model, jnp.asarray(TS)).q))
+    sd = np.array([NOISE[c] for c in ("x", "y", "theta")])
+    measured = spineid.Measurement(
+        TS, clean + ar1_errors(clean.shape, 0.8, sd, np.random.default_rng(11)),
+        ("x", "y", "theta"))
+    correlated = spineid.FitProblem(problem.model_file, measured, ["stiffness"])
+    fitted = spineid.fit(correlated, spineid.LevenbergMarquardt())
+    models = fitted.goodness_of_fit.noise_model
+    assert all(models[c]["order"] >= 1 for c in ("x", "y", "theta")), models
+    sampled = spineid.posterior(correlated, fit=fitted, samples=200, warmup=60, seed=4)
+    assert sampled.divergences == 0 and np.all(sampled.effective_samples > 100)
+
+    def observed(theta):
+        at = correlated.fitted_model(theta)
+        return np.asarray(jax.vmap(at.observe)(spineid.simulate(at, jnp.asarray(TS)).q))
+
+    steps = 1e-4 * fitted.values
+    sensitivity = np.stack([(observed(fitted.values + h) - observed(fitted.values - h)) / (2 * s)
+                            for s, h in zip(steps, np.diag(steps))], axis=-1)  # (k, c, p)
+    information = np.zeros((3, 3))
+    for c, channel in enumerate(("x", "y", "theta")):
+        phi = np.asarray(models[channel]["coefficients"])
+        gamma = arma_acovf(np.r_[1.0, -phi], np.array([1.0]), nobs=len(TS),
+                           sigma2=models[channel]["innovation_sd"] ** 2)
+        covariance = gamma[np.abs(np.subtract.outer(np.arange(len(TS)), np.arange(len(TS))))]
+        information += sensitivity[:, c].T @ np.linalg.solve(covariance, sensitivity[:, c])
+    exact = np.sqrt(np.diag(np.linalg.inv(information)))
+    np.testing.assert_allclose(sampled.sd, exact, rtol=0.2)
+    assert np.all(np.abs(sampled.mean - fitted.values) < 0.3 * exact)
+    # The white likelihood at the same marginal deviations is narrower: correlated errors
+    # carry less information than as many independent ones.
+    white = spineid.analyse(correlated, fitted.values, fitted.noise)[0]
+    assert np.all(np.sqrt(np.diag(white)) < 0.75 * exact)
+    orders = sum(models[c]["order"] for c in ("x", "y", "theta"))
+    assert sampled.n_data == 3 * len(TS) - orders and sampled.explains_data
+    assert "likelihood: x AR(" in sampled.summary()
+    assert sampled.report()["noise_model"]["theta"]["order"] == models["theta"]["order"]
+    assert sampled.noise_model["x"]["source"] == "estimated by the fit"
+
+
+def test_a_fit_of_another_problem_is_refused(problem, fitted):
+    fewer = spineid.FitProblem(problem.model_file, problem.measurements,
+                               ["springs[0].stiffness"], NOISE)
+    with pytest.raises(ValueError, match="not of this problem's free parameters"):
+        spineid.posterior(fewer, fit=fitted)
+    with pytest.raises(ValueError, match="expected the FitResult"):
+        spineid.posterior(problem, fit=fitted.values)
+    other = problem.with_measurements([spineid.Measurement(
+        TS, problem.measurements[0].values * 1.01, ("x", "y", "theta"))])
+    with pytest.raises(ValueError, match="to other data"):
+        spineid.posterior(other, fit=fitted)
+
+
 def test_a_problem_without_noise_is_refused(problem):
     unknown = spineid.FitProblem(problem.model_file, problem.measurements, ["stiffness"])
     with pytest.raises(ValueError, match="give the measurement noise"):

@@ -510,7 +510,8 @@ def command_design(arguments) -> int:
           f"{parsed.model.source}; choosing {budget} by {criterion} -> {out}/ (the first "
           "sensitivities wait for their compilation)", flush=True)
     found = design(candidates, parsed.free, parsed.noise, criterion=criterion, budget=budget,
-                   baseline=parsed.baseline, limits=parsed.limits)
+                   baseline=parsed.baseline, limits=parsed.limits,
+                   correlation=parsed.correlation)
     print(found.summary())
     report = found.report()
     if arguments.check_linearity:

@@ -18,7 +18,7 @@ from ._model_file import load_model_file, ModelFile
 from ._toml import DocumentChecker, read_toml
 
 _TOP = {"model", "free", "noise", "criterion", "budget", "baseline", "limits", "candidates",
-        "protocol"}
+        "protocol", "correlation"}
 _CANDIDATE = {"name", "loads", "duration", "samples", "initial_pose", "channels"}
 _PROTOCOL = {"loads", "duration", "samples", "initial_pose", "channels", "variables", "starts"}
 VARIABLE_FIELDS = ("amplitude", "frequency", "phase")
@@ -63,7 +63,9 @@ class DesignFile:
     sample times in s, and the channels it measures or `None` for all; empty with a
     protocol), `free`, `noise` (channel -> SI), `criterion` (`"D"`, `"A"`, `"E"` or a list
     of parameter names), `budget`, `baseline` (candidate names), `limits` (dict), `source`,
-    `protocol` (a `ProtocolSpec`, or `None` for a file of candidates)."""
+    `protocol` (a `ProtocolSpec`, or `None` for a file of candidates), `correlation`
+    (channel -> the coefficients `phi_1..phi_q` of its errors' autoregression; `noise` is
+    then their marginal standard deviation; `spineid.design(correlation=...)`)."""
 
     model: ModelFile
     candidates: tuple
@@ -75,6 +77,7 @@ class DesignFile:
     limits: dict
     source: str
     protocol: ProtocolSpec | None = None
+    correlation: dict = dataclasses.field(default_factory=dict)
 
 
 def _strings(check: DocumentChecker, document: dict, name: str, default=None) -> list[str]:
@@ -107,6 +110,7 @@ def read_design_file(path: str | pathlib.Path) -> DesignFile:
     check.keys(noise_table, "noise", set(model.model.observable_names))
     noise = {name: check.number(noise_table, name, f"noise.{name}", positive=True)
              for name in noise_table}
+    correlation = _correlation(check, document, model)
     criterion = document.get("criterion", "D")
     if isinstance(criterion, list):
         criterion = _strings(check, document, "criterion")
@@ -127,6 +131,10 @@ def read_design_file(path: str | pathlib.Path) -> DesignFile:
         limits["motion"] = {name: check.number(motion_table, name, f"limits.motion.{name}",
                                                positive=True) for name in motion_table}
     if "protocol" in document:
+        if "correlation" in document:
+            check.fail("correlation", "no such key with a [protocol] (its optimisation takes "
+                       "the errors as white; a design of candidates takes correlated ones)",
+                       document["correlation"])
         for key in ("budget", "baseline"):
             if key in document:
                 check.fail(key, "no such key with a [protocol] (it designs one experiment)",
@@ -156,7 +164,23 @@ def read_design_file(path: str | pathlib.Path) -> DesignFile:
                            np.linspace(0.0, duration, samples), channels))
     return DesignFile(model=model, candidates=tuple(candidates), free=free, noise=noise,
                       criterion=criterion, budget=budget, baseline=baseline, limits=limits,
-                      source=str(path))
+                      source=str(path), correlation=correlation)
+
+
+def _correlation(check: DocumentChecker, document: dict, model: ModelFile) -> dict:
+    # `[correlation]`: channel -> a number or a list of numbers (whether the autoregression is
+    # stationary, `spineid.design` checks).
+    table = document.get("correlation", {})
+    check.keys(table, "correlation", set(model.model.observable_names))
+    correlation = {}
+    for name, value in table.items():
+        values = value if isinstance(value, list) else [value]
+        if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                 and np.isfinite(v) for v in values):
+            check.fail(f"correlation.{name}", "the coefficients phi_1..phi_q of the errors' "
+                       "autoregression (a number or a list of numbers)", value)
+        correlation[name] = tuple(float(v) for v in values)
+    return correlation
 
 
 def _read_protocol(table, model: ModelFile, path: pathlib.Path,

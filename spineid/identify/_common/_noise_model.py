@@ -216,14 +216,14 @@ def model_autocovariances(coefficients: Sequence[float], variance: float, max_la
 
 
 def whitened(series: np.ndarray, coefficients: Sequence[float]) -> np.ndarray:
-    """The innovations `a_t = e_t - sum_k phi_k e_(t-k)` of one record `(k,)`, its first `p`
-    samples left out: `(k - p,)` (module docstring)."""
+    """The innovations `a_t = e_t - sum_k phi_k e_(t-k)` of one record `(k,)` (or `(k, ...)`,
+    along its first axis), its first `p` samples left out: `(k - p,)` (module docstring)."""
     series = np.asarray(series, dtype=float)
     phi = np.asarray(coefficients, dtype=float)
     p = phi.size
     out = series[p:].copy()
     for k in range(1, p + 1):
-        out -= phi[k - 1] * series[p - k:series.size - k]
+        out -= phi[k - 1] * series[p - k:len(series) - k]
     return out
 
 
@@ -292,6 +292,77 @@ def noise_under(series: Sequence[np.ndarray], coefficients: Sequence[float],
     gamma0 = float(model_autocovariances(phi, innovation ** 2, 0)[0])
     return ChannelNoise(order=int(phi.size), coefficients=tuple(float(c) for c in phi),
                         innovation=innovation, marginal=math.sqrt(gamma0), whitened=whitened_sd)
+
+
+def checked_coefficients(coefficients, what: str) -> tuple[float, ...]:
+    """Autoregressive `coefficients` `phi_1..phi_p` given by a user (a number or a sequence of
+    1 to `ORDER_LIMIT` finite numbers) of a stationary process (every root of
+    `1 - sum_k phi_k z^k` outside the unit circle); `ValueError` naming `what` otherwise."""
+    try:
+        if isinstance(coefficients, (str, bytes, dict, bool)) or any(
+                isinstance(c, bool) for c in np.atleast_1d(np.asarray(coefficients, object))):
+            raise TypeError
+        phi = np.atleast_1d(np.asarray(coefficients, dtype=float))
+    except (TypeError, ValueError):
+        phi = np.array([np.nan])
+    if phi.ndim != 1 or not 1 <= phi.size <= ORDER_LIMIT or not np.all(np.isfinite(phi)):
+        raise ValueError(f"{what} = {coefficients!r}: expected 1 to {ORDER_LIMIT} finite "
+                         "autoregressive coefficients phi_1..phi_p")
+    roots = np.roots(np.r_[-phi[::-1], 1.0])
+    if np.any(np.abs(roots) <= 1.0 + 1e-9):
+        raise ValueError(f"{what} = {coefficients!r}: not a stationary autoregression (a root "
+                         "of 1 - sum phi_k z^k lies on or inside the unit circle; an AR(1) "
+                         "needs -1 < phi < 1)")
+    return tuple(float(c) for c in phi)
+
+
+def _first_samples(phi: np.ndarray) -> tuple[np.ndarray, float]:
+    """Of the stationary autoregression `phi` `(p,)`: the Cholesky factor `(p, p)` of its
+    first `p` samples' autocorrelations, and the marginal variance `gamma_0` its innovations
+    of unit variance give."""
+    gamma = model_autocovariances(phi, 1.0, phi.size)
+    lags = np.abs(np.subtract.outer(np.arange(phi.size), np.arange(phi.size)))
+    return np.linalg.cholesky((gamma / gamma[0])[lags]), float(gamma[0])
+
+
+def exactly_whitened(values, coefficients: Sequence[float]) -> np.ndarray:
+    """Values `(k, ...)` along one record (errors, or the sensitivities of its predictions) of
+    stationary autoregressive errors with `coefficients` and unit marginal variance, made
+    independent and of unit variance: `W values` with `W^T W` the inverse of the errors' `(k,
+    k)` covariance, the exact Gaussian likelihood (no sample left out). The first `p` samples
+    by the inverse of the Cholesky factor of their own covariance, the others by the
+    innovations `a_t = e_t - sum phi_k e_(t-k)` (independent of the first `p`) over their
+    deviation (for an AR(1) the Prais-Winsten transform, `sqrt(1 - phi^2) e_0` and
+    `a_t / sqrt(1 - phi^2)`)."""
+    phi = np.asarray(coefficients, dtype=float)
+    values = np.asarray(values, dtype=float)
+    p = phi.size
+    if p == 0:
+        return values.copy()
+    if values.shape[0] <= p:
+        raise ValueError(f"a record of {values.shape[0]} samples for an autoregression of "
+                         f"order {p}")
+    head, gamma0 = _first_samples(phi)
+    first = np.linalg.solve(head, values[:p].reshape(p, -1)).reshape(values[:p].shape)
+    return np.concatenate([first, whitened(values, phi) * math.sqrt(gamma0)])
+
+
+def stationary_errors(coefficients: Sequence[float], sd: float, length: int, rng
+                      ) -> np.ndarray:
+    """A draw `(length,)` of stationary autoregressive errors with `coefficients` and marginal
+    standard deviation `sd` (the first `p` from their exact joint law, no burn-in), from the
+    numpy generator `rng`."""
+    phi = np.asarray(coefficients, dtype=float)
+    p = phi.size
+    if p == 0:
+        return rng.normal(size=length) * sd
+    head, gamma0 = _first_samples(phi)
+    errors = np.empty(max(length, p))
+    errors[:p] = head @ rng.normal(size=p)
+    innovations = rng.normal(size=errors.size) / math.sqrt(gamma0)
+    for t in range(p, errors.size):
+        errors[t] = phi @ errors[t - 1::-1][:p] + innovations[t]
+    return errors[:length] * sd
 
 
 def whitening_rows(coefficients: Sequence[float], length: int) -> np.ndarray:

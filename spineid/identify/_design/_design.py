@@ -41,6 +41,7 @@ from .._common._result_family import json_number
 from .._common._uncertainty import fisher_analysis, RANK_RTOL
 from .._trajectory._objective import _scales, measured_sensitivities, resolved_scales
 from .._trajectory._problem import FitProblem
+from ._correlation import check_sampling, checked_correlation, design_sensitivities
 from ._linearity import check_linearity, LinearityCheck
 
 CRITERIA = ("D", "A", "E")
@@ -326,7 +327,8 @@ class Design:
     `baseline_identifiable` (`(p,)` bool), `never` (what no selection of the candidates
     determines: each a parameter change `{name: component}` (SI, largest component 1) that
     changes no candidate's prediction, a null vector of all candidates' information
-    together), `duration` (s, the chosen experiments' total), `seconds`, `warnings`.
+    together), `duration` (s, the chosen experiments' total), `seconds`, `warnings`,
+    `correlation` (channel -> the coefficients of its errors' autoregression; `{}`: white).
 
     Not a `spineid.AbstractResult`: a design fits nothing (no data, no cost, no verdict); its
     standard errors are predictions, which `spineid.validate_design` checks by fits.
@@ -347,6 +349,7 @@ class Design:
     warnings: list[str]
     problems: dict = dataclasses.field(repr=False, default_factory=dict)
     measured: dict = dataclasses.field(repr=False, default_factory=dict)
+    correlation: dict = dataclasses.field(default_factory=dict)
 
     def relative_stderr(self) -> np.ndarray:
         """`(p,)`: predicted standard errors over the nominal magnitudes."""
@@ -356,8 +359,9 @@ class Design:
         """The `FitProblem` of the chosen experiments together (one load case each, their data
         the noise-free simulations at the nominal values, `NaN` in the channels an experiment
         does not measure: `Candidate(..., channels=...)`): simulate noise on it and fit, to
-        check the design (`fit_many`). `simulation`: the fits' `simulation_rtol`,
-        `simulation_atol`, `simulation_max_steps` (`FitProblem`'s; looser tolerances make
+        check the design (`spineid.validate_design`, `fit_batch`). `simulation`: the fits'
+        `simulation_rtol`, `simulation_atol`, `simulation_max_steps` (`FitProblem`'s; looser
+        tolerances make
         long validations cheaper while the integration error stays far below the noise:
         measured on the head-neck chain's three pulses, one noisy fit took 380 s at rtol 1e-5
         and 500-530 s at 1e-6, against 13 minutes or more at the default 1e-8, the estimates
@@ -430,12 +434,17 @@ class Design:
                          f"never_determined): the candidates together determine "
                          f"{len(self.names) - len(self.never)} combinations of the "
                          f"{len(self.names)} parameters")
+        if self.correlation:
+            lines.append("errors correlated as autoregressions: " + "; ".join(
+                f"{c} phi {', '.join(f'{v:.3g}' for v in phi)}"
+                for c, phi in self.correlation.items()))
         lines += [f"WARNING: {w}" for w in self.warnings]
         return "\n".join(lines)
 
     def report(self) -> dict:
         """JSON-ready form."""
-        return {"criterion": self.criterion if isinstance(self.criterion, str)
+        return {"correlation": {c: list(phi) for c, phi in self.correlation.items()},
+                "criterion": self.criterion if isinstance(self.criterion, str)
                 else list(self.criterion),
                 "chosen": list(self.chosen), "baseline": list(self.baseline),
                 "duration": self.duration, "seconds": self.seconds,
@@ -450,7 +459,7 @@ class Design:
 
 def design(candidates: Sequence[Candidate], free: Sequence[str], noise: dict[str, float], *,
            criterion="D", budget: int = 1, baseline: Sequence[str] = (),
-           limits: dict | None = None) -> Design:
+           limits: dict | None = None, correlation: dict | None = None) -> Design:
     """Choose `budget` of the `candidates` (distinct experiments) that best determine the
     `free` parameters under `noise` (per channel standard deviations, SI), by `criterion`
     (`"D"`, `"A"`, `"E"`, or a sequence of free parameter names whose Cramer-Rao errors to
@@ -461,10 +470,17 @@ def design(candidates: Sequence[Candidate], free: Sequence[str], noise: dict[str
     candidate must keep within (one beyond them is refused), and `"total"` (s), the longest
     total test time of the chosen experiments. `baseline`: names of candidates that make the
     current protocol, whose predicted errors are reported beside the design's.
+    `correlation`: the channels whose errors are correlated from sample to sample, `{channel:
+    (phi_1, ..., phi_q)}` (a stationary autoregression per sample at the candidates' own
+    sampling, which must be even; `noise` then its marginal standard deviation; a fit's
+    `goodness_of_fit.noise_model` serves as it is where the fit's data were sampled at the same
+    rate): the information is that of those errors (`spineid.identify._design._correlation`).
 
     Returns a `Design`. Candidates that cannot be simulated or do not excite the joint, a
     criterion naming a parameter that is not free, a candidate beyond the limits, repeated
-    names or a budget beyond the candidates raise `ValueError` naming them.
+    names, a budget beyond the candidates, or a `correlation` that is not a stationary
+    autoregression of an observed channel (or one of candidates sampled unevenly) raise
+    `ValueError` naming them.
     """
     started = time.perf_counter()
     candidates = list(candidates)
@@ -490,6 +506,8 @@ def design(candidates: Sequence[Candidate], free: Sequence[str], noise: dict[str
                          "list of free parameter names")
     limits = dict(limits or {})
     _check_limits(candidates, limits)
+    correlation = checked_correlation(correlation, candidates[0].system.observable_names)
+    check_sampling(candidates, correlation)
     durations = {c.name: c.duration for c in candidates}
     total = limits.get("total", np.inf)
     if min(durations.values()) > total:
@@ -505,8 +523,8 @@ def design(candidates: Sequence[Candidate], free: Sequence[str], noise: dict[str
             raise ValueError(beyond + "; leave it out or scale its loads down")
     for candidate in candidates:
         problem = problems[candidate.name]
-        jacobians[candidate.name] = measured_sensitivities(problem, candidate.measured,
-                                                           problem.start)
+        jacobians[candidate.name] = design_sensitivities(problem, candidate.measured,
+                                                         problem.start, correlation)
     first = problems[labels[0]]
     names, values = first.names, first.start
     for label in labels[1:]:
@@ -598,4 +616,4 @@ def design(candidates: Sequence[Candidate], free: Sequence[str], noise: dict[str
                   baseline_identifiable=baseline_identifiable, never=never,
                   duration=duration, seconds=time.perf_counter() - started,
                   warnings=warnings, problems=problems,
-                  measured={c.name: c.channels for c in candidates})
+                  measured={c.name: c.channels for c in candidates}, correlation=correlation)

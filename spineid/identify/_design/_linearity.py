@@ -16,7 +16,8 @@ import numpy as np
 
 from .._common._result_family import json_number
 from .._common._uncertainty import fisher_analysis, numerical_rank
-from .._trajectory._objective import _scales, measured_sensitivities, resolved_scales
+from .._trajectory._objective import _scales, resolved_scales
+from ._correlation import design_sensitivities
 
 LINEARITY_TOLERANCE = 0.2
 """How far (relative) a predicted standard error may change off the nominal values, on both
@@ -41,7 +42,8 @@ def check_linearity(design, distance: float = 2.0, directions: int = 3) -> "Line
                     or design.problems[name].channels) for name in design.chosen]
 
     def sensitivities(theta):
-        return np.concatenate([measured_sensitivities(problem, measured, theta)
+        return np.concatenate([design_sensitivities(problem, measured, theta,
+                                                    design.correlation)
                                for problem, measured in experiments])
 
     values = np.asarray(design.values, dtype=float)

@@ -20,6 +20,17 @@ right model gives p near 1/2 or above (the check is conservative); a model that 
 effect the data show, or noise stated too small, gives p near 0. The model is said not to
 explain the data below `ALPHA` (1%), as a fit says it (`GoodnessOfFit`).
 
+The noise of a fit (`posterior(problem, fit=result)`) is the likelihood's: each channel's
+standard deviation, given or estimated by the fit, and where the fit found its errors correlated
+(an autoregressive noise model, `spineid.AR`, docs/goodness-of-fit.md) the likelihood is that
+of the innovations, `r_i` the residuals whitened by each channel's autoregression and weighted
+by its innovations' deviation (the first `q` samples of each record of a channel of order `q`
+conditioned on, as the fit's generalized least squares does: Box and Jenkins' conditional
+likelihood). A posterior that treated correlated errors as white would be too narrow by
+about the factor its fit's white standard errors are (for AR(1) errors of coefficient `phi`
+and slowly varying sensitivities, `sqrt((1 - phi) / (1 + phi))`), and its predictive check
+would reject a right model; the check then counts the innovations.
+
 Where the problem is near-linear and the prior flat beside the likelihood, the posterior is
 the Gaussian of the Cramer-Rao covariance (a test checks it); where a parameter is weakly
 determined, the posterior shows what the linearised interval cannot (skew, a floor, a ridge
@@ -40,10 +51,12 @@ import numpy as np
 from ..._arrays import floats
 from ...io._model_file import PRIOR_KINDS
 from .._common._goodness import ALPHA, chi_square_sf
+from .._common._noise_model import ChannelNoise, coefficient_matrix
 from .._common._uncertainty import fisher_analysis, numerical_rank
 from .._trajectory._fit import _noise_array
 from .._trajectory._objective import _evaluate, _Objective, _scales, forward_objective, resolved_scales
 from .._trajectory._problem import FitProblem
+from .._trajectory._result import FitResult
 
 
 
@@ -219,7 +232,9 @@ class Posterior:
     data determine (the identifiable combinations of the Fisher information at the start, as
     a fit reports them, `Identifiability`): `rank`, and `combinations`, one dict per
     combination `sum_j c_j theta_j`: `coefficients` `{name: c_j}`, its posterior `mean`,
-    `sd`, `low95`, `high95`, and the linearised `stderr` beside them.
+    `sd`, `low95`, `high95`, and the linearised `stderr` beside them; `noise_model` (channel ->
+    the noise the likelihood assumed, as a fit's report gives it: `order`, `coefficients`,
+    `innovation_sd`, `sd`, `described`, and its `source`, given or estimated by the fit).
 
     Not a `spineid.AbstractResult`: it holds draws rather than one estimate with Cramer-Rao
     errors, and its check of the model is the posterior predictive one, not a
@@ -240,6 +255,7 @@ class Posterior:
     predictive_p: float
     combinations: list = dataclasses.field(default_factory=list)
     rank: int = 0
+    noise_model: dict = dataclasses.field(default_factory=dict)
 
     @property
     def explains_data(self) -> bool:
@@ -284,6 +300,10 @@ class Posterior:
             lines.append(f"{name:30s} {self.mean[j]:11.5g} {self.sd[j]:10.3g} "
                          f"{interval[j, 0]:11.5g} {interval[j, 1]:11.5g} "
                          f"{self.effective_samples[j]:7.0f}  {kind}({a:.3g}, {b:.3g})")
+        if self.noise_model:
+            lines.append("likelihood: " + "; ".join(
+                f"{channel} {entry['described']} ({entry['source']})"
+                for channel, entry in self.noise_model.items()))
         lines.append(self.check_sentence())
         if self.rank < len(self.names):
             lines.append(f"the data determine {self.rank} combination(s) of the "
@@ -305,6 +325,7 @@ class Posterior:
                 "divergences": self.divergences, "step_size": self.step_size,
                 "seconds": self.seconds, "warnings": list(self.warnings),
                 "rank": int(self.rank), "combinations": list(self.combinations),
+                "noise_model": {c: dict(e) for c, e in self.noise_model.items()},
                 "predictive_check": {"p": float(self.predictive_p),
                                      "explains_data": self.explains_data,
                                      "n_data": int(self.n_data),
@@ -332,12 +353,51 @@ def predictive_check(objective, u, n_data: int) -> tuple[np.ndarray, float]:
     return costs, float(np.mean(survival))
 
 
-def posterior(problem: FitProblem, *, priors: dict | None = None, samples: int = 1000,
-              warmup: int = 300, start=None, seed: int = 0, progress: bool = False
-              ) -> Posterior:
+def likelihood_noise(problem: FitProblem, fit: FitResult | None
+                     ) -> tuple[np.ndarray, np.ndarray | None, dict[str, dict]]:
+    """The noise of the posterior's likelihood (module docstring): `(sigma (c,), coefficients
+    (c, q) or None, {channel: its noise as a fit's report gives it, with "source"})`, from the
+    fit `fit` of `problem` where it is given (its noise per channel, and its autoregressions
+    where it fitted a noise model), from the problem's given noise otherwise."""
+    if fit is not None and not isinstance(fit, FitResult):
+        raise ValueError(f"fit: expected the FitResult of spineid.fit(problem), got "
+                         f"{type(fit).__name__}")
+    if fit is not None and (
+            list(fit.names) != list(problem.names) or set(fit.noise) != set(problem.channels)
+            or len(fit.measurements) != len(problem.measurements)
+            or not all(np.array_equal(a.ts, b.ts) and np.array_equal(a.values, b.values,
+                                                                       equal_nan=True)
+                       for a, b in zip(fit.measurements, problem.measurements))):
+        raise ValueError(f"fit: a fit of {list(fit.names)} with channels {list(fit.noise)} "
+                         f"to other data, not of this problem's free parameters "
+                         f"{list(problem.names)} and data")
+    if fit is None:
+        sigma, fitted, source = _noise_array(problem, None), {}, "given"
+    else:
+        sigma = np.array([fit.noise[c] for c in problem.channels])
+        fitted = fit.goodness_of_fit.noise_model
+        source = "estimated by the fit" if fit.noise_estimated else "given"
+    # (A channel a noise model leaves out is white, of the fit's deviation.)
+    noises = [ChannelNoise(int(fitted[c]["order"]), tuple(fitted[c]["coefficients"]),
+                           float(fitted[c]["innovation_sd"]), float(fitted[c]["sd"]))
+              if c in fitted else ChannelNoise(0, (), float(s), float(s))
+              for c, s in zip(problem.channels, sigma)]
+    described = {c: n.to_dict() | {"described": n.describe(), "source": source}
+                 for c, n in zip(problem.channels, noises)}
+    if not any(n.order for n in noises):
+        return sigma, None, described
+    return np.array([n.innovation for n in noises]), coefficient_matrix(noises), described
+
+
+def posterior(problem: FitProblem, *, fit: FitResult | None = None, priors: dict | None = None,
+              samples: int = 1000, warmup: int = 300, start=None, seed: int = 0,
+              progress: bool = False) -> Posterior:
     """Sample the posterior of `problem`'s free parameters (module docstring) with NUTS.
 
-    **Arguments:** `problem` (its noise must be given: the likelihood needs it), `priors`
+    **Arguments:** `problem`, `fit` (its `FitResult` of `spineid.fit(problem)`: the
+    likelihood then takes the fit's noise, estimated or given, and its noise model where it
+    fitted one, and the draws start at its values; without it the problem's noise must be
+    given, white), `priors`
     (`{name: (kind, a, b)}`, `PRIOR_KINDS`; for the others those of the model file's
     `[priors]` table, then `default_prior`), `samples` and
     `warmup` (draws kept, and adaptation steps of the step size and the mass matrix,
@@ -354,11 +414,14 @@ def posterior(problem: FitProblem, *, priors: dict | None = None, samples: int =
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise ValueError(f"{name} {value!r}: expected a whole number >= {least}")
     started = time.perf_counter()
-    sigma = _noise_array(problem, None)
+    sigma, coefficients, noise_model = likelihood_noise(problem, fit)
     prior = _check_priors(problem, priors)
     transform = problem.transform()
-    objective = forward_objective(problem, sigma, transform)
-    start = problem.start if start is None else np.asarray(start, dtype=float)
+    objective = forward_objective(problem, sigma, transform, coefficients)
+    n_data = int(objective.samples())
+    if start is None:
+        start = problem.start if fit is None else fit.values
+    start = np.asarray(start, dtype=float)
     if start.shape != problem.start.shape or not np.all(np.isfinite(start)):
         raise ValueError(f"start: expected {len(problem.names)} finite values (SI), got "
                          f"{np.shape(start)}")
@@ -419,12 +482,12 @@ def posterior(problem: FitProblem, *, priors: dict | None = None, samples: int =
                         "sampler's step cannot follow (strong curvature); its draws there may "
                         "be biased")
     checked = np.unique(np.linspace(0, len(u) - 1, min(CHECKED_DRAWS, len(u))).astype(int))
-    chi_square, predictive_p = predictive_check(objective, u[checked], problem.n_data)
+    chi_square, predictive_p = predictive_check(objective, u[checked], n_data)
     if predictive_p < ALPHA:
         notes.append(f"the model does not explain the data: posterior predictive p = "
                      f"{predictive_p:.3g} (the data's sum of squared weighted residuals, "
                      f"median {np.median(chi_square):.4g} over the draws, against a chi-square "
-                     f"of {problem.n_data} degrees of freedom); the posterior describes the "
+                     f"of {n_data} degrees of freedom); the posterior describes the "
                      "parameters of a model that misses an effect the data show (or the noise "
                      "is stated too small), and its intervals are not to be trusted")
         warnings.warn("posterior: " + notes[-1], RuntimeWarning, stacklevel=2)
@@ -449,6 +512,6 @@ def posterior(problem: FitProblem, *, priors: dict | None = None, samples: int =
                      acceptance=float(np.concatenate(acceptance).mean()),
                      divergences=divergences, step_size=float(parameters["step_size"]),
                      seconds=time.perf_counter() - started, warnings=notes,
-                     chi_square=chi_square, n_data=int(problem.n_data),
+                     chi_square=chi_square, n_data=n_data,
                      predictive_p=predictive_p, combinations=combinations,
-                     rank=identifiability.rank)
+                     rank=identifiability.rank, noise_model=noise_model)

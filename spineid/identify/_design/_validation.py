@@ -5,7 +5,10 @@ The Cramer-Rao errors of a design are those of the model linearised at the nomin
 where the model is nonlinear over the estimates' own spread they can be too small or too large
 (`Design.check_linearity` warns beforehand). Fitting noisy simulations measures what the
 design would really deliver. Each fit starts from the nominal values, so what is measured is
-the estimator's spread, not whether a fit from afar reaches the optimum.
+the estimator's spread, not whether a fit from afar reaches the optimum. Under correlated
+errors (`design(..., correlation=...)`) the errors simulated are those autoregressions, and
+each copy is fitted as a lab would fit it: the noise estimated, its model `"auto"`
+(`correlated_copies`).
 """
 
 import dataclasses
@@ -19,6 +22,7 @@ from .._common._result_family import json_number
 from .._solvers import LevenbergMarquardt
 from .._trajectory._batch_fits import BatchFits, fit_batch
 from .._trajectory._problem import FitProblem
+from ._correlation import correlated_copies
 from ._design import Design
 from ._protocol import Protocol
 
@@ -123,8 +127,12 @@ def validate_design(design, repetitions: int = 50, *, seed: int = 0, executor=No
     stream to, and continue from); `simulation`: the fits' `simulation_rtol`,
     `simulation_atol`, `simulation_max_steps` (`Design.problem`).
 
+    Under a design's `correlation` the noise simulated is those autoregressions, and each copy
+    is fitted with its noise estimated and the noise model `"auto"` (`correlated_copies`).
+
     **Returns:** a `DesignValidation`. Raises `ValueError` for something other than a design,
-    fewer than 2 repetitions, or fewer than 2 fits that ended.
+    fewer than 2 repetitions, fewer than 2 fits that ended, or, under correlated errors, a
+    chosen experiment that does not measure every channel.
     """
     if not isinstance(design, (Design, Protocol)):
         raise ValueError(f"validate_design: a {type(design).__name__}; expected a Design "
@@ -134,7 +142,10 @@ def validate_design(design, repetitions: int = 50, *, seed: int = 0, executor=No
                          "of at least 2 (50 know a spread to about 10%)")
     clock = time.perf_counter()
     problem = design.problem(**simulation)
-    fits = fit_batch(noisy_copies(problem, repetitions, seed), LevenbergMarquardt(),
+    correlation = getattr(design, "correlation", {})
+    copies = (correlated_copies(problem, correlation, repetitions, seed) if correlation
+              else noisy_copies(problem, repetitions, seed))
+    fits = fit_batch(copies, LevenbergMarquardt(),
                      executor=executor or Local(), chunk=max(1, repetitions // 10), out=out,
                      resume=resume, progress=progress)
     ended = np.all(np.isfinite(fits.values), axis=1)

@@ -40,13 +40,16 @@ def _number(value) -> float | None:
 def fit_record(job: tuple) -> dict:
     """The JSON record of `spineid.fit(problem, solver)` for `job = (problem, solver)`: names,
     values, stderr (SI; `None` where not identifiable), cost, converged, explains_data,
-    noise, steps, solver, warnings."""
+    noise, steps, solver, warnings, the verdict's `level` and the `noise_model` (channel ->
+    its entry of `GoodnessOfFit.noise_model`; `{}` for white noise)."""
     problem, solver = job
     result = fit(problem, solver)
+    verdict = result.goodness_of_fit
     return {"names": list(result.names), "values": [float(v) for v in result.values],
             "stderr": [_number(e) for e in result.stderr], "cost": _number(result.cost),
             "converged": bool(result.converged),
-            "explains_data": bool(result.goodness_of_fit.explains_data),
+            "explains_data": bool(verdict.explains_data), "level": verdict.level,
+            "noise_model": {c: dict(entry) for c, entry in verdict.noise_model.items()},
             "noise": {c: float(v) for c, v in result.noise.items()},
             "steps": int(result.n_steps), "solver": result.solver,
             "warnings": list(result.warnings)}

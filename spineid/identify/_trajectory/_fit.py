@@ -74,7 +74,8 @@ def fit(problem: FitProblem, solver="auto", *, progress: bool | str = False) -> 
 def _noise_array(problem: FitProblem, noise: dict[str, float] | None) -> np.ndarray:
     noise = problem.noise if noise is None else check_noise(problem.channels, noise)
     if noise is None:
-        raise ValueError("give the measurement noise per channel (noise=...) for this analysis")
+        raise ValueError("give the measurement noise per channel (noise=...) for this analysis "
+                         "(a posterior also takes a fit's: posterior(problem, fit=result))")
     return np.array([noise[c] for c in problem.channels])
 
 

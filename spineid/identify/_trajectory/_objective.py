@@ -213,15 +213,17 @@ def _objective(problem: FitProblem, sigma: np.ndarray, transform: Transform, adj
     )
 
 
-def forward_objective(problem: FitProblem, sigma, transform: Transform | None = None
-                      ) -> _Objective:
+def forward_objective(problem: FitProblem, sigma, transform: Transform | None = None,
+                      coefficients=None) -> _Objective:
     """The residual objective of `problem` with noise weights `sigma` `(c,)` for forward-mode
     sensitivities (analyses, designs, vmapped fits, posteriors), integrated at the problem's
     own `simulation_rtol`, `simulation_atol` and `simulation_max_steps`; `transform` default
-    `problem.transform()`."""
+    `problem.transform()`; `coefficients` `(c, q)`: whitened by each channel's autoregression
+    (`sigma` then the innovations' deviations; `_Objective.coefficients`)."""
     return _objective(problem, sigma, problem.transform() if transform is None else transform,
                       diffrax.ForwardMode(), problem.simulation_max_steps,
-                      rtol=problem.simulation_rtol, atol=problem.simulation_atol)
+                      rtol=problem.simulation_rtol, atol=problem.simulation_atol,
+                      coefficients=coefficients)
 
 
 def residual_blocks(objective: _Objective, theta) -> list[np.ndarray]:
