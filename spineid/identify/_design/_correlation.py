@@ -6,7 +6,8 @@ The Fisher information of an experiment whose errors `e` in one channel have the
 `phi_1..phi_q`) is `J^T Sigma^-1 J`, `J` the sensitivities of that channel's predictions
 (Seber and Wild 1989, section 6.2). It is computed exactly by whitening `J / sigma`
 (`exactly_whitened`: `W^T W` the inverse autocorrelation matrix of the record; the first `q`
-samples by the Cholesky factor of their own, the others by the autoregression's filter), so
+samples by the inverse Cholesky factor of their own, the others by the autoregression's
+filter), so
 that the criteria, the Cramer-Rao errors and the linearity check of a design are those of the
 errors the rig makes. Correlated errors carry less information than as many independent
 ones of the same size: an AR(1) with `phi = 0.8` about as much, for slowly varying

@@ -361,11 +361,10 @@ class Design:
         does not measure: `Candidate(..., channels=...)`): simulate noise on it and fit, to
         check the design (`spineid.validate_design`, `fit_batch`). `simulation`: the fits'
         `simulation_rtol`, `simulation_atol`, `simulation_max_steps` (`FitProblem`'s; looser
-        tolerances make
-        long validations cheaper while the integration error stays far below the noise:
-        measured on the head-neck chain's three pulses, one noisy fit took 380 s at rtol 1e-5
-        and 500-530 s at 1e-6, against 13 minutes or more at the default 1e-8, the estimates
-        at 1e-5 and 1e-6 within 0.01 standard errors of each other)."""
+        tolerances make long validations cheaper while the integration error stays far below
+        the noise: measured on the head-neck chain's three pulses, one noisy fit took 380 s at
+        rtol 1e-5 and 500-530 s at 1e-6, against 13 minutes or more at the default 1e-8, the
+        estimates at 1e-5 and 1e-6 within 0.01 standard errors of each other)."""
         chosen = [self.problems[name] for name in self.chosen]
         measurements = [measured_data(problem, self.measured.get(name))
                         for name, problem in zip(self.chosen, chosen)]
