@@ -78,6 +78,30 @@ def test_errors_under_the_noise_model_are_the_cramer_rao_bound_of_the_dense_cova
     np.testing.assert_allclose(result.stderr, expected, rtol=0.02)
 
 
+def test_coefficients_given_are_kept_and_their_errors_are_the_dense_covariances(pair):
+    # A lab that knows its tracking filter gives its autoregression, here for two channels
+    # (the third white): the coefficients stay as given, and the errors are the Cramer-Rao
+    # bound of the dense covariance at them (the innovations' deviations estimated).
+    noise = _ar1(np.random.default_rng(7), 201, 0.6)
+    noise[:, 2] = np.random.default_rng(8).normal(size=201) * SD[2]
+    result = spineid.fit(_problem(pair, noise, noise_model=spineid.AR(
+        coefficients={"x": 0.6, "y": (0.6,)})), "lm")
+    models = result.goodness_of_fit.noise_model
+    assert models["x"]["coefficients"] == [0.6] and models["y"]["coefficients"] == [0.6]
+    assert models["theta"]["order"] == 0
+    unit = _problem(pair, np.zeros_like(pair[2]), noise=dict.fromkeys(CHANNELS, 1.0))
+    jacobian = measured_sensitivities(unit, CHANNELS, result.values).reshape(201, 3, -1)
+    fisher = 0
+    for c, channel in enumerate(CHANNELS):
+        phi = models[channel]["coefficients"][0] if models[channel]["order"] else 0.0
+        gamma = arma_acovf([1.0, -phi], [1.0], 201, sigma2=models[channel]["innovation_sd"] ** 2)
+        covariance = gamma[np.abs(np.subtract.outer(np.arange(201), np.arange(201)))]
+        fisher = fisher + jacobian[:, c].T @ np.linalg.solve(covariance, jacobian[:, c])
+    np.testing.assert_allclose(result.stderr, np.sqrt(np.diag(np.linalg.inv(fisher))),
+                               rtol=0.02)
+    assert result.goodness_of_fit.level == "explains"
+
+
 def test_correlated_noise_is_accepted_with_errors_that_white_weights_understate(
         pair, correlated):
     result, white = correlated
@@ -114,7 +138,9 @@ def test_a_profile_under_the_noise_model_agrees_with_its_standard_error(correlat
     (dict(noise_model="ar:30"), None, "whole number from 1 to 20"),
     (dict(noise_model="ar:1"), "uneven", "not evenly spaced"),
     (dict(noise_model="ar:1"), "gap", "not measured"),
-    (dict(noise_model="red"), None, "expected auto, white or ar:P"),
+    (dict(noise_model="red"), None, "expected auto, white, ar:P"),
+    (dict(noise_model="phi:x=0.5;z=0.5"), None, "no channel 'z'"),
+    (dict(noise_model="phi:0.5"), "gap", "not measured"),
     (dict(max_misfit=0.0), None, "max_misfit"),
 ])
 def test_a_noise_model_the_data_cannot_support_is_refused(pair, options, data, message):
@@ -160,7 +186,7 @@ def test_the_fit_verb_takes_a_noise_model_and_a_misfit_tolerance(tmp_path, pair,
     assert not (tmp_path / "other").exists()
 
 
-def test_a_pin_recovered_under_correlated_noise_has_errors_of_the_noise_model(tmp_path):
+def test_a_pin_recovered_under_correlated_noise_has_errors_of_the_noise_model(tmp_path, capsys):
     # The issue's case: a pin recovered from tracking noise correlated from sample to sample
     # (AR(1), rho 0.6), white-weighted errors too small and a verdict that rejected it. Under
     # the noise model the errors grow by the analytic factor of sensitivities that vary slowly
@@ -190,3 +216,11 @@ def test_a_pin_recovered_under_correlated_noise_has_errors_of_the_noise_model(tm
         np.sqrt((1 + phi) / (1 - phi)), rel=0.15)
     truth = 0.0037  # (m: the pin of datasets/pinned_pair.toml, [pin] point)
     assert abs(report["moments"]["centroid"]["value"][0] - truth) < 3 * error
+    # Beside them the Newey-West errors of the white-weighted pin, which assume no form of the
+    # correlation: the same size (its few lags at 501 samples take in most of an AR(1) at 0.6).
+    robust = report["pin"]["stderr_robust"]
+    assert robust == report["moments"]["centroid"]["stderr_robust"]
+    assert 0.7 < robust[0] / error < 1.3, (robust, error)
+    assert robust[1] == pytest.approx(report["pin"]["stderr"][1], abs=1e-12)  # (on the line)
+    assert "stderr_robust" not in white.moments["centroid"]
+    assert "robust (Newey-West)" in capsys.readouterr().out

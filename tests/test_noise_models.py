@@ -151,6 +151,46 @@ def test_a_law_at_fixed_nodes_is_statsmodels_glsar_under_the_fitted_noise(noise)
     assert all("stderr_robust" in entry for entry in report["parameters"])
 
 
+@pytest.mark.parametrize("noise", ["phi:0.5,0.2", AR(coefficients=(0.5, 0.2))])
+def test_a_law_under_coefficients_given_is_statsmodels_glsar_at_them(noise):
+    # A lab that knows its filter gives the autoregression: only the innovations' deviation is
+    # estimated, and the fit is statsmodels' GLSAR at exactly those coefficients.
+    rng = np.random.default_rng(5)
+    n = 400
+    x = np.linspace(0.0, 2.0, n)
+    nodes = np.array([0.0, 0.7, 1.4, 2.0])
+    y = np.interp(x, nodes, [0.0, 1.0, 1.5, 3.2]) + _autoregressive(rng, n, [0.5, 0.2], 0.3)
+    fit = fit_load_law(LoadDisplacementData(displacement=x, load=y), "piecewise_linear", nodes,
+                       monotone=False, noise=noise)
+    assert fit.goodness_of_fit.noise_model["load"]["coefficients"] == [0.5, 0.2]
+    hats = np.stack([np.interp(x, nodes, np.eye(4)[j]) for j in range(4)], axis=1)
+    peer = GLSAR(y, hats @ np.tril(np.ones((4, 4))), rho=[0.5, 0.2]).fit()
+    np.testing.assert_allclose(fit.values, peer.params, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(fit.stderr, peer.bse, rtol=1e-6)
+    # The verdict whitens by the coefficients given: right ones explain the data (the noise
+    # a small part of the range, as a tester's), wrong ones leave the innovations correlated.
+    law = np.interp(x, nodes, [0.0, 1.0, 1.5, 3.2])
+    levels = [fit_load_law(LoadDisplacementData(displacement=x, load=law + _autoregressive(
+        rng, n, [0.9], 0.01)), "piecewise_linear", nodes, monotone=False,
+        noise=given).goodness_of_fit for given in ("phi:0.9", "phi:0.05")]
+    assert levels[0].level == "explains"
+    assert levels[1].level != "explains" and levels[1].explains_data is False
+
+
+@pytest.mark.parametrize("noise, options, message", [
+    ("phi:1.2", {}, "not a stationary autoregression"), ("phi:0.5,x", {}, "comma-separated"),
+    ("phi:load=0.5;load=0.2", {}, "each channel once"), ("phi:theta=0.5", {}, "no channel"),
+    ("phi:0.5", dict(displacement_noise=1e-3), "load noise is white"),
+])
+def test_coefficients_the_data_cannot_take_are_refused(noise, options, message):
+    x = np.linspace(0, 1, 45)
+    with pytest.raises(ValueError, match=message):
+        fit_load_law(LoadDisplacementData(displacement=x, load=x), "polynomial", degree=1,
+                     noise=noise, **options)
+    with pytest.raises(ValueError, match="not both"):
+        AR(1, coefficients=(0.5,))
+
+
 def _tester(rng, law, n=1500, rho=0.6, sd=0.01):
     # A quasi-static ramp in mm and N as a tester records it: load noise correlated from
     # sample to sample.
@@ -221,8 +261,8 @@ def test_the_smooth_misfit_test_keeps_its_false_alarm_rate_under_correlated_nois
 
 
 @pytest.mark.parametrize("noise, message", [
-    ("ar:0", "expected auto, white or ar:P"), ("ar:x", "expected auto, white or ar:P"),
-    ("pink", "expected auto, white or ar:P"), ("ar:60", "expected auto, white or ar:P"),
+    ("ar:0", "expected auto, white, ar:P"), ("ar:x", "expected auto, white, ar:P"),
+    ("pink", "expected auto, white, ar:P"), ("ar:60", "expected auto, white, ar:P"),
     ("ar:9", "an order of at most 4"),
 ])
 def test_a_noise_model_the_data_cannot_support_is_refused(noise, message):
@@ -252,9 +292,12 @@ def test_the_table_verb_takes_a_noise_model_and_a_misfit_tolerance(tmp_path, cap
     report = json.loads((tmp_path / "auto" / "report.json").read_text())
     assert report["goodness_of_fit"]["level"] == "explains"
     assert report["goodness_of_fit"]["noise_model"]["load"]["order"] >= 1
+    assert main(common + ["--noise-model", "phi:0.6", "--out", str(tmp_path / "given")]) == 0
+    report = json.loads((tmp_path / "given" / "report.json").read_text())
+    assert report["goodness_of_fit"]["noise_model"]["load"]["coefficients"] == [0.6]
     capsys.readouterr()
     for extra, message in [(["--noise-model", "ar:2", "--noise", "0.01"], "give one of the two"),
-                           (["--noise-model", "pink"], "expected auto, white or ar:P"),
+                           (["--noise-model", "pink"], "expected auto, white, ar:P"),
                            (["--max-misfit", "2mm"], "a percentage of the data's range")]:
         assert _status(common + extra + ["--out", str(tmp_path / "refused")]) == 2
         assert message in capsys.readouterr().err

@@ -214,6 +214,18 @@ def test_a_diagonal_matrix_under_ar1_noise_equals_statsmodels_glsar_and_hac():
             cov_type="HAC", cov_kwds={"maxlags": newey_west_lags(600), "use_correction": False})
         np.testing.assert_allclose(fit.stderr_robust[c, c], ols.bse[0], rtol=1e-10)
     assert fit.accepted and fit.goodness_of_fit.level == "explains"
+    # The coefficients given (a lab that knows its load cells' filter): GLSAR at them, and
+    # the channels not named white.
+    given = fit_stiffness_matrix(test, "diagonal", noise_model="phi:Fx=0.6;Mz=0.3,0.1")
+    noise = given.goodness_of_fit.noise_model
+    assert noise["Fx"]["coefficients"] == [0.6] and noise["Mz"]["coefficients"] == [0.3, 0.1]
+    assert noise["Fy"]["order"] == 0
+    for c, rho in ((0, [0.6]), (5, [0.3, 0.1])):
+        oracle = sm.GLSAR(f[:, c], deflections[:, [c]], rho=rho).fit()
+        np.testing.assert_allclose(given.matrix[c, c], oracle.params[0], rtol=1e-8)
+        np.testing.assert_allclose(given.stderr[c, c], oracle.bse[0], rtol=1e-6)
+    white = sm.WLS(f[:, 1], deflections[:, [1]]).fit()
+    np.testing.assert_allclose(given.matrix[1, 1], white.params[0], rtol=1e-8)
 
 
 def test_a_full_matrix_under_correlated_noise_has_the_errors_of_the_exact_covariance():
@@ -294,7 +306,9 @@ def test_three_levels_on_a_stiffening_joint_fitted_as_linear_under_correlated_no
 @pytest.mark.parametrize("options, message", [
     (dict(noise=LOAD_NOISE, noise_model="ar:1"), "the noise given is white"),
     (dict(noise_model="ar:7"), "an order of at most 6"),
-    (dict(noise_model="arma"), "expected auto, white or ar:P"),
+    (dict(noise_model="arma"), "expected auto, white, ar:P"),
+    (dict(noise_model="phi:Fx=0.5;Fw=0.2"), "no channel 'Fw'"),
+    (dict(noise=LOAD_NOISE, noise_model="phi:0.5"), "the noise given is white"),
     (dict(max_misfit=-1.0), "max_misfit"),
 ])
 def test_a_noise_model_the_test_cannot_support_is_refused(options, message):

@@ -77,7 +77,7 @@ def numbers_argument(text: str | None, what: str) -> np.ndarray | None:
 
 
 def noise_model_name(text: str) -> str:
-    """`--noise-model`: auto, white or ar:P, refused with the forms allowed."""
+    """`--noise-model`: auto, white, ar:P or phi:..., refused with the forms allowed."""
     try:
         as_noise_model(text)
     except ValueError as error:
@@ -103,11 +103,14 @@ def add_noise_model(parser, what: str = "each channel's noise",
     """Add `--noise-model` and `--max-misfit` (docs/goodness-of-fit.md) to `parser`, alike for
     every fit verb: `what` is whose noise, `misfit` what a tolerance is."""
     parser.add_argument(
-        "--noise-model", default="auto", type=noise_model_name, metavar="auto|white|ar:P",
+        "--noise-model", default="auto", type=noise_model_name,
+        metavar="auto|white|ar:P|phi:PHI,...",
         help=f"how {what} is correlated from sample to sample (with the noise estimated): auto "
              "(default: white where the residuals are, else the autoregressive order they "
-             "need), white, or ar:P (an autoregression of order P); the fit is weighted by it "
-             "and its standard errors hold under it (docs/goodness-of-fit.md)")
+             "need), white, ar:P (an autoregression of order P), or phi:PHI,... (the "
+             "autoregression's coefficients given, for every channel, or per channel as "
+             "phi:CH=PHI,...;CH=PHI,...); the fit is weighted by it and its standard errors hold "
+             "under it (docs/goodness-of-fit.md)")
     parser.add_argument(
         "--max-misfit", type=misfit_option, default=None, metavar="P%" if "load" not in misfit
         else "P%|LOAD", help=f"the largest smooth misfit a fit may leave and still be "

@@ -7,12 +7,12 @@ from ._common._least_squares import (
     LeastSquaresSolution as LeastSquaresSolution,
     levenberg_marquardt as levenberg_marquardt,
 )
-from ._common._noise_model import (
+from ._common._noise_kinds import (
     AbstractNoiseModel as AbstractNoiseModel,
     AR as AR,
-    ChannelNoise as ChannelNoise,
     White as White,
 )
+from ._common._noise_model import ChannelNoise as ChannelNoise
 from ._common._result_family import (
     AbstractParameterFit as AbstractParameterFit,
     AbstractResult as AbstractResult,

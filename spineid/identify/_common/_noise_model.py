@@ -15,6 +15,10 @@ The models, per channel, of the errors `e_t` of one record in the order of its s
   Wild 1989, section 6.2). `AR()` (order `None`) chooses the order from 0 (white) to
   `max_order` by the Bayesian information criterion of the residuals, so a channel whose
   residuals are white stays white: this is the default, `"auto"`.
+- `AR(coefficients=phi)`: the autoregression given (for every channel, or `{channel: phi}`),
+  for a lab that knows how its signals are filtered: its spectrum in autoregressive form. Only
+  the innovations' standard deviation is estimated, and the verdict's whiteness test then
+  checks the coefficients given as well as the model.
 
 The coefficients are the Yule-Walker estimates from the residuals' autocovariances (biased
 form, pooled over the records of a fit), solved by the Levinson-Durbin recursion, which gives
@@ -36,81 +40,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._failure import FAILED_RESIDUAL
-
-MAX_ORDER = 5
-"""The largest autoregressive order `"auto"` considers."""
-
-ORDER_LIMIT = 20
-"""The largest order a model may be given."""
+from ._noise_kinds import AbstractNoiseModel, AR, as_noise_model, White
 
 INCONSISTENT = 1.5
 """An autoregression whose own innovation variance (the one that gives it the residuals'
 variance) exceeds that of the residuals it whitens by more than this factor does not describe
 the noise; `noise_under` then keeps its own (module docstring)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class AbstractNoiseModel:
-    """A noise model of a fit's channels (module docstring)."""
-
-    @property
-    def name(self) -> str:
-        """The model as the command line writes it (`white`, `ar:2`, `auto`)."""
-        raise NotImplementedError
-
-
-@dataclasses.dataclass(frozen=True)
-class White(AbstractNoiseModel):
-    """Independent errors: ordinary (weighted) least squares."""
-
-    @property
-    def name(self) -> str:
-        return "white"
-
-
-@dataclasses.dataclass(frozen=True)
-class AR(AbstractNoiseModel):
-    """Autoregressive errors of order `order` (a whole number from 1 to `ORDER_LIMIT`), or of the
-    order from 0 (white) to `max_order` that the residuals' Bayesian information criterion
-    prefers when `order` is `None` (`"auto"`)."""
-
-    order: int | None = None
-    max_order: int = MAX_ORDER
-
-    def __post_init__(self):
-        for name, value, low in (("order", self.order, 1), ("max_order", self.max_order, 1)):
-            if value is None and name == "order":
-                continue
-            if (isinstance(value, bool) or not isinstance(value, (int, np.integer))
-                    or not low <= value <= ORDER_LIMIT):
-                raise ValueError(f"AR({name}={value!r}): expected a whole number from {low} to "
-                                 f"{ORDER_LIMIT}")
-
-    @property
-    def name(self) -> str:
-        return "auto" if self.order is None else f"ar:{self.order}"
-
-
-NOISE_MODEL_NAMES = ("auto", "white", "ar:P")
-"""How the command line and model files name a noise model (`P` an order from 1 to 20)."""
-
-
-def as_noise_model(spec) -> AbstractNoiseModel:
-    """The noise model `spec` names: a model object, `None` or `"auto"` (`AR()`), `"white"`,
-    or `"ar:P"`. Raises `ValueError` with one sentence otherwise."""
-    if isinstance(spec, AbstractNoiseModel):
-        return spec
-    if spec is None or spec == "auto":
-        return AR()
-    if spec == "white":
-        return White()
-    if isinstance(spec, str) and spec.startswith("ar:"):
-        try:
-            return AR(int(spec[3:]))
-        except ValueError:
-            pass
-    raise ValueError(f"noise model {spec!r}: expected auto, white or ar:P (P a whole number "
-                     f"from 1 to {ORDER_LIMIT})")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,22 +165,24 @@ def whitened(series: np.ndarray, coefficients: Sequence[float]) -> np.ndarray:
 def check_order(model: AbstractNoiseModel, lengths: Sequence[int], what: str) -> None:
     """Refuse an autoregressive order the records (`lengths`, samples each) cannot support: the
     shortest must hold at least ten samples per order (`what` names the option)."""
-    if isinstance(model, AR) and model.order is not None and lengths:
+    if isinstance(model, AR) and model.fixed and lengths:
         shortest = min(lengths)
-        if shortest < 10 * model.order:
-            raise ValueError(f"{what} ar:{model.order}: the shortest record has {shortest} "
+        if shortest < 10 * model.highest:
+            raise ValueError(f"{what} {model.name}: the shortest record has {shortest} "
                              f"samples; an order of at most {max(shortest // 10, 0)} is "
                              "supported (ten samples per order), or use white")
 
 
 def fit_channel_noise(series: Sequence[np.ndarray], model: AbstractNoiseModel,
-                      n_free: float = 0.0) -> ChannelNoise:
-    """The noise of one channel from its raw residuals `series` (one `(k,)` per record, in the
-    order of the samples; values not measured left out): the order (given, or by BIC from 0 to
-    `max_order` for `AR()`), the Yule-Walker coefficients, and the standard deviations, with
-    `n_free` (the share of the fit's parameters this channel absorbed) taken off the degrees of
-    freedom as in `noise_from_residuals`."""
+                      n_free: float = 0.0, channel: str | None = None) -> ChannelNoise:
+    """The noise of one channel (named `channel`) from its raw residuals `series` (one `(k,)`
+    per record, in the order of the samples; values not measured left out): the order (given,
+    or by BIC from 0 to `max_order` for `AR()`), the Yule-Walker coefficients (or those
+    given), and the standard deviations, with `n_free` (the share of the fit's parameters this
+    channel absorbed) taken off the degrees of freedom as in `noise_from_residuals`."""
     series = [np.asarray(s, dtype=float) for s in series if np.size(s)]
+    if isinstance(model, AR) and model.given(channel) is not None:
+        return noise_under(series, model.given(channel), n_free)
     shortest = min((s.size for s in series), default=0)
     if isinstance(model, White):
         orders = [0]
@@ -292,28 +229,6 @@ def noise_under(series: Sequence[np.ndarray], coefficients: Sequence[float],
     gamma0 = float(model_autocovariances(phi, innovation ** 2, 0)[0])
     return ChannelNoise(order=int(phi.size), coefficients=tuple(float(c) for c in phi),
                         innovation=innovation, marginal=math.sqrt(gamma0), whitened=whitened_sd)
-
-
-def checked_coefficients(coefficients, what: str) -> tuple[float, ...]:
-    """Autoregressive `coefficients` `phi_1..phi_p` given by a user (a number or a sequence of
-    1 to `ORDER_LIMIT` finite numbers) of a stationary process (every root of
-    `1 - sum_k phi_k z^k` outside the unit circle); `ValueError` naming `what` otherwise."""
-    try:
-        if isinstance(coefficients, (str, bytes, dict, bool)) or any(
-                isinstance(c, bool) for c in np.atleast_1d(np.asarray(coefficients, object))):
-            raise TypeError
-        phi = np.atleast_1d(np.asarray(coefficients, dtype=float))
-    except (TypeError, ValueError):
-        phi = np.array([np.nan])
-    if phi.ndim != 1 or not 1 <= phi.size <= ORDER_LIMIT or not np.all(np.isfinite(phi)):
-        raise ValueError(f"{what} = {coefficients!r}: expected 1 to {ORDER_LIMIT} finite "
-                         "autoregressive coefficients phi_1..phi_p")
-    roots = np.roots(np.r_[-phi[::-1], 1.0])
-    if np.any(np.abs(roots) <= 1.0 + 1e-9):
-        raise ValueError(f"{what} = {coefficients!r}: not a stationary autoregression (a root "
-                         "of 1 - sum phi_k z^k lies on or inside the unit circle; an AR(1) "
-                         "needs -1 < phi < 1)")
-    return tuple(float(c) for c in phi)
 
 
 def _first_samples(phi: np.ndarray) -> tuple[np.ndarray, float]:
@@ -421,7 +336,7 @@ def sampled_noise_model(model: AbstractNoiseModel, records: Sequence, what: str
     uneven = [np.diff(np.asarray(t, dtype=float)) for t in records if not evenly_sampled(t)]
     if not uneven:
         return model, None
-    if model.order is not None:
+    if model.fixed:
         raise ValueError(f"{what} {model.name}: the samples are not evenly spaced in time "
                          f"(steps from {np.min(uneven[0]):.3g} to {np.max(uneven[0]):.3g} s); "
                          "an autoregression needs even sampling: use white")
@@ -459,15 +374,18 @@ FLOOR = 1e-13
 """Standard deviations are floored at this fraction of a channel's range (noise-free data)."""
 
 
-def checked_noise_model(spec, noise_given: bool, measurements: Sequence, what: str = "noise_model"
-                        ) -> AbstractNoiseModel:
+def checked_noise_model(spec, noise_given: bool, measurements: Sequence, what: str = "noise_model",
+                        channels: Sequence[str] | None = None) -> AbstractNoiseModel:
     """The noise model `spec` names (`as_noise_model`), checked against a fit's records
-    `measurements` (each with `ts` `(k,)` and `values` `(k, c)`): a given autoregressive order
-    is refused (`ValueError` naming `what`) beside given noise (`noise_given`: white), on
-    records too short for it (`check_order`), not evenly sampled, or with values not measured
-    (`NaN`)."""
+    `measurements` (each with `ts` `(k,)` and `values` `(k, c)`) and `channels` (their names,
+    where known): coefficients given for a channel the data lack are refused (`ValueError`
+    naming `what`), and a given autoregressive order or coefficients beside given noise
+    (`noise_given`: white), on records too short for them (`check_order`), not evenly sampled,
+    or with values not measured (`NaN`)."""
     model = as_noise_model(spec)
-    if not isinstance(model, AR) or model.order is None:
+    if isinstance(model, AR) and channels is not None:
+        model.check_channels(channels, what)
+    if not isinstance(model, AR) or not model.fixed:
         return model
     if noise_given:
         raise ValueError(f"{what} {model.name}: the noise given is white; give the noise or the "
@@ -502,14 +420,16 @@ def channel_noises(channels: Sequence[str], ranges: Sequence[float], n_free: int
     """Each channel's noise from a fit's raw residual `blocks` (`(k, c)` per record, SI, `NaN`
     where not measured): under `model` (`fit_channel_noise`), at the fixed `orders` `(c,)` (an
     order 0 white), or with the coefficients of `weighted_by` (channel -> `ChannelNoise`:
-    `noise_under`); each channel is charged its share of the `n_free` fitted parameters, and
-    floored at `FLOOR` of its `ranges` entry."""
+    `noise_under`), those `model` gives first; each channel is charged its share of the
+    `n_free` fitted parameters, and floored at `FLOOR` of its `ranges` entry."""
     total = max(sum(int(np.count_nonzero(~np.isnan(b))) for b in blocks), 1)
     noises = {}
     for c, (channel, span) in enumerate(zip(channels, ranges)):
         series = [b[:, c][~np.isnan(b[:, c])] for b in blocks]
         share = n_free * sum(s.size for s in series) / total
-        if weighted_by is not None:
+        if isinstance(model, AR) and model.given(channel) is not None:
+            noise = noise_under(series, model.given(channel), share)  # (the order fixed too)
+        elif weighted_by is not None:
             noise = noise_under(series, weighted_by[channel].coefficients, share)
         else:
             kind = model if orders is None else AR(orders[c]) if orders[c] else White()

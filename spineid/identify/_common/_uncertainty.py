@@ -229,3 +229,25 @@ def hac_covariance(jacobian: np.ndarray, residuals: np.ndarray, records: list[np
     bread = np.linalg.pinv(J.T @ J)
     covariance[np.ix_(index, index)] = bread @ meat @ bread / np.outer(norms, norms)
     return covariance
+
+
+def channel_records(lengths: list[int], channels: int) -> list[np.ndarray]:
+    """The rows of each channel of each record in data laid out sample by channel within each
+    record of `lengths` samples (`channels` per sample), one index array per channel and
+    record in sample order: the `records` of `hac_covariance` where correlation between
+    channels is not modelled."""
+    records, first = [], 0
+    for k in lengths:
+        records.extend(first + j + channels * np.arange(k) for j in range(channels))
+        first += k * channels
+    return records
+
+
+def sandwich_error(covariance: np.ndarray, gradient: np.ndarray) -> float | None:
+    """The standard error `sqrt(g^T C g)` of a function of parameters with `covariance`
+    `(p, p)` (NaN rows and columns where not analysed) and `gradient` `g` `(p,)` (zero outside
+    the parameters analysed); `None` where it is not finite."""
+    used = np.asarray(gradient) != 0
+    g = np.asarray(gradient, dtype=float)[used]
+    variance = float(g @ np.asarray(covariance)[np.ix_(used, used)] @ g)
+    return math.sqrt(variance) if np.isfinite(variance) and variance >= 0 else None

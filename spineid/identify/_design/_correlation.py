@@ -22,12 +22,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .._common._noise_model import (
-    checked_coefficients,
-    evenly_sampled,
-    exactly_whitened,
-    stationary_errors,
-)
+from .._common._noise_kinds import checked_coefficients
+from .._common._noise_model import evenly_sampled, exactly_whitened, stationary_errors
 from .._trajectory._objective import measured_sensitivities
 from .._trajectory._problem import FitProblem
 

@@ -21,6 +21,8 @@ import math
 
 import numpy as np
 
+from .._common._noise_model import ChannelNoise
+
 
 def checked_displacement_noise(value) -> float | None:
     """`displacement_noise` of `fit_load_law`: `None`, or a positive finite standard deviation
@@ -65,3 +67,10 @@ def load_noise_beside(raw: np.ndarray, stiffness: np.ndarray, displacement_sd: f
         return max(math.sqrt(high), floor), None
     return floor, ("the displacement noise given accounts for more than the residuals show "
                    "(the load noise estimated is nil): it may be smaller than given")
+
+
+def typical_noise(deviations) -> ChannelNoise:
+    """The white noise of the residuals' mean variance, from their effective deviations
+    `deviations` `(n,)` (load units): the verdict's smooth-misfit test is judged against it."""
+    sd = float(np.sqrt(np.mean(np.asarray(deviations, dtype=float) ** 2)))
+    return ChannelNoise(0, (), sd, sd)

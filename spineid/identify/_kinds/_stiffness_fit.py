@@ -198,7 +198,8 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
         raise ValueError(f"{test.source}: every deflection is zero, so the loads determine no "
                          "stiffness; check the displacement columns (dx..b3)")
     noise_estimated = noise is None
-    kind_of_noise = checked_noise_model(noise_model, not noise_estimated, [], "noise_model")
+    kind_of_noise = checked_noise_model(noise_model, not noise_estimated, [], "noise_model",
+                                        LOAD_COLUMNS)
     check_order(kind_of_noise, [n], "noise_model")
     max_misfit = checked_max_misfit(max_misfit)
 

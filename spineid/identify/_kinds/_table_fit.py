@@ -46,8 +46,8 @@ from .._common._abstract_objective import AbstractObjective
 from .._common._goodness import assess_fit, checked_max_misfit, MAX_MISFIT
 from .._common._noise import NOISE_SETTLED, settle_noise, unsettled_note
 from .._common._noise_model import (
-    AR, as_noise_model, ChannelNoise, check_order, drift_notes, fit_channel_noise, noise_under,
-    sampled_noise_model, White, whiten_padded, whitened,
+    AR, ChannelNoise, check_order, checked_noise_model, drift_notes, fit_channel_noise,
+    noise_under, sampled_noise_model, White, whiten_padded, whitened,
 )
 from .._common._padding import pad, padded_length, weights
 from .._common._profile import Profiled
@@ -56,7 +56,8 @@ from .._common._transform import Transform
 from .._common._uncertainty import bounded_fisher_analysis, hac_covariance, standard_errors
 from .._solvers import LAW_SOLVER, LevenbergMarquardt, MultiStart, VariableProjection
 from ._breakpoints import best_breakpoints, design_matrix
-from ._errors_in_variables import checked_displacement_noise, effective_sd, load_noise_beside
+from ._errors_in_variables import (checked_displacement_noise, effective_sd, load_noise_beside,
+                                   typical_noise)
 from ._run import check_kind_solver, run_solver
 
 
@@ -300,7 +301,8 @@ def fit_load_law(
     (kg m^2 or kg) of a dynamic test; `noise`: the load noise, estimated from the residuals
     under a noise model (`spineid.identify._common._noise_model`): `None` or `"auto"` (the
     default: white where the residuals are, else the autoregressive order their BIC prefers),
-    `"white"`, `"ar:P"` or `spineid.AR(P)`; or given, a standard deviation (load units, white);
+    `"white"`, `"ar:P"` or `spineid.AR(P)`, `"phi:..."` or `spineid.AR(coefficients=phi)`
+    (the autoregression given: only its innovations' deviation estimated); or given, a standard deviation (load units, white);
     the fit is then generalized least squares under that model, in the order of the samples
     (time, or the displacement of a table without time); `max_misfit`: the tolerance of a
     smooth misfit, a fraction of the load's range (`GoodnessOfFit.level`);
@@ -427,9 +429,10 @@ def fit_load_law(
 
     noise_estimated = not (isinstance(noise, (int, float, np.integer, np.floating))
                            and not isinstance(noise, bool))
-    noise_model = as_noise_model(noise) if noise_estimated else White()
+    noise_model = (checked_noise_model(noise, False, [], "noise", ["load"]) if noise_estimated
+                   else White())
     if displacement_sd is not None and isinstance(noise_model, AR):
-        if noise_model.order is not None:
+        if noise_model.fixed:
             raise ValueError(f"noise {noise_model.name}: with displacement_noise (errors in both "
                              "variables) the load noise is white; use auto or white")
         noise_model = White()
@@ -488,12 +491,13 @@ def fit_load_law(
         def estimate(theta, kind_of_noise=noise_model):
             raw = np.asarray(_linearised(model, theta)[0])[:n] - data.load
             estimates.append(beside(theta, raw)[0] if displacement_sd is not None else
-                             fit_channel_noise([raw[order]], kind_of_noise,
-                                               len(parameters)).floored(floor))
+                             fit_channel_noise([raw[order]], kind_of_noise, len(parameters),
+                                               "load").floored(floor))
             return np.array([estimates[-1].innovation])
 
         sigma = estimate(theta)  # (chooses the order of "auto": kept in the refits)
-        chosen = AR(estimates[-1].order) if estimates[-1].order else White()
+        chosen = (noise_model if isinstance(noise_model, AR) and noise_model.fixed
+                  else AR(estimates[-1].order) if estimates[-1].order else White())
         if not exact or estimates[-1].order:  # (the exact optimum holds under white noise)
             fits, sigma, change = settle_noise(
                 lambda sigma, previous: refit(float(sigma[0]),
@@ -575,19 +579,12 @@ def fit_load_law(
                            else channel_noise.marginal))[order][:, None]], ("load",),
             identifiability.rank, noise_given=not noise_estimated,
             sigma={"load": float(channel_noise.marginal)},
-            noise_models={"load": _typical(deviations)} if displacement_sd is not None
+            noise_models={"load": typical_noise(deviations)} if displacement_sd is not None
             else {"load": channel_noise} if noise_estimated else None,
             ranges={"load": float(np.ptp(data.load))}, max_misfit={"load": max_misfit},
             misfit_residuals=[((predicted if displacement_sd else ols_predicted) - data.load)
                               [order][:, None]]),
     )
-
-
-def _typical(deviations) -> ChannelNoise:
-    # The white noise of the residuals' mean variance (errors in both variables: the verdict's
-    # smooth-misfit test is judged against it).
-    sd = float(np.sqrt(np.mean(deviations ** 2)))
-    return ChannelNoise(0, (), sd, sd)
 
 
 class _HeldLawRefit:

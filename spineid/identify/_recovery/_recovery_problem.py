@@ -144,7 +144,7 @@ class RecoveryProblem:
         check_measurements(self.measurements, self.channels, 4)
         self.noise = None if noise is None else check_noise(self.channels, noise)
         self.noise_model = checked_noise_model(noise_model, self.noise is not None,
-                                               self.measurements)
+                                               self.measurements, channels=self.channels)
         self.max_misfit = checked_max_misfit(max_misfit)
         self._check_rotation()
         if max_stiffness is None:

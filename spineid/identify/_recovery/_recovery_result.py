@@ -17,7 +17,13 @@ from .._common._goodness import assess_fit
 from .._common._noise import noise_from_residuals
 from .._common._noise_model import channel_noises, usable_noise_model, whitened_jacobian
 from .._common._result_family import AbstractResult
-from .._common._uncertainty import Identifiability, fisher_analysis
+from .._common._uncertainty import (
+    channel_records,
+    fisher_analysis,
+    hac_covariance,
+    Identifiability,
+    sandwich_error,
+)
 from ._recovery_problem import MeasureCurve, RecoveryProblem, _moment_jacobian, first_variation
 from ._recovery_solver import _Atoms, _Solver
 
@@ -115,7 +121,9 @@ class MeasureResult(AbstractResult):
                       for point, position, k, q in zip(self.points, self.positions,
                                                        self.stiffness, self.probability())],
             "pin": {"value": [float(x) for x in self.pin],
-                    "stderr": self.moments["centroid"]["stderr"], "unit": "m"},
+                    "stderr": self.moments["centroid"]["stderr"], "unit": "m"}
+            | ({"stderr_robust": self.moments["centroid"]["stderr_robust"]}
+               if "stderr_robust" in self.moments["centroid"] else {}),
             "moments": self.moments,
             "atoms_supported": self.atoms_supported,
             "support_note": self.support_note,
@@ -150,6 +158,11 @@ class MeasureResult(AbstractResult):
             + ", ".join(f"{p:.4f} +- {'-' if not np.isfinite(e) else f'{e:.2g}'}"
                         for p, e in zip(pin, error)) + ") mm"
         )
+        robust = self.moments["centroid"].get("stderr_robust")
+        if robust is not None:
+            lines.append("  robust (Newey-West) standard errors of the white-weighted pin: ("
+                         + ", ".join("-" if e is None else f"{e * 1e3:.2g}" for e in robust)
+                         + ") mm")
         spread = self.moments["rotational_stiffness"]
         lines.append(f"rotational stiffness of the measure about it: {spread['value']:.4g} N m/rad")
         lines.append(f"atoms the data support: {self.atoms_supported}. {self.support_note}")
@@ -195,7 +208,9 @@ def _analyse(problem, solver: _Solver, atoms: _Atoms, positions_free: bool, nois
              sigma=None):
     """Moments with standard errors, identifiability and the atoms the data support; under an
     autoregressive noise model (`noises`: channel -> `ChannelNoise`, the residuals weighted by
-    `sigma` `(c,)`) the errors from the whitened sensitivities (`whitened_jacobian`)."""
+    `sigma` `(c,)`) the errors from the whitened sensitivities (`whitened_jacobian`), and
+    beside them (`stderr_robust`) the Newey-West errors of the white-weighted estimate, each
+    channel of each load case a record (`hac_covariance`)."""
     keep = atoms.active & (atoms.p > 0)
     kept = _Atoms(atoms.t[keep], atoms.p[keep], np.ones(keep.sum(), bool))
     origin = solver.origin(kept)
@@ -205,8 +220,9 @@ def _analyse(problem, solver: _Solver, atoms: _Atoms, positions_free: bool, nois
     moments = np.asarray(solver.moments_of(z, origin))
     moment_jacobian, _, _ = _moment_jacobian(solver.objective, jnp.asarray(moments), origin)
     moment_jacobian = np.asarray(moment_jacobian)
+    rows, lengths = solver.objective.data_rows(), [len(m.ts) for m in problem.measurements]
+    weighted = moment_jacobian[rows]  # (the white-weighted sensitivities: Newey-West's)
     if noises is not None:
-        rows, lengths = solver.objective.data_rows(), [len(m.ts) for m in problem.measurements]
         ordered = [noises[c] for c in problem.channels]
         moment_jacobian = whitened_jacobian(moment_jacobian[rows], lengths, ordered, sigma)
         jacobian = whitened_jacobian(np.asarray(jacobian)[rows], lengths, ordered, sigma)
@@ -233,6 +249,9 @@ def _analyse(problem, solver: _Solver, atoms: _Atoms, positions_free: bool, nois
                       + [max(total, 1e-300) * length**2])
     _, moment_ident = fisher_analysis(moment_jacobian @ basis, coordinates, scales, names, active)
     _, all_moments = fisher_analysis(moment_jacobian @ basis, coordinates, scales, names)
+    robust = None if noises is None else hac_covariance(
+        weighted @ basis, np.asarray(residuals)[rows],
+        channel_records(lengths, len(problem.channels)), active)
 
     def to_moments(q):
         return jnp.asarray(basis) @ q
@@ -253,18 +272,24 @@ def _analyse(problem, solver: _Solver, atoms: _Atoms, positions_free: bool, nois
         value = float(function(q))
         gradient = np.where(active, np.asarray(jax.grad(function)(q)), 0.0)
         error = moment_ident.standard_error_of(gradient)
-        return value, (None if not np.isfinite(error) else error)
+        return (value, None if not np.isfinite(error) else error,
+                None if robust is None else sandwich_error(robust, gradient))
 
-    cx, cx_err = with_error(lambda v: centroid(v, 0))
-    cy, cy_err = with_error(lambda v: centroid(v, 1))
-    k_rot, k_rot_err = with_error(rotational)
-    total_err = None if at_ceiling else with_error(lambda v: to_moments(v)[0])[1]
+    cx, cx_err, cx_robust = with_error(lambda v: centroid(v, 0))
+    cy, cy_err, cy_robust = with_error(lambda v: centroid(v, 1))
+    k_rot, k_rot_err, k_rot_robust = with_error(rotational)
+    _, total_err, total_robust = (None, None, None) if at_ceiling else with_error(
+        lambda v: to_moments(v)[0])
     moment_report = {
         "total_stiffness": {"value": total, "stderr": total_err, "unit": "N/m",
                             "at_ceiling": bool(at_ceiling)},
         "centroid": {"value": [cx, cy], "stderr": [cx_err, cy_err], "unit": "m"},
         "rotational_stiffness": {"value": k_rot, "stderr": k_rot_err, "unit": "N m/rad"},
     }
+    if robust is not None:
+        for entry, error in zip(moment_report.values(),
+                                (total_robust, [cx_robust, cy_robust], k_rot_robust)):
+            entry["stderr_robust"] = error
 
     atom_names = [f"atoms[{i}].position" for i in range(kept.t.size)] + [
         f"atoms[{i}].stiffness" for i in range(kept.t.size)]

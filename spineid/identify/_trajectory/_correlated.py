@@ -30,7 +30,7 @@ from .._common._noise_model import (
     coefficient_matrix,
     usable_noise_model,
 )
-from .._common._uncertainty import hac_covariance
+from .._common._uncertainty import channel_records, hac_covariance
 from ._objective import _Objective, residual_blocks
 from ._problem import FitProblem
 
@@ -151,10 +151,6 @@ def robust_errors(problem: FitProblem, jacobian: np.ndarray, residuals: np.ndarr
     sensitivities `jacobian` `(n, p)` and residuals `(n,)` (the data's rows, samples by
     channels per load case), each channel of each load case a record (`hac_covariance`;
     correlation between channels is not modelled); NaN outside `columns`."""
-    c, records, first = len(problem.channels), [], 0
-    for measurement in problem.measurements:
-        k = len(measurement.ts)
-        records.extend(first + j + c * np.arange(k) for j in range(c))
-        first += k * c
+    records = channel_records([len(m.ts) for m in problem.measurements], len(problem.channels))
     covariance = hac_covariance(jacobian, residuals, records, columns)
     return np.sqrt(np.maximum(np.diag(covariance), 0.0))

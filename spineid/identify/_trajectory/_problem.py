@@ -211,9 +211,10 @@ class FitProblem:
                                  "noise per channel")
 
     def _check_noise_model(self) -> None:
-        # A given autoregressive order must fit the records (`checked_noise_model`).
+        # A given autoregressive order or coefficients must fit the records and name the
+        # problem's channels (`checked_noise_model`).
         self.noise_model = checked_noise_model(self.noise_model, self.noise is not None,
-                                               self.measurements)
+                                               self.measurements, channels=self.channels)
 
     def _check_data(self) -> None:
         check_measurements(self.measurements, self.channels, len(self.parameters),
