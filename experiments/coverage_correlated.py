@@ -4,8 +4,9 @@ A quasi-static ramp of a continuous two-phase law (1500 points, 0-3 mm, a knee a
 160 N/mm), its load noise correlated from sample to sample: AR(1) at rho 0.3, 0.6 and 0.9, and
 white noise filtered by a 4th-order Butterworth low-pass (zero phase, cut-off at a 20th of the
 sampling rate, as a tester's signal conditioning filters). Each repetition draws new noise and
-fits the law with `free_breakpoints=True` under the default noise model (`"auto"`) and, for
-comparison, as if the noise were white. Printed per noise and fit: for the knee and the two
+fits the law with `free_breakpoints=True` under the default noise model (`"auto"`), as if the
+noise were white, and under the noise model given (`"given"`: the lab characterised its noise
+beforehand, `characterised`). Printed per noise and fit: for the knee and the two
 slopes, the calibration (the spread of the estimates across repetitions over the mean reported
 standard error: 1 when the errors are right), the coverage of the 95% intervals (estimate +-
 1.96 standard errors, with the binomial standard error of the coverage), and the share of fits
@@ -43,6 +44,7 @@ import numpy as np
 from scipy import signal
 
 import spineid
+from spineid.identify._common._noise_model import autocovariances, levinson_durbin
 
 N = 1500
 KNEE, SLOPES, SD = 1.2, (40.0, 160.0), 2.0  # mm, N/mm, N (the load noise's sd)
@@ -67,6 +69,17 @@ def noise(rng, kind):
     for t in range(1, e.size):
         e[t] = rho * e[t - 1] + a[t]
     return e[300:]
+
+
+def characterised(rng, kind, order=10):
+    """The noise model a lab gives after recording its tester's noise alone for a while (20
+    ramps' worth, a still specimen): AR(1) at the rho it knows, or the filtered noise's
+    Yule-Walker autoregression of `order`, as `spineid.AR(coefficients=...)`."""
+    if kind != "filtered":
+        return spineid.AR(coefficients=(float(kind.split()[-1]),))
+    record = np.concatenate([noise(rng, kind) for _ in range(20)])
+    gamma, _ = autocovariances([record], order)
+    return spineid.AR(coefficients=tuple(levinson_durbin(gamma, order)[order][0]))
 
 
 def fit(law, rng, kind, noise_model):
@@ -97,21 +110,21 @@ def row(kind, model, values, errors, accepted, truth, repetitions):
           f"{100 * accepted / repetitions:.0f}%", flush=True)
 
 
-SD = np.array([5e-6, 5e-6, np.radians(0.01)])  # m, m, rad: the tracking noise
+TRACKING_SD = np.array([5e-6, 5e-6, np.radians(0.01)])  # m, m, rad: the tracking noise
 
 
 def tracking_noise(rng, kind, n):
-    # (n, 3) noise of the three channels, each of standard deviation SD.
+    # (n, 3) noise of the three channels, each of standard deviation TRACKING_SD.
     if kind == "filtered":
         b, a = signal.butter(4, 40.0 / 500.0)  # 40 Hz at 1 kHz (Nyquist 500 Hz)
         e = signal.filtfilt(b, a, rng.normal(size=(n + 400, 3)), axis=0)[200:-200]
-        return SD * e / np.std(e, axis=0)
+        return TRACKING_SD * e / np.std(e, axis=0)
     rho = float(kind.split()[-1])
     a = rng.normal(size=(n + 300, 3)) * np.sqrt(1 - rho ** 2)
     e = np.zeros((n + 300, 3))
     for t in range(1, n + 300):
         e[t] = rho * e[t - 1] + a[t]
-    return SD * e[300:]
+    return TRACKING_SD * e[300:]
 
 
 def trajectory_part(repetitions, rng, verdicts_only=False):
@@ -251,10 +264,11 @@ def main():
     print(f"{'noise':14s} {'fit':6s} {'calibration (knee, slopes)':30s} "
           f"{'coverage 95% (knee, slopes)':32s} accepted")
     for kind in ("AR(1) rho 0.3", "AR(1) rho 0.6", "AR(1) rho 0.9", "filtered"):
-        for model in ("auto", "white"):
+        for model in ("auto", "white", "given"):
             values, errors, accepted = [], [], 0
+            given = characterised(rng, kind)
             for _ in range(arguments.repetitions):
-                result = fit(two_phase, rng, kind, model)
+                result = fit(two_phase, rng, kind, given if model == "given" else model)
                 v, e = quantities(result)
                 values.append(v)
                 errors.append(e)
