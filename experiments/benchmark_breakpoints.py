@@ -14,7 +14,7 @@ a displacement resolution of 1 um), fitted three ways from the same evenly space
 
 Printed per test: the sum of squared residuals of each, whether it is the best found by any
 (within 1e-9 relative), and the warm time. Run: `python experiments/benchmark_breakpoints.py`.
-Measured numbers are in the README.
+Measured numbers are in docs/performance.md.
 """
 
 import time

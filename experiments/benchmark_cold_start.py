@@ -25,7 +25,7 @@ Run: `python experiments/benchmark_cold_start.py [--tables 78] [--fits 40] [--pa
 [--repeats 5]` (part 2 runs its three processes in turn `--repeats` times and prints medians).
 Targets (issue): 78 table fits in <= 0.5 s per file for the whole call; `spineid fit` as a second
 process faster than scipy's whole process; 40 trajectory fits >= 20x faster than 40 scipy fits.
-Numbers measured are in the README.
+Numbers measured are in docs/performance.md.
 """
 
 import argparse

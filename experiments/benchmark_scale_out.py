@@ -25,8 +25,8 @@ Run: `python experiments/benchmark_scale_out.py [--fits 1000] [--chunk 50] [--de
 [--only local,devices] [--started] [--unpinned]` (`--only`: a subset of the configurations,
 by the first word of their labels; the first configuration run also fills the compilation
 cache).
-Target (issue): two local workers >= 1.7x one on 1,000 fits. Numbers measured are in the
-README.
+Target (issue): two local workers >= 1.7x one on 1,000 fits. Numbers measured are in
+docs/performance.md.
 """
 
 import argparse

@@ -6,7 +6,7 @@ the same residual and Jacobian (each compiled by JAX once), one case after the o
 same residual. Also: a 0.5 s dynamic simulation of the segment under the bundled sinusoidal
 flexion-extension moment (Tsit5, default tolerances).
 
-Run: `python experiments/benchmark_segment.py`. Measured numbers are in the README.
+Run: `python experiments/benchmark_segment.py`. Measured numbers are in docs/performance.md.
 """
 
 import time
@@ -65,7 +65,7 @@ def main():
     first = time.perf_counter() - start
     dynamic = best_of(lambda: simulate(pair, ts).q, repeats=3)
 
-    print("C5-C6 segment, nine quasi-static load cases (2-core CPU numbers in the README)")
+    print("C5-C6 segment, nine quasi-static load cases (2-core CPU numbers in docs/performance.md)")
     print(f"  spineid vmapped Newton: {compile_seconds:.2f} s first call (compilation), "
           f"{1e3 * ours:.3f} ms warm (target < 10 ms)")
     print(f"  scipy root (hybrj), same compiled residual and Jacobian, case by case: "

@@ -9,7 +9,7 @@ stiffness; printed: the coverage of the profile and of the Cramer-Rao interval, 
 binomial standard error of a coverage estimate.
 
 Run: `python experiments/profile_coverage.py [--reps 200] [--noise-scale 30]`. Measured numbers
-are in the README.
+are in docs/performance.md.
 """
 
 import argparse

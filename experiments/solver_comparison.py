@@ -12,7 +12,7 @@ Run: python experiments/solver_comparison.py
 Measured (2-core CPU, one run): spineid's `lm` median 3-9 steps and 0.17-0.89 s per fit,
 jaxopt 8-16 steps and 0.42-1.79 s, optimistix 18-32 steps and 0.81-3.33 s; success 100% for all
 but the 8-spring problem at spread 2 (lm 85%, jaxopt 80%, optimistix 85%) and optimistix on the
-axial problem at spread 2 (90%). Table in the README.
+axial problem at spread 2 (90%). Table in docs/performance.md.
 """
 
 import copy

@@ -16,7 +16,7 @@ besides: the load-law fits of `spineid table`, Jacobians and sensitivities outsi
 solve, and the many small programs of operations run outside `jit` (about 60 in a trajectory
 fit's process, 10-30 ms each to compile). What remains of a second process's cost is tracing
 (the cache is keyed by the traced program, so it is traced again) and what is not JAX. Numbers
-in the README.
+in docs/performance.md.
 
 `import spineid` turns the cache on, in the user's cache directory (`~/.cache/spineid/jax` on
 Linux, `$XDG_CACHE_HOME` if set; `~/Library/Caches/spineid/jax` on macOS; `%LOCALAPPDATA%` on

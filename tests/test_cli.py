@@ -1,5 +1,6 @@
 """The command line, run as a user would (in-process for speed)."""
 
+import pathlib
 import re
 
 import numpy as np
@@ -49,6 +50,14 @@ def test_demo_writes_trajectories_and_plots(tmp_path, capsys):
     # The demo also fits the bundled measurement and gives the identifiability verdict.
     assert "rank 3 of 16" in printed and "total_stiffness" in printed
     assert (tmp_path / "fit_liu_16_springs" / "report.json").stat().st_size > 0
+    # The README's sample of what the demo prints is what it prints (its lines, "..." for
+    # those left out).
+    readme = (pathlib.Path(__file__).resolve().parent.parent / "README.md").read_text()
+    sample = readme.split("the fit says so:", 1)[1].split("```", 2)[1]
+    lines = [line for line in sample.splitlines() if line.strip() not in ("", "...")]
+    assert len(lines) >= 5
+    for line in lines:
+        assert line in printed, line
 
 
 def test_console_entry_point_runs_outside_the_source_tree(tmp_path):

@@ -7,7 +7,7 @@ one process, experiments/benchmark_scale_out.py's problem): a process alone took
 using 1.2 cores; two such processes side by side 11.0-12.4 s each, so two unpinned workers
 could be about 1.65 times one at best; each pinned to a core of its own (`taskset`), 8.0-8.8 s
 alone and 8.6-8.8 s side by side. With the workers pinned, two were 1.71-1.79 times one
-counting the cluster's start and 2.03-2.09 times on running clusters (README; 1.45 unpinned
+counting the cluster's start and 2.03-2.09 times on running clusters (docs/performance.md; 1.45 unpinned
 in the same run).
 
 `Dask(pin=True)` (the default) starts its local cluster's workers with this module as Dask

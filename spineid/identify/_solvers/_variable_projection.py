@@ -28,7 +28,7 @@ class VariableProjection(AbstractWrappedSolver):
     `LevenbergMarquardt`) refines it from there.
 
     On 13 simulated two-phase shear-test records of 1500 points (experiments/
-    benchmark_breakpoints.py, README), Levenberg-Marquardt from evenly spaced breakpoints
+    benchmark_breakpoints.py, docs/performance.md), Levenberg-Marquardt from evenly spaced breakpoints
     reached the best optimum on 9; this method on all 13, in 0.045 s (median, warm).
     """
 
