@@ -200,7 +200,7 @@ def test_simulate_output_file_is_checked_and_its_folder_created(tmp_path, capsys
     assert "a folder; give a file name" in capsys.readouterr().err
     nested = tmp_path / "new" / "deeper" / "motion.csv"
     assert main(["simulate", str(model), "--out", str(nested)]) == 0
-    assert nested.read_text().startswith("# spineid: 501 rows\nt,")
+    assert nested.read_text().startswith("t,x,y,theta\n")  # (plain CSV: the header first)
 
 
 def test_os_errors_are_one_line(tmp_path, capsys):

@@ -265,9 +265,25 @@ def test_files_that_are_not_utf8_text_are_refused_with_their_name(tmp_path, cont
             read(path)
 
 
-def test_a_truncated_trajectory_is_refused(tmp_path):
+def test_trajectories_are_plain_csv_that_other_readers_take_as_written(tmp_path):
+    # The header first: numpy's genfromtxt with names and the csv module read it as a table.
     path = tmp_path / "motion.csv"
-    spineid.io.write_trajectory(path, np.linspace(0, 1, 11), np.zeros((11, 3)))
+    values = np.random.default_rng(0).normal(size=(11, 3))
+    spineid.io.write_trajectory(path, np.linspace(0, 1, 11), values)
+    table = np.genfromtxt(path, delimiter=",", names=True)
+    assert table.dtype.names == ("t", "x", "y", "theta")
+    np.testing.assert_array_equal(np.stack([table[c] for c in ("x", "y", "theta")], 1), values)
+    import csv
+    with path.open(newline="") as file:
+        assert next(csv.reader(file)) == ["t", "x", "y", "theta"]
+
+
+def test_a_truncated_trajectory_announcing_its_rows_is_refused(tmp_path):
+    # Older versions announced the rows in a first comment line; such files are still checked.
+    path = tmp_path / "motion.csv"
+    spineid.io.write_table(path, {"t": np.linspace(0, 1, 11), **{c: np.zeros(11) for c in
+                                                                 ("x", "y", "theta")}},
+                           announce_rows=True)
     text = path.read_text()
     assert text.startswith("# spineid: 11 rows\n")
     ts, _ = spineid.read_trajectory(path)  # whole: read as written

@@ -214,12 +214,13 @@ def read_loads_csv(path, components: tuple[str, ...]) -> tuple[np.ndarray, np.nd
 def write_trajectory(
     path: str | pathlib.Path, ts, values, channels: tuple[str, ...] = PLANAR_TRAJECTORY_COLUMNS[1:]
 ) -> None:
-    """Write `t` and the channel columns to a CSV file with full float64 precision, its first
-    line announcing the number of rows (`write_table(..., announce_rows=True)`), so that a
-    truncated copy is refused when read."""
+    """Write `t` and the channel columns to a plain CSV file (the header first, as spreadsheets,
+    `numpy.genfromtxt(names=True)` and `pandas.read_csv` expect) with full float64 precision,
+    atomically: the file is whole or absent, and a result folder's completion marker
+    (`spineid-outputs.json`) says whether the folder is. Files that older versions wrote with a
+    first line `# spineid: N rows` are still checked against it when read (`read_table`)."""
     ts = np.asarray(ts)
     values = np.asarray(values).reshape(len(ts), -1)
     if values.shape[1] != len(channels):
         raise ValueError(f"{path}: {values.shape[1]} value columns for channels {channels}")
-    write_table(path, {"t": ts, **{name: values[:, k] for k, name in enumerate(channels)}},
-                announce_rows=True)
+    write_table(path, {"t": ts, **{name: values[:, k] for k, name in enumerate(channels)}})
