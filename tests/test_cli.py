@@ -50,6 +50,11 @@ def test_demo_writes_trajectories_and_plots(tmp_path, capsys):
     # The demo also fits the bundled measurement and gives the identifiability verdict.
     assert "rank 3 of 16" in printed and "total_stiffness" in printed
     assert (tmp_path / "fit_liu_16_springs" / "report.json").stat().st_size > 0
+    # The fitted model says which of its values the data did not determine.
+    fitted = (tmp_path / "fit_liu_16_springs" / "fitted.toml").read_text()
+    assert fitted.startswith("# Not determined by the data one by one")
+    assert "springs[15].stiffness" in fitted.splitlines()[0]
+    assert spineid.load_model_file(tmp_path / "fit_liu_16_springs" / "fitted.toml")
     # The README's sample of what the demo prints is what it prints (its lines, "..." for
     # those left out).
     readme = (pathlib.Path(__file__).resolve().parent.parent / "README.md").read_text()

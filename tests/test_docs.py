@@ -34,3 +34,17 @@ def test_every_verb_and_model_kind_is_documented():
     model_files = (DOCS / "formats" / "model-files.md").read_text()
     for kind in spineid.model_kinds():
         assert f'## `kind = "{kind}"`' in model_files, kind
+
+
+def test_the_identification_page_lists_every_public_name_once_by_importance():
+    # The page names its members explicitly (in the order a user reaches for them); each of
+    # spineid.identify's public names is there, once.
+    import spineid.identify
+
+    page = (DOCS / "api" / "identify.md").read_text()
+    listed = [line.strip()[2:] for line in page.split("members:", 1)[1].splitlines()
+              if line.strip().startswith("- ")]
+    public = [name for name in dir(spineid.identify) if not name.startswith("_")]
+    assert sorted(listed) == sorted(public)
+    assert listed[0] == "fit"
+

@@ -160,3 +160,21 @@ def test_stiffness_verdict_needs_the_noise_and_then_tells_a_nonlinear_joint():
     wrong = spineid.fit_stiffness_matrix(test, "diagonal", sigma, exact=False)
     assert wrong.explains_data is False and not wrong.accepted
     assert math.isfinite(wrong.goodness_of_fit.chi_square)
+
+
+def test_a_parameter_zero_within_its_error_gets_no_relative_error_warning():
+    # A line through the origin fitted with an intercept: the intercept is zero within its
+    # error (its relative error, hundreds of percent, says nothing); a slope determined to 30%
+    # is warned about.
+    from spineid.identify._common._uncertainty import fisher_analysis
+
+    x = np.linspace(0.0, 1.0, 20)
+    jacobian = np.stack([np.ones_like(x), x], axis=1) / 0.5  # (noise 0.5)
+    values = np.array([0.01, 1.0])
+    covariance, identifiability = fisher_analysis(jacobian, values, np.ones(2),
+                                                  ["intercept", "slope"])
+    errors = np.sqrt(np.diag(covariance))
+    assert abs(values[0]) < errors[0] and 0.1 < errors[1] / values[1] < 1.0
+    warned = " ".join(identifiability.warnings)
+    assert "slope is identifiable but poorly determined" in warned
+    assert "intercept" not in warned

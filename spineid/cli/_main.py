@@ -128,8 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
         "fit", help="fit model parameters to measured trajectories by least squares"
     )
     fit_parser.add_argument("model", help="model file (TOML); its values are the starting guess")
-    fit_parser.add_argument("data", nargs="+", help="trajectory file(s), one per load case: CSV "
-                            "or OpenSim .sto/.mot, or markers .trc/.c3d with --markers")
+    fit_parser.add_argument("data", nargs="+", help="trajectory file(s), repeated records of the "
+                            "model's one load case (with --each, one fit per file): CSV or "
+                            "OpenSim .sto/.mot, or markers .trc/.c3d with --markers")
     fit_parser.add_argument("--free", action="append", required=True, metavar="GROUP",
                             help="parameter group to fit (stiffness, damping, torsion) or a "
                                  "parameter name; repeat for several")

@@ -379,8 +379,15 @@ def write_fit_outputs(result, problem, out: OutputFolder, plots: bool = True
             "the simulation fails at the parameters the fit ended with (or, for a fit that "
             f"could not begin, at the start), so nothing was written{hint}")
     channels = problem.channels
+    undetermined = [name for name, known, bound in zip(
+        result.names, result.identifiability.identifiable, result.at_bound)
+        if not known and not bound]
+    comments = (f"Not determined by the data one by one (their values depend on the start): "
+                f"{', '.join(undetermined)}; see report.json's identifiability.",
+                ) if undetermined else ()
     paths = [
-        write_model_file(out / "fitted.toml", problem.model_file, result.fitted_values()),
+        write_model_file(out / "fitted.toml", problem.model_file, result.fitted_values(),
+                         comments=comments),
         write_json(out / "report.json", dict(result.report(), profiles=[])),
     ]
     if plots:

@@ -196,10 +196,10 @@ def model_from_document(
 
 def write_model_file(
     path: str | pathlib.Path, model_file: ModelFile, values: dict[str, float],
-    document: dict | None = None,
+    document: dict | None = None, comments: tuple[str, ...] = (),
 ) -> pathlib.Path:
     """Write `model_file` (or `document`, a changed copy of its document) with the parameters
-    in `values` (name -> SI value) replaced.
+    in `values` (name -> SI value) replaced, `comments` (lines of text) first as TOML comments.
 
     The schema stays that of the input, so the result can be simulated or fitted again;
     relative `loads_file` paths are rewritten to stay valid from the new file's folder.
@@ -212,5 +212,6 @@ def write_model_file(
         if "loads_file" in load:
             target = (model_file.folder / load["loads_file"]).resolve()
             load["loads_file"] = os.path.relpath(target, path.parent.resolve())
-    write_text_atomically(path, dumps_toml(document))
+    header = "".join(f"# {line}\n" for text in comments for line in text.splitlines())
+    write_text_atomically(path, header + dumps_toml(document))
     return path

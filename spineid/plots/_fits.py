@@ -30,7 +30,7 @@ def plot_fit(result, channels: tuple[str, ...], path: str | pathlib.Path) -> pat
             unit, scale = _CHANNEL_DISPLAY.get(channel, ("SI", 1.0))
             axis = axes[c, 0]
             axis.plot(measurement.ts, measurement.values[:, c] * scale, ".", ms=2.5, alpha=0.5,
-                      color=f"C{case}", label=f"data {case + 1}" if c == 0 else None)
+                      color=f"C{case}", label=_data_label(measurement, case) if c == 0 else None)
             axis.plot(measurement.ts, predicted[:, c] * scale, "-", lw=1.2, color="k",
                       label="fit" if c == 0 and case == 0 else None)
             axis.set_ylabel(f"{channel} [{unit}]")
@@ -40,6 +40,12 @@ def plot_fit(result, channels: tuple[str, ...], path: str | pathlib.Path) -> pat
     figure.suptitle(f"Data and fit (cost {result.cost:.4g}, {result.solver})")
     return _save(figure, path, margins=dict(left=0.85, right=0.2, bottom=0.55, top=0.5,
                                             hspace=0.12))
+
+
+def _data_label(measurement, case: int) -> str:
+    # The legend entry of a record: its file's name, or its place where it has none.
+    source = getattr(measurement, "source", "<data>")
+    return f"data {case + 1}" if source.startswith("<") else pathlib.Path(source).name
 
 
 def plot_residuals(result, channels: tuple[str, ...], path: str | pathlib.Path) -> pathlib.Path:
@@ -189,7 +195,8 @@ def plot_law_fit(fit, data, path: str | pathlib.Path, unit: str = "deg") -> path
     if nodes.size:
         load_axis.plot(nodes * scale, loads[grid.size:], "o", color="tab:blue", ms=5,
                        label="nodes")
-    residual_axis.plot(x * scale, fit.residuals, ".", ms=3, label="fit - data")
+    # (data - fit, as every residual figure: `LawFit.residuals` are fit - data)
+    residual_axis.plot(x * scale, -np.asarray(fit.residuals), ".", ms=3, label="data - fit")
     residual_axis.axhline(0.0, color="k", lw=0.5)
     # The smooth part of the residuals that the verdict measures (GoodnessOfFit.misfit), in
     # the samples' order, and the verdict itself.
@@ -197,7 +204,7 @@ def plot_law_fit(fit, data, path: str | pathlib.Path, unit: str = "deg") -> path
              else np.argsort(x, kind="stable"))
     width = smoothing_width(x.size)
     if x.size >= 2 * width:
-        smooth = np.convolve(np.asarray(fit.residuals)[order], np.ones(width) / width,
+        smooth = np.convolve(-np.asarray(fit.residuals)[order], np.ones(width) / width,
                              mode="valid")
         middle = order[width // 2: width // 2 + smooth.size]
         misfit = fit.goodness_of_fit.misfit.get("load")
@@ -214,7 +221,7 @@ def plot_law_fit(fit, data, path: str | pathlib.Path, unit: str = "deg") -> path
                                  "does_not_describe": "the law does NOT describe the data"
                                  }[level], fontsize=9)
     load_axis.set_ylabel("load")
-    residual_axis.set_ylabel("fit - data")
+    residual_axis.set_ylabel("data - fit")
     residual_axis.set_xlabel(f"displacement [{unit}]")
     load_axis.legend(fontsize="small")
     for axis in (load_axis, residual_axis):

@@ -90,7 +90,9 @@ def fisher_analysis(
       bound are left out and get no standard error).
 
     **Returns:** `(covariance, identifiability)`; `covariance` is `(p, p)` with NaN in the rows and
-    columns of parameters that are not individually identifiable or not active.
+    columns of parameters that are not individually identifiable or not active. Its warnings
+    name parameters not identifiable one by one, and those whose relative standard error
+    exceeds `POORLY_DETERMINED` unless their value is zero within its error.
     """
     jacobian = np.asarray(jacobian, dtype=float)
     p = jacobian.shape[1]
@@ -141,8 +143,11 @@ def fisher_analysis(
         )
     for i in index:
         if identifiable[i]:
-            relative = np.sqrt(covariance[i, i]) / max(abs(values[i]), 1e-300)
-            if relative > POORLY_DETERMINED:
+            error = np.sqrt(covariance[i, i])
+            relative = error / max(abs(values[i]), 1e-300)
+            # (a value zero within its error, an intercept say, has no relative error worth a
+            # warning: its standard error says all there is)
+            if relative > POORLY_DETERMINED and abs(values[i]) > error:
                 warnings.append(
                     f"{names[i]} is identifiable but poorly determined: relative standard "
                     f"error {relative:.0%}."
