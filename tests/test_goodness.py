@@ -178,3 +178,29 @@ def test_a_parameter_zero_within_its_error_gets_no_relative_error_warning():
     warned = " ".join(identifiability.warnings)
     assert "slope is identifiable but poorly determined" in warned
     assert "intercept" not in warned
+
+
+def test_combinations_on_relative_changes_compare_parameters_of_different_units():
+    # Springs (N/m, about 2e4) and a damper (N m s/rad, about 4e-3), each seen by the data: in
+    # SI the damper's coefficient dwarfs the springs' in every combination; on relative changes
+    # each combination is led by its own parameter, and its value and error are those the
+    # delta method gives the same function (Identifiability.standard_error_of).
+    from spineid.identify._common._uncertainty import fisher_analysis
+
+    rng = np.random.default_rng(0)
+    jacobian = rng.normal(size=(200, 3)) * np.array([1e-4, 1e-4, 1e3])
+    values = np.array([2e4, 2.5e4, 4e-3])
+    names = ["springs[0].stiffness", "springs[1].stiffness", "torsion[0].damping"]
+    _, identifiability = fisher_analysis(jacobian, values, np.abs(values), names)
+    leaders = set()
+    for combination in identifiability.combinations:
+        assert max(combination["coefficients"], key=lambda n: abs(
+            combination["coefficients"][n])) == "torsion[0].damping"
+        relative = combination["relative"]
+        leaders.add(max(relative["coefficients"], key=lambda n: abs(relative["coefficients"][n])))
+        gradient = np.array([relative["coefficients"].get(n, 0.0) / relative["scales"][n]
+                             for n in names])
+        assert relative["standard_error"] == pytest.approx(
+            identifiability.standard_error_of(gradient), rel=1e-9)
+        assert relative["value"] == pytest.approx(gradient @ values, rel=1e-12)
+    assert leaders == set(names)

@@ -92,6 +92,19 @@ def test_group_names_and_fitted_model(measurement):
     assert float(fitted.elements[1].damping) == 5.0
     # The problem's model itself is left as it was.
     np.testing.assert_array_equal(pair.elements[0].stiffness, STIFFNESS)
+    # Springs (N/m), a torsion spring (N m/rad) and its damper (N m s/rad): the combinations
+    # the summary prints are on relative changes, each parameter over its scale, so that no
+    # unit hides a parameter (in SI the damper's coefficient dwarfed the springs').
+    result = spineid.fit(problem, "lm")
+    lines = [line for line in result.summary().splitlines() if "combination" in line]
+    assert len(lines) == 5
+    for line, combination in zip(lines, result.identifiability.combinations):
+        relative = combination["relative"]["coefficients"]
+        assert max(map(abs, relative.values())) == pytest.approx(1.0)
+        assert "*elements[0].stiffness[0]/" in line or "elements[0].stiffness[0]" not in relative
+    leaders = {max(c["relative"]["coefficients"].items(), key=lambda item: abs(item[1]))[0]
+               for c in result.identifiability.combinations}
+    assert len(leaders) >= 3
 
 
 @pytest.mark.parametrize("free, match", [

@@ -121,13 +121,14 @@ def plot_identifiability(result, path: str | pathlib.Path) -> pathlib.Path:
     left.set_title(f"rank {ident.rank} of {ident.n_parameters} (grey: not identifiable)")
     left.grid(alpha=0.3)
     if ident.combinations:
-        matrix = np.array([[comb["coefficients"].get(name, 0.0) for name in result.names]
-                           for comb in ident.combinations])
+        # (on relative changes: parameters of different units compare, every one a column)
+        matrix = np.array([[comb["relative"]["coefficients"].get(name, 0.0)
+                            for name in result.names] for comb in ident.combinations])
         limit = np.max(np.abs(matrix))
         image = right.imshow(matrix, cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")
         right.set_yticks(range(len(matrix)), [f"comb. {k + 1}" for k in range(len(matrix))])
         right.set_xticks(range(len(result.names)), result.names, rotation=70, fontsize=7)
-        figure.colorbar(image, ax=right, label="coefficient")
+        figure.colorbar(image, ax=right, label="coefficient on the relative change")
     right.set_title("identifiable combinations")
     # Fixed margins (no `tight_layout`, which measures every label by drawing the figure
     # once more): the bottom one holds the longest parameter name, rotated 70 degrees at 7

@@ -34,7 +34,10 @@ class Identifiability:
     Fields: `n_parameters`; `rank` (numerical rank of the scaled sensitivity matrix);
     `singular_values` (`s_k` of `J D`, dimensionless); `combinations` (one dict per identifiable
     direction: `singular_value`, `coefficients` {name: c_j in SI per parameter}, `value` of
-    `sum_j c_j theta_j` and its `standard_error`); `identifiable` (per parameter: whether it is
+    `sum_j c_j theta_j` and its `standard_error`, and `relative`, the same direction on
+    relative changes, where parameters of different units compare: `coefficients` r_j of
+    `sum_j r_j theta_j / s_j`, the `scales` s_j (about the values), its `value` and
+    `standard_error`); `identifiable` (per parameter: whether it is
     individually determined); `warnings` (plain-language statements).
     """
 
@@ -121,6 +124,9 @@ def fisher_analysis(
         norm = np.max(np.abs(coefficients))
         sign = np.sign(coefficients[np.argmax(np.abs(coefficients))])
         coefficients *= sign / norm
+        # The same direction on relative changes `theta_j / scale_j` (scales: about the values),
+        # where parameters of different units compare: `vt[k]` itself, normalised alike.
+        relative = vt[k] * np.sign(vt[k][np.argmax(np.abs(vt[k]))]) / np.max(np.abs(vt[k]))
         combinations.append(
             {
                 "singular_value": float(singular[k]),
@@ -131,6 +137,13 @@ def fisher_analysis(
                 # The combination along v_k has standard error 1/s_k in scaled units; the
                 # normalisation above multiplies it by sign/norm.
                 "standard_error": float(1.0 / (singular[k] * norm)),
+                "relative": {
+                    "coefficients": {names[j]: float(r) for j, r in zip(index, relative)
+                                     if abs(r) > 1e-12},
+                    "scales": {names[j]: float(scales[j]) for j in index},
+                    "value": float(relative @ (values[index] / scales[index])),
+                    "standard_error": float(1.0 / (singular[k] * np.max(np.abs(vt[k])))),
+                },
             }
         )
     warnings = []

@@ -76,14 +76,20 @@ class FitResult(Profiled):
             *self.parameter_table(),
         ]
         ident = self.identifiability
+        units = dict(zip(self.names, self.units))
         for k, combination in enumerate(ident.combinations):
+            # Parameters of one unit read best as they are (a sum of stiffnesses); of several,
+            # on relative changes, each divided by its scale, so that they compare.
+            mixed = len({units[n] for n in combination["coefficients"]}) > 1
+            shown = combination["relative"] if mixed else combination
             terms = " ".join(
-                f"{c:+.3g}*{n}" for n, c in list(combination["coefficients"].items())[:6]
+                f"{c:+.3g}*{n}" + (f"/{shown['scales'][n]:.3g}" if mixed else "")
+                for n, c in list(shown["coefficients"].items())[:6]
             )
-            more = len(combination["coefficients"]) - 6
+            more = len(shown["coefficients"]) - 6
             lines.append(
                 f"  combination {k + 1}: {terms}{f' ... (+{more} terms)' if more > 0 else ''}"
-                f" = {combination['value']:.6g} +- {combination['standard_error']:.2g}"
+                f" = {shown['value']:.6g} +- {shown['standard_error']:.2g}"
             )
         if self.moments:
             lines.append("vector-spring measure (identifiable moments):")
