@@ -31,6 +31,11 @@ def test_every_verb_and_model_kind_is_documented():
     verbs = build_parser()._subparsers._group_actions[0].choices
     for verb in verbs:
         assert f"## `{verb}`" in cli, verb
+    # The README's list of verbs is the parser's.
+    readme = (ROOT / "README.md").read_text()
+    listed = readme.split("`spineid simulate", 1)[1].split("`", 1)[0]
+    assert sorted(["simulate", *(v.strip() for v in listed.split("|") if v.strip())]) == \
+        sorted(verbs)
     model_files = (DOCS / "formats" / "model-files.md").read_text()
     for kind in spineid.model_kinds():
         assert f'## `kind = "{kind}"`' in model_files, kind
