@@ -948,3 +948,19 @@ def test_a_protocol_keeps_the_joint_within_its_safe_range_as_a_brute_force_grid_
     assert free.variables["frequency"] > 10.0
     with pytest.raises(ValueError, match="beyond the rig's limit 10 Hz: bound the frequencies"):
         spineid.optimise_protocol(problem, limits={"frequency": 10.0}, starts=1)
+
+
+def test_the_design_command_names_a_missing_design_file_and_refuses_a_zero_budget(
+        tmp_path, capsys):
+    from spineid.cli import main
+
+    missing = tmp_path / "nowhere.toml"
+    assert main(["design", str(missing), "--out", str(tmp_path / "out")]) == 2
+    assert f"{missing}: design file not found" in capsys.readouterr().err
+    path = str(spineid.dataset_path("designs/axial_4_springs.toml"))
+    try:
+        status = main(["design", path, "--budget", "0", "--out", str(tmp_path / "out")])
+    except SystemExit as stop:  # (argparse refuses the option's value)
+        status = stop.code
+    assert status == 2 and "--budget" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -504,7 +504,7 @@ def command_design(arguments) -> int:
     candidates = [Candidate(name, model, times, channels)
                   for name, model, times, channels in parsed.candidates]
     criterion = arguments.criterion or parsed.criterion
-    budget = arguments.budget or parsed.budget
+    budget = parsed.budget if arguments.budget is None else arguments.budget
     out = arguments.output
     print(f"spineid design: {parsed.source}, {len(candidates)} candidate experiments on "
           f"{parsed.model.source}; choosing {budget} by {criterion} -> {out}/ (the first "

@@ -322,7 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output(design_parser, default="spineid-design")
     design_parser.add_argument("--criterion", choices=("D", "A", "E"),
                                help="optimality criterion (default: the file's, else D)")
-    design_parser.add_argument("--budget", type=int, metavar="N",
+    design_parser.add_argument("--budget", type=POSITIVE_INT, metavar="N",
                                help="how many experiments to choose (default: the file's)")
     design_parser.add_argument("--check-linearity", action="store_true",
                                help="also check that the predicted standard errors hold two "

@@ -91,7 +91,7 @@ def read_design_file(path: str | pathlib.Path) -> DesignFile:
     """Read and validate a design file; every mistake raises `ValueError` naming the file and
     the key (`candidates[2].duration`), before anything is simulated."""
     path = pathlib.Path(path)
-    document = read_toml(path)
+    document = read_toml(path, "design file")
     check = DocumentChecker(str(path))
     check.keys(document, "", _TOP, {"model", "free", "noise"})
     if ("candidates" in document) == ("protocol" in document):

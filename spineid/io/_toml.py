@@ -119,19 +119,20 @@ class DocumentChecker:
         return value
 
 
-def read_toml(path: str | pathlib.Path) -> dict:
-    """Parse a TOML file; a missing or malformed file raises `ValueError` naming it."""
+def read_toml(path: str | pathlib.Path, what: str = "model file") -> dict:
+    """Parse a TOML file (`what` it is, for the messages); a missing or malformed file raises
+    `ValueError` naming it."""
     path = pathlib.Path(path)
     try:
         with path.open("rb") as file:
             return tomllib.load(file)
     except FileNotFoundError:
-        raise ValueError(f"{path}: model file not found") from None
+        raise ValueError(f"{path}: {what} not found") from None
     except tomllib.TOMLDecodeError as error:
         raise ValueError(f"{path}: not valid TOML: {error}") from None
     except UnicodeDecodeError as error:
         raise ValueError(f"{path}: not a UTF-8 text file ({error.reason} at byte "
-                         f"{error.start}); a model file is TOML text") from None
+                         f"{error.start}); a {what} is TOML text") from None
 
 
 def simulation_settings(document: dict, source: str = "<model>") -> tuple[float, int]:
