@@ -299,3 +299,30 @@ def test_a_noise_that_is_not_a_positive_finite_number_is_refused_by_name(verb, n
     error = capsys.readouterr().err
     assert "expected a positive finite standard deviation" in error
     assert noise.split(",")[0] in error and not (tmp_path / "out").exists()
+
+
+def test_hostile_inputs_get_one_line_each(tmp_path, capsys, monkeypatch):
+    # A storage file without its header's end names its first line; a time limit beyond any
+    # timer is refused by the option; a C3D file without the optional extra gets the install
+    # hint in one line, no traceback.
+    model = str(spineid.dataset_path("axial_4_springs.toml"))
+    storage = tmp_path / "motion.sto"
+    storage.write_text("not a storage header\ntime\tx\n0\t0\n")
+    assert main(["fit", model, str(storage), "--free", "stiffness", "--out",
+                 str(tmp_path / "a")]) == 2
+    error = capsys.readouterr().err
+    assert "its first line: 'not a storage header'" in error and "{" not in error
+    try:
+        status = main(["simulate", model, "--out", str(tmp_path / "m.csv"), "--time-limit",
+                       "1e308"])
+    except SystemExit as stop:
+        status = stop.code
+    assert status == 2 and "--time-limit" in capsys.readouterr().err
+    monkeypatch.setitem(__import__("sys").modules, "c3d", None)  # (import c3d fails)
+    markers = tmp_path / "trial.c3d"
+    markers.write_bytes(b"\x00" * 512)
+    assert main(["fit", model, str(markers), "--free", "stiffness", "--markers",
+                 "upper=A,B,C;lower=D,E,F", "--out", str(tmp_path / "b")]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "pip install 'spineid[c3d]'" in error
+    assert "Traceback" not in error

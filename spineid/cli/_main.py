@@ -50,6 +50,8 @@ POSITIVE = _checked(float, lambda v: math.isfinite(v) and v > 0, "a positive num
 NON_NEGATIVE = _checked(float, lambda v: math.isfinite(v) and v >= 0, "a number >= 0")
 WHIPLASH_END = _checked(float, lambda v: math.isfinite(v) and 0 < v <= 600,
                         "a positive time in s, at most 600 (1000 samples are saved per second)")
+TIME_LIMIT = _checked(float, lambda v: math.isfinite(v) and 0 < v <= 1e7,
+                      "a positive time in s, at most 1e7 (about 16 weeks)")
 TOLERANCE = _checked(float, lambda v: math.isfinite(v) and 0 < v < 1,
                      "a relative tolerance between 0 and 1 (e.g. 1e-6)")
 
@@ -63,7 +65,7 @@ def _add_output(parser, required: bool = False, default: str | None = None,
                         help="replace the outputs of an earlier run in --out (other files "
                              "there are kept); without it a folder holding files, or an "
                              "existing file, is refused")
-    parser.add_argument("--time-limit", type=POSITIVE, metavar="SECONDS",
+    parser.add_argument("--time-limit", type=TIME_LIMIT, metavar="SECONDS",
                         help="stop after this many seconds (status 124), writing nothing more "
                              "(default: no limit)")
 
@@ -488,6 +490,11 @@ def _run(arguments) -> int:
                 and not line.startswith("File ")]
         print(f"spineid: error: {(ours or lines[-1:] or ['a check in compiled code failed'])[0]}",
               file=sys.stderr)
+        return 2
+    except ImportError as error:
+        if "pip install" not in str(error):  # (only the optional extras' own hints)
+            raise
+        print(f"spineid: error: {error}", file=sys.stderr)
         return 2
     except MemoryError:
         print("spineid: error: out of memory: the run needs more memory than is available "

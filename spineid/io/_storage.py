@@ -121,7 +121,7 @@ def read_storage(path, missing: Collection[str] = ()) -> StorageTable:
     end = next((i for i, line in enumerate(lines) if line.strip().lower() == "endheader"), None)
     if end is None:
         raise ValueError(f"{path}: no 'endheader' line: not an OpenSim storage file (.sto, "
-                         ".mot); its first line: {lines[0][:80]!r}" if lines else
+                         f".mot); its first line: {lines[0][:80]!r}" if lines else
                          f"{path}: empty file; expected an OpenSim storage file")
     header = {}
     for line in lines[:end]:
