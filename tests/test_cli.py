@@ -326,3 +326,9 @@ def test_hostile_inputs_get_one_line_each(tmp_path, capsys, monkeypatch):
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "pip install 'spineid[c3d]'" in error
     assert "Traceback" not in error
+    # NaN among the nodes is the nodes' fault, not the smoothing's.
+    table = tmp_path / "law.csv"
+    table.write_text("displacement,load\n" + "".join(f"{x},{2 * x}\n" for x in range(10)))
+    assert main(["table", str(table), "--nodes=0,nan,9", "--unit", "mm", "--out",
+                 str(tmp_path / "c")]) == 2
+    assert "--nodes '0,nan,9': expected finite numbers" in capsys.readouterr().err

@@ -350,3 +350,12 @@ def test_documents_holding_numpy_values_are_written_as_valid_toml():
     assert parsed == {"kind": "planar_pair", "scale": 35100.0, "count": 3, "fixed": True,
                       "pose": [0.0, 0.03, 0.0],
                       "springs": [{"stiffness": 1.5e4 * 1.3, "nodes": [1, 2]}]}
+
+
+def test_a_spreadsheets_byte_order_mark_is_not_part_of_the_header(tmp_path):
+    # Excel's "CSV UTF-8" starts with a byte-order mark; the first column is still `t`.
+    path = tmp_path / "excel.csv"
+    path.write_bytes("t,x,y,theta\n0,0,0,0\n0.1,1e-3,0,0\n".encode("utf-8-sig"))
+    ts, values = spineid.read_trajectory(path)
+    np.testing.assert_array_equal(ts, [0.0, 0.1])
+    assert values[1, 0] == 1e-3

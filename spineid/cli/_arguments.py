@@ -71,9 +71,12 @@ def numbers_argument(text: str | None, what: str) -> np.ndarray | None:
     if text is None:
         return None
     try:
-        return np.array([float(v) for v in text.split(",")])
+        numbers = np.array([float(v) for v in text.split(",")])
     except ValueError:
         raise ValueError(f"{what} {text!r}: expected comma-separated numbers") from None
+    if not np.all(np.isfinite(numbers)):
+        raise ValueError(f"{what} {text!r}: expected finite numbers (not nan or inf)")
+    return numbers
 
 
 def noise_model_name(text: str) -> str:

@@ -74,7 +74,7 @@ class MarkerTrajectories:
 
 def _text_lines(path: pathlib.Path, kind: str) -> list[str]:
     try:
-        content = path.read_text(encoding="utf-8")
+        content = path.read_text(encoding="utf-8-sig")  # (a byte-order mark is no text)
     except FileNotFoundError:
         raise ValueError(f"{path}: file not found") from None
     except UnicodeDecodeError as error:

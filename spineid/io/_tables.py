@@ -58,7 +58,8 @@ def read_table(
     """
     path = pathlib.Path(path)
     try:
-        with path.open(newline="", encoding="utf-8") as file:
+        # ("utf-8-sig": a spreadsheet's byte-order mark is not part of the first column's name)
+        with path.open(newline="", encoding="utf-8-sig") as file:
             content = file.read()
     except FileNotFoundError:
         raise ValueError(f"{path}: file not found") from None
