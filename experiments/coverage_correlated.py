@@ -21,7 +21,9 @@ its four stiffnesses free, the tracking noise (5 um, 5 um, 0.01 degree) AR(1) at
 and 0.9, or white noise low-pass filtered as motion-capture pipelines filter markers (4th-order
 Butterworth at 40 Hz, zero phase). The same statistics per stiffness (the noise estimated,
 `spineid.fit` with the default `Auto` solver), and for the wrong model the pair fitted without
-its dampers (Levenberg-Marquardt from the file's stiffnesses).
+its dampers (Levenberg-Marquardt from the file's stiffnesses). `--part trajectory-given`: the
+same fits under the noise model a lab gives after recording a still specimen
+(`tracking_characterised`: rho known, or each channel's AR(10) of the filtered noise).
 
 Stiffness matrices (`--part stiffness`): a tester's sweep of 1000 rows moving all six degrees of
 freedom at once (1 mm, 8 degrees; sinusoids of 1-3.5 cycles), the loads of Christophy et al.'s
@@ -31,7 +33,7 @@ entries, the noise estimated). Calibration and coverage are summarised over the 
 (median and range); the wrong model is a joint twice as stiff at the extremes of each motion.
 
 Run: `python experiments/coverage_correlated.py [--repetitions 200] [--part
-table|trajectory|trajectory-verdicts|stiffness]`.
+table|trajectory|trajectory-verdicts|trajectory-given|stiffness]`.
 The measured tables are in docs/goodness-of-fit.md.
 """
 
@@ -127,7 +129,21 @@ def tracking_noise(rng, kind, n):
     return TRACKING_SD * e[300:]
 
 
-def trajectory_part(repetitions, rng, verdicts_only=False):
+def tracking_characterised(rng, kind, order=10):
+    """The tracking noise model a lab gives after recording a still specimen for 20 records'
+    worth: AR(1) at the rho it knows, or each channel's Yule-Walker AR(`order`) of the
+    filtered noise, as `spineid.AR(coefficients={channel: phi})`."""
+    if kind != "filtered":
+        return spineid.AR(coefficients=(float(kind.split()[-1]),))
+    record = np.concatenate([tracking_noise(rng, kind, 501) for _ in range(20)])
+    given = {}
+    for c, channel in enumerate(("x", "y", "theta")):
+        gamma, _ = autocovariances([record[:, c]], order)
+        given[channel] = tuple(levinson_durbin(gamma, order)[order][0])
+    return spineid.AR(coefficients=given)
+
+
+def trajectory_part(repetitions, rng, verdicts_only=False, models=("auto", "white")):
     path = spineid.dataset_path("axial_4_springs.toml")
     model_file = spineid.load_model_file(path)
     with open(path, "rb") as file:
@@ -150,14 +166,17 @@ def trajectory_part(repetitions, rng, verdicts_only=False):
           "coverage 95%, accepted")
     for kind in (() if verdicts_only else
                  ("AR(1) rho 0.3", "AR(1) rho 0.6", "AR(1) rho 0.9", "filtered")):
-        for model in ("auto", "white"):
+        for model in models:
             values, errors, accepted = [], [], 0
+            given = tracking_characterised(rng, kind) if model == "given" else model
             for _ in range(repetitions):
-                result = fit_pair(kind, model)
+                result = fit_pair(kind, given)
                 values.append(result.values)
                 errors.append(result.stderr)
                 accepted += bool(result.accepted)
             row(kind, model, values, errors, accepted, truth, repetitions)
+    if models == ("given",):
+        return
     for kind in ("AR(1) rho 0.6", "filtered"):
         # (Levenberg-Marquardt from the file's stiffnesses: the default solver would run its
         # 16 starts on every such fit, since none explains the data, to the same optimum.)
@@ -247,9 +266,10 @@ def main():
     parser.add_argument("--repetitions", type=int, default=200)
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--part", choices=("table", "trajectory", "trajectory-verdicts",
-                                           "stiffness", "all"),
+                                           "trajectory-given", "stiffness", "all"),
                         default="all", help="trajectory-verdicts: the wrong trajectory model "
-                                            "and the times only")
+                                            "and the times only; trajectory-given: the rows "
+                                            "of the noise model given only")
     arguments = parser.parse_args()
     truth = np.array([KNEE, *SLOPES])
     rng = np.random.default_rng(arguments.seed)
@@ -258,7 +278,9 @@ def main():
         if arguments.part == "stiffness":
             return
     if arguments.part != "table":
-        trajectory_part(arguments.repetitions, rng, arguments.part == "trajectory-verdicts")
+        trajectory_part(arguments.repetitions, rng, arguments.part == "trajectory-verdicts",
+                        ("given",) if arguments.part == "trajectory-given" else
+                        ("auto", "white"))
     if arguments.part.startswith("trajectory"):
         return
     print(f"{'noise':14s} {'fit':6s} {'calibration (knee, slopes)':30s} "

@@ -359,3 +359,18 @@ def test_a_spreadsheets_byte_order_mark_is_not_part_of_the_header(tmp_path):
     ts, values = spineid.read_trajectory(path)
     np.testing.assert_array_equal(ts, [0.0, 0.1])
     assert values[1, 0] == 1e-3
+
+
+@pytest.mark.parametrize("ts, values, channels, match", [
+    (np.arange(10.0), np.zeros((9, 3)), ("x", "y", "theta"),
+     r"shape \(9, 3\); expected \(10, 3\)"),
+    (np.arange(10.0), np.zeros((10, 2)), ("x", "y", "theta"), r"expected \(10, 3\)"),
+    (np.arange(10.0), np.zeros((10, 3)), "xyz", "a sequence of names"),
+    (np.arange(10.0), np.zeros((10, 2)), ("x", "x"), "repeated"),
+    (np.arange(10.0)[::-1], np.zeros((10, 3)), ("x", "y", "theta"), "strictly increasing"),
+    (np.r_[0.0, np.nan, 2.0], np.zeros((3, 3)), ("x", "y", "theta"), "sample 2 is not"),
+    (["a", "b"], np.zeros((2, 3)), ("x", "y", "theta"), "must be numbers"),
+])
+def test_a_measurement_that_cannot_be_one_is_refused_as_it_is_made(ts, values, channels, match):
+    with pytest.raises(ValueError, match=match):
+        spineid.Measurement(ts, values, channels, source="trial 3")

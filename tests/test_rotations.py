@@ -124,3 +124,10 @@ def test_functions_vmap_and_jit():
     qs = jax.jit(jax.vmap(euler123_rotation))(nus)
     np.testing.assert_allclose(np.asarray(jax.vmap(euler123_angles)(qs)), nus, atol=1e-12)
     assert jax.vmap(E_T)(nus).shape == (5, 3, 3)
+
+
+@pytest.mark.parametrize("angles", [[0.1, 0.2], [0.1, 0.2, 0.3, 0.4], [[0.1, 0.2, 0.3]]])
+def test_angles_that_are_not_three_are_refused(angles):
+    # (JAX clamps an index beyond the end: two angles gave a rotation, four ignored one)
+    with pytest.raises(ValueError, match=r"expected the three 1-2-3 Euler angles \(3,\)"):
+        euler123_rotation(angles)

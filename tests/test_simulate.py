@@ -167,3 +167,12 @@ def test_gravity_sags_the_upper_body():
     sag = 0.5 * 9.81 / sum(s["stiffness"] for s in VECTOR_SPRINGS)
     final = pair.observe(sim.q[-1])
     assert abs(float(final[1] - 0.03) + sag) < 0.05 * sag
+
+
+def test_what_is_not_a_model_or_not_save_times_is_refused():
+    pair = spineid.load_model(spineid.dataset_path("axial_4_springs.toml"))
+    with pytest.raises(ValueError, match="int is not a spineid model"):
+        spineid.simulate(42, jnp.linspace(0.0, 0.1, 3))
+    for ts in ([], [[0.0, 0.1]]):
+        with pytest.raises(ValueError, match="expected one or more increasing save times"):
+            spineid.simulate(pair, ts)

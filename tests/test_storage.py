@@ -173,4 +173,7 @@ def test_write_storage_refuses_unusable_columns(tmp_path):
         spineid.write_storage(tmp_path / "a.sto", TIME, {"q": TIME[:-1]})
     with pytest.raises(ValueError, match="not 'time'"):
         spineid.write_storage(tmp_path / "a.sto", TIME, {"time": TIME})
+    for time in (np.r_[TIME[:-1], np.nan], TIME[::-1]):
+        with pytest.raises(ValueError, match="finite and strictly increasing"):
+            spineid.write_storage(tmp_path / "a.sto", time, {"q": TIME})
     assert not (tmp_path / "a.sto").exists()

@@ -32,6 +32,40 @@ class Measurement:
     source: str = "<data>"
     read_as: dict | None = None
 
+    def __post_init__(self):
+        # Checked as it is made, in one sentence naming the source: numbers, one value per
+        # sample and channel, finite times strictly increasing, distinct channel names.
+        where = self.source
+        channels = self.channels
+        if isinstance(channels, str) or not all(isinstance(c, str) and c for c in channels):
+            raise ValueError(f"{where}: channels {channels!r}: expected a sequence of names, "
+                             "e.g. ('x', 'y', 'theta')")
+        channels = tuple(channels)
+        if len(set(channels)) != len(channels):
+            raise ValueError(f"{where}: channels {list(channels)}: a name is repeated")
+        try:
+            ts = np.asarray(self.ts, dtype=float)
+            values = np.asarray(self.values, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}: ts and values must be numbers") from None
+        if ts.ndim != 1:
+            raise ValueError(f"{where}: ts has shape {ts.shape}; expected the sample times "
+                             "(k,), s")
+        if values.shape != (ts.size, len(channels)):
+            raise ValueError(f"{where}: values have shape {values.shape}; expected ({ts.size}, "
+                             f"{len(channels)}): one row per time, one column per channel "
+                             f"{list(channels)}")
+        if not np.all(np.isfinite(ts)):
+            raise ValueError(f"{where}: the times must be finite (sample "
+                             f"{int(np.argmin(np.isfinite(ts))) + 1} is not)")
+        if np.any(np.diff(ts) <= 0):
+            raise ValueError(f"{where}: the times must be strictly increasing (sample "
+                             f"{int(np.argmax(np.diff(ts) <= 0)) + 2} is not after the one "
+                             "before)")
+        object.__setattr__(self, "ts", ts)
+        object.__setattr__(self, "values", values)
+        object.__setattr__(self, "channels", channels)
+
     @classmethod
     def from_file(cls, path, channels: Sequence[str], units: Sequence[str], *,
                   columns: Mapping[str, str] | None = None,

@@ -183,10 +183,13 @@ def write_storage(path, time, columns, *, in_degrees: bool = False,
     `inDegrees`: say `True` only if the rotational columns are in degrees.
 
     **Returns:** the path. Raises `ValueError` for columns of another length than `time`, a
-    label with a tab or line break, or a label `time`.
+    label with a tab or line break, or a label `time`, and for times that are not finite and
+    strictly increasing (OpenSim's readers need them so).
     """
     path = pathlib.Path(path)
     time = np.asarray(time, dtype=float)
+    if time.ndim != 1 or not np.all(np.isfinite(time)) or np.any(np.diff(time) <= 0):
+        raise ValueError(f"{path}: time must be finite and strictly increasing (s, (k,))")
     values = {label: np.asarray(column, dtype=float) for label, column in columns.items()}
     for label, column in values.items():
         if column.shape != time.shape:

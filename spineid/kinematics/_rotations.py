@@ -57,6 +57,9 @@ def euler123_rotation(nu: Float[ArrayLike, "3"]) -> Float[Array, "3 3"]:
     """The rotation tensor of the 1-2-3 Euler angles `nu` (rad): `Q = R_x(nu_1) R_y(nu_2)
     R_z(nu_3)`, fixed-basis components `(3, 3)` (supplement S.6)."""
     nu = jnp.asarray(nu, dtype=float)
+    if nu.shape != (3,):  # (JAX would clamp an index beyond the end, not refuse it)
+        raise ValueError(f"euler123_rotation: angles of shape {nu.shape}; expected the three "
+                         "1-2-3 Euler angles (3,), rad (jax.vmap over a batch)")
     return _elementary(0, nu[0]) @ _elementary(1, nu[1]) @ _elementary(2, nu[2])
 
 
