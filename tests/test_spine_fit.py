@@ -114,3 +114,29 @@ def test_far_starts_reach_the_optimum_of_the_start_read_off_the_data(lumbar, tru
     assert np.all(np.abs(far.values - default.values) < 0.01 * default.stderr)
     stopped_short = any("given start stopped at a local optimum" in w for w in far.warnings)
     assert stopped_short == (not np.allclose(far.start, factor * truth.ravel()))
+
+
+def test_a_start_stopped_by_a_check_inside_its_solve_is_skipped_with_a_warning(
+        lumbar, truth, poses, monkeypatch):
+    # (A pose at the Euler-angle singularity raises inside the compiled solve; reproduced here
+    # by a solve that raises so for the given start.) The start read off the data is fitted
+    # and reported, the skipped start said; with every start stopped, one sentence.
+    noisy = poses + np.random.default_rng(7).normal(size=poses.shape) * NOISE
+    original = spineid.LevenbergMarquardt.solve
+    far = np.log(5.0 * truth).ravel()
+
+    def solve(self, objective, u0, *arguments, **options):
+        if np.allclose(np.asarray(u0), far) or raising_always:
+            raise eqx.EquinoxRuntimeError("spineid.euler123_angles: the rotation is at the "
+                                          "singularity of the 1-2-3 Euler angles")
+        return original(self, objective, u0, *arguments, **options)
+
+    raising_always = False
+    monkeypatch.setattr(spineid.LevenbergMarquardt, "solve", solve)
+    fit = spineid.fit_spine_levels(lumbar, "L2", MOMENTS, noisy, start=5.0 * truth)
+    assert fit.explains_data
+    assert any(w.startswith("the given start was skipped") and "singularity" in w
+               for w in fit.warnings)
+    raising_always = True
+    with pytest.raises(ValueError, match="every start was stopped by a check"):
+        spineid.fit_spine_levels(lumbar, "L2", MOMENTS, noisy, start=5.0 * truth)

@@ -36,7 +36,7 @@ from ...simulation._flexibility import (
     check_sweepable, DIRECTIONS, joint_axes, joint_names, moment_sweep,
 )
 from .._common._abstract_objective import AbstractObjective
-from .._common._failure import failed, guarded
+from .._common._failure import compiled_check_message, failed, guarded
 from .._common._goodness import assess_fit
 from .._common._noise import check_noise, grouped_noise
 from .._common._result_family import AbstractParameterFit
@@ -278,22 +278,37 @@ def fit_spine_levels(chain: SpatialChain, loaded: str, moments, poses, *, observ
     objective = _SpineObjective(chain, jnp.asarray(moments), jnp.asarray(axes),
                                 jnp.asarray(poses), jnp.asarray(sigma), k, indices)
 
-    def minimise(objective, u0):
-        return solver.solve(objective, u0, progress)
+    skipped = []  # starts whose solve a check inside it stopped (a pose at the Euler-angle
+    # singularity, measured from 5x the truth): skipped with a warning, as every fit does
 
-    solution = minimise(objective, jnp.log(jnp.asarray(start).ravel()))
+    def minimise(objective, u0, what):
+        try:
+            return solver.solve(objective, u0, progress)
+        except eqx.EquinoxRuntimeError as error:
+            skipped.append(f"{what} was skipped: a check inside its solve stopped it "
+                           f"({compiled_check_message(error)})")
+            return None
+
+    solution = minimise(objective, jnp.log(jnp.asarray(start).ravel()),
+                        "the given start" if given else "the start")
     messages = []
     if given:
         # A start the user gives may lie in another basin (measured: from 5x the truth the
         # 4-level fit stopped at an optimum the goodness test accepted, 8 standard errors off);
         # the start read off the data is always tried too, and the better optimum kept.
-        read_off = minimise(objective, jnp.log(jnp.asarray(from_data).ravel()))
-        if float(read_off.cost) < float(solution.cost) - 1e-6 * max(1.0, float(solution.cost)):
-            messages.append(
-                f"the given start stopped at a local optimum (cost {float(solution.cost):.6g}); "
-                f"the start read off the data reached a lower one ({float(read_off.cost):.6g}), "
-                "which is reported")
+        read_off = minimise(objective, jnp.log(jnp.asarray(from_data).ravel()),
+                            "the start read off the data")
+        if read_off is not None and (solution is None or float(read_off.cost) < float(
+                solution.cost) - 1e-6 * max(1.0, float(solution.cost))):
+            if solution is not None:
+                messages.append(
+                    f"the given start stopped at a local optimum (cost "
+                    f"{float(solution.cost):.6g}); the start read off the data reached a lower "
+                    f"one ({float(read_off.cost):.6g}), which is reported")
             solution, start = read_off, from_data
+    if solution is None:
+        raise ValueError("fit_spine_levels: every start was stopped by a check inside its "
+                         f"solve: {'; '.join(skipped)}; start nearer the truth (start='data')")
     # Joints between unobserved vertebrae are seen only through their sum: the data may be
     # explained as well by scales traded between them (one softer, its neighbour stiffer),
     # a different optimum the local Cramer-Rao errors know nothing of. Starts with the trade
@@ -304,8 +319,9 @@ def fit_spine_levels(chain: SpatialChain, loaded: str, moments, poses, *, observ
         pattern = np.zeros((n, 3))
         for run in runs:
             pattern[run] = sign * 0.4 * np.where(np.arange(len(run)) % 2 == 0, 1.0, -1.0)[:, None]
-        others.append(minimise(objective, jnp.asarray(np.log(start).ravel() + pattern.ravel())))
-    every = [solution] + others
+        others.append(minimise(objective, jnp.asarray(np.log(start).ravel() + pattern.ravel()),
+                               "a start with scales traded between neighbours"))
+    every = [solution] + [other for other in others if other is not None]
     solution = min(every, key=lambda one: float(one.cost))
     others = [one for one in every if one is not solution]
     u = np.asarray(solution.value)
@@ -317,7 +333,7 @@ def fit_spine_levels(chain: SpatialChain, loaded: str, moments, poses, *, observ
     stderr = standard_errors(covariance)[0]
     residuals = np.asarray(solution.residuals).reshape(poses.shape)
     predicted = poses + residuals * sigma
-    messages = list(identifiability.warnings) + messages
+    messages = list(identifiability.warnings) + messages + skipped
     # An optimum within the 95% profile threshold of the best (2 delta cost < 3.84) whose
     # value of a scale lies beyond 2 standard errors: that scale is not determined.
     undetermined = np.zeros(values.size, bool)
