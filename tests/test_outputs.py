@@ -356,3 +356,25 @@ def test_the_fixed_margins_of_a_fits_figures_keep_every_label_inside(figure_name
         assert drawn.width > 0.9 * width and drawn.height > 0.85 * height, (drawn, width, height)
     finally:
         plt.close(figure)
+
+
+def test_a_second_run_into_a_folder_another_run_is_writing_is_refused(tmp_path):
+    # Two runs started together into one folder: the first to write locks it, the second is
+    # refused in one line before it writes a file; once the first has finished, the folder
+    # holds its whole result and a third run is refused as for any folder that holds one.
+    from spineid.cli._outputs import OutputFolder
+
+    out = tmp_path / "out"
+    first, second = OutputFolder(out, "table"), OutputFolder(out, "table")
+    (first / "report.json").write_text("{}")
+    with pytest.raises(ValueError, match="another spineid run is writing into this folder"):
+        second / "report.json"
+    first.finish()
+    assert _marker(out)["complete"] and _marker(out)["files"] == ["report.json"]
+    with pytest.raises(ValueError, match="already holds the whole outputs"):
+        OutputFolder(out, "table") / "report.json"
+    late = OutputFolder(tmp_path / "other", "table")  # (checked while the folder was empty)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "report.json").write_text("{}")
+    with pytest.raises(ValueError, match="already holds files"):
+        late / "law.toml"

@@ -425,6 +425,9 @@ def main(argv: list[str] | None = None, *, figure_processes: int = 0) -> int:
             else 130
     finally:
         _ANSWERING.set()  # the run is over: a signal during the clean-up is not answered
+        output = getattr(arguments, "output", None)
+        if hasattr(output, "release"):  # (a run that did not finish lets its folder go)
+            output.release()
         with _SENDING:
             _RUNNING.clear()
         sys.unraisablehook = previous_unraisable

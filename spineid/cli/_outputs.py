@@ -16,6 +16,11 @@ import threading
 import jax.numpy as jnp
 import numpy as np
 
+try:
+    import fcntl  # (advisory locks of an output folder; not on Windows)
+except ImportError:
+    fcntl = None
+
 from .. import __version__
 from ..elements import apply_values
 from ..io import export_model, write_model_file, write_text_atomically
@@ -168,11 +173,17 @@ class OutputFolder:
     file is written, so a folder either holds a whole result or says it does not. With
     `resume` (a batch's `--resume`) a folder holding an earlier run of the same verb is taken
     as it is: nothing is removed, and its marker's files stay listed.
+
+    Two runs into one folder: the first to write locks the folder (an advisory lock of the
+    folder itself, no file: released by `finish` or `release`, and by the operating system when
+    the process ends; not on Windows), and checks again under the lock that the folder holds
+    no other run's files; a second run is refused there in one line, before it writes a file.
     """
 
     def __init__(self, path: str | pathlib.Path, verb: str, overwrite: bool = False,
                  resume: bool = False):
         self.path, self.verb, self.overwrite = output_folder(path), verb, overwrite
+        self.resume, self._lock = resume, None
         self.files: list[str] = []
         self.started = None
         held = self._held()
@@ -193,6 +204,11 @@ class OutputFolder:
                     raise ValueError(f"--out {path}: {name} is in the way of this verb's "
                                      "outputs and is not a file; move it away")
         if held and not overwrite:
+            self._refuse_held(path, held)
+
+    def _refuse_held(self, path, held: list[str]) -> None:
+        # The folder holds files (of another run) and this one neither replaces nor resumes.
+        if held:
             earlier = self._marker()
             what = ("files" if earlier is None else
                     f"the {'whole' if earlier.get('complete') else 'INCOMPLETE'} outputs of "
@@ -241,8 +257,34 @@ class OutputFolder:
         return sorted(name for name in names if not pathlib.PurePath(name).is_absolute()
                       and ".." not in pathlib.PurePath(name).parts)
 
+    def _take_lock(self) -> None:
+        # The folder's lock, or one line saying another run holds it.
+        if fcntl is None:
+            return
+        handle = os.open(self.path, os.O_RDONLY)  # (the folder's own descriptor)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(handle)
+            raise ValueError(f"--out {self.path}: another spineid run is writing into this "
+                             "folder; wait for it to finish, or give another folder") from None
+        self._lock = handle
+
+    def release(self) -> None:
+        """Let go of the folder's lock (after `finish`, or when the run ends otherwise)."""
+        if self._lock is not None:
+            os.close(self._lock)  # (closing the descriptor releases its lock)
+            self._lock = None
+
     def _prepare(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
+        self._take_lock()
+        if not self.overwrite and not self.resume:
+            try:  # (another run may have written here since this one was checked)
+                self._refuse_held(self.path, self._held())
+            except ValueError:
+                self.release()
+                raise
         self.started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         if not self.overwrite:
             return
@@ -275,6 +317,7 @@ class OutputFolder:
         if self.started is None:
             self._prepare()
         self._write_marker(complete=True)
+        self.release()
 
     def __truediv__(self, name: str) -> pathlib.Path:
         return self.file(name)

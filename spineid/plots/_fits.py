@@ -122,7 +122,8 @@ def plot_identifiability(result, path: str | pathlib.Path) -> pathlib.Path:
     left.grid(alpha=0.3)
     if ident.combinations:
         # (on relative changes: parameters of different units compare, every one a column)
-        matrix = np.array([[comb["relative"]["coefficients"].get(name, 0.0)
+        # (a combination without its relative form, as stored by earlier versions: SI)
+        matrix = np.array([[comb.get("relative", comb)["coefficients"].get(name, 0.0)
                             for name in result.names] for comb in ident.combinations])
         limit = np.max(np.abs(matrix))
         image = right.imshow(matrix, cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")
