@@ -332,3 +332,18 @@ def test_hostile_inputs_get_one_line_each(tmp_path, capsys, monkeypatch):
     assert main(["table", str(table), "--nodes=0,nan,9", "--unit", "mm", "--out",
                  str(tmp_path / "c")]) == 2
     assert "--nodes '0,nan,9': expected finite numbers" in capsys.readouterr().err
+
+
+def test_overwrite_never_replaces_the_runs_input_or_what_is_not_a_file(tmp_path, capsys):
+    model = tmp_path / "m.toml"
+    model.write_text(spineid.dataset_path("axial_4_springs.toml").read_text())
+    before = model.read_text()
+    assert main(["simulate", str(model), "--out", str(model), "--overwrite"]) == 2
+    assert "the run's own input" in capsys.readouterr().err
+    assert model.read_text() == before
+    import os
+    pipe = tmp_path / "pipe.csv"
+    os.mkfifo(pipe)
+    assert main(["simulate", str(model), "--out", str(pipe), "--overwrite"]) == 2
+    assert "not a regular file" in capsys.readouterr().err
+    assert not pipe.is_file()

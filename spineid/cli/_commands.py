@@ -89,7 +89,7 @@ def command_simulate(arguments) -> int:
     """`spineid simulate MODEL [--out CSV]`: simulate a model file, write its trajectory."""
     path = pathlib.Path(arguments.model)
     out = output_file(arguments.out or f"{path.stem}_trajectory.csv",  # before the work
-                      arguments.overwrite)
+                      arguments.overwrite, inputs=(path,))
     model, ts, poses, solution, seconds, _ = _simulate_file(
         path, windows=10, progress=_integration_progress, time_warm=False)
     out.parent.mkdir(parents=True, exist_ok=True)

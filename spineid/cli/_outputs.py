@@ -120,13 +120,21 @@ def output_folder(out: str | pathlib.Path) -> pathlib.Path:
     return out
 
 
-def output_file(path: str | pathlib.Path, overwrite: bool = False) -> pathlib.Path:
+def output_file(path: str | pathlib.Path, overwrite: bool = False,
+                inputs: tuple = ()) -> pathlib.Path:
     """An output file (`simulate --out`), checked before any computation: a `ValueError` with
-    one line if `path` is a folder, an existing file (unless `overwrite`), or its folder
-    cannot be created or written (`output_folder`)."""
+    one line if `path` is a folder, something other than a file (a device, a pipe: never
+    replaced, `--overwrite` or not), one of the run's `inputs` (paths), an existing file
+    (unless `overwrite`), or its folder cannot be created or written (`output_folder`)."""
     path = pathlib.Path(path)
     if path.is_dir():
         raise ValueError(f"--out {path}: a folder; give a file name (e.g. {path / 'out.csv'})")
+    if path.exists() and not path.is_file():
+        raise ValueError(f"--out {path}: not a regular file (a device or a pipe); give a file "
+                         "name")
+    if any(path.exists() and pathlib.Path(given).exists()
+           and path.resolve() == pathlib.Path(given).resolve() for given in inputs):
+        raise ValueError(f"--out {path}: the run's own input; give another name")
     if (path.exists() or path.is_symlink()) and not overwrite:
         raise ValueError(f"--out {path}: the file exists; give --overwrite to replace it, or "
                          "another name")
