@@ -35,8 +35,11 @@ import spineid
 spine = spineid.thoracolumbar_spine()
 geometry = spineid.liu_spine_geometry()
 # The test suite runs every notebook with SPINEID_NOTEBOOK_QUICK=1: the same steps, with the
-# load tests in fewer increments (their curves then coarse).
-STEPS = 6 if os.environ.get("SPINEID_NOTEBOOK_QUICK") == "1" else 20
+# load tests in fewer increments (their curves then coarse) and two levels identified in
+# section 3 instead of four.
+QUICK = os.environ.get("SPINEID_NOTEBOOK_QUICK") == "1"
+STEPS = 6 if QUICK else 20
+LEVELS = 2 if QUICK else 4
 
 # %% [markdown]
 # ## 1. From node tables to body frames
@@ -114,31 +117,33 @@ plt.show()
 # per joint and direction. The fit starts from scales read off the data (each joint's measured
 # rotation against its law at the transmitted moment): from the literature model (all scales
 # 1) a fit of all seventeen levels stops at a wrong optimum, and says so. To keep the notebook
-# quick we use the four lowest levels (the experiment script fits all seventeen).
+# quick we use the `LEVELS` lowest levels, four (the experiment script fits all seventeen).
 
 # %%
-lumbar = spineid.SpatialChain(base_pose=spine.base_pose, bodies=spine.bodies[:4],
-                              elements=spine.elements[:4], loads=(), gravity=spine.gravity,
-                              names=spine.names[:5])
+lumbar = spineid.SpatialChain(base_pose=spine.base_pose, bodies=spine.bodies[:LEVELS],
+                              elements=spine.elements[:LEVELS], loads=(),
+                              gravity=spine.gravity, names=spine.names[:LEVELS + 1])
+top_name = lumbar.names[-1]  # the loaded vertebra: L2 of four levels
 rng = np.random.default_rng(3)
-truth = rng.uniform(0.6, 1.6, (4, 3))
+truth = rng.uniform(0.6, 1.6, (LEVELS, 3))
 moments = spineid.load_steps(3.0, 4)
 specimen = spineid.scaled_laws(lumbar, jnp.asarray(truth))
-test = spineid.spine_flexibility(specimen, "L2", moment=3.0, steps=4, stability=False)
-poses = test.poses.reshape(3, moments.size, 4, 6)
+test = spineid.spine_flexibility(specimen, top_name, moment=3.0, steps=4, stability=False)
+poses = test.poses.reshape(3, moments.size, LEVELS, 6)
 noise = np.array([1e-4] * 3 + [np.radians(0.1)] * 3)  # 0.1 mm, 0.1 degree
 measured = poses + rng.normal(size=poses.shape) * noise
-fit = spineid.fit_spine_levels(lumbar, "L2", moments, measured)
+fit = spineid.fit_spine_levels(lumbar, top_name, moments, measured)
 print(fit.summary())
 print("error / standard error:", np.round((fit.values - truth.ravel()) / fit.stderr, 1))
 
 # %% [markdown]
 # With every vertebra seen, every scale is identifiable and the errors are of the size the
 # Cramer-Rao bound says. Now see only the top vertebra, as a skin-marker study of the trunk
-# might: each direction then gives one curve for four joints in series.
+# might: each direction then gives one curve for the joints in series.
 
 # %%
-top = spineid.fit_spine_levels(lumbar, "L2", moments, measured[:, :, 3:], observed=["L2"])
+top = spineid.fit_spine_levels(lumbar, top_name, moments, measured[:, :, LEVELS - 1:],
+                               observed=[top_name])
 print(top.summary())
 
 # %% [markdown]
