@@ -164,8 +164,8 @@ def test_stiffness_verdict_needs_the_noise_and_then_tells_a_nonlinear_joint():
 
 def test_a_parameter_zero_within_its_error_gets_no_relative_error_warning():
     # A line through the origin fitted with an intercept: the intercept is zero within its
-    # error (its relative error, hundreds of percent, says nothing); a slope determined to 30%
-    # is warned about.
+    # error (its relative error, hundreds of percent, says nothing: it is said to be
+    # indistinguishable from zero); a slope determined to 30% is warned about as before.
     from spineid.identify._common._uncertainty import fisher_analysis
 
     x = np.linspace(0.0, 1.0, 20)
@@ -177,7 +177,8 @@ def test_a_parameter_zero_within_its_error_gets_no_relative_error_warning():
     assert abs(values[0]) < errors[0] and 0.1 < errors[1] / values[1] < 1.0
     warned = " ".join(identifiability.warnings)
     assert "slope is identifiable but poorly determined" in warned
-    assert "intercept" not in warned
+    assert "intercept is not distinguishable from zero: 0.01 +- " in warned
+    assert "intercept is identifiable but poorly determined" not in warned
 
 
 def test_combinations_on_relative_changes_compare_parameters_of_different_units():

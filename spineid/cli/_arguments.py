@@ -112,7 +112,7 @@ def add_noise_model(parser, what: str = "each channel's noise",
              "(default: white where the residuals are, else the autoregressive order they "
              "need), white, ar:P (an autoregression of order P), or phi:PHI,... (the "
              "autoregression's coefficients given, for every channel, or per channel as "
-             "phi:CH=PHI,...;CH=PHI,...); the fit is weighted by it and its standard errors hold "
+             "'phi:CH=PHI,...;CH=PHI,...', quoted for the shell); the fit is weighted by it and its standard errors hold "
              "under it (docs/goodness-of-fit.md)")
     parser.add_argument(
         "--max-misfit", type=misfit_option, default=None, metavar="P%" if "load" not in misfit

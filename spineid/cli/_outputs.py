@@ -12,6 +12,7 @@ import pathlib
 import re
 import secrets
 import threading
+import warnings
 
 import jax.numpy as jnp
 import numpy as np
@@ -213,6 +214,8 @@ class OutputFolder:
                                      "outputs and is not a file; move it away")
         if held and not overwrite:
             self._refuse_held(path, held)
+        if self.path.is_dir():
+            self._take_lock()  # (an existing folder: locked before the work, not after it)
 
     def _refuse_held(self, path, held: list[str]) -> None:
         # The folder holds files (of another run) and this one neither replaces nor resumes.
@@ -269,13 +272,20 @@ class OutputFolder:
         # The folder's lock, or one line saying another run holds it.
         if fcntl is None:
             return
+        if self._lock is not None:
+            return
         handle = os.open(self.path, os.O_RDONLY)  # (the folder's own descriptor)
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        except BlockingIOError:
             os.close(handle)
             raise ValueError(f"--out {self.path}: another spineid run is writing into this "
                              "folder; wait for it to finish, or give another folder") from None
+        except OSError as error:  # (a filesystem without locks: NFS, SMB, some clusters')
+            os.close(handle)
+            warnings.warn(f"--out {self.path}: the folder cannot be locked on this filesystem "
+                          f"({error.strerror or error}); a second run into it is not refused")
+            return
         self._lock = handle
 
     def release(self) -> None:

@@ -37,10 +37,11 @@ class Measurement:
         # sample and channel, finite times strictly increasing, distinct channel names.
         where = self.source
         channels = self.channels
+        if not isinstance(channels, str):
+            channels = tuple(channels)  # (an iterator is read once)
         if isinstance(channels, str) or not all(isinstance(c, str) and c for c in channels):
             raise ValueError(f"{where}: channels {channels!r}: expected a sequence of names, "
                              "e.g. ('x', 'y', 'theta')")
-        channels = tuple(channels)
         if len(set(channels)) != len(channels):
             raise ValueError(f"{where}: channels {list(channels)}: a name is repeated")
         try:

@@ -129,7 +129,9 @@ def plot_identifiability(result, path: str | pathlib.Path) -> pathlib.Path:
         image = right.imshow(matrix, cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")
         right.set_yticks(range(len(matrix)), [f"comb. {k + 1}" for k in range(len(matrix))])
         right.set_xticks(range(len(result.names)), result.names, rotation=70, fontsize=7)
-        figure.colorbar(image, ax=right, label="coefficient on the relative change")
+        relative = all("relative" in comb for comb in ident.combinations)
+        figure.colorbar(image, ax=right, label="coefficient on the relative change"
+                        if relative else "coefficient (SI)")
     right.set_title("identifiable combinations")
     # Fixed margins (no `tight_layout`, which measures every label by drawing the figure
     # once more): the bottom one holds the longest parameter name, rotated 70 degrees at 7

@@ -188,7 +188,7 @@ def simulate(
     ts = jnp.asarray(ts, dtype=float)
     if ts.ndim != 1 or ts.shape[0] < 1:
         raise ValueError(f"spineid.simulate: ts has shape {ts.shape}; expected one or more "
-                         "increasing save times (k,), s")
+                         "save times (k,), s")
     y0 = system.initial_state() if y0 is None else y0
     # (Shapes are known while tracing: refused before anything is allocated.)
     refuse_oversized_output(ts.shape[0], 2 * y0[0].size, "spineid.simulate")

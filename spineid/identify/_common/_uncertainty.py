@@ -94,8 +94,9 @@ def fisher_analysis(
 
     **Returns:** `(covariance, identifiability)`; `covariance` is `(p, p)` with NaN in the rows and
     columns of parameters that are not individually identifiable or not active. Its warnings
-    name parameters not identifiable one by one, and those whose relative standard error
-    exceeds `POORLY_DETERMINED` unless their value is zero within its error.
+    name parameters not identifiable one by one, those whose relative standard error exceeds
+    `POORLY_DETERMINED`, and those whose value is zero within its error (said so, without a
+    relative error).
     """
     jacobian = np.asarray(jacobian, dtype=float)
     p = jacobian.shape[1]
@@ -158,13 +159,16 @@ def fisher_analysis(
         if identifiable[i]:
             error = np.sqrt(covariance[i, i])
             relative = error / max(abs(values[i]), 1e-300)
-            # (a value zero within its error, an intercept say, has no relative error worth a
-            # warning: its standard error says all there is)
+            # (a value zero within its error, an intercept say, has no relative error worth
+            # stating: it is said to be indistinguishable from zero instead)
             if relative > POORLY_DETERMINED and abs(values[i]) > error:
                 warnings.append(
                     f"{names[i]} is identifiable but poorly determined: relative standard "
                     f"error {relative:.0%}."
                 )
+            elif relative > POORLY_DETERMINED:
+                warnings.append(f"{names[i]} is not distinguishable from zero: {values[i]:.3g} "
+                                f"+- {error:.2g}.")
     return covariance, Identifiability(
         n_parameters=int(index.size), rank=rank, singular_values=singular,
         combinations=combinations, identifiable=identifiable, warnings=warnings,

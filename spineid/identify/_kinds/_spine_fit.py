@@ -308,7 +308,8 @@ def fit_spine_levels(chain: SpatialChain, loaded: str, moments, poses, *, observ
             solution, start = read_off, from_data
     if solution is None:
         raise ValueError("fit_spine_levels: every start was stopped by a check inside its "
-                         f"solve: {'; '.join(skipped)}; start nearer the truth (start='data')")
+                         f"solve: {'; '.join(skipped)}; give a start nearer the truth "
+                         "(start=(n, 3) scales)")
     # Joints between unobserved vertebrae are seen only through their sum: the data may be
     # explained as well by scales traded between them (one softer, its neighbour stiffer),
     # a different optimum the local Cramer-Rao errors know nothing of. Starts with the trade

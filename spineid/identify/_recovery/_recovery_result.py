@@ -272,8 +272,9 @@ def _analyse(problem, solver: _Solver, atoms: _Atoms, positions_free: bool, nois
         value = float(function(q))
         gradient = np.where(active, np.asarray(jax.grad(function)(q)), 0.0)
         error = moment_ident.standard_error_of(gradient)
-        return (value, None if not np.isfinite(error) else error,
-                None if robust is None else sandwich_error(robust, gradient))
+        determined = np.isfinite(error)  # (a robust error only where the data determine it)
+        return (value, error if determined else None,
+                sandwich_error(robust, gradient) if robust is not None and determined else None)
 
     cx, cx_err, cx_robust = with_error(lambda v: centroid(v, 0))
     cy, cy_err, cy_robust = with_error(lambda v: centroid(v, 1))

@@ -80,8 +80,8 @@ class FitResult(Profiled):
         for k, combination in enumerate(ident.combinations):
             # Parameters of one unit read best as they are (a sum of stiffnesses); of several,
             # on relative changes, each divided by its scale, so that they compare.
-            mixed = (len({units.get(n) for n in combination["coefficients"]}) > 1
-                     and "relative" in combination)
+            mixed = "relative" in combination and len(
+                {units.get(n) for n in combination["relative"]["coefficients"]}) > 1
             shown = combination["relative"] if mixed else combination
             terms = " ".join(
                 f"{c:+.3g}*{n}" + (f"/{shown['scales'][n]:.3g}" if mixed else "")
