@@ -260,6 +260,10 @@ def test_interrupt_and_sigterm_end_with_one_line_and_no_partial_file(tmp_path, c
     (["whiplash", "--rtol", "0"], "--rtol"),
     (["segment", "--force", "-3"], "--force"),
     (["recover", "M", "D", "--out", "o", "--grid", "1"], "--grid"),
+    (["fit", "M", "D", "--free", "s", "--out", "o", "--starts", "1000000000"],
+     "from 1 to 10000"),
+    (["recover", "M", "D", "--out", "o", "--grid", "100000"], "from 2 to 2000"),
+    (["design", "D", "--out", "o", "--validate", "100000"], "from 2 to 10000"),
 ])
 def test_option_values_out_of_range_are_refused_before_any_work(arguments, message, capsys,
                                                                 tmp_path, monkeypatch):

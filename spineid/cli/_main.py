@@ -50,6 +50,11 @@ POSITIVE = _checked(float, lambda v: math.isfinite(v) and v > 0, "a positive num
 NON_NEGATIVE = _checked(float, lambda v: math.isfinite(v) and v >= 0, "a number >= 0")
 WHIPLASH_END = _checked(float, lambda v: math.isfinite(v) and 0 < v <= 600,
                         "a positive time in s, at most 600 (1000 samples are saved per second)")
+# Counts beyond what any run needs, refused before the work (a billion starts was killed for
+# its memory after 90 s): whole numbers within a bound.
+STARTS = _checked(int, lambda v: 1 <= v <= 10000, "a whole number from 1 to 10000")
+GRID = _checked(int, lambda v: 2 <= v <= 2000, "a whole number from 2 to 2000")
+REPETITIONS = _checked(int, lambda v: 2 <= v <= 10000, "a whole number from 2 to 10000")
 TIME_LIMIT = _checked(float, lambda v: math.isfinite(v) and 0 < v <= 1e7,
                       "a positive time in s, at most 1e7 (about 16 weeks)")
 TOLERANCE = _checked(float, lambda v: math.isfinite(v) and 0 < v < 1,
@@ -160,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
                             help=f"least-squares solver (default {DEFAULT_SOLVER}: spineid's "
                                  "Levenberg-Marquardt from the start, then more starts if the "
                                  "model does not explain the data there)")
-    fit_parser.add_argument("--starts", type=POSITIVE_INT, default=None,
+    fit_parser.add_argument("--starts", type=STARTS, default=None,
                             help="number of starts (multi-start, drawn 0.2x-5x around the "
                                  "model's values); with auto, those it may turn to (default 16)")
     fit_parser.add_argument("--seed", type=SEED, default=0, help="seed of the random starts")
@@ -190,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     recover_parser.add_argument("--noise", metavar="CH=SIGMA,...",
                                 help="measurement noise per channel (SI); default: estimated")
     add_noise_model(recover_parser)
-    recover_parser.add_argument("--grid", type=AT_LEAST_TWO, metavar="N",
+    recover_parser.add_argument("--grid", type=GRID, metavar="N",
                                 help="fit N equally spaced springs instead of off-grid atoms")
     recover_parser.add_argument("--max-atoms", type=POSITIVE_INT, default=4,
                                 help="most atoms off the grid (default 4)")
@@ -330,7 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
                                help="also check that the predicted standard errors hold two "
                                     "of them away from the nominal values "
                                     "(Design.check_linearity; report.json: linearity)")
-    design_parser.add_argument("--validate", type=AT_LEAST_TWO, metavar="N",
+    design_parser.add_argument("--validate", type=REPETITIONS, metavar="N",
                                help="validate the design: simulate it N times with noise, fit "
                                     "each from the nominal values, and compare the spread of "
                                     "the estimates with the predicted standard errors "
