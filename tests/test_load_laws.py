@@ -401,3 +401,21 @@ def test_records_of_different_lengths_share_one_compilation_and_stay_exact(caplo
     assert fit.noise == pytest.approx(sigma, rel=1e-8)
     np.testing.assert_allclose(
         fit.stderr, sigma * np.sqrt(np.diag(np.linalg.inv(powers.T @ powers))), rtol=1e-6)
+
+
+def test_the_law_figure_speaks_the_units_the_columns_came_in():
+    # A tester's file in mm and N: the figure's axes are in mm and N, labelled so (it was
+    # "displacement [deg]" over metres read as radians, and a load without a unit).
+    path = sorted(spineid.dataset_path("lab_shear_tests").glob("*.csv"))[0]
+    data = spineid.io.read_load_displacement(path, displacement="Disp_mm", load="Force_N")
+    fit = spineid.fit_load_law(data, "piecewise_linear", n_nodes=3, free_breakpoints=True)
+    figure = spineid.plot_law_fit(fit, data, None)
+    load_axis, residual_axis = figure.axes[:2]
+    assert load_axis.get_ylabel() == "load [N]"
+    assert residual_axis.get_xlabel() == "displacement [mm]"
+    assert residual_axis.get_ylabel() == "data - fit [N]"
+    shown = load_axis.lines[0].get_xdata()
+    np.testing.assert_allclose(shown, data.displacement * 1e3)
+    # Data without units read are drawn in SI, and said to be.
+    plain = spineid.LoadDisplacementData(displacement=data.displacement, load=data.load)
+    assert "SI" in spineid.plot_law_fit(fit, plain, None).axes[1].get_xlabel()

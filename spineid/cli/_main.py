@@ -273,8 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="auto (default): variable projection for free breakpoints of a piecewise_linear "
              "law (the least-squares breakpoints first), Levenberg-Marquardt otherwise; "
              "varpro: variable projection; lm: Levenberg-Marquardt from the given nodes")
-    table_parser.add_argument("--unit", default="deg", choices=("deg", "mm"),
-                              help="displacement unit of the plot (default deg)")
+    table_parser.add_argument("--unit", default=None, choices=("deg", "mm"),
+                              help="displacement unit of the plot (default: the displacement "
+                                   "column's own unit, SI where none was read)")
     table_parser.add_argument("--profile", action="append", default=[], metavar="NAME",
                               help="also the profile-likelihood interval of this parameter "
                                    "(e.g. gap[1]); repeat for several")

@@ -180,27 +180,43 @@ def _compiled_load(law, x):
     return law.load(x)
 
 
-def plot_law_fit(fit, data, path: str | pathlib.Path, unit: str = "deg") -> pathlib.Path:
+def plot_law_fit(fit, data, path: str | pathlib.Path, unit: str | None = None) -> pathlib.Path:
     """A `LawFit` against its data: the measured loads and the fitted law (with its nodes) over
-    the displacement, the fitted load including the damper, and the residuals."""
-    scale = np.degrees(1.0) if unit == "deg" else 1e3
+    the displacement, the fitted load including the damper, and the residuals. The axes are in
+    the units the data came in (`data.read_as`: the columns' units, e.g. mm and N), or the
+    displacement in `unit` (`"deg"` or `"mm"`) where given; data without units read are drawn
+    in SI (m or rad, N or N m)."""
+    read_as = getattr(data, "read_as", None) or {}
+    column = read_as.get("displacement", {})
+    if unit is not None:
+        scale = np.degrees(1.0) if unit == "deg" else 1e3
+    elif column.get("factor"):
+        unit, scale = column["unit"], 1.0 / float(column["factor"])
+    else:
+        unit, scale = "SI: m or rad", 1.0
+    loads = read_as.get("load", {})
+    load_unit, load_scale = ((loads["unit"], 1.0 / float(loads["factor"])) if loads.get("factor")
+                             else ("SI: N or N m", 1.0))
     figure, (load_axis, residual_axis) = plt.subplots(
         2, 1, figsize=(7, 7), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
     x = np.asarray(data.displacement)
-    load_axis.plot(x * scale, data.load, ".", ms=3, color="0.5", label="data")
+    load_axis.plot(x * scale, np.asarray(data.load) * load_scale, ".", ms=3, color="0.5",
+                   label="data")
     if fit.damping:
-        load_axis.plot(x * scale, fit.predicted, lw=1.0, color="tab:green",
+        load_axis.plot(x * scale, np.asarray(fit.predicted) * load_scale, lw=1.0,
+                       color="tab:green",
                        label=f"fit with damper c = {fit.damping:.3g}")
     grid = np.linspace(x.min(), x.max(), 600)
     nodes = np.asarray(getattr(fit.law, "displacement", np.zeros(0)))
-    loads = np.asarray(_compiled_load(fit.law, np.concatenate([grid, nodes])))
-    load_axis.plot(grid * scale, loads[:grid.size], lw=1.8, color="tab:blue",
-                   label=f"fitted {fit.kind} law")
+    loads_fitted = np.asarray(_compiled_load(fit.law, np.concatenate([grid, nodes])))
+    load_axis.plot(grid * scale, loads_fitted[:grid.size] * load_scale, lw=1.8,
+                   color="tab:blue", label=f"fitted {fit.kind} law")
     if nodes.size:
-        load_axis.plot(nodes * scale, loads[grid.size:], "o", color="tab:blue", ms=5,
-                       label="nodes")
+        load_axis.plot(nodes * scale, loads_fitted[grid.size:] * load_scale, "o",
+                       color="tab:blue", ms=5, label="nodes")
     # (data - fit, as every residual figure: `LawFit.residuals` are fit - data)
-    residual_axis.plot(x * scale, -np.asarray(fit.residuals), ".", ms=3, label="data - fit")
+    residual_axis.plot(x * scale, -np.asarray(fit.residuals) * load_scale, ".", ms=3,
+                       label="data - fit")
     residual_axis.axhline(0.0, color="k", lw=0.5)
     # The smooth part of the residuals that the verdict measures (GoodnessOfFit.misfit), in
     # the samples' order, and the verdict itself.
@@ -208,8 +224,8 @@ def plot_law_fit(fit, data, path: str | pathlib.Path, unit: str = "deg") -> path
              else np.argsort(x, kind="stable"))
     width = smoothing_width(x.size)
     if x.size >= 2 * width:
-        smooth = np.convolve(-np.asarray(fit.residuals)[order], np.ones(width) / width,
-                             mode="valid")
+        smooth = np.convolve(-np.asarray(fit.residuals)[order] * load_scale,
+                             np.ones(width) / width, mode="valid")
         middle = order[width // 2: width // 2 + smooth.size]
         misfit = fit.goodness_of_fit.misfit.get("load")
         residual_axis.plot(x[middle] * scale, smooth, lw=1.5, color="tab:red",
@@ -224,8 +240,8 @@ def plot_law_fit(fit, data, path: str | pathlib.Path, unit: str = "deg") -> path
                                               "within the tolerance)",
                                  "does_not_describe": "the law does NOT describe the data"
                                  }[level], fontsize=9)
-    load_axis.set_ylabel("load")
-    residual_axis.set_ylabel("data - fit")
+    load_axis.set_ylabel(f"load [{load_unit}]")
+    residual_axis.set_ylabel(f"data - fit [{load_unit}]")
     residual_axis.set_xlabel(f"displacement [{unit}]")
     load_axis.legend(fontsize="small")
     for axis in (load_axis, residual_axis):
