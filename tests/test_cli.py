@@ -351,3 +351,13 @@ def test_overwrite_never_replaces_the_runs_input_or_what_is_not_a_file(tmp_path,
     assert main(["simulate", str(model), "--out", str(pipe), "--overwrite"]) == 2
     assert "not a regular file" in capsys.readouterr().err
     assert not pipe.is_file()
+    # Nor a file the model reads its loads from.
+    (tmp_path / "loads.csv").write_text("t,Fx\n0,0\n0.5,6\n")
+    text = before.split("[[loads]]")[0] + '[[loads]]\nloads_file = "loads.csv"\n'
+    if "[simulation]" in before:
+        text += "[simulation]" + before.split("[simulation]", 1)[1]
+    model.write_text(text)
+    assert main(["simulate", str(model), "--out", str(tmp_path / "loads.csv"),
+                 "--overwrite"]) == 2
+    assert "the run's own input" in capsys.readouterr().err
+    assert (tmp_path / "loads.csv").read_text() == "t,Fx\n0,0\n0.5,6\n"

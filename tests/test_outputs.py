@@ -378,3 +378,14 @@ def test_a_second_run_into_a_folder_another_run_is_writing_is_refused(tmp_path):
     (tmp_path / "other" / "report.json").write_text("{}")
     with pytest.raises(ValueError, match="already holds files"):
         late / "law.toml"
+
+
+def test_resume_refuses_a_folder_that_holds_a_single_runs_result(tmp_path):
+    # `fit --each --resume` into the folder of a finished single fit: not a batch to continue.
+    from spineid.cli._outputs import OutputFolder
+
+    single = OutputFolder(tmp_path / "out", "fit")
+    (single / "report.json").write_text("{}")
+    single.finish()
+    with pytest.raises(ValueError, match="does not hold one \\(it holds a single run's result"):
+        OutputFolder(tmp_path / "out", "fit", resume=True)

@@ -46,6 +46,7 @@ from ..io import (
 )
 from ..io._columns import describe_columns, parse_assignments
 from ..io._measurements import LOAD_COLUMNS
+from ..io._toml import read_toml
 from ..simulation import simulate_in_windows
 from ..studies import peak_force_sensitivity, segment_study, whiplash_study
 from ._arguments import misfit_fraction, numbers_argument, parse_markers, parse_noise
@@ -85,11 +86,23 @@ def _simulate_file(model_path: pathlib.Path, windows: int = 1, progress=None,
     return model, np.asarray(ts), poses, solution, time.perf_counter() - start, warm
 
 
+def _loads_files(model_path: pathlib.Path) -> list[pathlib.Path]:
+    # The files a model file reads its loads from (`loads_file`): inputs of the run too.
+    try:
+        document = read_toml(model_path)
+    except ValueError:
+        return []  # (the model's own error comes when it is read)
+    loads = document.get("loads", [])
+    return [model_path.parent / load["loads_file"] for load in
+            (loads if isinstance(loads, list) else [])
+            if isinstance(load, dict) and isinstance(load.get("loads_file"), str)]
+
+
 def command_simulate(arguments) -> int:
     """`spineid simulate MODEL [--out CSV]`: simulate a model file, write its trajectory."""
     path = pathlib.Path(arguments.model)
     out = output_file(arguments.out or f"{path.stem}_trajectory.csv",  # before the work
-                      arguments.overwrite, inputs=(path,))
+                      arguments.overwrite, inputs=(path, *_loads_files(path)))
     model, ts, poses, solution, seconds, _ = _simulate_file(
         path, windows=10, progress=_integration_progress, time_warm=False)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -199,9 +199,11 @@ class OutputFolder:
         if resume:
             # A batch to continue: its files are kept, and listed again by the marker.
             earlier = self._marker()
-            if held and (earlier is None or earlier.get("verb") != verb):
+            single = earlier is not None and "report.json" in earlier.get("files", [])
+            if held and (earlier is None or earlier.get("verb") != verb or single):
                 raise ValueError(f"--out {path}: --resume continues a batch of `spineid "
-                                 f"{verb}`, and this folder does not hold one")
+                                 f"{verb}`, and this folder does not hold one"
+                                 + (" (it holds a single run's result)" if single else ""))
             if earlier is not None:
                 self.files = [name for name in earlier.get("files", [])
                               if isinstance(name, str)]
