@@ -125,22 +125,26 @@ def _phases(x, knee=0.7, slopes=(1.5, 4.0)):
     return np.where(x < knee, slopes[0] * x, slopes[0] * knee + slopes[1] * (x - knee))
 
 
+def _law_at_fixed_nodes(rng, n=400, sd=0.3, coefficients=(0.5, 0.2)):
+    # A piecewise-linear law at fixed nodes (linear in its parameters) with autoregressive
+    # load noise: the data, the nodes, and the design matrix of load[0] and the rises.
+    x = np.linspace(0.0, 2.0, n)
+    nodes = np.array([0.0, 0.7, 1.4, 2.0])
+    y = np.interp(x, nodes, [0.0, 1.0, 1.5, 3.2]) + _autoregressive(rng, n, coefficients, sd)
+    hats = np.stack([np.interp(x, nodes, np.eye(4)[j]) for j in range(4)], axis=1)
+    return LoadDisplacementData(displacement=x, load=y), nodes, hats @ np.tril(np.ones((4, 4)))
+
+
 @pytest.mark.parametrize("noise", ["ar:2", "auto"])
 def test_a_law_at_fixed_nodes_is_statsmodels_glsar_under_the_fitted_noise(noise):
     # Linear in its parameters at fixed nodes: the generalized least-squares estimate and its
     # errors equal statsmodels' GLSAR at the autoregression the fit settled on, and the robust
     # errors its OLS HAC errors.
-    rng = np.random.default_rng(5)
-    n = 400
-    x = np.linspace(0.0, 2.0, n)
-    nodes = np.array([0.0, 0.7, 1.4, 2.0])
-    y = np.interp(x, nodes, [0.0, 1.0, 1.5, 3.2]) + _autoregressive(rng, n, [0.5, 0.2], 0.3)
-    fit = fit_load_law(LoadDisplacementData(displacement=x, load=y), "piecewise_linear", nodes,
-                       monotone=False, noise=noise)
+    data, nodes, X = _law_at_fixed_nodes(np.random.default_rng(5))
+    y, n = data.load, data.load.size
+    fit = fit_load_law(data, "piecewise_linear", nodes, monotone=False, noise=noise)
     phi = np.array(fit.goodness_of_fit.noise_model["load"]["coefficients"])
     assert phi.size == (2 if noise == "ar:2" else phi.size) and phi.size >= 1
-    hats = np.stack([np.interp(x, nodes, np.eye(4)[j]) for j in range(4)], axis=1)
-    X = hats @ np.tril(np.ones((4, 4)))  # load[0] and the rises
     peer = GLSAR(y, X, rho=phi).fit()
     np.testing.assert_allclose(fit.values, peer.params, rtol=0, atol=1e-8)
     np.testing.assert_allclose(fit.stderr, peer.bse, rtol=1e-6)
@@ -156,23 +160,17 @@ def test_a_law_under_coefficients_given_is_statsmodels_glsar_at_them(noise):
     # A lab that knows its filter gives the autoregression: only the innovations' deviation is
     # estimated, and the fit is statsmodels' GLSAR at exactly those coefficients.
     rng = np.random.default_rng(5)
-    n = 400
-    x = np.linspace(0.0, 2.0, n)
-    nodes = np.array([0.0, 0.7, 1.4, 2.0])
-    y = np.interp(x, nodes, [0.0, 1.0, 1.5, 3.2]) + _autoregressive(rng, n, [0.5, 0.2], 0.3)
-    fit = fit_load_law(LoadDisplacementData(displacement=x, load=y), "piecewise_linear", nodes,
-                       monotone=False, noise=noise)
+    data, nodes, X = _law_at_fixed_nodes(rng)
+    fit = fit_load_law(data, "piecewise_linear", nodes, monotone=False, noise=noise)
     assert fit.goodness_of_fit.noise_model["load"]["coefficients"] == [0.5, 0.2]
-    hats = np.stack([np.interp(x, nodes, np.eye(4)[j]) for j in range(4)], axis=1)
-    peer = GLSAR(y, hats @ np.tril(np.ones((4, 4))), rho=[0.5, 0.2]).fit()
+    peer = GLSAR(data.load, X, rho=[0.5, 0.2]).fit()
     np.testing.assert_allclose(fit.values, peer.params, rtol=0, atol=1e-8)
     np.testing.assert_allclose(fit.stderr, peer.bse, rtol=1e-6)
     # The verdict whitens by the coefficients given: right ones explain the data (the noise
     # a small part of the range, as a tester's), wrong ones leave the innovations correlated.
-    law = np.interp(x, nodes, [0.0, 1.0, 1.5, 3.2])
-    levels = [fit_load_law(LoadDisplacementData(displacement=x, load=law + _autoregressive(
-        rng, n, [0.9], 0.01)), "piecewise_linear", nodes, monotone=False,
-        noise=given).goodness_of_fit for given in ("phi:0.9", "phi:0.05")]
+    levels = [fit_load_law(_law_at_fixed_nodes(rng, sd=0.01, coefficients=[0.9])[0],
+                           "piecewise_linear", nodes, monotone=False,
+                           noise=given).goodness_of_fit for given in ("phi:0.9", "phi:0.05")]
     assert levels[0].level == "explains"
     assert levels[1].level != "explains" and levels[1].explains_data is False
 
