@@ -189,8 +189,8 @@ assert wrong_lab.goodness_of_fit.level == "does_not_describe" and lab_result.acc
 # A model file is one way to make a model; the classes are the other. Here is the same pair
 # built in Python: two bodies, four axial springs (attachment points in the reference
 # configuration), the torsion-free joint and the three sinusoidal loads. Each element declares
-# its parameters (name, unit, bounds), so the problem names them by their place in the model:
-# `elements[0].stiffness` is the vector of the four spring stiffnesses.
+# its parameters (name, unit, bounds) and names them as the model file does: `springs[0].stiffness`
+# to `springs[3].stiffness`, the group `stiffness` all four.
 
 # %%
 springs = truth.document["springs"]
@@ -207,7 +207,7 @@ pair = spineid.PlanarPair(lower=lower, upper=upper, elements=(ligaments,), loads
 print([p.name for p in spineid.declared_parameters(pair)])
 
 python_result = spineid.fit(spineid.FitProblem(pair, measurement,
-                                               free=["elements[0].stiffness"], noise=noise))
+                                               free=["stiffness"], noise=noise))
 print(python_result.summary())
 print("largest difference from the file-built fit [N/m]:",
       np.max(np.abs(python_result.values - result.values)))

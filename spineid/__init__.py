@@ -73,6 +73,7 @@ from .elements import (  # noqa: E402
     compare_stiffnesses as compare_stiffnesses,
     declared_parameters as declared_parameters,
     dual_basis_stiffness as dual_basis_stiffness,
+    element_labels as element_labels,
     experimental_stiffness as experimental_stiffness,
     FacetContacts as FacetContacts,
     MonotoneCubicLaw as MonotoneCubicLaw,

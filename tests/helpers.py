@@ -214,7 +214,7 @@ MODEL_KINDS = {
     "pinned_pair": ModelKind(_short(_bundled("pinned_pair.toml"), 0.2, 101),
                              "torsion[0].stiffness", _planar_conservative),
     "spatial_pair": ModelKind(_short(_bundled("spatial_pair.toml"), 0.15, 151),
-                              "bushings[0].stiffness[5]", _spatial_conservative),
+                              "bushings[0].stiffness[5][5]", _spatial_conservative),
     "head_neck": ModelKind(_small_head_neck(), "joints.stiffness", _head_neck_conservative),
     "spatial_chain": ModelKind(_small_spine(), "joints[1].laws[0].load[1]",
                                _spatial_conservative),

@@ -98,6 +98,12 @@ class Oscillator(spineid.AbstractLagrangianSystem):
     def observable_names(self):
         return ("x",)
 
+    def parameter_fields(self):
+        # Declared once, with the names the file gives them (`oscillator.stiffness`).
+        return (spineid.ParameterField("stiffness", "stiffness", "N/m",
+                                       name="oscillator.stiffness"),
+                spineid.ParameterField("damping", "damping", "N s/m", name="oscillator.damping"))
+
 
 def read_oscillator(document, check, folder):
     check.keys(document, "", {"kind", "oscillator", "simulation"}, {"oscillator"})
@@ -112,9 +118,7 @@ def read_oscillator(document, check, folder):
         damping=jnp.asarray(check.number(table, "damping", "oscillator.damping", minimum=0.0,
                                          default=0.0)),
         start=jnp.asarray(check.number(table, "start", "oscillator.start")))
-    parameters = (spineid.Parameter("oscillator.stiffness", "stiffness", "N/m", None, "stiffness"),
-                  spineid.Parameter("oscillator.damping", "damping", "N s/m", None, "damping"))
-    return model, parameters
+    return model, spineid.declared_parameters(model)
 
 
 OSCILLATOR = """kind = "oscillator"

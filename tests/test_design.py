@@ -62,7 +62,7 @@ BRUTE_FORCE = {
     "D": lambda cov: -np.linalg.slogdet(cov)[1],
     "A": lambda cov: -np.trace(cov),
     "E": lambda cov: -np.linalg.eigvalsh(cov)[-1],
-    ("elements[0].stiffness[2]",): lambda cov: -cov[2, 2],
+    ("springs[2].stiffness",): lambda cov: -cov[2, 2],
 }
 
 
@@ -128,13 +128,13 @@ def test_what_no_design_determines_is_said():
     found = spineid.design(candidates, ["stiffness"], NOISE, budget=3)
     assert len(found.never) == 1
     combination = found.never[0]
-    assert set(combination) == {"elements[0].stiffness[0]", "elements[0].stiffness[1]"}
+    assert set(combination) == {"springs[0].stiffness", "springs[1].stiffness"}
     np.testing.assert_allclose(sorted(combination.values()), [-1.0, 1.0], atol=1e-6)
     assert not found.identifiable[0] and not found.identifiable[1] and found.identifiable[2]
     assert "seen by no selection of these candidates" in " ".join(found.warnings)
-    assert "elements[0].stiffness[0] by" in found.summary()
+    assert "springs[0].stiffness by" in found.summary()
     reason = [w for w in found.warnings if "act as one" in w]
-    assert len(reason) == 1 and "elements[0].stiffness[0] and elements[0].stiffness[1]" \
+    assert len(reason) == 1 and "springs[0].stiffness and springs[1].stiffness" \
         in reason[0]
 
 
@@ -159,7 +159,7 @@ def test_the_total_test_time_limits_the_design(candidates):
 
 
 @pytest.mark.parametrize("arguments, match", [
-    (dict(criterion=["elements[0].damping[0]"]), "not free parameters"),
+    (dict(criterion=["springs[0].damping"]), "not free parameters"),
     (dict(criterion="G"), "criterion 'G'"),
     (dict(budget=0), "budget 0"),
     (dict(budget=10), "budget 10"),
@@ -635,7 +635,7 @@ def test_a_protocol_held_back_by_the_rig_says_so_and_bad_protocols_are_refused()
             spineid.ProtocolProblem(build, variables, TS, ["stiffness"], NOISE)
     with pytest.raises(ValueError, match="not free parameters"):
         spineid.ProtocolProblem(build, {"amplitude": (0.01, 0.08, 0.02)}, TS, ["stiffness"],
-                                NOISE, criterion=["elements[0].damping"])
+                                NOISE, criterion=["springs[0].damping"])
     with pytest.raises(ValueError, match="expected 'force'"):
         spineid.optimise_protocol(problem, limits={"duration": 1.0})
 
@@ -837,7 +837,7 @@ def test_the_linearity_check_follows_the_quasi_static_analytic_limit(relative_er
         # +-20% in k: predicted errors x1.44 and x0.64, a skew (sqrt(1.44 / 0.64) = 1.5) with
         # about the same spread (sqrt(1.44 * 0.64) = 0.96): k_hat = F / y_hat is skewed.
         assert not check.holds and check.spread_changes() == {}
-        np.testing.assert_allclose(check.skews()["bushings[0].stiffness[1]"], 1.5, rtol=0.01)
+        np.testing.assert_allclose(check.skews()["bushings[0].stiffness[1][1]"], 1.5, rtol=0.01)
         assert "does not hold" in check.summary() and "skew" in check.summary()
         assert "  spread:" not in check.summary()
     else:

@@ -74,7 +74,7 @@ def trajectory_fits():
 
 def test_profile_ends_meet_the_threshold_by_an_independent_refit(trajectory_fits):
     problem, result = trajectory_fits[30.0]
-    name = "elements[0].stiffness[2]"
+    name = "springs[2].stiffness"
     profile = result.profile(name)
     assert profile.lower_cost is None and profile.fits >= 4
     i = result.names.index(name)
@@ -90,7 +90,7 @@ def test_profile_ends_meet_the_threshold_by_an_independent_refit(trajectory_fits
 
 
 def test_profile_bends_where_the_problem_is_nonlinear(trajectory_fits):
-    name = "elements[0].stiffness[2]"
+    name = "springs[2].stiffness"
     near = trajectory_fits[1.0][1].profile(name)
     far = trajectory_fits[30.0][1].profile(name)
     # Low noise: the linearisation holds; high noise: the interval is visibly asymmetric.
@@ -105,7 +105,7 @@ def test_profile_bends_where_the_problem_is_nonlinear(trajectory_fits):
 def test_profile_refuses_a_parameter_that_is_not_free(trajectory_fits):
     _, result = trajectory_fits[1.0]
     with pytest.raises(ValueError, match="not a free parameter"):
-        result.profile("elements[1].stiffness")
+        result.profile("torsion[0].stiffness")
     with pytest.raises(ValueError, match="level"):
         result.profile(result.names[0], level=1.5)
 

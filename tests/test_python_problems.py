@@ -2,6 +2,11 @@
 read from a model file, with the parameters its elements declare; the file readers name the same
 parameters, with the same units and bounds."""
 
+import dataclasses
+import re
+import tomllib
+
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,6 +14,7 @@ import pytest
 
 import spineid
 from helpers import AXIAL_SPRINGS, LOADS, MODEL_KINDS, TORSION, document
+from spineid.elements._parameters import select_parameters
 
 # The fits share compiled solves with the identification tests (same shapes and solver).
 pytestmark = pytest.mark.xdist_group("identify")
@@ -66,10 +72,11 @@ def test_python_model_is_the_file_model():
 def test_python_model_fits_as_the_file_model(measurement):
     start = np.array(STIFFNESS) * FACTORS
     from_python = spineid.fit(spineid.FitProblem(python_pair(start), measurement,
-                                                 free=["elements[0].stiffness"], noise=NOISE))
+                                                 free=["stiffness"], noise=NOISE))
     from_file = spineid.fit(spineid.FitProblem(file_pair(start), measurement, ["stiffness"],
                                                NOISE))
-    assert from_python.names == [f"elements[0].stiffness[{k}]" for k in range(3)]
+    # One name everywhere: the element names its parameters as the file does.
+    assert from_python.names == from_file.names == [f"springs[{k}].stiffness" for k in range(3)]
     assert from_python.units == ["N/m"] * 3
     assert from_python.converged and from_python.explains_data
     np.testing.assert_allclose(from_python.values, from_file.values, rtol=1e-8)
@@ -81,9 +88,9 @@ def test_python_model_fits_as_the_file_model(measurement):
 def test_group_names_and_fitted_model(measurement):
     pair = python_pair(STIFFNESS)
     problem = spineid.FitProblem(pair, measurement, ["stiffness", "torsion"], NOISE)
-    assert problem.names == ["elements[0].stiffness[0]", "elements[0].stiffness[1]",
-                             "elements[0].stiffness[2]", "elements[1].stiffness",
-                             "elements[1].damping"]
+    assert problem.names == ["springs[0].stiffness", "springs[1].stiffness",
+                             "springs[2].stiffness", "torsion[0].stiffness",
+                             "torsion[0].damping"]
     assert problem.model_file is None and "PlanarPair" in problem.source
     values = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
     fitted = problem.fitted_model(values)
@@ -101,15 +108,16 @@ def test_group_names_and_fitted_model(measurement):
     for line, combination in zip(lines, result.identifiability.combinations):
         relative = combination["relative"]["coefficients"]
         assert max(map(abs, relative.values())) == pytest.approx(1.0)
-        assert "*elements[0].stiffness[0]/" in line or "elements[0].stiffness[0]" not in relative
+        assert "*springs[0].stiffness/" in line or "springs[0].stiffness" not in relative
     leaders = {max(c["relative"]["coefficients"].items(), key=lambda item: abs(item[1]))[0]
                for c in result.identifiability.combinations}
     assert len(leaders) >= 3
 
 
 @pytest.mark.parametrize("free, match", [
-    (["elements[3].stiffness"], "no such parameter"),
-    (["elements[0].stiff"], "no such parameter"),
+    (["springs[3].stiffness"], "no such parameter"),
+    (["springs[0].stiff"], "no such parameter"),
+    (["elements[0].stiffness"], "no such parameter"),
 ])
 def test_unknown_names_are_refused(measurement, free, match):
     with pytest.raises(ValueError, match=match):
@@ -132,27 +140,70 @@ def test_load_terms_are_checked():
 
 
 BUNDLED = ["axial_4_springs", "liu_8_springs", "pinned_pair", "spatial_pair", "l5_s1_pair",
+           "thoracolumbar_spine",
            "c5_c6", "head_neck"]
 
 
-@pytest.mark.parametrize("name", BUNDLED + [f"kind:{kind}" for kind in MODEL_KINDS])
-def test_reader_parameters_are_the_declared_ones(name):
-    # Every parameter a model file names is one its elements declare, with the same unit, bounds
-    # and tying: the reader adds names, not physics.
+def _document_value(document: dict, name: str) -> float:
+    # The number a parameter name points at in a parsed model file, walked by hand: a table
+    # array without an index (`facets.stiffness`, tied) gives its first table's entry, and a
+    # matrix written as its 6 diagonal numbers answers `[i][i]` with its entry `[i]`.
+    node = document
+    for part in name.split("."):
+        key, *indices = re.findall(r"[A-Za-z_]\w*|\d+", part)
+        node = node[key]
+        if not indices and isinstance(node, list) and isinstance(node[0], dict):
+            node = node[0]
+        elif len(indices) == 1:
+            node = node[int(indices[0])]
+        elif len(indices) == 2:
+            i, j = map(int, indices)
+            node = node[i][j] if isinstance(node[i], list) else node[i] if i == j else None
+    return float(node)
+
+
+def _read(name: str):
     if name.startswith("kind:"):
-        model_file = spineid.ModelFile.from_document(MODEL_KINDS[name[5:]].document)
-    else:
-        model_file = spineid.load_model_file(spineid.dataset_path(f"{name}.toml"))
-    declared = {(p.element, p.field, p.row): p
-                for p in spineid.declared_parameters(model_file.model)}
+        spec = MODEL_KINDS[name[5:]].document
+        return spineid.ModelFile.from_document(spec), spec
+    path = spineid.dataset_path(f"{name}.toml")
+    return spineid.load_model_file(path), tomllib.loads(path.read_text())
+
+
+@pytest.mark.parametrize("name", BUNDLED + [f"kind:{kind}" for kind in MODEL_KINDS])
+def test_parameter_names_are_paths_into_the_file_and_the_same_in_python(name):
+    # Every parameter a model file names is one its elements declare (units, bounds, groups
+    # are the elements'); its name is the path of its number in the file (walked by hand
+    # here), and the model with the file's labels taken away (as built in Python) names
+    # the same parameters the same way.
+    model_file, document_ = _read(name)
+    assert model_file.parameters
     for parameter in model_file.parameters:
-        key = (parameter.element, parameter.field, parameter.row)
-        if key not in declared and parameter.row is not None:
-            # A file may name one entry of a field the element ties (one value for all).
-            key = (parameter.element, parameter.field, None)
-            assert declared[key].tied, parameter.name
-            continue
-        twin = declared[key]
-        assert (parameter.unit, parameter.group, parameter.lower, parameter.upper,
-                parameter.tied) == (twin.unit, twin.group, twin.lower, twin.upper,
-                                    twin.tied), parameter.name
+        assert parameter.value(model_file.model) == pytest.approx(
+            _document_value(document_, parameter.name), rel=1e-12, abs=1e-300), parameter.name
+    model = model_file.model
+    unlabelled = eqx.tree_at(lambda m: m.elements, model, tuple(
+        dataclasses.replace(e, label=None) for e in model.elements)) \
+        if getattr(model, "elements", ()) else model
+    python_names = {p.name for p in spineid.declared_parameters(unlabelled)}
+    assert {p.name for p in model_file.parameters} <= python_names
+
+
+def test_springs_the_file_interleaves_keep_their_file_names():
+    # Vector and axial springs alternating in the file: each keeps its index there.
+    vector = {"kind": "vector", "point": [0.01, 0.0], "stiffness": 9000.0}
+    springs = [vector, AXIAL_SPRINGS[0], dict(vector, stiffness=8000.0)]
+    model_file = spineid.ModelFile.from_document(document(springs=springs, loads=LOADS))
+    by_name = {p.name: p.value(model_file.model) for p in model_file.parameters}
+    assert by_name["springs[0].stiffness"] == 9000.0
+    assert by_name["springs[1].stiffness"] == AXIAL_SPRINGS[0]["stiffness"]
+    assert by_name["springs[2].stiffness"] == 8000.0
+
+
+def test_a_diagonal_entry_is_named_by_row_and_column_and_by_its_index_alone():
+    model_file, _ = _read("spatial_pair")
+    assert "bushings[0].stiffness[3][3]" in [p.name for p in model_file.parameters]
+    chosen = select_parameters(model_file.parameters, ["bushings[0].stiffness[3]"])
+    assert [p.name for p in chosen] == ["bushings[0].stiffness[3][3]"]
+    every = select_parameters(model_file.parameters, ["bushings[0].stiffness"])
+    assert len(every) == 6

@@ -28,6 +28,7 @@ from ._load_laws import (
 from ._parameters import (
     apply_values as apply_values,
     declared_parameters as declared_parameters,
+    element_labels as element_labels,
     Parameter as Parameter,
     ParameterField as ParameterField,
 )

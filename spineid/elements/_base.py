@@ -7,6 +7,7 @@ array fields are their parameters.
 """
 
 import abc
+from typing import ClassVar
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -24,6 +25,13 @@ class AbstractPlanarJointElement(eqx.Module):
     Poses are `[x, y, theta]` (m, m, rad) and velocities `[vx, vy, omega]` of the body frames
     in the global frame.
     """
+
+    label: str | tuple[str, ...] | None = eqx.field(static=True, default=None, kw_only=True)
+    """The element's name in parameter names (`torsion[0]`), or one name per row for an
+    element whose rows are members of its collection (`("springs[0]", "springs[2]")`); `None`
+    (the default): counted in the model (`spineid.element_labels`). Model readers set it to
+    the file's own numbering."""
+    collection: ClassVar[str] = "elements"
 
     @abc.abstractmethod
     def energy(self, pose_a: Float[Array, "3"], pose_b: Float[Array, "3"]) -> Float[Array, ""]:
@@ -59,6 +67,13 @@ class AbstractSpatialElement(eqx.Module):
     stored energy and its Rayleigh dissipation function; the mechanics core derives its forces.
     Poses are `[x, y, z, a1, a2, a3]` (m, 1-2-3 Euler angles in rad), velocities their rates.
     """
+
+    label: str | tuple[str, ...] | None = eqx.field(static=True, default=None, kw_only=True)
+    """The element's name in parameter names (`torsion[0]`), or one name per row for an
+    element whose rows are members of its collection (`("springs[0]", "springs[2]")`); `None`
+    (the default): counted in the model (`spineid.element_labels`). Model readers set it to
+    the file's own numbering."""
+    collection: ClassVar[str] = "elements"
 
     @abc.abstractmethod
     def energy(self, lower_pose, upper_pose) -> Float[Array, ""]:

@@ -7,6 +7,7 @@ relative motion `y = [p, beta]` of frame 2 in frame 1 (`spineid.bushing_deflecti
 """
 
 import math
+from typing import ClassVar
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -80,6 +81,8 @@ class Bushing(AbstractBushing):
     N m/rad; N s/m, N m s/rad), `reference` (`y_0`, `(6,)`).
     """
 
+    collection: ClassVar[str] = "bushings"
+
     kind: str = eqx.field(static=True)
     frame1: tuple[Float[Array, "3"], Float[Array, "3"]]
     frame2: tuple[Float[Array, "3"], Float[Array, "3"]]
@@ -89,12 +92,14 @@ class Bushing(AbstractBushing):
 
     def parameter_fields(self):
         """The 21 packed entries of `stiffness` and of `damping` (groups `bushing.stiffness`,
-        `bushing.damping`; units by entry; diagonal entries >= 0, couplings unbounded)."""
+        `bushing.damping`; units by entry; diagonal entries >= 0, couplings unbounded), named
+        by row and column (`bushings[0].stiffness[1][4]`)."""
         rows, columns = UPPER
         return tuple(
             ParameterField(field, f"bushing.{field}",
                            tuple(bushing_unit(field, i, j) for i, j in zip(rows, columns)),
-                           tuple(0.0 if i == j else -math.inf for i, j in zip(rows, columns)))
+                           tuple(0.0 if i == j else -math.inf for i, j in zip(rows, columns)),
+                           rows="matrix")
             for field in ("stiffness", "damping"))
 
     @classmethod
@@ -149,6 +154,8 @@ class TableBushing(AbstractBushing):
     Fields: `frame1`, `frame2` (as in `Bushing`), `laws` (6 `AbstractLoadLaw`, N or N m),
     `damping` (`(6,)`, N s/m and N m s/rad), `reference` (`y_0`, `(6,)`).
     """
+
+    collection: ClassVar[str] = "bushings"
 
     frame1: tuple[Float[Array, "3"], Float[Array, "3"]]
     frame2: tuple[Float[Array, "3"], Float[Array, "3"]]

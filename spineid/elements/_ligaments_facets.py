@@ -9,6 +9,8 @@ the total force `k s + c s'` would change sign, and then exactly cancels the spr
 release never produces a pulling contact or a pushing ligament.
 """
 
+from typing import ClassVar
+
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
@@ -65,6 +67,8 @@ class SpatialLigaments(AbstractSpatialElement):
     `stiffness` (N/m), `damping` (N s/m), each `(n,)`.
     """
 
+    collection: ClassVar[str] = "ligaments"
+
     lower_points: Float[Array, "n 3"]
     upper_points: Float[Array, "n 3"]
     rest_length: Float[Array, " n"]
@@ -74,8 +78,8 @@ class SpatialLigaments(AbstractSpatialElement):
     def parameter_fields(self):
         """`stiffness` (N/m) and `damping` (N s/m) of each ligament, >= 0 (groups
         `ligaments.stiffness`, `ligaments.damping`)."""
-        return (ParameterField("stiffness", "ligaments.stiffness", "N/m"),
-                ParameterField("damping", "ligaments.damping", "N s/m"))
+        return (ParameterField("stiffness", "ligaments.stiffness", "N/m", rows="members"),
+                ParameterField("damping", "ligaments.damping", "N s/m", rows="members"))
 
     @classmethod
     def from_reference(cls, lower_points: Float[ArrayLike, "n 3"],
@@ -125,6 +129,8 @@ class FacetContacts(AbstractSpatialElement):
     `stiffness` (N/m), `damping` (N s/m), `sharpness` (the blending constant `C`), each `(n,)`.
     """
 
+    collection: ClassVar[str] = "facets"
+
     upper_centres: Float[Array, "n 3"]
     upper_normals: Float[Array, "n 3"]
     upper_radii: Float[Array, " n"]
@@ -136,9 +142,12 @@ class FacetContacts(AbstractSpatialElement):
     sharpness: Float[Array, " n"]
 
     def parameter_fields(self):
-        """One contact `stiffness` (N/m) and one `damping` (N s/m) for every facet, >= 0
-        (groups `facets.stiffness`, `facets.damping`)."""
-        return (ParameterField("stiffness", "facets.stiffness", "N/m", tied=True),
+        """Each facet's contact `stiffness` (N/m, group `facets.each_stiffness`: the facets
+        are members of the model's `facets`), and one contact `stiffness` (N/m) and one
+        `damping` (N s/m) for every facet (tied: groups `facets.stiffness`, `facets.damping`),
+        all >= 0."""
+        return (ParameterField("stiffness", "facets.each_stiffness", "N/m", rows="members"),
+                ParameterField("stiffness", "facets.stiffness", "N/m", tied=True),
                 ParameterField("damping", "facets.damping", "N s/m", tied=True))
 
     @classmethod

@@ -117,7 +117,8 @@ class PiecewiseLinearLaw(AbstractLoadLaw):
 
     def parameter_fields(self, displacement_unit, load_unit, group, prefix=""):
         """The node loads (`load_values`, in `load_unit`, unbounded)."""
-        return (ParameterField(f"{prefix}load_values", group, load_unit, -math.inf),)
+        return (ParameterField(f"{prefix}load_values", group, load_unit, -math.inf,
+                               name=f"{prefix}load"),)
 
     def __init__(self, displacement, load, smoothing=0.0, monotone: bool = False):
         """Nodes `(displacement, load)`, shapes `(n,)`; `monotone=True` rejects a decreasing
@@ -245,7 +246,8 @@ class MonotoneCubicLaw(AbstractLoadLaw):
 
     def parameter_fields(self, displacement_unit, load_unit, group, prefix=""):
         """The node loads (`load_values`, in `load_unit`, unbounded)."""
-        return (ParameterField(f"{prefix}load_values", group, load_unit, -math.inf),)
+        return (ParameterField(f"{prefix}load_values", group, load_unit, -math.inf,
+                               name=f"{prefix}load"),)
 
     def __init__(self, displacement, load, monotone: bool = False):
         """Points `(displacement, load)`, shapes `(n,)`, `n >= 2`; `monotone=True` rejects a

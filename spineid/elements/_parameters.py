@@ -61,8 +61,12 @@ class ParameterField:
     `field` (attribute path, dotted through nested modules and tuple positions:
     `law.load_values`, `laws.3.coefficient`), `group` (the name `free=` uses for every such
     field, e.g. `stiffness`), `unit` (SI; one for every entry, or one per entry), `lower` and
-    `upper` bounds (one for every entry, or one per entry), and `tied` (one value for every
-    entry of the array)."""
+    `upper` bounds (one for every entry, or one per entry), `tied` (one value for every
+    entry of the array), `name` (the field's path in parameter names and model files, when it
+    differs from `field`: a law's `load_values` are the file's `load`) and `rows`, how an
+    entry is named: `"entries"` (`bushings[0].damping[2]`), `"members"` (each row is one
+    member of the element's collection: `springs[2].stiffness`) or `"matrix"` (the 21 packed
+    entries of a symmetric 6x6 matrix: `bushings[0].stiffness[1][4]`)."""
 
     field: str
     group: str
@@ -70,27 +74,80 @@ class ParameterField:
     lower: float | tuple[float, ...] = 0.0
     upper: float = math.inf
     tied: bool = False
+    name: str | None = None
+    rows: str = "entries"
+
+
+_MATRIX = np.triu_indices(6)  # the packing of symmetric 6x6 matrices (row-major upper part)
+
+
+def element_labels(model) -> list:
+    """The name of each element of `model` in parameter names, as model files write it: the
+    element's own `label` where a reader or the user gave one, else its collection (the
+    element class's `collection`, e.g. `springs`, `bushings`; a model may rename it, as a
+    chain calls its bushings `joints`) and its place there, counted in element order:
+    `torsion[1]` for a second torsion element; a tuple of member names (`springs[3]`, ...)
+    for an element whose rows are members of the collection."""
+    counts: dict[str, int] = {}
+    labels = []
+    renamed = getattr(model, "collection_names", {})
+    for element in getattr(model, "elements", ()):
+        collection = getattr(type(element), "collection", "elements")
+        collection = renamed.get(collection, collection)
+        start = counts.get(collection, 0)
+        members = [spec for spec in element.parameter_fields() if spec.rows == "members"]
+        size = int(np.shape(_leaf(element, members[0].field))[0]) if members else 1
+        counts[collection] = start + size
+        given = getattr(element, "label", None)
+        if given is not None:
+            labels.append(given)
+        elif members:
+            labels.append(tuple(f"{collection}[{start + k}]" for k in range(size)))
+        else:
+            labels.append(f"{collection}[{start}]")
+    return labels
+
+
+def _row_name(spec: ParameterField, label, path: str, row: int | None) -> str:
+    # The name of one entry of a declared field (see `ParameterField.rows`).
+    if isinstance(label, tuple):  # an element whose rows are members of its collection
+        if spec.tied or row is None:
+            return f"{label[0].split('[')[0]}.{path}" if label else path
+        return f"{label[row]}.{path}"
+    prefix = path if label is None else f"{label}.{path}"
+    if row is None:
+        return prefix
+    if spec.rows == "matrix":
+        return f"{prefix}[{_MATRIX[0][row]}][{_MATRIX[1][row]}]"
+    return f"{prefix}[{row}]"
 
 
 def declared_parameters(model) -> tuple["Parameter", ...]:
-    """Every parameter a model and its elements declare (`parameter_fields()`), named by their
-    place in the model: `elements[2].stiffness[3]`, `elements[0].law.load_values[1]`,
-    `k_joint`. A model built in Python is fitted with these (`FitProblem(model, ...)`); a model
-    file names the same parameters by their place in the file instead."""
-    owners = [(None, model)] + list(enumerate(getattr(model, "elements", ())))
+    """Every parameter a model and its elements declare (`parameter_fields()`), named as model
+    files name them (`element_labels`): `springs[2].stiffness`, `torsion[0].law.load[1]`,
+    `bushings[0].stiffness[1][4]`, `facets.stiffness`, or a model's own `k_joint`. The same
+    name reads the same in Python, model files, `--free` and reports. Members of an element
+    come one after another with their fields (`springs[0].stiffness`, `springs[0].damping`,
+    `springs[1].stiffness`, ...), as files list them."""
+    owners = [(None, None, model)] + [
+        (element, label, owner) for element, (label, owner) in enumerate(
+            zip(element_labels(model), getattr(model, "elements", ())))]
     parameters = []
-    for element, owner in owners:
-        for spec in owner.parameter_fields():
+    for element, label, owner in owners:
+        entries = []
+        for order, spec in enumerate(owner.parameter_fields()):
             leaf = _leaf(owner, spec.field)
-            path = re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", spec.field)
-            prefix = path if element is None else f"elements[{element}].{path}"
+            path = re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", spec.name or spec.field)
             rows = [None] if spec.tied or jnp.ndim(leaf) == 0 else range(jnp.shape(leaf)[0])
             for row in rows:
                 unit = spec.unit[row] if isinstance(spec.unit, tuple) else spec.unit
                 lower = spec.lower[row] if isinstance(spec.lower, tuple) else spec.lower
-                parameters.append(Parameter(
-                    prefix if row is None else f"{prefix}[{row}]", spec.group, unit, element,
-                    spec.field, row, lower, spec.upper, spec.tied))
+                # Members one after another (fields within each); tied fields after them.
+                key = (0, row, order) if spec.rows == "members" and not spec.tied else (1, order)
+                entries.append((key, Parameter(
+                    _row_name(spec, label, path, row), spec.group, unit, element, spec.field,
+                    row, lower, spec.upper, spec.tied)))
+        parameters += [parameter for _, parameter in sorted(entries, key=lambda e: e[0])]
     return tuple(parameters)
 
 
@@ -131,22 +188,30 @@ def apply_values(model, parameters: Sequence[Parameter], values: Float[Array, " 
     return model
 
 
+_INDICES = re.compile(r"(\[\d+\])+")
+_ONE_INDEX = re.compile(r".*\[\d+\]\.[A-Za-z_]\w*\[(\d+)\]")
+
+
 def select_parameters(
     parameters: Sequence[Parameter], free: Sequence[str], source: str = "model"
 ) -> tuple[Parameter, ...]:
     """The parameters named by `free`: group names (`stiffness`), parameter names
-    (`springs[2].stiffness`) or a vector parameter's name without its index (`bushings[0].
-    stiffness` for every `bushings[0].stiffness[k]`). An unknown entry raises `ValueError`
-    listing what exists."""
+    (`springs[2].stiffness`), a vector or matrix parameter's name without its indices
+    (`bushings[0].stiffness` for every `bushings[0].stiffness[i][j]`), or a diagonal entry of
+    a matrix by one index (`bushings[0].stiffness[3]` for `bushings[0].stiffness[3][3]`). An
+    unknown entry raises `ValueError` listing what exists."""
     if isinstance(free, str):
         free = [free]
     groups = sorted({p.group for p in parameters})
     chosen: list[Parameter] = []
     for entry in free:
         matches = [p for p in parameters if p.group == entry or p.name == entry]
-        if not matches:
-            matches = [p for p in parameters if p.name.startswith(entry + "[")
-                       and p.name[len(entry):].count("[") == 1 and p.name.endswith("]")]
+        if not matches:  # every entry of a vector or matrix parameter
+            matches = [p for p in parameters if p.name.startswith(entry)
+                       and _INDICES.fullmatch(p.name[len(entry):])]
+        diagonal = _ONE_INDEX.fullmatch(entry)
+        if not matches and diagonal:  # a diagonal entry by its index alone: `stiffness[3]`
+            matches = [p for p in parameters if p.name == f"{entry}[{diagonal.group(1)}]"]
         if not matches:
             raise ValueError(
                 f"{source}: --free {entry!r}: no such parameter group in this model; the model "

@@ -6,6 +6,8 @@ Each element stores its parameters as arrays, so a whole discrete measure of spr
 differentiating `energy` and `dissipation` (no hand-written force laws).
 """
 
+from typing import ClassVar
+
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
@@ -52,15 +54,18 @@ class VectorSprings(AbstractPlanarJointElement):
     and `b`; `stiffness` (N/m) and `damping` (N s/m), shape `(n,)`.
     """
 
+    collection: ClassVar[str] = "springs"
+
     points_a: Float[Array, "n 2"]
     points_b: Float[Array, "n 2"]
     stiffness: Float[Array, " n"]
     damping: Float[Array, " n"]
 
     def parameter_fields(self):
-        """`stiffness` (N/m, group `stiffness`) and `damping` (N s/m, group `damping`), >= 0."""
-        return (ParameterField("stiffness", "stiffness", "N/m"),
-                ParameterField("damping", "damping", "N s/m"))
+        """`stiffness` (N/m, group `stiffness`) and `damping` (N s/m, group `damping`) of each
+        spring, >= 0; each spring a member of the model's `springs`."""
+        return (ParameterField("stiffness", "stiffness", "N/m", rows="members"),
+                ParameterField("damping", "damping", "N s/m", rows="members"))
 
     @classmethod
     def from_reference(
@@ -107,6 +112,8 @@ class AxialSprings(AbstractPlanarJointElement):
     `stiffness` (N/m, `(n,)`), `damping` (N s/m, `(n,)`).
     """
 
+    collection: ClassVar[str] = "springs"
+
     points_a: Float[Array, "n 2"]
     points_b: Float[Array, "n 2"]
     rest_length: Float[Array, " n"]
@@ -114,9 +121,10 @@ class AxialSprings(AbstractPlanarJointElement):
     damping: Float[Array, " n"]
 
     def parameter_fields(self):
-        """`stiffness` (N/m, group `stiffness`) and `damping` (N s/m, group `damping`), >= 0."""
-        return (ParameterField("stiffness", "stiffness", "N/m"),
-                ParameterField("damping", "damping", "N s/m"))
+        """`stiffness` (N/m, group `stiffness`) and `damping` (N s/m, group `damping`) of each
+        spring, >= 0; each spring a member of the model's `springs`."""
+        return (ParameterField("stiffness", "stiffness", "N/m", rows="members"),
+                ParameterField("damping", "damping", "N s/m", rows="members"))
 
     @classmethod
     def from_reference(
@@ -173,6 +181,8 @@ class TorsionSpring(AbstractPlanarJointElement):
     the reference configuration; default 0). Numbers are accepted.
     """
 
+    collection: ClassVar[str] = "torsion"
+
     stiffness: Float[Array, ""] = eqx.field(converter=floats)
     damping: Float[Array, ""] = eqx.field(converter=floats, default=0.0)
     rest_angle: Float[Array, ""] = eqx.field(converter=floats, default=0.0)
@@ -198,6 +208,8 @@ class NonlinearTorsion(AbstractPlanarJointElement):
     dissipation `1/2 c (omega_b - omega_a)^2`. Fields: `law` (`AbstractLoadLaw`, rad to N m),
     `damping` (`c`, N m s/rad), `rest_angle` (rad).
     """
+
+    collection: ClassVar[str] = "torsion"
 
     law: AbstractLoadLaw
     damping: Float[Array, ""]
@@ -243,6 +255,8 @@ class SpringMeasure(AbstractPlanarJointElement):
     `stiffness_moments`, `damping_moments` (`(4,)`: `[m0, m1x, m1y, m2]`, global reference axes;
     units N/m, N, N, N m for stiffness and N s/m, N s, N s, N m s for damping).
     """
+
+    collection: ClassVar[str] = "measure"
 
     origin_a: Float[Array, "2"]
     origin_b: Float[Array, "2"]

@@ -204,7 +204,8 @@ _PATH_PART = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)$")
 def set_in_document(document: dict, name: str, value: float) -> None:
     """Set the entry `name` of a parsed model document: `springs[3].stiffness`,
     `bushings[0].stiffness[2]` (an entry of a list) or `bushings[0].stiffness[1][4]` (an entry
-    of a matrix, which model files hold symmetric: its mirror entry `[4][1]` is set too).
+    of a matrix, which model files hold symmetric: its mirror entry `[4][1]` is set too;
+    `[2][2]` of a matrix the file gives by its diagonal sets the diagonal's entry `[2]`).
     A tied parameter of an array of tables without an index (`facets.stiffness`) is set in
     every table."""
     node = document
@@ -229,6 +230,11 @@ def set_in_document(document: dict, name: str, value: float) -> None:
             node[key] = float(value)
         elif len(indices) == 1:
             node[key][indices[0]] = float(value)
+        elif len(indices) == 2 and not isinstance(node[key][indices[0]], list):
+            i, j = indices  # a diagonal entry of a matrix the file gives by its diagonal
+            if i != j:
+                raise ValueError(f"not an entry of the diagonal {key} holds: {name!r}")
+            node[key][i] = float(value)
         elif len(indices) == 2:
             i, j = indices
             node[key][i][j] = node[key][j][i] = float(value)

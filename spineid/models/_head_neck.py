@@ -152,13 +152,14 @@ class HeadNeckChain(AbstractLagrangianSystem):
         (tied), >= 0: groups `ligaments.stiffness` (`k_anterior`, `k_posterior`, N/m),
         `ligaments.damping` (N s/m), `joints.stiffness` (`k_joint`, N m/rad), `joints.damping`
         (N m s/rad)."""
-        return tuple(ParameterField(field, group, unit, tied=True) for field, group, unit in (
-            ("k_anterior", "ligaments.stiffness", "N/m"),
-            ("k_posterior", "ligaments.stiffness", "N/m"),
-            ("c_anterior", "ligaments.damping", "N s/m"),
-            ("c_posterior", "ligaments.damping", "N s/m"),
-            ("k_joint", "joints.stiffness", "N m/rad"),
-            ("c_joint", "joints.damping", "N m s/rad")))
+        return tuple(ParameterField(field, group, unit, tied=True, name=name)
+                     for field, group, unit, name in (
+            ("k_anterior", "ligaments.stiffness", "N/m", "ligaments.anterior_stiffness"),
+            ("k_posterior", "ligaments.stiffness", "N/m", "ligaments.posterior_stiffness"),
+            ("c_anterior", "ligaments.damping", "N s/m", "ligaments.anterior_damping"),
+            ("c_posterior", "ligaments.damping", "N s/m", "ligaments.posterior_damping"),
+            ("k_joint", "joints.stiffness", "N m/rad", "joints.stiffness"),
+            ("c_joint", "joints.damping", "N m s/rad", "joints.damping")))
 
     @classmethod
     def create(cls, *, links, centres, anterior_lower, anterior_upper, posterior_lower,

@@ -3,6 +3,8 @@ al. 2013, section 5: L1-L5 on a fixed sacrum), with the loads of each bushing at
 mass, and the lumbar Models 1-4 of their Table 1.
 """
 
+from typing import ClassVar
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -67,6 +69,7 @@ class SpatialChain(AbstractLagrangianSystem):
     loads: tuple[AbstractLoad, ...]
     gravity: Float[Array, "3"]
     names: tuple[str, ...] = eqx.field(static=True, default=())
+    collection_names: ClassVar[dict[str, str]] = {"bushings": "joints"}
     links: tuple[ChainLink, ...] = ()
 
     def __check_init__(self):

@@ -28,15 +28,16 @@ class FitProblem:
 
     **Arguments:**
     - `model`: a model built in Python (any model kind: `PlanarPair`, `SpatialPair`,
-      `HeadNeckChain`, ...; its elements declare their parameters, `declared_parameters`, named
-      by place: `elements[0].stiffness[2]`), or a `ModelFile` read from TOML (parameters named
-      by the file: `springs[2].stiffness`). The model's values of the free parameters are the
-      starting guess; the others stay fixed.
+      `HeadNeckChain`, ...; its elements declare their parameters, `declared_parameters`), or a
+      `ModelFile` read from TOML; either way a parameter has the name a model file gives it
+      (`springs[2].stiffness`, `bushings[0].stiffness[1][4]`). The model's values of the free
+      parameters are the starting guess; the others stay fixed.
     - `measurements`: one `Measurement` per load case; a value `NaN` is one not measured (a
       gap in a marker's track, a channel this load case does not record): it adds nothing to
       the fit, its information or its goodness of fit (`n_data` counts the values measured).
     - `free`: groups (`stiffness`, `damping`, `torsion`, ...), parameter names, or the name of
-      a vector parameter without its index (`elements[0].stiffness`: every entry).
+      a vector or matrix parameter without its indices (`bushings[0].stiffness`: every
+      entry).
     - `noise`: per-channel measurement standard deviation (SI), e.g. `{"x": 5e-6, "y": 5e-6,
       "theta": 1.7e-4}`; `None` estimates it from the residuals.
     - `models`: optional model per load case (same parameters, e.g. other loads); default the

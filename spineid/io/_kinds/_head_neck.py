@@ -5,7 +5,7 @@ shows every key).
 
 import numpy as np
 
-from ...elements._parameters import Parameter
+from ...elements._parameters import declared_parameters, Parameter
 from ...models._head_neck import HeadNeckChain, TriangularPulse, head_neck_geometry
 from .._toml import DocumentChecker, simulation_settings
 
@@ -16,14 +16,15 @@ _HEAD_NECK_VERTEBRA_ROWS = ("body_depth", "body_height", "spinous_reach", "disc_
 _HEAD_NECK_SCALARS = ("base_disc_height", "base_depth", "base_spinous_reach", "head_inertia")
 
 
-# (document key, HeadNeckChain field, --free group, unit)
+# (document key, HeadNeckChain field); groups, units and bounds are the model's declaration
+# (`HeadNeckChain.parameter_fields`), whose names are these keys.
 _HEAD_NECK_PARAMETERS = (
-    ("ligaments.anterior_stiffness", "k_anterior", "ligaments.stiffness", "N/m"),
-    ("ligaments.posterior_stiffness", "k_posterior", "ligaments.stiffness", "N/m"),
-    ("ligaments.anterior_damping", "c_anterior", "ligaments.damping", "N s/m"),
-    ("ligaments.posterior_damping", "c_posterior", "ligaments.damping", "N s/m"),
-    ("joints.stiffness", "k_joint", "joints.stiffness", "N m/rad"),
-    ("joints.damping", "c_joint", "joints.damping", "N m s/rad"),
+    ("ligaments.anterior_stiffness", "k_anterior"),
+    ("ligaments.posterior_stiffness", "k_posterior"),
+    ("ligaments.anterior_damping", "c_anterior"),
+    ("ligaments.posterior_damping", "c_posterior"),
+    ("joints.stiffness", "k_joint"),
+    ("joints.damping", "c_joint"),
 )
 
 
@@ -43,7 +44,7 @@ def head_neck_arguments(document: dict, source: str = "<model>") -> dict:
         check.keys(document[table_name], table_name, keys)
     values = {field: check.number(document[name.split(".")[0]], name.split(".")[1], name,
                                   minimum=0.0)
-              for name, field, _, _ in _HEAD_NECK_PARAMETERS}
+              for name, field in _HEAD_NECK_PARAMETERS}
     pulse_table = document["pulse"]
     check.keys(pulse_table, "pulse", {"peak", "t_peak", "t_end", "direction"},
                {"peak", "t_peak", "t_end"})
@@ -105,6 +106,4 @@ def read_head_neck(document, check, folder) -> tuple[HeadNeckChain, tuple[Parame
         if str(error).startswith(check.source):
             raise
         raise ValueError(f"{check.source}: {error}") from None
-    parameters = tuple(Parameter(name, group, unit, None, field, tied=True)
-                       for name, field, group, unit in _HEAD_NECK_PARAMETERS)
-    return chain, parameters
+    return chain, declared_parameters(chain)

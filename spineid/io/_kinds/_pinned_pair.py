@@ -8,7 +8,7 @@ import numpy as np
 from ..._arrays import floats
 from ...elements._parameters import Parameter
 from ...models._pinned_pair import PinnedPair
-from ._shared import append_torsion, planar_common_tables, planar_body
+from ._shared import append_torsion, file_parameters, planar_common_tables, planar_body
 
 # The upper body's centre at an angle, as one compiled program (run eagerly, each operation
 # would be a program of its own: spineid/_arrays.py).
@@ -30,8 +30,7 @@ def read_pinned_pair(document, check, folder) -> tuple[PinnedPair, tuple[Paramet
     check.keys(document["pin"], "pin", {"point"}, {"point"})
     pin = check.vector(document["pin"], "point", "pin.point", 2)
     elements: list = []
-    parameters: list[Parameter] = []
-    append_torsion(document, check, lower, upper, elements, parameters)
+    append_torsion(document, check, lower, upper, elements)
     model = PinnedPair(
         lower=lower,
         upper=upper,
@@ -48,4 +47,4 @@ def read_pinned_pair(document, check, folder) -> tuple[PinnedPair, tuple[Paramet
             f"a pose the pin allows: x, y = {on_circle.tolist()} for that angle",
             initial_pose.tolist(),
         )
-    return model, tuple(parameters)
+    return model, file_parameters(model)

@@ -8,7 +8,10 @@ from ..._arrays import floats
 from ...elements._parameters import Parameter
 from ...elements._planar_springs import AxialSprings, VectorSprings
 from ...models._planar_pair import PlanarPair
-from ._shared import append_torsion, planar_common_tables, parameter_order, planar_body
+from ._shared import (
+    append_torsion, file_parameters, labelled, parameter_order, planar_body,
+    planar_common_tables,
+)
 
 
 def read_planar_pair(document, check, folder) -> tuple[PlanarPair, tuple[Parameter, ...]]:
@@ -49,36 +52,26 @@ def read_planar_pair(document, check, folder) -> tuple[PlanarPair, tuple[Paramet
                     upper_point.tolist(),
                 )
             axial_rows.append((lower_point, upper_point, stiffness, damping, index))
-    parameters: list[Parameter] = []
 
-    def spring_parameters(file_indices):
-        for row, file_index in enumerate(file_indices):
-            for field, unit in (("stiffness", "N/m"), ("damping", "N s/m")):
-                parameters.append(
-                    Parameter(f"springs[{file_index}].{field}", field, unit, len(elements),
-                              field, row)
-                )
+    def members(file_indices):  # each spring named by its place in the file
+        return tuple(f"springs[{index}]" for index in file_indices)
 
     if vector_rows:
         points, stiffness, damping, file_indices = map(np.asarray, zip(*vector_rows))
-        spring_parameters(file_indices)
-        elements.append(
+        elements.append(labelled(
             VectorSprings.from_reference(
                 points, stiffness, damping, lower.reference_pose, upper.reference_pose
-            )
-        )
+            ), members(file_indices)))
     if axial_rows:
         lower_points, upper_points, stiffness, damping, file_indices = map(
             np.asarray, zip(*axial_rows)
         )
-        spring_parameters(file_indices)
-        elements.append(
+        elements.append(labelled(
             AxialSprings.from_reference(
                 lower_points, upper_points, stiffness, damping, lower.reference_pose,
                 upper.reference_pose,
-            )
-        )
-    append_torsion(document, check, lower, upper, elements, parameters)
+            ), members(file_indices)))
+    append_torsion(document, check, lower, upper, elements)
     loads = planar_common_tables(document, check, folder)
     model = PlanarPair(
         lower=lower,
@@ -88,5 +81,5 @@ def read_planar_pair(document, check, folder) -> tuple[PlanarPair, tuple[Paramet
         gravity=floats(gravity),
         initial_pose=floats(initial_pose),
     )
-    parameters.sort(key=lambda p: parameter_order(p.name))
-    return model, tuple(parameters)
+    # Springs by their index in the file, then torsion (vector and axial springs may alternate).
+    return model, tuple(sorted(file_parameters(model), key=lambda p: parameter_order(p.name)))

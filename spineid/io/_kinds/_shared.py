@@ -2,6 +2,7 @@
 laws, loads (sinusoids and load tables) and the `[measure]` curve.
 """
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -10,7 +11,10 @@ from ..._arrays import floats
 from ...elements._load_laws import (
     check_monotone, LAW_KINDS, MonotoneCubicLaw, PiecewiseLinearLaw, PolynomialLaw, TanCosLaw,
 )
-from ...elements._parameters import Parameter
+from ...elements._bushings import UPPER
+from ...elements._parameters import (
+    declared_parameters, element_labels, Parameter,
+)
 from ...elements._planar_springs import NonlinearTorsion, TorsionSpring
 from ...models._loads import (
     PLANAR_LOAD_COMPONENTS, AbstractLoad, SinusoidalLoad, TabulatedLoad,
@@ -40,7 +44,27 @@ def planar_body(table, key, check, allow_fixed: bool) -> tuple[PlanarBody, np.nd
     return body, initial
 
 
-def append_torsion(document, check, lower, upper, elements, parameters) -> None:
+def labelled(element, label):
+    """`element` named `label` in parameter names (the file's own numbering: `torsion[2]`, or
+    one member name per row, `("springs[0]", "springs[3]")`)."""
+    return dataclasses.replace(element, label=label)
+
+
+def file_parameters(model, diagonal_only=()) -> tuple[Parameter, ...]:
+    """The parameters a model file names: every one its model declares
+    (`spineid.declared_parameters`: names, units, bounds and groups come from the elements),
+    less the couplings of the bushing matrices the file gives by their diagonal only
+    (`diagonal_only`: `(element label, field)` pairs, e.g. `("bushings[0]", "damping")`)."""
+    labels = element_labels(model)
+
+    def named(p):
+        return not (p.element is not None and (labels[p.element], p.field) in diagonal_only
+                    and p.row is not None and UPPER[0][p.row] != UPPER[1][p.row])
+
+    return tuple(p for p in declared_parameters(model) if named(p))
+
+
+def append_torsion(document, check, lower, upper, elements) -> None:
     # [[torsion]] tables: spring-dampers on the relative angle, at rest in the reference pose;
     # linear (`stiffness`) or nonlinear (`law`).
     rest_angle = floats(np.asarray(upper.reference_pose)[2] - np.asarray(lower.reference_pose)[2])
@@ -53,27 +77,21 @@ def append_torsion(document, check, lower, upper, elements, parameters) -> None:
         damping = floats(
             check.number(torsion, "damping", f"{key}.damping", minimum=0.0, default=0.0))
         if "law" in torsion:
-            law, law_parameters = load_law(torsion["law"], f"{key}.law", check, "rad", "N m")
-            for name, field, row, unit, lower_bound in law_parameters:
-                parameters.append(Parameter(f"{key}.law.{name}", "torsion", unit, len(elements),
-                                            f"law.{field}", row, lower_bound))
-            element = NonlinearTorsion(law=law, damping=damping, rest_angle=rest_angle)
+            law = load_law(torsion["law"], f"{key}.law", check)
+            element = NonlinearTorsion(law=law, damping=damping, rest_angle=rest_angle,
+                                       label=key)
         else:
-            parameters.append(Parameter(f"{key}.stiffness", "torsion", "N m/rad", len(elements),
-                                        "stiffness"))
             element = TorsionSpring(
                 stiffness=floats(
                     check.number(torsion, "stiffness", f"{key}.stiffness", minimum=0.0)),
-                damping=damping, rest_angle=rest_angle)
-        parameters.append(Parameter(f"{key}.damping", "torsion", "N m s/rad", len(elements),
-                                    "damping"))
+                damping=damping, rest_angle=rest_angle, label=key)
         elements.append(element)
 
 
-def load_law(table, key: str, check: "DocumentChecker", displacement_unit: str, load_unit: str):
+def load_law(table, key: str, check: "DocumentChecker"):
     """A load law from its model-file table (`kind` one of `LAW_KINDS`;
-    docs/formats/model-files.md), and its parameters as `(name, field, row, unit,
-    lower_bound)`: the node loads of tables, the coefficient(s) of analytic laws."""
+    docs/formats/model-files.md); the law declares its parameters (the node loads of tables,
+    named `load[k]` as in the file, the coefficient(s) of analytic laws)."""
     check.keys(table, key, {"kind", "displacement", "load", "smoothing", "coefficient",
                             "coefficients"}, {"kind"})
     kind = check.choice(table, "kind", f"{key}.kind", LAW_KINDS)
@@ -103,17 +121,7 @@ def load_law(table, key: str, check: "DocumentChecker", displacement_unit: str, 
     else:
         check.keys(table, key, {"kind", "coefficients"}, {"coefficients"})
         law = PolynomialLaw(check.vector(table, "coefficients", f"{key}.coefficients", None))
-    # The law declares its parameters (units, bounds); the file names them by its own keys.
-    key_of = {"load_values": "load", "coefficient": "coefficient",
-              "coefficients": "coefficients"}
-    parameters = []
-    for spec in law.parameter_fields(displacement_unit, load_unit, ""):
-        leaf = getattr(law, spec.field)
-        for row in [None] if np.ndim(leaf) == 0 else range(np.shape(leaf)[0]):
-            unit = spec.unit[row] if isinstance(spec.unit, tuple) else spec.unit
-            name = key_of[spec.field] if row is None else f"{key_of[spec.field]}[{row}]"
-            parameters.append((name, spec.field, row, unit, spec.lower))
-    return law, parameters
+    return law
 
 
 def planar_common_tables(document, check, folder) -> tuple[AbstractLoad, ...]:

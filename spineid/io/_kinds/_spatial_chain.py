@@ -16,7 +16,7 @@ from ...elements._parameters import Parameter
 from ...models._spatial_chain import SpatialChain
 from ...models._spatial_pair import SpatialBody
 from .._toml import MISSING, simulation_settings
-from ._shared import read_loads
+from ._shared import file_parameters, read_loads
 from ._spatial_pair import read_bushing, spatial_body
 
 
@@ -56,7 +56,7 @@ def read_spatial_chain(document, check, folder) -> tuple[SpatialChain, tuple[Par
         body, _ = spatial_body({k: v for k, v in table.items() if k != "name"}, key, check)
         bodies.append(body)
     joint_tables = check.tables(document, "joints")
-    elements, parameters = [], []
+    elements, diagonal_only = [], set()
     below = [base] + bodies
     for index, joint in enumerate(joint_tables[:len(bodies)]):
         key = f"joints[{index}]"
@@ -76,8 +76,8 @@ def read_spatial_chain(document, check, folder) -> tuple[SpatialChain, tuple[Par
                        f"(below) to {names[index + 1]!r}; list the bodies bottom up, one joint "
                        f"per body in the same order ({where})", given)
         elements.append(read_bushing(check, joint, key, below[index], bodies[index],
-                                     (names[index], names[index + 1]), len(elements),
-                                     parameters, extra_keys=("lower", "upper")))
+                                     (names[index], names[index + 1]), diagonal_only,
+                                     extra_keys=("lower", "upper")))
     if len(joint_tables) != len(bodies):
         check.fail("joints", f"{len(bodies)} joints, one per body in the order of [[bodies]] "
                              f"(joint k joins the body below to bodies[k])", len(joint_tables))
@@ -91,7 +91,7 @@ def read_spatial_chain(document, check, folder) -> tuple[SpatialChain, tuple[Par
         chain = SpatialChain(base_pose=chain.base_pose, bodies=chain.bodies,
                              elements=chain.elements, loads=loads, gravity=chain.gravity,
                              names=chain.names)
-    return chain, tuple(parameters)
+    return chain, file_parameters(chain, diagonal_only)
 
 
 def _numbers(values) -> list:

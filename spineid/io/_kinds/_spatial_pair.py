@@ -10,12 +10,12 @@ import equinox as eqx
 import numpy as np
 
 from ..._arrays import floats
-from ...elements._bushings import Bushing, bushing_unit, TableBushing, UPPER
+from ...elements._bushings import Bushing, TableBushing
 from ...elements._ligaments_facets import FacetContacts, SpatialLigaments
 from ...elements._parameters import Parameter
 from ...models._spatial_pair import SPATIAL_LOAD_COMPONENTS, SpatialBody, SpatialPair
 from .._toml import MISSING, simulation_settings
-from ._shared import read_loads, load_law
+from ._shared import file_parameters, labelled, load_law, read_loads
 
 
 BUSHING_AXES = ("tx", "ty", "tz", "rx", "ry", "rz")
@@ -66,11 +66,10 @@ def spatial_body(table, key, check) -> tuple[SpatialBody, np.ndarray]:
 _penetrations = eqx.filter_jit(FacetContacts.penetrations)
 
 
-def bushing_matrix(check, table, name, key) -> tuple[np.ndarray, list[tuple[str, int]]]:
-    # A 6-vector (the diagonal) or a symmetric 6x6 array; returns the matrix and, for each
-    # entry the file holds, its parameter-name suffix and packed row.
+def bushing_matrix(check, table, name, key) -> tuple[np.ndarray, bool]:
+    # A 6-vector (the diagonal) or a symmetric 6x6 array; returns the matrix and whether the
+    # file gave its diagonal only (then its couplings are not parameters of the file).
     value = table.get(name)
-    rows = np.flatnonzero(UPPER[0] == UPPER[1])
     if isinstance(value, list) and value and isinstance(value[0], list):
         if len(value) != 6 or any(not isinstance(row, list) or len(row) != 6 for row in value):
             check.fail(f"{key}.{name}", "6 numbers (the diagonal) or a 6x6 array", value)
@@ -82,17 +81,17 @@ def bushing_matrix(check, table, name, key) -> tuple[np.ndarray, list[tuple[str,
             check.fail(f"{key}.{name}[{i}][{j}]",
                        f"a symmetric matrix ({name}[{j}][{i}] = {matrix[j, i]:g})",
                        matrix[i, j])
-        entries = [(f"[{i}][{j}]", row) for row, (i, j) in enumerate(zip(*UPPER))]
+        diagonal_only = False
     else:
         diagonal = check.vector(table, name, f"{key}.{name}", 6,
                                 default=np.zeros(6) if name == "damping" else MISSING)
         matrix = np.diag(diagonal)
-        entries = [(f"[{i}]", int(row)) for i, row in enumerate(rows)]
+        diagonal_only = True
     if np.any(np.diag(matrix) < 0):
         i = int(np.argmin(np.diag(matrix)))
         check.fail(f"{key}.{name}", f"a nonnegative diagonal ({BUSHING_AXES[i]} entry)",
                    float(matrix[i, i]))
-    return matrix, entries
+    return matrix, diagonal_only
 
 
 def bushing_frame(check, bushing, name, key, bodies: tuple[str, ...]):
@@ -106,12 +105,12 @@ def bushing_frame(check, bushing, name, key, bodies: tuple[str, ...]):
                          default=np.zeros(3)))
 
 
-def read_bushing(check, bushing, key, lower, upper, frame_bodies, element, parameters,
+def read_bushing(check, bushing, key, lower, upper, frame_bodies, diagonal_only,
                  extra_keys=()):
     """A bushing table (`kind` classic, spine or table) between bodies `lower` and `upper`
-    (`SpatialBody`), whose frames name `frame_bodies[0]` and `frame_bodies[1]`; its parameters
-    appended to `parameters` (element index `element`). `extra_keys`: further keys the table
-    may hold (read by the caller)."""
+    (`SpatialBody`), whose frames name `frame_bodies[0]` and `frame_bodies[1]`, named `key` in
+    parameter names; a matrix given by its diagonal adds `(key, field)` to the set
+    `diagonal_only`. `extra_keys`: further keys the table may hold (read by the caller)."""
     kind = check.choice(bushing, "kind", f"{key}.kind", ("classic", "spine", "table"))
     extra = set(extra_keys)
     if kind == "table":
@@ -125,23 +124,19 @@ def read_bushing(check, bushing, key, lower, upper, frame_bodies, element, param
     frame1 = bushing_frame(check, bushing, "frame1", key, (frame_bodies[0],))
     frame2 = bushing_frame(check, bushing, "frame2", key, (frame_bodies[1],))
     if kind == "table":
-        return table_bushing(check, bushing, key, frame1, frame2, lower, upper, element,
-                             parameters)
-    stiffness, stiffness_entries = bushing_matrix(check, bushing, "stiffness", key)
-    damping, damping_entries = bushing_matrix(check, bushing, "damping", key)
+        return table_bushing(check, bushing, key, frame1, frame2, lower, upper)
+    stiffness, diagonal_stiffness = bushing_matrix(check, bushing, "stiffness", key)
+    damping, diagonal_damping = bushing_matrix(check, bushing, "damping", key)
     smallest = np.linalg.eigvalsh(stiffness).min()
     if smallest < 0:
         warnings.warn(f"{check.source}: {key}.stiffness is not positive semi-definite "
                       f"(smallest eigenvalue {smallest:.4g}): the joint is unstable in "
                       "some direction", stacklevel=3)
-    for field, entries in (("stiffness", stiffness_entries), ("damping", damping_entries)):
-        for suffix, row in entries:
-            i, j = UPPER[0][row], UPPER[1][row]
-            parameters.append(Parameter(
-                f"{key}.{field}{suffix}", f"bushing.{field}", bushing_unit(field, i, j),
-                element, field, row, lower=0.0 if i == j else -math.inf))
-    return Bushing.create(kind, frame1, frame2, stiffness, damping, lower.reference_pose,
-                          upper.reference_pose)
+    for field, diagonal in (("stiffness", diagonal_stiffness), ("damping", diagonal_damping)):
+        if diagonal:
+            diagonal_only.add((key, field))
+    return labelled(Bushing.create(kind, frame1, frame2, stiffness, damping,
+                                   lower.reference_pose, upper.reference_pose), key)
 
 
 def read_spatial_pair(document, check, folder) -> tuple[SpatialPair, tuple[Parameter, ...]]:
@@ -150,16 +145,14 @@ def read_spatial_pair(document, check, folder) -> tuple[SpatialPair, tuple[Param
     gravity = check.vector(document, "gravity", "gravity", 3, default=np.zeros(3))
     lower, _ = spatial_body(document["lower"], "lower", check)
     upper, initial_pose = spatial_body(document["upper"], "upper", check)
-    elements, parameters = [], []
+    elements, diagonal_only = [], set()
     for index, bushing in enumerate(check.tables(document, "bushings")):
         elements.append(read_bushing(check, bushing, f"bushings[{index}]", lower, upper,
-                                     ("lower", "upper"), len(elements), parameters))
+                                     ("lower", "upper"), diagonal_only))
     if document.get("ligaments"):
-        elements.append(spatial_ligaments(document, check, lower, upper, len(elements),
-                                           parameters))
+        elements.append(spatial_ligaments(document, check, lower, upper))
     if document.get("facets"):
-        elements.append(facet_contacts(document, check, lower, upper, len(elements),
-                                        parameters))
+        elements.append(facet_contacts(document, check, lower, upper))
     if "simulation" in document:
         simulation_settings(document, check.source)
     model = SpatialPair(
@@ -167,35 +160,26 @@ def read_spatial_pair(document, check, folder) -> tuple[SpatialPair, tuple[Param
         loads=read_loads(document, check, folder, SPATIAL_LOAD_COMPONENTS),
         gravity=floats(gravity), initial_pose=floats(initial_pose),
     )
-    return model, tuple(parameters)
+    return model, file_parameters(model, diagonal_only)
 
 
-def table_bushing(check, bushing, key, frame1, frame2, lower, upper, element, parameters):
+def table_bushing(check, bushing, key, frame1, frame2, lower, upper):
     # kind = "table": one load law per degree of freedom [tx, ty, tz, rx, ry, rz].
     laws_table = bushing["laws"]
     if not isinstance(laws_table, list) or len(laws_table) != 6:
         check.fail(f"{key}.laws", "a list of 6 law tables (tx, ty, tz, rx, ry, rz)", laws_table)
     laws = []
     for k, table in enumerate(laws_table):
-        rotation = k >= 3
-        law, law_parameters = load_law(table, f"{key}.laws[{k}]", check,
-                                       "rad" if rotation else "m", "N m" if rotation else "N")
-        laws.append(law)
-        for name, field, row, unit, lower_bound in law_parameters:
-            parameters.append(Parameter(f"{key}.laws[{k}].{name}", "bushing.laws", unit, element,
-                                        f"laws.{k}.{field}", row, lower_bound))
+        laws.append(load_law(table, f"{key}.laws[{k}]", check))
     damping = check.vector(bushing, "damping", f"{key}.damping", 6, default=np.zeros(6))
     if np.any(damping < 0):
         check.fail(f"{key}.damping", "6 numbers >= 0 (diagonal damping of a table bushing)",
                    damping.tolist())
-    for k in range(6):
-        parameters.append(Parameter(f"{key}.damping[{k}]", "bushing.damping",
-                                    bushing_unit("damping", k, k), element, "damping", k, 0.0))
-    return TableBushing.create(frame1, frame2, laws, damping, lower.reference_pose,
-                               upper.reference_pose)
+    return labelled(TableBushing.create(frame1, frame2, laws, damping, lower.reference_pose,
+                                        upper.reference_pose), key)
 
 
-def spatial_ligaments(document, check, lower, upper, element, parameters):
+def spatial_ligaments(document, check, lower, upper):
     # [[ligaments]]: tension-only spring-dampers between global points of the reference pose.
     tables = check.tables(document, "ligaments")
     lower_points, upper_points, stiffness, damping = [], [], [], []
@@ -212,12 +196,10 @@ def spatial_ligaments(document, check, lower, upper, element, parameters):
         stiffness.append(check.number(table, "stiffness", f"{key}.stiffness", minimum=0.0))
         damping.append(check.number(table, "damping", f"{key}.damping", minimum=0.0,
                                     default=0.0))
-        for field, unit in (("stiffness", "N/m"), ("damping", "N s/m")):
-            parameters.append(Parameter(f"{key}.{field}", f"ligaments.{field}", unit, element,
-                                        field, index))
-    return SpatialLigaments.from_reference(np.array(lower_points), np.array(upper_points),
-                                           stiffness, damping, lower.reference_pose,
-                                           upper.reference_pose)
+    return labelled(SpatialLigaments.from_reference(
+        np.array(lower_points), np.array(upper_points), stiffness, damping,
+        lower.reference_pose, upper.reference_pose),
+        tuple(f"ligaments[{index}]" for index in range(len(tables))))
 
 
 def facet_disc(check, table, name, key):
@@ -235,7 +217,7 @@ def facet_disc(check, table, name, key):
     return centre, normal / np.linalg.norm(normal), radius
 
 
-def facet_contacts(document, check, lower, upper, element, parameters):
+def facet_contacts(document, check, lower, upper):
     # [[facets]]: penalty contact between a face on the upper and one on the lower body.
     tables = check.tables(document, "facets")
     columns = {name: [] for name in ("upper", "lower", "stiffness", "damping", "blending")}
@@ -259,11 +241,6 @@ def facet_contacts(document, check, lower, upper, element, parameters):
                                                default=0.0))
         columns["blending"].append(check.number(table, "blending", f"{key}.blending",
                                                 positive=True, default=50.0))
-        parameters.append(Parameter(f"{key}.stiffness", "facets.each_stiffness", "N/m",
-                                    element, "stiffness", index))
-    for field, unit in (("stiffness", "N/m"), ("damping", "N s/m")):
-        parameters.append(Parameter(f"facets.{field}", f"facets.{field}", unit, element, field,
-                                    tied=True))
     upper_discs, lower_discs = columns["upper"], columns["lower"]
     facets = FacetContacts.from_reference(
         [d[0] for d in upper_discs], [d[1] for d in upper_discs], [d[2] for d in upper_discs],
@@ -276,4 +253,4 @@ def facet_contacts(document, check, lower, upper, element, parameters):
         check.fail(f"facets[{index}]", "faces that do not overlap in the reference pose (a "
                    f"penetration of {depths[index] * 1e3:.4g} mm would preload the segment)",
                    "overlapping faces")
-    return facets
+    return labelled(facets, tuple(f"facets[{index}]" for index in range(len(tables))))
