@@ -326,3 +326,15 @@ def test_two_dask_workers_give_this_process_numbers_and_report_a_dead_worker(mon
     assert "failed after 2 tries" in result.failures[0]["error"]
     assert result.results[4] == {"square": 25}
     assert calls(counter).count(-1) == 2  # tried, then retried once
+
+
+def test_a_chunk_queued_behind_one_that_kills_its_worker_is_not_blamed(tmp_path):
+    # One worker, the chunk that kills it first: the chunks behind it finish (with Dask's
+    # default saturation the second chunk was queued on the dying worker and failed with it).
+    counter = tmp_path / "calls"
+    counter.mkdir()
+    items = [(v, str(counter)) for v in (-1, 4, 5, 6)]
+    result = spineid.run_batch(square, items, chunk=1, executor=spineid.Dask(workers=1))
+    assert [r["index"] for r in result.failures] == [0]
+    assert result.results[1:] == [{"square": 16}, {"square": 25}, {"square": 36}]
+    assert calls(counter).count(4) == 1  # never blamed, never run again

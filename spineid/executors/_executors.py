@@ -165,7 +165,10 @@ class Dask(AbstractExecutor):
     - `timeout`: seconds to wait for the scheduler before giving up with an error.
     - `retries`: how often a task whose worker died, or that raised, is run again (default
       once) before its chunk is reported failed (for a worker's death a remote scheduler
-      follows its own `distributed.scheduler.allowed-failures` setting).
+      follows its own `distributed.scheduler.allowed-failures` setting). A local cluster's
+      scheduler sends each worker thread one task at a time, so a worker's death is counted
+      against the chunk it ran, not against the one queued behind it; give a remote scheduler
+      `distributed.scheduler.worker-saturation: 1.0` for the same (docs/scale-out.md).
 
     Worker processes are started by spawn (fork and JAX's threads do not mix); each compiles
     the batch's programs once and keeps them for its later chunks. They share the persistent
@@ -208,7 +211,13 @@ class Dask(AbstractExecutor):
                 # A task whose worker died is given to another `retries` times, then failed
                 # (read by the scheduler: a local cluster's runs here; a remote one keeps its
                 # own setting).
-                "distributed.scheduler.allowed-failures": self.retries}
+                "distributed.scheduler.allowed-failures": self.retries,
+                # One task per worker thread at a time: a worker's death then counts against
+                # the chunk it was running only. With Dask's default (1.1: a second task
+                # queued on a one-thread worker) the chunk queued behind a chunk that kills
+                # its worker was blamed with it and reported failed (measured: 1 worker,
+                # chunks [dies, fine]: both failed; with 1.0 only the first).
+                "distributed.scheduler.worker-saturation": 1.0}
 
     @contextlib.contextmanager
     def _local_cluster(self):
