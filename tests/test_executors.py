@@ -337,4 +337,25 @@ def test_a_chunk_queued_behind_one_that_kills_its_worker_is_not_blamed(tmp_path)
     result = spineid.run_batch(square, items, chunk=1, executor=spineid.Dask(workers=1))
     assert [r["index"] for r in result.failures] == [0]
     assert result.results[1:] == [{"square": 16}, {"square": 25}, {"square": 36}]
-    assert calls(counter).count(4) == 1  # never blamed, never run again
+    assert calls(counter).count(-1) == 2  # tried, retried once, then reported
+
+
+def test_a_remote_scheduler_that_blames_a_queued_chunk_has_it_run_again_alone(tmp_path):
+    # A running cluster with Dask's default saturation (a second task queued on the one-thread
+    # worker): the queued chunk dies with the first, then runs alone and finishes.
+    import dask
+    import distributed
+
+    counter = tmp_path / "calls"
+    counter.mkdir()
+    items = [(v, str(counter)) for v in (-1, 4, 5)]
+    with dask.config.set({"distributed.scheduler.worker-saturation": 1.1,
+                          "distributed.scheduler.allowed-failures": 1,
+                          "distributed.worker.multiprocessing-method": "spawn"}), \
+            distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                     dashboard_address=None, silence_logs=40) as cluster:
+        result = spineid.run_batch(square, items, chunk=1,
+                                   executor=spineid.Dask(scheduler=cluster.scheduler_address))
+    assert [r["index"] for r in result.failures] == [0]
+    assert "failed after 3 tries" in result.failures[0]["error"]
+    assert result.results[1:] == [{"square": 16}, {"square": 25}]

@@ -167,8 +167,9 @@ class Dask(AbstractExecutor):
       once) before its chunk is reported failed (for a worker's death a remote scheduler
       follows its own `distributed.scheduler.allowed-failures` setting). A local cluster's
       scheduler sends each worker thread one task at a time, so a worker's death is counted
-      against the chunk it ran, not against the one queued behind it; give a remote scheduler
-      `distributed.scheduler.worker-saturation: 1.0` for the same (docs/scale-out.md).
+      against the chunk it ran, not against the one queued behind it. A remote scheduler
+      may blame both (its own `worker-saturation`): a chunk whose workers died there is run
+      once more alone, after the others, before it is reported failed (docs/scale-out.md).
 
     Worker processes are started by spawn (fork and JAX's threads do not mix); each compiles
     the batch's programs once and keeps them for its later chunks. They share the persistent
@@ -274,12 +275,27 @@ class Dask(AbstractExecutor):
             def submit(function: Callable, chunks: Sequence[Chunk]):
                 futures = {client.submit(run_chunk, function, chunk, retries=self.retries,
                                          pure=False): chunk for chunk in chunks}
+                suspects = []
                 for future in distributed.as_completed(futures):
                     chunk = futures[future]
                     try:
                         yield chunk, future.result()
                     except Exception as error:  # the task itself failed (a worker died)
-                        yield chunk, task_failed(chunk, error, self.retries)
+                        if self.scheduler is not None and isinstance(
+                                error, distributed.KilledWorker):
+                            suspects.append(chunk)
+                        else:
+                            yield chunk, task_failed(chunk, error, self.retries)
+                # A remote scheduler may have queued a chunk on a worker beside the one that
+                # killed it, and blamed both (its `worker-saturation` is its own): each such
+                # chunk runs once more alone, after every other, so that only the chunk that
+                # kills its worker is reported failed.
+                for chunk in suspects:
+                    future = client.submit(run_chunk, function, chunk, pure=False)
+                    try:
+                        yield chunk, future.result()
+                    except Exception as error:
+                        yield chunk, task_failed(chunk, error, self.retries + 1)
 
             yield submit
 
