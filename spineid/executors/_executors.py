@@ -167,9 +167,10 @@ class Dask(AbstractExecutor):
       once) before its chunk is reported failed (for a worker's death a remote scheduler
       follows its own `distributed.scheduler.allowed-failures` setting). A local cluster's
       scheduler sends each worker thread one task at a time, so a worker's death is counted
-      against the chunk it ran, not against the one queued behind it. A remote scheduler
-      may blame both (its own `worker-saturation`): a chunk whose workers died there is run
-      once more alone, after the others, before it is reported failed (docs/scale-out.md).
+      against the chunk it ran, not against the one queued behind it. A running scheduler
+      whose `worker-saturation` is above 1 (Dask's default) may blame both: there a chunk
+      whose workers died is run once more alone, after the others, before it is reported
+      failed (docs/scale-out.md).
 
     Worker processes are started by spawn (fork and JAX's threads do not mix); each compiles
     the batch's programs once and keeps them for its later chunks. They share the persistent
@@ -281,21 +282,22 @@ class Dask(AbstractExecutor):
                     try:
                         yield chunk, future.result()
                     except Exception as error:  # the task itself failed (a worker died)
-                        if self.scheduler is not None and isinstance(
-                                error, distributed.KilledWorker):
+                        if isinstance(error, distributed.KilledWorker) and blames_queued:
                             suspects.append(chunk)
                         else:
                             yield chunk, task_failed(chunk, error, self.retries)
-                # A remote scheduler may have queued a chunk on a worker beside the one that
-                # killed it, and blamed both (its `worker-saturation` is its own): each such
-                # chunk runs once more alone, after every other, so that only the chunk that
-                # kills its worker is reported failed.
+                # A scheduler that queues tasks on workers may have blamed a chunk queued
+                # behind the one that killed the worker: each such chunk runs once more alone,
+                # after every other, so that only the chunk that kills its worker is reported
+                # failed (its tries then counted twice).
                 for chunk in suspects:
                     future = client.submit(run_chunk, function, chunk, pure=False)
                     try:
                         yield chunk, future.result()
                     except Exception as error:
-                        yield chunk, task_failed(chunk, error, self.retries + 1)
+                        yield chunk, task_failed(chunk, error, 2 * self.retries + 1)
+
+            blames_queued = self.scheduler is not None and _queues_on_workers(client)
 
             yield submit
 
@@ -348,6 +350,18 @@ class Devices(AbstractExecutor):
                                [f"spineid-{device}" for device in devices])
 
         yield submit
+
+
+def _queues_on_workers(client) -> bool:
+    """Whether a running scheduler may hold more than one task per worker thread (its
+    `distributed.scheduler.worker-saturation` above 1, Dask's default 1.1; `True` where it
+    does not say), so that a worker's death also blames a chunk queued behind."""
+    try:
+        saturation = client.run_on_scheduler(
+            lambda dask_scheduler: dask_scheduler.WORKER_SATURATION)
+    except Exception:  # (a scheduler that refuses to run functions, or an older one)
+        return True
+    return not float(saturation) <= 1.0
 
 
 def task_failed(chunk: Chunk, error: BaseException, retries: int) -> list[dict]:
