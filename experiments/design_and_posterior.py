@@ -224,11 +224,16 @@ def nuts(draws):
                                  ["stiffness"], noise)
     fitted = spineid.fit(problem, spineid.LevenbergMarquardt())
     start = time.perf_counter()
-    sampled = spineid.posterior(problem, samples=draws, start=fitted.values)
+    # `draws` in all, over 4 chains (one after another, the default).
+    sampled = spineid.posterior(problem, samples=max(10, draws // 4), chains=4,
+                                start=fitted.values)
     seconds = time.perf_counter() - start
-    print(f"   {draws} draws in {seconds:.1f} s (first call, compiling included); effective "
-          f"draws {', '.join(f'{e:.0f}' for e in sampled.effective_samples)} (target: >= 400 "
-          "each in under 120 s)")
+    print(f"   {len(sampled.draws)} draws (4 chains) in {seconds:.1f} s (first call, compiling "
+          f"included); bulk effective draws "
+          f"{', '.join(f'{e:.0f}' for e in sampled.effective_samples)}, tail "
+          f"{', '.join(f'{e:.0f}' for e in sampled.ess_tail)}, R-hat "
+          f"{', '.join(f'{r:.3f}' for r in sampled.r_hat)} (target: >= 400 each in under "
+          "120 s)")
     print("   posterior sd / Cramer-Rao: "
           + ", ".join(f"{r:.2f}" for r in sampled.sd / fitted.stderr))
     print("   " + sampled.summary().replace("\n", "\n   "))
@@ -369,14 +374,14 @@ def correlated(repetitions, posterior_repetitions):
         truth_values = problem.start if truth_values is None else truth_values
         fitted = spineid.fit(problem, spineid.LevenbergMarquardt())
         start = time.perf_counter()
-        sampled = spineid.posterior(problem, fit=fitted, samples=400, warmup=150, seed=r)
+        sampled = spineid.posterior(problem, fit=fitted, samples=100, warmup=150, seed=r)
         seconds.append(time.perf_counter() - start)
         ratios.append(sampled.sd / fitted.stderr)
         interval = sampled.interval()
         covered.append((interval[:, 0] <= truth_values) & (truth_values <= interval[:, 1]))
     if posterior_repetitions:
         covered = np.array(covered)
-        print(f"   {posterior_repetitions} posteriors of AR(1) data (400 draws each, "
+        print(f"   {posterior_repetitions} posteriors of AR(1) data (4 chains of 100 draws, "
               f"{np.median(seconds):.1f} s median, the first {seconds[0]:.1f} s): posterior sd"
               " / the fit's standard error, median "
               + ", ".join(f"{m:.2f}" for m in np.median(ratios, axis=0))

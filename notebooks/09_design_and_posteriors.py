@@ -116,15 +116,18 @@ plt.show()
 # Cramer-Rao interval is symmetric by construction, the linearisation of the model at the
 # optimum; the posterior (NUTS, with a weakly informative log-normal prior on every parameter)
 # is the whole picture: its interval need not be symmetric, and it respects that a damper is
-# positive. (Few hundred draws give about a hundred effective ones for the weakest parameters:
-# the summary says so. Draw more before reading tails.)
+# positive. Four chains run from dispersed starts; the summary gives each parameter's R-hat
+# (above 1.01 the chains disagree) and its bulk and tail effective draws (a few hundred draws
+# give about a hundred effective ones for the weakest parameters: draw more before reading
+# tails). `posterior.to_inference_data()` hands the draws to ArviZ (`az.plot_trace`).
 
 # %%
 designed = found.problem()
 measured = noisy(designed)
 fitted = spineid.fit(measured, spineid.LevenbergMarquardt())
-posterior = spineid.posterior(measured, samples=40 if QUICK else 300,
-                             warmup=20 if QUICK else 100, start=fitted.values)
+posterior = spineid.posterior(measured, samples=20 if QUICK else 150,
+                             warmup=20 if QUICK else 100, chains=2 if QUICK else 4,
+                             start=fitted.values)
 print(posterior.summary())
 weak = found.names.index("springs[2].damping")
 low, high = posterior.interval()[weak]

@@ -324,7 +324,7 @@ _PLOTS = (
     "plot_planar_pair", "plot_planar_trajectories", "plot_posterior", "plot_profile",
     "plot_residuals",
     "plot_segment_study", "plot_flexibility", "plot_spine",
-    "plot_spine_geometry", "plot_stiffness_fit", "plot_whiplash",
+    "plot_spine_geometry", "plot_stiffness_fit", "plot_traces", "plot_whiplash",
 )
 
 

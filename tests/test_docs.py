@@ -29,8 +29,10 @@ def test_site_builds_strictly(tmp_path):
 def test_every_verb_and_model_kind_is_documented():
     cli = (DOCS / "cli.md").read_text()
     verbs = build_parser()._subparsers._group_actions[0].choices
+    table = cli.split("| verb | what it does |", 1)[1].split("\n\n", 1)[0]
     for verb in verbs:
         assert f"## `{verb}`" in cli, verb
+        assert f"| [`{verb}`](#{verb}) |" in table, verb  # (and in the table of verbs)
     # The README's list of verbs is the parser's.
     readme = (ROOT / "README.md").read_text()
     listed = readme.split("`spineid simulate", 1)[1].split("`", 1)[0]

@@ -41,7 +41,8 @@ def fitted(problem):
 
 @pytest.fixture(scope="module")
 def sampled(problem, fitted):
-    return spineid.posterior(problem, samples=400, warmup=100, start=fitted.values, seed=1)
+    # Four chains (the default) of 100 draws.
+    return spineid.posterior(problem, samples=100, warmup=100, start=fitted.values, seed=1)
 
 
 def test_a_near_linear_posterior_is_the_cramer_rao_normal(fitted, sampled):
@@ -62,7 +63,7 @@ def test_a_narrow_prior_pulls_the_posterior_as_two_normals_combine(problem, fitt
     error = fitted.stderr[0]
     centre, width = fitted.values[0] + 5 * error, error / 10
     priors = {"springs[0].stiffness": ("normal", centre, width)}
-    pulled = spineid.posterior(problem, priors=priors, samples=400, warmup=100,
+    pulled = spineid.posterior(problem, priors=priors, samples=200, warmup=100, chains=2,
                                start=fitted.values, seed=2)
     # The two normals combine (correlations with the other springs change the weights a
     # little: bounds rather than equality).
@@ -89,7 +90,7 @@ def test_another_posterior_of_the_same_problem_compiles_nothing(problem, fitted,
               for name, value, kind in zip(problem.names, fitted.values, kinds)}
     jax.monitoring.register_event_duration_secs_listener(listener)
     try:
-        again = spineid.posterior(problem, priors=priors, samples=400, warmup=100,
+        again = spineid.posterior(problem, priors=priors, samples=100, warmup=100,
                                   start=fitted.values, seed=5)
     finally:
         jax.monitoring.unregister_event_duration_listener(listener)
@@ -155,7 +156,8 @@ def test_a_fit_under_correlated_errors_gives_the_posterior_its_noise_model(probl
     fitted = spineid.fit(correlated, spineid.LevenbergMarquardt())
     models = fitted.goodness_of_fit.noise_model
     assert all(models[c]["order"] >= 1 for c in ("x", "y", "theta")), models
-    sampled = spineid.posterior(correlated, fit=fitted, samples=200, warmup=60, seed=4)
+    sampled = spineid.posterior(correlated, fit=fitted, samples=100, warmup=60, chains=2,
+                                seed=4)
     assert sampled.divergences == 0 and np.all(sampled.effective_samples > 100)
 
     def observed(theta):
@@ -219,7 +221,7 @@ def test_directions_the_data_cannot_see_are_said_before_sampling(problem):
     priors = {name: ("lognormal", value, 0.01) for name, value in zip(unseen.names,
                                                                       unseen.start)}
     with pytest.warns(RuntimeWarning, match="determine 1 combinations of the 2 parameters"):
-        sampled = spineid.posterior(unseen, priors=priors, samples=60, warmup=30)
+        sampled = spineid.posterior(unseen, priors=priors, samples=60, warmup=30, chains=2)
     assert "determine 1 combinations" in sampled.summary()
     # What the data see, their sum, is as narrow as the linearised error says; each spring
     # moves along the unseen difference, held only by its prior (1% of 27000 and 12000 N/m).
@@ -271,7 +273,7 @@ def test_a_model_that_lacks_what_the_data_show_fails_the_predictive_check(proble
                                                       "springs[1].stiffness"], NOISE)
     start = spineid.fit(wrong, spineid.LevenbergMarquardt()).values
     with pytest.warns(RuntimeWarning, match="does not explain the data"):
-        sampled = spineid.posterior(wrong, samples=40, warmup=40, start=start)
+        sampled = spineid.posterior(wrong, samples=40, warmup=40, chains=1, start=start)
     assert not sampled.explains_data and sampled.predictive_p < 1e-6
     assert "does NOT explain the data" in sampled.summary()
 
@@ -291,9 +293,10 @@ def test_priors_written_in_the_model_file_are_the_posteriors_and_given_ones_win(
     path = spineid.io.write_model_file(tmp_path / "with_priors.toml", with_file.model_file, {})
     assert spineid.load_model_file(path).priors == with_file.model_file.priors
     assert tomllib.loads(path.read_text())["priors"]["springs[0].stiffness"] == prior
-    from_file = spineid.posterior(with_file, samples=40, warmup=20, start=fitted.values, seed=4)
+    from_file = spineid.posterior(with_file, samples=40, warmup=20, chains=1,
+                                  start=fitted.values, seed=4)
     given = spineid.posterior(problem, priors={"springs[0].stiffness": tuple(prior)},
-                              samples=40, warmup=20, start=fitted.values, seed=4)
+                              samples=40, warmup=20, chains=1, start=fitted.values, seed=4)
     # (The same sampler with the same priors, on two problems built apart: the draws agree to
     # rounding, not always to the bit.)
     np.testing.assert_allclose(from_file.draws, given.draws, rtol=1e-6)
@@ -302,7 +305,7 @@ def test_priors_written_in_the_model_file_are_the_posteriors_and_given_ones_win(
     assert from_file.draws[:, 0].mean() > fitted.values[0] + 4 * error
     assert from_file.priors[0] == ("normal", prior[1], prior[2])
     overridden = spineid.posterior(with_file, priors={"springs[0].stiffness": (
-        "lognormal", float(fitted.values[0]), 1.0)}, samples=10, warmup=10,
+        "lognormal", float(fitted.values[0]), 1.0)}, samples=10, warmup=10, chains=1,
         start=fitted.values)
     assert overridden.priors[0][0] == "lognormal"
 
@@ -329,7 +332,7 @@ def test_the_log_prior_of_each_family_is_scipys_log_density():
     # family at once, against central differences of scipy's.
     from scipy import stats
 
-    from spineid.identify._design._posterior import _log_prior
+    from spineid.identify._design._sampler import _log_prior
 
     kinds = jnp.array([0, 1, 2, 0])  # (indices in PRIOR_KINDS: lognormal, normal, uniform)
     values = jnp.array([[2.0, 0.3, 0.0], [5.0, 1.5, 0.0], [1.0, 4.0, 0.0], [0.5, 0.2, 1.0]])

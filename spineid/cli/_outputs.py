@@ -160,6 +160,7 @@ VERB_OUTPUTS = {
                 "residuals.png"),
     "stiffness": ("report.json", "stiffness.toml", "loads.png"),
     "table": ("report.json", "law.toml", "law_fit.png", "profile_*.png"),
+    "posterior": ("report.json", "draws.csv", "posterior.png", "trace.png", "posterior.nc"),
     "database": ("geometry.png", "l5_s1_law.png"),
     "whiplash": ("head.csv", "whiplash.png", "snapshots.png", "summary.json"),
     "segment": ("cases.csv", "segment.png", "report.json", "fitted.toml", "summary.json"),

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # (the names, for readers, type checkers and the API document
         plot_profile as plot_profile,
         plot_residuals as plot_residuals,
         plot_stiffness_fit as plot_stiffness_fit,
+        plot_traces as plot_traces,
     )
     from ._measures import plot_grid_study as plot_grid_study, plot_measure as plot_measure
     from ._pairs import (

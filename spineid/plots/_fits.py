@@ -377,6 +377,37 @@ def plot_posterior(posterior, path: str | pathlib.Path | None = None, reference=
     return _save(figure, path)
 
 
+def plot_traces(posterior, path: str | pathlib.Path | None = None):
+    """The chains of a `Posterior` (`spineid.posterior`), one row per parameter: each chain's
+    draws in order (left) and its marginal histogram (right), in SI units, with the
+    parameter's R-hat and bulk effective draws in the title: chains that agree overlap and
+    look like noise about one level; a chain apart, a drift or a slow wander shows. Returns
+    the PNG path, or the figure without a path."""
+    chains, names = np.asarray(posterior.chain_draws), list(posterior.names)
+    p = len(names)
+    figure, axes = plt.subplots(p, 2, figsize=(10, 1.9 * p + 0.8), squeeze=False,
+                                gridspec_kw={"width_ratios": [3, 1]})
+    for j, name in enumerate(names):
+        edges = np.histogram_bin_edges(chains[:, :, j], bins=30)
+        for c, chain in enumerate(chains[:, :, j]):
+            axes[j, 0].plot(chain, lw=0.6, color=f"C{c % 10}", alpha=0.8, label=f"chain {c + 1}")
+            axes[j, 1].hist(chain, bins=edges, histtype="step", color=f"C{c % 10}",
+                            density=True)
+        r_hat = np.nan if posterior.r_hat is None else posterior.r_hat[j]
+        axes[j, 0].set_title(f"{name}: R-hat {r_hat:.3f}, bulk ESS "
+                             f"{posterior.effective_samples[j]:.0f}", fontsize=8)
+        axes[j, 0].set_ylabel("value (SI)", fontsize=7)
+        axes[j, 1].set_yticks([])
+        for axis in axes[j]:
+            axis.tick_params(labelsize=7)
+    axes[-1, 0].set_xlabel("draw")
+    axes[-1, 1].set_xlabel("value (SI)")
+    if len(chains) > 1:
+        axes[0, 0].legend(fontsize="x-small", ncol=min(len(chains), 4))
+    figure.suptitle(f"{len(chains)} chain(s) of {chains.shape[1]} draws", fontsize=10)
+    return _save(figure, path)
+
+
 def plot_design(design, path: str | pathlib.Path | None = None, validation=None):
     """A `Design` (`spineid.design`) as bars: each free parameter's predicted relative standard
     error (log scale) with the chosen experiments and, where a baseline was given, with it;

@@ -31,6 +31,12 @@ about the factor its fit's white standard errors are (for AR(1) errors of coeffi
 and slowly varying sensitivities, `sqrt((1 - phi) / (1 + phi))`), and its predictive check
 would reject a right model; the check then counts the innovations.
 
+Several chains (4 by default) run side by side, each with its own adaptation, the first from
+the start and the others dispersed about it; their agreement is measured by the rank-normalised
+split R-hat and their information by the bulk and tail effective sample sizes (Vehtari et al.,
+Bayesian Analysis 16:667, 2021; `_diagnostics.py`, equal to ArviZ's on the same draws), and
+`Posterior.to_inference_data()` hands the draws to ArviZ.
+
 Where the problem is near-linear and the prior flat beside the likelihood, the posterior is
 the Gaussian of the Cramer-Rao covariance (a test checks it); where a parameter is weakly
 determined, the posterior shows what the linearised interval cannot (skew, a floor, a ridge
@@ -51,12 +57,17 @@ import numpy as np
 from ..._arrays import floats
 from ...io._model_file import PRIOR_KINDS
 from .._common._goodness import ALPHA, chi_square_sf
+from .._common._result_family import json_number
 from .._common._noise_model import ChannelNoise, coefficient_matrix
 from .._common._uncertainty import fisher_analysis, numerical_rank
 from .._trajectory._fit import _noise_array
 from .._trajectory._objective import _evaluate, _Objective, _scales, forward_objective, resolved_scales
 from .._trajectory._problem import FitProblem
 from .._trajectory._result import FitResult
+from ._diagnostics import diagnostics
+from ._sampler import (
+    _Density, _log_density_at, _prior_curvature, _sample,
+)
 
 
 
@@ -106,114 +117,6 @@ def _check_priors(problem: FitProblem, priors: dict | None) -> list[tuple]:
     return out
 
 
-def _log_prior(theta, kinds, values) -> jax.Array:
-    # The log prior density of the physical values `theta` `(p,)` (up to a constant): `kinds`
-    # `(p,)` each parameter's family as its index in `PRIOR_KINDS`, `values` `(p, 3)` their
-    # `a, b` and the shift of a log-normal (its parameter's lower bound where finite). Every
-    # family is evaluated for every parameter and the parameter's own kept, with the others'
-    # inputs made harmless (a log of 1, a scale of 1), so that their gradients are zero, not
-    # NaN; kinds as an array let a posterior with priors of other families reuse the programs.
-    a, b, shift = values[:, 0], values[:, 1], values[:, 2]
-    lognormal, normal, uniform = (kinds == PRIOR_KINDS.index(k)
-                                  for k in ("lognormal", "normal", "uniform"))
-    scale = jnp.where(lognormal | normal, b, 1.0)
-    above = jnp.where(lognormal, theta - shift, 1.0)
-    z = (jnp.log(above) - jnp.log(jnp.where(lognormal, a, 1.0))) / scale
-    terms = jnp.where(lognormal, -0.5 * z**2 - jnp.log(above), 0.0)
-    terms = terms + jnp.where(normal, -0.5 * ((theta - a) / scale) ** 2, 0.0)
-    outside = uniform & ((theta < a) | (theta > b))
-    return jnp.sum(terms) + jnp.where(jnp.any(outside), -jnp.inf, 0.0)
-
-
-class _Density(eqx.Module):
-    """The log posterior density the sampler sees (module docstring), at whitened coordinates
-    `z` (`u = u0 + W z`, `W W^T` the inverse of the Laplace approximation's information).
-
-    The compiled programs of `posterior` take it as an argument: a later posterior of a problem
-    of the same structure (other data, priors of other values or families, another start)
-    runs them again instead of compiling its own (20-40 s each on a planar pair).
-    """
-
-    objective: _Objective  # the noise-weighted residuals, and the transform `theta = T(u)`
-    kinds: jax.Array  # (p,) int: each prior's family, its index in `PRIOR_KINDS`
-    priors: jax.Array  # (p, 3): a, b and shift per parameter (`_log_prior`)
-    u0: jax.Array  # (p,), unconstrained
-    whitening: jax.Array  # (p, p)
-
-    def log_prior(self, u):
-        """The prior in `u`: of the physical values, times the Jacobian of `T` (elementwise)."""
-        to_physical = self.objective.transform.to_physical
-        slope = jax.jacfwd(to_physical)(u).diagonal()
-        return (_log_prior(to_physical(u), self.kinds, self.priors)
-                + jnp.sum(jnp.log(jnp.abs(slope))))
-
-    def log_density(self, u):
-        """`log L + log prior` at `u`, `-inf` where it is not finite."""
-        objective = self.objective
-
-        @jax.custom_vjp
-        def log_likelihood(u):
-            return -0.5 * jnp.sum(objective(u) ** 2)
-
-        def log_likelihood_forward(u):
-            # The gradient -J^T r from the p forward-mode sensitivities of one pass through
-            # the ODE: with few parameters far cheaper than reverse mode through the solve.
-            jacobian, residuals = jax.jacfwd(lambda v: (objective(v),) * 2, has_aux=True)(u)
-            return -0.5 * jnp.sum(residuals**2), -(jacobian.T @ residuals)
-
-        log_likelihood.defvjp(log_likelihood_forward,
-                              lambda gradient, cotangent: (cotangent * gradient,))
-        value = log_likelihood(u) + self.log_prior(u)
-        return jnp.where(jnp.isfinite(value), value, -jnp.inf)
-
-    def __call__(self, z):
-        return self.log_density(self.u0 + self.whitening @ z)
-
-
-@eqx.filter_jit
-def _log_density_at(density: _Density, u):
-    return density.log_density(u)
-
-
-@eqx.filter_jit
-def _prior_curvature(density: _Density, u):
-    return -jax.hessian(density.log_prior)(u)
-
-
-@eqx.filter_jit
-def _adapted(density: _Density, key, warmup: int):
-    # Stan's window adaptation of the step size and the mass matrix, `warmup` steps from z = 0.
-    import blackjax  # (the optional extra; `posterior` checks it is there)
-
-    adaptation = blackjax.window_adaptation(blackjax.nuts, density)
-    (state, parameters), _ = adaptation.run(key, jnp.zeros_like(density.u0),
-                                            num_steps=warmup)
-    return state, parameters
-
-
-@eqx.filter_jit
-def _drawn(density: _Density, parameters, state, keys):
-    # One NUTS step per key: the last state, and per draw `(z, divergent, acceptance)`.
-    import blackjax
-
-    step = blackjax.nuts(density, **parameters).step
-
-    def one(state, key):
-        state, info = step(key, state)
-        return state, (state.position, info.is_divergent, info.acceptance_rate)
-
-    return jax.lax.scan(one, state, keys)
-
-
-@jax.jit
-def _effective_samples(chains):
-    # Effective draws per parameter of `(chains, draws, p)`: blackjax's, compiled once (run
-    # eagerly, it compiled small programs of its own in every call).
-    import blackjax
-
-    return blackjax.diagnostics.effective_sample_size(chains)
-
-
 @eqx.filter_jit
 def _discrepancies(objective: _Objective, u):
     return jax.vmap(lambda v: jnp.sum(objective(v) ** 2))(u)
@@ -223,9 +126,13 @@ def _discrepancies(objective: _Objective, u):
 class Posterior:
     """Samples of the posterior of a `FitProblem` (`posterior`).
 
-    Fields: `names`, `draws` (`(samples, p)`, SI), `priors` (the `(kind, a, b)` used per
-    parameter), `effective_samples` (`(p,)`), `acceptance` (mean acceptance rate),
-    `divergences` (count), `step_size`, `seconds`, `warnings`; the posterior predictive check
+    Fields: `names`, `draws` (`(chains * samples, p)`, SI, chain after chain; `chain_draws`
+    gives them `(chains, samples, p)`), `chains`, `priors` (the `(kind, a, b)` used per
+    parameter), `effective_samples` (the bulk effective sample size, `(p,)`), `ess_tail` and
+    `r_hat` (`(p,)`: the rank-normalised diagnostics of Vehtari et al. 2021, `_diagnostics.py`),
+    `acceptance` (mean acceptance rate), `divergences` (count), `step_size` (the chains' mean),
+    `seconds`, `warnings`, `sample_stats` (`diverging`, `acceptance_rate`, each
+    `(chains, samples)`); the posterior predictive check
     (module docstring): `chi_square` (the data's discrepancy `sum r^2` at the draws checked,
     `(m,)`), `n_data` (its degrees of freedom under replication), `predictive_p` (the
     posterior predictive p-value) and `explains_data` (`predictive_p >= ALPHA`); what the
@@ -256,6 +163,33 @@ class Posterior:
     combinations: list = dataclasses.field(default_factory=list)
     rank: int = 0
     noise_model: dict = dataclasses.field(default_factory=dict)
+    chains: int = 1
+    r_hat: np.ndarray | None = None
+    ess_tail: np.ndarray | None = None
+    sample_stats: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def chain_draws(self) -> np.ndarray:
+        """The draws chain by chain, `(chains, samples, p)` (SI)."""
+        return self.draws.reshape(self.chains, -1, self.draws.shape[1])
+
+    def to_inference_data(self):
+        """The draws as an ArviZ `InferenceData`: group `posterior` with one variable per
+        parameter, `(chain, draw)`, named as the fit names it (SI values), and group
+        `sample_stats` (`diverging`, `acceptance_rate`), so that `az.summary`,
+        `az.plot_trace`, `az.plot_pair` and `to_netcdf` work on them. Needs ArviZ
+        (`pip install 'spineid[bayes]'`)."""
+        try:
+            import arviz
+        except ImportError:
+            raise ImportError("Posterior.to_inference_data needs ArviZ: pip install "
+                              "'spineid[bayes]'") from None
+        chains = self.chain_draws
+        return arviz.from_dict(
+            posterior={name: chains[:, :, j] for j, name in enumerate(self.names)},
+            sample_stats={key: np.asarray(value) for key, value in self.sample_stats.items()},
+            attrs={"inference_library": "blackjax (NUTS), by spineid.posterior",
+                   "units": "SI"})
 
     @property
     def explains_data(self) -> bool:
@@ -288,18 +222,22 @@ class Posterior:
         return np.percentile(self.draws, [tail, 100.0 - tail], axis=0).T
 
     def summary(self) -> str:
-        """Mean, standard deviation, 95% interval and effective samples per parameter."""
-        lines = [f"posterior: {len(self.draws)} draws (NUTS) in {self.seconds:.1f} s; "
-                 f"acceptance {self.acceptance:.2f}, {self.divergences} divergent, step "
-                 f"{self.step_size:.3g}",
+        """Mean, standard deviation, 95% interval, R-hat and bulk and tail effective sample
+        sizes per parameter."""
+        lines = [f"posterior: {self.chains} chain(s) of {len(self.draws) // self.chains} draws "
+                 f"(NUTS) in {self.seconds:.1f} s; acceptance {self.acceptance:.2f}, "
+                 f"{self.divergences} divergent, step {self.step_size:.3g}",
                  f"{'parameter':30s} {'mean':>11s} {'sd':>10s} {'2.5%':>11s} {'97.5%':>11s}"
-                 f" {'ESS':>7s}  prior"]
+                 f" {'R-hat':>6s} {'ESS bulk':>8s} {'ESS tail':>8s}  prior"]
         interval = self.interval()
+        r_hat = self.r_hat if self.r_hat is not None else np.full(len(self.names), np.nan)
+        tail = self.ess_tail if self.ess_tail is not None else r_hat
         for j, name in enumerate(self.names):
             kind, a, b = self.priors[j][:3]
             lines.append(f"{name:30s} {self.mean[j]:11.5g} {self.sd[j]:10.3g} "
-                         f"{interval[j, 0]:11.5g} {interval[j, 1]:11.5g} "
-                         f"{self.effective_samples[j]:7.0f}  {kind}({a:.3g}, {b:.3g})")
+                         f"{interval[j, 0]:11.5g} {interval[j, 1]:11.5g} {r_hat[j]:6.3f} "
+                         f"{self.effective_samples[j]:8.0f} {tail[j]:8.0f}  "
+                         f"{kind}({a:.3g}, {b:.3g})")
         if self.noise_model:
             lines.append("likelihood: " + "; ".join(
                 f"{channel} {entry['described']} ({entry['source']})"
@@ -321,7 +259,8 @@ class Posterior:
     def report(self) -> dict:
         """JSON-ready form (draws left out: `draws` holds them)."""
         interval = self.interval()
-        return {"draws": int(len(self.draws)), "acceptance": self.acceptance,
+        return {"draws": int(len(self.draws)), "chains": int(self.chains),
+                "acceptance": self.acceptance,
                 "divergences": self.divergences, "step_size": self.step_size,
                 "seconds": self.seconds, "warnings": list(self.warnings),
                 "rank": int(self.rank), "combinations": list(self.combinations),
@@ -335,9 +274,18 @@ class Posterior:
                                 "sd": float(self.sd[j]), "low95": float(interval[j, 0]),
                                 "high95": float(interval[j, 1]),
                                 "effective_samples": float(self.effective_samples[j]),
+                                "ess_bulk": float(self.effective_samples[j]),
+                                "ess_tail": json_number(np.nan if self.ess_tail is None
+                                                        else self.ess_tail[j]),
+                                "r_hat": json_number(np.nan if self.r_hat is None
+                                                     else self.r_hat[j]),
                                 "prior": list(self.priors[j][:3])}
                                for j, n in enumerate(self.names)]}
 
+
+R_HAT = 1.01
+"""The rank-normalised split R-hat above which the chains are said not to agree (Vehtari et
+al. 2021, section 5)."""
 
 CHECKED_DRAWS = 200
 """Draws, evenly spaced through the chain, at which the posterior predictive check simulates
@@ -390,7 +338,8 @@ def likelihood_noise(problem: FitProblem, fit: FitResult | None
 
 
 def posterior(problem: FitProblem, *, fit: FitResult | None = None, priors: dict | None = None,
-              samples: int = 1000, warmup: int = 300, start=None, seed: int = 0,
+              samples: int = 1000, warmup: int = 300, chains: int = 4, start=None,
+              seed: int = 0, vectorize_chains: bool = False,
               progress: bool = False) -> Posterior:
     """Sample the posterior of `problem`'s free parameters (module docstring) with NUTS.
 
@@ -400,19 +349,25 @@ def posterior(problem: FitProblem, *, fit: FitResult | None = None, priors: dict
     given, white), `priors`
     (`{name: (kind, a, b)}`, `PRIOR_KINDS`; for the others those of the model file's
     `[priors]` table, then `default_prior`), `samples` and
-    `warmup` (draws kept, and adaptation steps of the step size and the mass matrix,
-    Stan's window adaptation), `start` (SI values, `(p,)`; default the problem's start: a
-    fit's optimum, `FitResult.values`, shortens the warm-up), `seed`, `progress` (print the
-    draws done every tenth of the way).
+    `warmup` (draws kept per chain, and adaptation steps of each chain's step size and mass
+    matrix, Stan's window adaptation), `chains` (run side by side, vmapped; the first starts
+    at `start`, the others dispersed about it, `START_SPREAD`, so that their agreement,
+    R-hat, means something), `start` (SI values, `(p,)`; default the problem's start: a
+    fit's optimum, `FitResult.values`, shortens the warm-up), `seed`, `vectorize_chains`
+    (run the chains as one vmapped program instead of one after another: for accelerators;
+    on a CPU it was slower, `_sampler.VECTORIZE_NOTE`), `progress` (print the draws done
+    every tenth of the way).
 
     **Returns:** a `Posterior`, with its posterior predictive check at `CHECKED_DRAWS` draws
     (a warning when the model does not explain the data). Needs blackjax (`pip install 'spineid[bayes]'`).
     """
     if importlib.util.find_spec("blackjax") is None:  # (the programs below import it)
         raise ImportError("spineid.posterior needs blackjax: pip install 'spineid[bayes]'")
-    for name, value, least in (("samples", samples, 10), ("warmup", warmup, 10)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ValueError(f"{name} {value!r}: expected a whole number >= {least}")
+    for name, value, least, most in (("samples", samples, 10, 10**6),
+                                     ("warmup", warmup, 10, 10**6), ("chains", chains, 1, 64)):
+        if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+            raise ValueError(f"{name} {value!r}: expected a whole number from {least} to "
+                             f"{most}")
     started = time.perf_counter()
     sigma, coefficients, noise_model = likelihood_noise(problem, fit)
     prior = _check_priors(problem, priors)
@@ -459,24 +414,25 @@ def posterior(problem: FitProblem, *, fit: FitResult | None = None, priors: dict
     whitening = vectors / np.sqrt(values)  # u = u0 + W z, W W^T = information^-1
     density = dataclasses.replace(density, whitening=floats(whitening))
 
-    key_warmup, key_draws = jax.random.split(jax.random.PRNGKey(seed))
-    state, parameters = _adapted(density, key_warmup, warmup)
-    keys = jax.random.split(key_draws, samples)
-    blocks = np.array_split(np.arange(samples), min(10, samples))
-    positions, divergent, acceptance = [], [], []
-    for number, index in enumerate(blocks):
-        state, (u, bad, rate) = _drawn(density, parameters, state, keys[index])
-        positions.append(np.asarray(u))
-        divergent.append(np.asarray(bad))
-        acceptance.append(np.asarray(rate))
-        if progress:
-            print(f"posterior: {index[-1] + 1} of {samples} draws "
-                  f"({time.perf_counter() - started:.1f} s)", flush=True)
-    u = np.asarray(u0) + np.concatenate(positions) @ whitening.T
+    z, divergent, acceptance, step_size = _sample(
+        density, jax.random.PRNGKey(seed), chains, warmup, samples, vectorize_chains,
+        (lambda done: print(f"posterior: {done} of {samples} draws in each of {chains} "
+                            f"chain(s) ({time.perf_counter() - started:.1f} s)", flush=True))
+        if progress else None)
+    # Chain after chain, `(chains * samples, p)`.
+    u = np.asarray(u0) + z.reshape(-1, len(start)) @ whitening.T
     draws = np.asarray(jax.vmap(transform.to_physical)(jnp.asarray(u)))
-    effective = np.asarray(_effective_samples(jnp.asarray(draws)[None]))
-    divergences = int(np.concatenate(divergent).sum())
+    chain_diagnostics = diagnostics(draws.reshape(chains, samples, -1))
+    divergences = int(divergent.sum())
     notes = list(messages)
+    unmixed = [n for n, r in zip(problem.names, chain_diagnostics["r_hat"]) if not r <= R_HAT]
+    if unmixed:
+        notes.append(f"R-hat above {R_HAT} for {', '.join(unmixed)} (largest "
+                     f"{np.nanmax(chain_diagnostics['r_hat']):.3g}): the {chains} chains "
+                     "(or the halves of one) do not agree: not mixed yet, or a posterior of "
+                     "several modes or a long ridge; draw more (samples=...) and look at the "
+                     "trace plot before reading these draws")
+        warnings.warn("posterior: " + notes[-1], RuntimeWarning, stacklevel=2)
     if divergences:
         notes.append(f"{divergences} divergent transitions: the posterior has regions the "
                         "sampler's step cannot follow (strong curvature); its draws there may "
@@ -503,15 +459,20 @@ def posterior(problem: FitProblem, *, fit: FitResult | None = None, priors: dict
                              "mean": float(along.mean()), "sd": float(along.std(ddof=1)),
                              "low95": float(low95), "high95": float(high95),
                              "stderr": combination["standard_error"]})
-    low = [n for n, e in zip(problem.names, effective) if e < 100]
+    fewest = np.minimum(chain_diagnostics["ess_bulk"], chain_diagnostics["ess_tail"])
+    low = [n for n, e in zip(problem.names, fewest) if not e >= 100]
     if low:
-        notes.append(f"fewer than 100 effective draws for {', '.join(low)}: draw more "
-                        "(samples=...) before reading their tails")
+        notes.append(f"fewer than 100 effective draws (bulk or tail) for {', '.join(low)}: "
+                     "draw more (samples=...) before reading their tails")
     return Posterior(names=list(problem.names), draws=draws,
-                     priors=[p[:3] for p in prior], effective_samples=effective,
-                     acceptance=float(np.concatenate(acceptance).mean()),
-                     divergences=divergences, step_size=float(parameters["step_size"]),
+                     priors=[p[:3] for p in prior],
+                     effective_samples=chain_diagnostics["ess_bulk"],
+                     acceptance=float(acceptance.mean()),
+                     divergences=divergences,
+                     step_size=step_size,
                      seconds=time.perf_counter() - started, warnings=notes,
                      chi_square=chi_square, n_data=n_data,
                      predictive_p=predictive_p, combinations=combinations,
-                     rank=identifiability.rank, noise_model=noise_model)
+                     rank=identifiability.rank, noise_model=noise_model, chains=chains,
+                     r_hat=chain_diagnostics["r_hat"], ess_tail=chain_diagnostics["ess_tail"],
+                     sample_stats={"diverging": divergent, "acceptance_rate": acceptance})
