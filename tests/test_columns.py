@@ -201,3 +201,72 @@ def test_a_named_time_column_must_exist_and_simm_angles_need_their_unit(tmp_path
     read = read_quantities(simm, TRAJECTORY, units={"theta": "rad"})
     np.testing.assert_array_equal(read.values["theta"], THETA)
     np.testing.assert_array_equal(read.values["x"], X)  # (lengths: OpenSim SI)
+
+
+def test_noise_typed_with_units_or_in_the_columns_units_is_the_noise_in_si(tmp_path, capsys):
+    # The same noise three ways: SI numbers for a file in SI; bare numbers for a tester's file
+    # in mm and degrees (the columns' units); numbers with their units. One fit, one answer.
+    model = spineid.dataset_path("axial_4_springs.toml")
+    si = tmp_path / "si.csv"
+    main(["simulate", str(model), "--out", str(si)])
+    table = spineid.read_table(si)
+    rng = np.random.default_rng(4)
+    noisy = {c: table[c] + rng.normal(0, 5e-6 if c != "theta" else 1e-4, table[c].size)
+             for c in ("x", "y", "theta")}
+    write_csv(tmp_path / "si_noisy.csv", {"t": table["t"], **noisy})
+    write_csv(tmp_path / "tester.csv", {
+        "t": table["t"], "Disp_X_mm": noisy["x"] * 1e3, "Disp_Y_mm": noisy["y"] * 1e3,
+        "Rot_Z_deg": np.degrees(noisy["theta"])})
+    columns = ["--columns", "x=Disp_X_mm,y=Disp_Y_mm,theta=Rot_Z_deg"]
+    common = ["--free", "stiffness", "--solver", "lm"]
+    runs = {"si": [str(tmp_path / "si_noisy.csv"), "--noise", "x=5e-6,y=5e-6,theta=1e-4"],
+            "bare": [str(tmp_path / "tester.csv"), *columns, "--noise",
+                     f"x=0.005,y=0.005,theta={math.degrees(1e-4)!r}"],
+            "units": [str(tmp_path / "tester.csv"), *columns, "--noise",
+                      "x=5um,y=0.005mm,theta=1e-4rad"]}
+    reports, printed = {}, {}
+    for name, arguments in runs.items():
+        assert main(["fit", str(model), *arguments, "--out", str(tmp_path / name),
+                     *common]) == 0
+        printed[name] = capsys.readouterr().out
+        reports[name] = json.loads((tmp_path / name / "report.json").read_text())
+    for name in ("bare", "units"):
+        for pa, pb in zip(reports["si"]["parameters"], reports[name]["parameters"]):
+            assert pb["value"] == pytest.approx(pa["value"], rel=1e-8)
+            assert pb["stderr"] == pytest.approx(pa["stderr"], rel=1e-6)
+    assert "noise given: x 0.005 mm, the column's unit" in printed["bare"]
+    assert "noise given: x 5 um, y 0.005 mm, theta 0.0001 rad" in printed["units"]
+    assert "noise given: x 5e-06 m (SI)" in printed["si"]
+    # A unit of the wrong kind, or a bare number for files whose columns disagree: refused.
+    assert main(["fit", str(model), *runs["units"][:3], "--noise", "x=5deg,y=5um,theta=1e-4",
+                 "--out", str(tmp_path / "wrong"), *common]) == 2
+    assert "deg is an angle, expected a length" in capsys.readouterr().err
+
+
+def test_a_bare_noise_for_files_whose_columns_disagree_is_refused():
+    from types import SimpleNamespace
+
+    from spineid.io._columns import noise_in_si
+
+    def read(unit):
+        return SimpleNamespace(read_as={"x": {"column": "x", "unit": unit, "rule": "suffix"}})
+
+    # Metres and spineid's own names are both SI: a bare number is SI for both.
+    assert noise_in_si({"x": "5e-6"}, [read("m"), SimpleNamespace(read_as=None)], ["x"],
+                       ["m"])[0] == {"x": 5e-6}
+    assert noise_in_si({"x": "5"}, [read("um"), read("um")], ["x"], ["m"])[0] == {
+        "x": pytest.approx(5e-6)}
+    with pytest.raises(ValueError, match="give the unit with the number"):
+        noise_in_si({"x": "0.005"}, [read("mm"), read("m")], ["x"], ["m"])
+    # With its unit the number means one thing whatever the files.
+    assert noise_in_si({"x": "5um"}, [read("mm"), read("m")], ["x"], ["m"])[0] == {
+        "x": pytest.approx(5e-6)}
+
+
+@pytest.mark.parametrize("text, match", [
+    ("x=5furlong", "unknown unit 'furlong'"), ("x=-5um", "positive finite"),
+    ("x=abc", "expected CHANNEL=SIGMA"), ("=5um", "expected CHANNEL=SIGMA")])
+def test_bad_noise_text_is_refused_in_one_line(text, match):
+    from spineid.cli._arguments import parse_noise
+    with pytest.raises(ValueError, match=match):
+        parse_noise(text, typed=True)

@@ -9,28 +9,50 @@ import numpy as np
 
 from ..identify._common._goodness import MAX_MISFIT
 from ..identify._common._noise_model import as_noise_model
+from ..io._columns import QUANTITY, UNITS
 
 
-def parse_noise(text: str | None, option: str = "--noise") -> dict[str, float] | None:
-    """`CH=SIGMA,...` -> `{channel: sigma}`; `None` for `None`. Raises `ValueError` naming
-    `option`."""
+def _number_or(text: str, default: float) -> float:
+    # `float(text)` (also nan and inf), or `default` for text that is not a number.
+    try:
+        return float(text)
+    except ValueError:
+        return default
+
+
+def parse_noise(text: str | None, option: str = "--noise",
+                typed: bool = False) -> dict | None:
+    """`CH=SIGMA,...` -> `{channel: sigma}`; `None` for `None`. Each SIGMA may carry its unit
+    (`x=10um,theta=0.02deg`, `spineid.io.quantity_in_si`). With `typed` the values are kept
+    as typed, for a reader that knows the data's columns (a bare number is then in the unit
+    of the channel's column, `FitProblem.from_files`); else they are SI numbers (a bare
+    number SI). Raises `ValueError` naming `option`."""
     if text is None:
         return None
     noise = {}
     for item in text.split(","):
         channel, _, value = item.partition("=")
-        if channel.strip() in noise:
-            raise ValueError(f"{option} {text!r}: channel {channel.strip()!r} is given twice")
-        try:
-            noise[channel.strip()] = float(value)
-        except ValueError:
+        channel = channel.strip()
+        if channel in noise:
+            raise ValueError(f"{option} {text!r}: channel {channel!r} is given twice")
+        match = QUANTITY.match(value)
+        if channel and match is None and not math.isfinite(_number_or(value, 0.0)):
+            raise ValueError(f"{option} {text!r}: {channel}={value.strip()}: expected a "
+                             "positive finite standard deviation")
+        if not channel or match is None:
             raise ValueError(
-                f"{option} {text!r}: expected CHANNEL=SIGMA pairs separated by commas, e.g. "
-                f"x=5e-6,y=5e-6,theta=1.7e-4"
-            ) from None
-        if not (math.isfinite(noise[channel.strip()]) and noise[channel.strip()] > 0):
-            raise ValueError(f"{option} {text!r}: {channel.strip()}={value.strip()}: expected a "
-                             "positive finite standard deviation (in the channel's unit)")
+                f"{option} {text!r}: expected CHANNEL=SIGMA pairs separated by commas, each "
+                f"SIGMA with its unit or without, e.g. x=5e-6,y=5e-6,theta=1.7e-4 or "
+                f"x=5um,theta=0.01deg")
+        unit = match.group(2)
+        sigma = float(match.group(1)) * (UNITS[unit][1] if unit in UNITS else 1.0)
+        if unit and unit not in UNITS:
+            raise ValueError(f"{option} {text!r}: {channel}: unknown unit {unit!r}; known "
+                             f"units: {list(UNITS)}")
+        if not (math.isfinite(sigma) and sigma > 0):
+            raise ValueError(f"{option} {text!r}: {channel}={value.strip()}: expected a "
+                             "positive finite standard deviation")
+        noise[channel] = value.strip() if typed else sigma
     return noise
 
 def misfit_fraction(misfit, span: float | None = None) -> float:

@@ -190,14 +190,15 @@ def command_fit(arguments) -> int:
     """`spineid fit MODEL DATA... --free GROUP --out DIR`: fit through the ODE solve."""
     solver = _fit_solver(arguments)
     problem = FitProblem.from_files(
-        arguments.model, arguments.data, arguments.free, parse_noise(arguments.noise),
-        noise_max=parse_noise(arguments.noise_max, "--noise-max"),
+        arguments.model, arguments.data, arguments.free,
+        parse_noise(arguments.noise, typed=True),
+        noise_max=parse_noise(arguments.noise_max, "--noise-max", typed=True),
         columns=parse_assignments(arguments.columns, "--columns"),
         units=parse_assignments(arguments.units, "--units"),
         markers=parse_markers(arguments.markers), noise_model=arguments.noise_model,
         max_misfit=misfit_fraction(arguments.max_misfit))
     _check_profiles(arguments.profile, problem.names)
-    _print_columns(problem.measurements)
+    _print_columns(problem.measurements, problem.noise_read)
     print(
         f"fitting {len(problem.names)} parameter(s) of {arguments.model} to "
         f"{', '.join(arguments.data)} ({problem.n_data} data values) with "
@@ -218,7 +219,7 @@ def command_fit(arguments) -> int:
     return 0 if result.converged and result.accepted is not False else 1
 
 
-def _print_columns(measurements):
+def _print_columns(measurements, noise_read=None):
     # Which column and unit each channel (or load, displacement) was read from, where the file
     # had its own; for a marker file, which markers made each body and how many frames were
     # dropped. (Trajectories, quasi-static tests and load-displacement data alike.)
@@ -236,16 +237,20 @@ def _print_columns(measurements):
                   "dropped (gaps)", flush=True)
         else:
             print("read " + describe_columns(read_as, measurement.source), flush=True)
+    if noise_read:  # (the noise as typed, and the unit each number was read in)
+        print("noise given: " + ", ".join(f"{channel} {how}"
+                                          for channel, how in noise_read.items()), flush=True)
 
 
 def command_recover(arguments) -> int:
     """`spineid recover MODEL DATA --out DIR`: a stiffness measure on the `[measure]` curve."""
     problem = RecoveryProblem.from_files(
-        arguments.model, arguments.data, parse_noise(arguments.noise), arguments.max_stiffness,
+        arguments.model, arguments.data, parse_noise(arguments.noise, typed=True),
+        arguments.max_stiffness,
         columns=parse_assignments(arguments.columns, "--columns"),
         units=parse_assignments(arguments.units, "--units"), noise_model=arguments.noise_model,
         max_misfit=misfit_fraction(arguments.max_misfit))
-    _print_columns(problem.measurements)
+    _print_columns(problem.measurements, problem.noise_read)
     method = "off the grid" if arguments.grid is None else f"on a grid of {arguments.grid}"
     print(f"recovering the stiffness measure of {arguments.model} on its [measure] curve "
           f"({problem.curve.length * 1e3:.4g} mm) {method} from {arguments.data} "

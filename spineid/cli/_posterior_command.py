@@ -27,10 +27,11 @@ def command_posterior(arguments) -> int:
     if importlib.util.find_spec("blackjax") is None:
         raise ImportError("spineid posterior needs blackjax: pip install 'spineid[bayes]'")
     problem = FitProblem.from_files(
-        arguments.model, arguments.data, arguments.free, parse_noise(arguments.noise),
+        arguments.model, arguments.data, arguments.free,
+        parse_noise(arguments.noise, typed=True),
         columns=parse_assignments(arguments.columns, "--columns"),
         units=parse_assignments(arguments.units, "--units"), noise_model=arguments.noise_model)
-    _print_columns(problem.measurements)
+    _print_columns(problem.measurements, problem.noise_read)
     print(f"fitting {len(problem.names)} parameter(s) of {arguments.model} to "
           f"{', '.join(arguments.data)} ({problem.n_data} data values), then sampling "
           f"{arguments.chains} chain(s) of {arguments.samples} draws (NUTS; the first "

@@ -19,6 +19,7 @@ refused too. What was read from where, in which unit and by which rule is return
 import dataclasses
 import math
 import pathlib
+import re
 from collections.abc import Collection, Mapping
 
 import numpy as np
@@ -66,6 +67,79 @@ def describe_columns(read_as: dict, source: str) -> str:
     parts = [f"{name} from {entry['column']!r} in {entry['unit']} ({entry['rule']})"
              for name, entry in read_as.items() if entry["rule"] != "spineid name"]
     return f"{source}: " + (", ".join(parts) if parts else "spineid's column names, SI units")
+
+
+# A number as typed, with its unit or without: `10um`, `0.02 deg`, `5e-6`, `1.5e+3N`.
+QUANTITY = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z]*)\s*$")
+
+
+def quantity_in_si(text, si_unit: str, column_unit: str | None = None,
+                   what: str = "value") -> tuple[float, str]:
+    """A number a user typed, with its unit (`"10um"`, `"0.02deg"`, one of `UNITS`) or bare,
+    in SI (`si_unit`: `"m"`, `"rad"`, ...), and how it was read (`"10 um"`, `"0.01 mm, the
+    column's unit"`, `"5e-06 m (SI)"`). A bare number is in `column_unit` (the unit of the
+    data file's column it belongs to) where there is one, else SI; a number (not text) is SI.
+    Raises `ValueError` naming `what` for text that is not a number with a unit, an unknown
+    unit (listing the known ones) or a unit of another kind than `si_unit`.
+
+    The units are the table `UNITS` rather than a units library: the quantities of spine
+    tests are a small closed set (lengths, angles, times, forces, moments), and a table gives
+    errors that list exactly what is accepted, with no dependency at import."""
+    if not isinstance(text, str):
+        return float(text), f"{float(text):g} {si_unit} (SI)"
+    match = QUANTITY.match(text)
+    if match is None:
+        raise ValueError(f"{what} {text!r}: expected a number, with or without a unit "
+                         f"(e.g. 10um, 0.02deg, 5e-6)")
+    number, unit = float(match.group(1)), match.group(2)
+    if unit:
+        if unit not in UNITS:
+            raise ValueError(f"{what} {text!r}: unknown unit {unit!r}; known units: "
+                             f"{list(UNITS)}")
+        how = f"{number:g} {unit}"
+    elif column_unit is not None:
+        unit, how = column_unit, f"{number:g} {column_unit}, the column's unit"
+    else:
+        return number, f"{number:g} {si_unit} (SI)"
+    base, factor = UNITS[unit]
+    if base != si_unit:
+        raise ValueError(f"{what} {text!r}: {unit} is {KINDS[base]}, expected "
+                         f"{KINDS.get(si_unit, si_unit)} (in {si_unit})")
+    return number * factor, how
+
+
+def column_unit(measurements, channel: str, what: str) -> str | None:
+    """The unit of the column `channel` was read from in every one of `measurements` (their
+    `read_as`), or `None` where each is in SI (spineid's own column names); a `ValueError`
+    naming `what` where the files disagree (a bare number would mean two things)."""
+    found = set()
+    for measurement in measurements:
+        entry = (getattr(measurement, "read_as", None) or {}).get(channel)
+        unit = None if entry is None else entry.get("unit")
+        # (a column in an SI unit, such as an OpenSim file's metres, reads as SI does)
+        found.add(None if unit not in UNITS or UNITS[unit][1] == 1.0 else unit)
+    if len(found) > 1:
+        raise ValueError(f"{what}: the data files give {channel} in different units "
+                         f"({', '.join(sorted(str(u or 'SI') for u in found))}): give the unit "
+                         f"with the number (e.g. {channel}=10um)")
+    return found.pop() if found else None
+
+
+def noise_in_si(noise, measurements, channels, units, what: str = "--noise"):
+    """Per-channel noise as typed (`{channel: "10um"}`, bare text in the channel's column
+    unit, numbers in SI; `quantity_in_si`) -> `({channel: SI value}, {channel: how it was
+    read})`; `None` as it is. `channels` and `units` are the model's channels and their SI
+    units (`observable_names`, `observable_units`)."""
+    if noise is None:
+        return None, {}
+    si_units = dict(zip(channels, units))
+    values, read = {}, {}
+    for channel, text in noise.items():
+        bare = isinstance(text, str) and (match := QUANTITY.match(text)) and not match.group(2)
+        unit = column_unit(measurements, channel, what) if bare else None
+        values[channel], read[channel] = quantity_in_si(
+            text, si_units.get(channel) or "SI", unit, f"{what} {channel}")
+    return values, read
 
 
 def parse_assignments(text: str | None, option: str) -> dict[str, str]:

@@ -428,10 +428,11 @@ def posterior(problem: FitProblem, *, fit: FitResult | None = None, priors: dict
     unmixed = [n for n, r in zip(problem.names, chain_diagnostics["r_hat"]) if not r <= R_HAT]
     if unmixed:
         notes.append(f"R-hat above {R_HAT} for {', '.join(unmixed)} (largest "
-                     f"{np.nanmax(chain_diagnostics['r_hat']):.3g}): the {chains} chains "
-                     "(or the halves of one) do not agree: not mixed yet, or a posterior of "
-                     "several modes or a long ridge; draw more (samples=...) and look at the "
-                     "trace plot before reading these draws")
+                     f"{np.nanmax(chain_diagnostics['r_hat']):.3g}): "
+                     + (f"the {chains} chains" if chains > 1 else "the two halves of the chain")
+                     + " do not agree: not mixed yet, or a posterior of several modes or a "
+                     "long ridge; draw more (samples=...) and look at the trace plot before "
+                     "reading these draws")
         warnings.warn("posterior: " + notes[-1], RuntimeWarning, stacklevel=2)
     if divergences:
         notes.append(f"{divergences} divergent transitions: the posterior has regions the "

@@ -20,6 +20,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ...elements._planar_springs import SpringMeasure, VectorSprings
+from ...io._columns import noise_in_si
 from ...io._measurements import Measurement, read_measurement
 from ...io._model_file import ModelFile, load_model_file
 from ...models._pinned_pair import PinnedPair
@@ -143,6 +144,7 @@ class RecoveryProblem:
         # The data fix at most the 4 moments of a measure.
         check_measurements(self.measurements, self.channels, 4)
         self.noise = None if noise is None else check_noise(self.channels, noise)
+        self.noise_read: dict = {}  # (`from_files`: how typed noise was read)
         self.noise_model = checked_noise_model(noise_model, self.noise is not None,
                                                self.measurements, channels=self.channels)
         self.max_misfit = checked_max_misfit(max_misfit)
@@ -159,7 +161,8 @@ class RecoveryProblem:
                    columns=None, units=None, **options):
         """Problem from a model file and one or more trajectory files (`columns`, `units`: a
         file's own column names and units, as `FitProblem.from_files`; `options`:
-        `noise_model`, `max_misfit`)."""
+        `noise_model`, `max_misfit`); `noise` as `FitProblem.from_files` takes it (with units,
+        or bare text in the column's unit), how it was read kept in `noise_read`."""
         model_file = load_model_file(model_path)
         if isinstance(data_paths, (str, pathlib.Path)):
             data_paths = [data_paths]
@@ -167,7 +170,11 @@ class RecoveryProblem:
         measurements = [read_measurement(p, model.observable_names, model.observable_units,
                                          columns=columns, column_units=units)
                         for p in data_paths]
-        return cls(model_file, measurements, noise, max_stiffness, **options)
+        noise, read = noise_in_si(noise, measurements, model.observable_names,
+                                  model.observable_units)
+        problem = cls(model_file, measurements, noise, max_stiffness, **options)
+        problem.noise_read = read
+        return problem
 
     @property
     def n_data(self) -> int:

@@ -12,6 +12,7 @@ import diffrax
 import numpy as np
 
 from ...elements._parameters import apply_values, declared_parameters, select_parameters
+from ...io._columns import noise_in_si
 from ...io._measurements import Measurement, read_measurement
 from ...models._mechanics import AbstractLagrangianSystem
 from ...simulation._modes import linear_modes
@@ -101,6 +102,7 @@ class FitProblem:
         self.start = np.array([p.value(self.models[0]) for p in self.parameters])
         self._check_data()
         self.noise = None if noise is None else check_noise(self.channels, noise)
+        self.noise_read: dict = {}  # (`from_files`: how typed noise was read)
         self.noise_max = check_noise_max(self.channels, noise_max)
         self._check_unmeasured()
         self.noise_model = as_noise_model(noise_model)
@@ -137,7 +139,10 @@ class FitProblem:
         units (`Measurement.from_file`); marker files (`.trc`) with `markers` (`{"upper":
         names, "lower": names}`, `spineid.io.markers_measurement`: body coordinates from the
         first complete frame, at the model's initial pose); `options`: the `simulation_*`
-        options, `noise_model` and `max_misfit`."""
+        options, `noise_model` and `max_misfit`. `noise` and `noise_max` may be typed with
+        their units (`{"x": "10um", "theta": "0.02deg"}`), and a bare number as text is in the
+        unit of the channel's column (`spineid.io.quantity_in_si`); numbers are SI. How each
+        was read is kept in `noise_read` (`{channel: "10 um"}`)."""
         model_file = load_model_file(model_path)
         if isinstance(data_paths, (str, pathlib.Path)):
             data_paths = [data_paths]
@@ -148,7 +153,12 @@ class FitProblem:
                                          columns=columns, column_units=units, markers=markers,
                                          initial=initial)
                         for p in data_paths]
-        return cls(model_file, measurements, free, noise, noise_max=noise_max, **options)
+        names, units_si = model.observable_names, model.observable_units
+        noise, read = noise_in_si(noise, measurements, names, units_si)
+        noise_max, _ = noise_in_si(noise_max, measurements, names, units_si, "--noise-max")
+        problem = cls(model_file, measurements, free, noise, noise_max=noise_max, **options)
+        problem.noise_read = read
+        return problem
 
     @property
     def names(self) -> list[str]:
