@@ -293,10 +293,20 @@ def test_the_table_verb_takes_a_noise_model_and_a_misfit_tolerance(tmp_path, cap
     assert main(common + ["--noise-model", "phi:0.6", "--out", str(tmp_path / "given")]) == 0
     report = json.loads((tmp_path / "given" / "report.json").read_text())
     assert report["goodness_of_fit"]["noise_model"]["load"]["coefficients"] == [0.6]
+    # A misfit load with its unit, or bare in the load column's unit (Force_N: N): the same.
+    fractions = []
+    for misfit, folder in (("0.00005kN", "kN"), ("0.05", "bare")):
+        assert main(common + ["--max-misfit", misfit, "--out", str(tmp_path / folder)]) in (0, 1)
+        report = json.loads((tmp_path / folder / "report.json").read_text())
+        fractions.append(report["goodness_of_fit"]["misfit"]["load"]["max_fraction"])
+    assert fractions[0] == pytest.approx(fractions[1], rel=1e-12)
+    assert fractions[1] == pytest.approx(0.05 / np.ptp(data.load), rel=1e-9)
     capsys.readouterr()
     for extra, message in [(["--noise-model", "ar:2", "--noise", "0.01"], "give one of the two"),
                            (["--noise-model", "pink"], "expected auto, white, ar:P"),
-                           (["--max-misfit", "2mm"], "a percentage of the data's range")]:
+                           (["--max-misfit", "2mm"], "mm is a length, expected a force"),
+                           (["--max-misfit", "2furlong"], "unknown unit 'furlong'"),
+                           (["--max-misfit", "2N%"], "a percentage of the data's range")]:
         assert _status(common + extra + ["--out", str(tmp_path / "refused")]) == 2
         assert message in capsys.readouterr().err
         assert not (tmp_path / "refused").exists()

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..identify._common._goodness import MAX_MISFIT
 from ..identify._common._noise_model import as_noise_model
-from ..io._columns import QUANTITY, UNITS
+from ..io._columns import QUANTITY, quantity_in_si, UNITS
 
 
 def _number_or(text: str, default: float) -> float:
@@ -55,16 +55,22 @@ def parse_noise(text: str | None, option: str = "--noise",
         noise[channel] = value.strip() if typed else sigma
     return noise
 
-def misfit_fraction(misfit, span: float | None = None) -> float:
-    """`--max-misfit` (`(value, relative)` as the parser reads it, or `None`: `MAX_MISFIT`) as
-    a fraction of the data's range: a percentage as it is, a value (SI) over `span`, the range
-    of a fit's one channel; with several channels (`span` `None`) a percentage only."""
-    value, relative = misfit or (MAX_MISFIT, True)
+def misfit_fraction(misfit, span: float | None = None, column_unit: str | None = None,
+                    si_unit: str | None = None) -> float:
+    """`--max-misfit` (`(value, relative, unit)` as the parser reads it, or `None`:
+    `MAX_MISFIT`) as a fraction of the data's range: a percentage as it is, a load over
+    `span` (the range of a fit's one channel, SI): with its unit (`0.5N`, `200Nmm`), or bare
+    in the unit of the channel's column (`column_unit`) where there is one, else SI
+    (`si_unit`, the channel's: `"N"` or `"N m"`; `None` where the file does not say, any
+    load unit then taken); with several channels (`span` `None`) a percentage only."""
+    value, relative, unit = misfit or (MAX_MISFIT, True, None)
     if relative:
         return value
     if span is None:
-        raise ValueError(f"--max-misfit {value:g}: give a percentage of each channel's range "
-                         "(e.g. 3%): the channels have different units")
+        raise ValueError(f"--max-misfit {value:g}{unit or ''}: give a percentage of each "
+                         "channel's range (e.g. 3%): the channels have different units")
+    si_unit = si_unit or (UNITS[unit][0] if unit else "N")
+    value, _ = quantity_in_si(f"{value!r}{unit or ''}", si_unit, column_unit, "--max-misfit")
     return value / max(float(span), 1e-300)
 
 
@@ -110,17 +116,22 @@ def noise_model_name(text: str) -> str:
     return text
 
 
-def misfit_option(text: str) -> tuple[float, bool]:
-    """`--max-misfit`: `(value, relative)`: a percentage of the range, or a value (SI)."""
+def misfit_option(text: str) -> tuple[float, bool, str | None]:
+    """`--max-misfit`: `(value, relative, unit)`: a percentage of the range (`3%`), or a load
+    with its unit (`0.5N`, `200Nmm`) or bare (`misfit_fraction` converts it)."""
     relative = text.strip().endswith("%")
-    try:
-        value = float(text.strip().rstrip("%"))
-    except ValueError:
+    match = QUANTITY.match(text.strip().rstrip("%"))
+    if match is None or (relative and match.group(2)):
         raise argparse.ArgumentTypeError(f"{text!r}: expected a percentage of the data's range "
-                                         "(3%) or a value in the channel's SI unit") from None
+                                         "(3%) or a load, with its unit (0.5N) or in the "
+                                         "load column's unit") from None
+    value, unit = float(match.group(1)), match.group(2) or None
+    if unit is not None and unit not in UNITS:
+        raise argparse.ArgumentTypeError(f"{text!r}: unknown unit {unit!r}; known units: "
+                                         f"{list(UNITS)}")
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"{text!r}: expected a positive misfit")
-    return (value / 100.0 if relative else value), relative
+    return (value / 100.0 if relative else value), relative, unit
 
 
 def add_noise_model(parser, what: str = "each channel's noise",

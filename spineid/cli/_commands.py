@@ -44,7 +44,7 @@ from ..io import (
     write_text_atomically,
     write_trajectory,
 )
-from ..io._columns import describe_columns, parse_assignments
+from ..io._columns import describe_columns, parse_assignments, UNITS
 from ..io._measurements import LOAD_COLUMNS
 from ..io._toml import read_toml
 from ..simulation import simulate_in_windows
@@ -331,7 +331,9 @@ def command_table(arguments) -> int:
     _print_columns([data])
     if arguments.noise is not None and arguments.noise_model not in ("auto", "white"):
         raise ValueError(f"--noise-model {arguments.noise_model}: --noise is white; give one of the two")
-    max_misfit = misfit_fraction(arguments.max_misfit, float(np.ptp(data.load)))
+    load_unit = ((data.read_as or {}).get("load") or {}).get("unit")
+    max_misfit = misfit_fraction(arguments.max_misfit, float(np.ptp(data.load)), load_unit,
+                                 UNITS[load_unit][0] if load_unit in UNITS else None)
     print(f"fitting a {arguments.law} law to {len(data.load)} points of {arguments.data}",
           flush=True)
     result = fit_load_law(
