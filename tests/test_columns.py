@@ -235,6 +235,8 @@ def test_noise_typed_with_units_or_in_the_columns_units_is_the_noise_in_si(tmp_p
             assert pb["value"] == pytest.approx(pa["value"], rel=1e-8)
             assert pb["stderr"] == pytest.approx(pa["stderr"], rel=1e-6)
     assert "noise given: x 0.005 mm, the column's unit" in printed["bare"]
+    assert reports["units"]["noise"]["given_as"] == {"x": "5 um", "y": "0.005 mm",
+                                                     "theta": "0.0001 rad"}
     assert "noise given: x 5 um, y 0.005 mm, theta 0.0001 rad" in printed["units"]
     assert "noise given: x 5e-06 m (SI)" in printed["si"]
     # A unit of the wrong kind, or a bare number for files whose columns disagree: refused.

@@ -30,7 +30,8 @@ class FitResult(Profiled):
     `stderr_robust` (under an autoregressive noise model: Newey-West errors of the white-weighted
     fit; `None` otherwise; `noise` is then each channel's own standard deviation, and
     `goodness_of_fit.noise_model` the autoregressions),
-    `predictions` (per load case, `(k, c)`), `measurements`. `profile(name)` gives a
+    `predictions` (per load case, `(k, c)`), `measurements`, `noise_given_as` (how noise typed
+    with units was read, `FitProblem.noise_read`: `{channel: "5 um"}`). `profile(name)` gives a
     parameter's profile-likelihood interval.
     """
 
@@ -43,6 +44,7 @@ class FitResult(Profiled):
     moments: dict
     predictions: list[np.ndarray]
     measurements: tuple[Measurement, ...]
+    noise_given_as: dict = dataclasses.field(default_factory=dict)
 
     def residuals(self) -> list[np.ndarray]:
         """Raw residuals `data - fit` per load case, `(k, c)` (SI)."""
@@ -56,7 +58,8 @@ class FitResult(Profiled):
             "n_steps": int(self.n_steps),
             "start_costs": [float(c) for c in self.start_costs],
             "starts": dict(self.starts),
-            "noise": {"sigma": self.noise, "estimated_from_residuals": self.noise_estimated},
+            "noise": {"sigma": self.noise, "estimated_from_residuals": self.noise_estimated,
+                      "given_as": dict(self.noise_given_as)},
             "parameters": self.parameter_entries(),
             "correlation": self.correlation_report(),
             "identifiability": self.identifiability.to_dict(),

@@ -513,6 +513,7 @@ class _Run:
             moments=_vector_spring_moments(problem, theta, identifiability),
             predictions=predictions,
             measurements=problem.measurements,
+            noise_given_as=getattr(problem, "noise_read", {}),
             warnings=warnings,
             seconds=time.perf_counter() - clock,
             goodness_of_fit=assess_fit(
