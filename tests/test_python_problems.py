@@ -185,8 +185,10 @@ def test_parameter_names_are_paths_into_the_file_and_the_same_in_python(name):
     unlabelled = eqx.tree_at(lambda m: m.elements, model, tuple(
         dataclasses.replace(e, label=None) for e in model.elements)) \
         if getattr(model, "elements", ()) else model
-    python_names = {p.name for p in spineid.declared_parameters(unlabelled)}
-    assert {p.name for p in model_file.parameters} <= python_names
+    python = {p.name: (p.element, p.field, p.row)
+              for p in spineid.declared_parameters(unlabelled)}
+    for parameter in model_file.parameters:
+        assert python[parameter.name] == (parameter.element, parameter.field, parameter.row)
 
 
 def test_springs_the_file_interleaves_keep_their_file_names():
@@ -207,3 +209,29 @@ def test_a_diagonal_entry_is_named_by_row_and_column_and_by_its_index_alone():
     assert [p.name for p in chosen] == ["bushings[0].stiffness[3][3]"]
     every = select_parameters(model_file.parameters, ["bushings[0].stiffness"])
     assert len(every) == 6
+    # The bushing as built in Python has all 21 entries: `[3]` is still the diagonal only.
+    full = spineid.declared_parameters(model_file.model)
+    assert [p.name for p in select_parameters(full, ["bushings[0].stiffness[3]"])] == [
+        "bushings[0].stiffness[3][3]"]
+    assert len(select_parameters(full, ["bushings[0].stiffness"])) == 21
+
+
+def test_a_chain_read_from_a_file_stacks_its_joints_despite_their_labels():
+    # Labels are static (part of an element's structure): the joints of a chain read from its
+    # file, each labelled `joints[k]`, must still be one batched element and one batch of pairs.
+    from spineid.simulation._flexibility import segment_pair
+
+    chain = spineid.load_model_file(spineid.dataset_path("thoracolumbar_spine.toml")).model
+    assert chain.elements[3].label == "joints[3]"
+    assert chain._stacked_elements() is not None
+    pairs = [segment_pair(chain, k) for k in range(3)]
+    stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *pairs)
+    assert stacked.elements[0].reference.shape == (3, 6)
+
+
+def test_a_label_that_does_not_fit_its_element_is_refused():
+    pair = python_pair(STIFFNESS)
+    wrong = eqx.tree_at(lambda m: m.elements, pair, (
+        dataclasses.replace(pair.elements[0], label=("springs[0]",)), pair.elements[1]))
+    with pytest.raises(ValueError, match="one name per member, 3"):
+        spineid.declared_parameters(wrong)

@@ -144,9 +144,12 @@ def build_parser() -> argparse.ArgumentParser:
                                  "the first frame that sees them all, where the model is at its "
                                  "initial pose")
     fit_parser.add_argument("--noise", metavar="CH=SIGMA,...",
-                            help="measurement noise per channel (SI); default: estimated")
+                            help="measurement noise per channel, each with its unit (x=5um,theta=0.01deg) "
+                                "or bare in the unit of its column (SI for spineid's own "
+                                "column names); default: estimated")
     fit_parser.add_argument("--noise-max", metavar="CH=SIGMA,...",
-                            help="largest plausible estimated noise per channel (SI); an "
+                            help="largest plausible estimated noise per channel (with its "
+                                 "unit, or bare in its column's unit); an "
                                  "estimate above it means the model does not explain the data "
                                  "(default: 1 mm for positions, 1 deg for angles)")
     add_noise_model(fit_parser)
@@ -184,8 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_columns(posterior_parser, "t=Time_s,x=disp_x_mm,...",
                  "the data file's column of a channel or of t (default: the channel's name)")
     posterior_parser.add_argument("--noise", metavar="CH=SIGMA,...",
-                                  help="measurement noise per channel (SI); default: estimated "
-                                       "by the fit, whose noise the likelihood takes")
+                                  help="measurement noise per channel, with its unit "
+                                       "(x=5um) or bare in its column's unit; default: "
+                                       "estimated by the fit, whose noise the likelihood takes")
     add_noise_model(posterior_parser)
     posterior_parser.add_argument("--samples", type=DRAWS, default=500,
                                   help="draws kept per chain (default 500)")
@@ -210,7 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_columns(recover_parser, "t=Time_s,x=disp_x_mm,...",
                  "the data file's column of a channel or of t (default: the channel's name)")
     recover_parser.add_argument("--noise", metavar="CH=SIGMA,...",
-                                help="measurement noise per channel (SI); default: estimated")
+                                help="measurement noise per channel, each with its unit (x=5um,theta=0.01deg) "
+                                "or bare in the unit of its column (SI for spineid's own "
+                                "column names); default: estimated")
     add_noise_model(recover_parser)
     recover_parser.add_argument("--grid", type=GRID, metavar="N",
                                 help="fit N equally spaced springs instead of off-grid atoms")
@@ -280,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
                               help="load noise (SI, white); default: estimated under "
                                    "--noise-model")
     add_noise_model(table_parser, "the load noise", "a percentage of the load's range (e.g. "
-                    "3%%) or a load (SI)")
+                    "3%%) or a load, with its unit (0.5N) or in the load column's unit")
     table_parser.add_argument("--displacement-noise", type=POSITIVE, metavar="SD",
                               help="the displacement's noise (SI, m or rad): errors in both "
                                    "variables, each residual weighted by its effective noise "

@@ -7,6 +7,7 @@ array fields are their parameters.
 """
 
 import abc
+import dataclasses
 from typing import ClassVar
 
 import equinox as eqx
@@ -17,6 +18,15 @@ from ..kinematics._frames import (
     bushing_deflection, bushing_deflection_rate, bushing_wrenches, frame_in_ground,
 )
 from ..kinematics._rotations import E_W
+
+
+def unlabelled(element):
+    """`element` without its `label`: the label is a static field, part of the element's tree
+    structure, so elements that differ only in their labels (the joints of a chain read from a
+    file) must drop them to share one structure, to be stacked and vmapped together."""
+    if getattr(element, "label", None) is None:
+        return element
+    return dataclasses.replace(element, label=None)
 
 
 class AbstractPlanarJointElement(eqx.Module):

@@ -90,16 +90,18 @@ def element_labels(model) -> list:
     for an element whose rows are members of the collection."""
     counts: dict[str, int] = {}
     labels = []
-    renamed = getattr(model, "collection_names", {})
-    for element in getattr(model, "elements", ()):
-        collection = getattr(type(element), "collection", "elements")
-        collection = renamed.get(collection, collection)
+    for index, element in enumerate(getattr(model, "elements", ())):
+        collection = _collection(model, element)
         start = counts.get(collection, 0)
         members = [spec for spec in element.parameter_fields() if spec.rows == "members"]
         size = int(np.shape(_leaf(element, members[0].field))[0]) if members else 1
         counts[collection] = start + size
         given = getattr(element, "label", None)
         if given is not None:
+            if isinstance(given, tuple) != bool(members) or (members and len(given) != size):
+                raise ValueError(
+                    f"elements[{index}] ({type(element).__name__}): label {given!r}: expected "
+                    + (f"one name per member, {size}" if members else "one name (a string)"))
             labels.append(given)
         elif members:
             labels.append(tuple(f"{collection}[{start + k}]" for k in range(size)))
@@ -108,11 +110,19 @@ def element_labels(model) -> list:
     return labels
 
 
-def _row_name(spec: ParameterField, label, path: str, row: int | None) -> str:
+def _collection(model, element) -> str:
+    # The collection an element belongs to in parameter names: its class's, as the model
+    # calls it (a chain calls its bushings `joints`).
+    collection = getattr(type(element), "collection", "elements")
+    return getattr(model, "collection_names", {}).get(collection, collection)
+
+
+def _row_name(spec: ParameterField, label, path: str, row: int | None,
+              collection: str) -> str:
     # The name of one entry of a declared field (see `ParameterField.rows`).
     if isinstance(label, tuple):  # an element whose rows are members of its collection
-        if spec.tied or row is None:
-            return f"{label[0].split('[')[0]}.{path}" if label else path
+        if spec.tied or row is None:  # one value for every member: the collection's
+            return f"{collection}.{path}"
         return f"{label[row]}.{path}"
     prefix = path if label is None else f"{label}.{path}"
     if row is None:
@@ -144,9 +154,10 @@ def declared_parameters(model) -> tuple["Parameter", ...]:
                 lower = spec.lower[row] if isinstance(spec.lower, tuple) else spec.lower
                 # Members one after another (fields within each); tied fields after them.
                 key = (0, row, order) if spec.rows == "members" and not spec.tied else (1, order)
+                collection = None if element is None else _collection(model, owner)
                 entries.append((key, Parameter(
-                    _row_name(spec, label, path, row), spec.group, unit, element, spec.field,
-                    row, lower, spec.upper, spec.tied)))
+                    _row_name(spec, label, path, row, collection), spec.group, unit, element,
+                    spec.field, row, lower, spec.upper, spec.tied)))
         parameters += [parameter for _, parameter in sorted(entries, key=lambda e: e[0])]
     return tuple(parameters)
 
@@ -206,12 +217,12 @@ def select_parameters(
     chosen: list[Parameter] = []
     for entry in free:
         matches = [p for p in parameters if p.group == entry or p.name == entry]
-        if not matches:  # every entry of a vector or matrix parameter
-            matches = [p for p in parameters if p.name.startswith(entry)
-                       and _INDICES.fullmatch(p.name[len(entry):])]
         diagonal = _ONE_INDEX.fullmatch(entry)
         if not matches and diagonal:  # a diagonal entry by its index alone: `stiffness[3]`
             matches = [p for p in parameters if p.name == f"{entry}[{diagonal.group(1)}]"]
+        if not matches and not entry.endswith("]"):  # every entry of a vector or matrix
+            matches = [p for p in parameters if p.name.startswith(entry)
+                       and _INDICES.fullmatch(p.name[len(entry):])]
         if not matches:
             raise ValueError(
                 f"{source}: --free {entry!r}: no such parameter group in this model; the model "

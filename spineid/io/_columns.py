@@ -135,10 +135,13 @@ def noise_in_si(noise, measurements, channels, units, what: str = "--noise"):
     si_units = dict(zip(channels, units))
     values, read = {}, {}
     for channel, text in noise.items():
+        if channel not in si_units:  # (the problem refuses it, naming the model's channels)
+            values[channel], read[channel] = float("nan"), str(text)
+            continue
         bare = isinstance(text, str) and (match := QUANTITY.match(text)) and not match.group(2)
         unit = column_unit(measurements, channel, what) if bare else None
         values[channel], read[channel] = quantity_in_si(
-            text, si_units.get(channel) or "SI", unit, f"{what} {channel}")
+            text, si_units[channel] or "SI", unit, f"{what} {channel}")
     return values, read
 
 

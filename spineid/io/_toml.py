@@ -203,7 +203,7 @@ _PATH_PART = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)$")
 
 def set_in_document(document: dict, name: str, value: float) -> None:
     """Set the entry `name` of a parsed model document: `springs[3].stiffness`,
-    `bushings[0].stiffness[2]` (an entry of a list) or `bushings[0].stiffness[1][4]` (an entry
+    `bushings[0].damping[2]` (an entry of a list) or `bushings[0].stiffness[1][4]` (an entry
     of a matrix, which model files hold symmetric: its mirror entry `[4][1]` is set too;
     `[2][2]` of a matrix the file gives by its diagonal sets the diagonal's entry `[2]`).
     A tied parameter of an array of tables without an index (`facets.stiffness`) is set in

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ..elements._base import AbstractBushing
+from ..elements._base import AbstractBushing, unlabelled
 from ..elements._bushings import Bushing
 from ..kinematics._rotations import E_W, e_W, euler123_angles, skew
 from ._loads import AbstractLoad
@@ -36,7 +36,9 @@ class ChainLink(eqx.Module):
 
 def _stacked(elements):
     # The elements as one batched element when they share a layout (one traced energy,
-    # vmapped: a far smaller program for long chains), else None.
+    # vmapped: a far smaller program for long chains), else None. (Their names in parameter
+    # names, static labels, are not part of the layout.)
+    elements = [unlabelled(element) for element in elements]
     first = jax.tree.structure(elements[0])
     shapes = [jnp.shape(leaf) for leaf in jax.tree.leaves(elements[0])]
     for element in elements[1:]:

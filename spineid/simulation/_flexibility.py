@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ..elements._base import unlabelled
 from ..elements._bushings import TableBushing
 from ..kinematics._rotations import euler123_angles, euler123_rotation
 from ..models._loads import TabulatedLoad
@@ -86,7 +87,9 @@ def segment_pair(chain: SpatialChain, joint: int, loads=()) -> SpatialPair:
         lower = SpatialBody(mass=below.mass, inertia=below.inertia,
                             reference_pose=below.reference_pose, fixed=True)
     upper = chain.bodies[joint]
-    return SpatialPair(lower=lower, upper=upper, elements=(chain.elements[joint],),
+    # (The joint's label, its name in the chain, is left behind: the pairs of all joints then
+    # share one structure and are solved together.)
+    return SpatialPair(lower=lower, upper=upper, elements=(unlabelled(chain.elements[joint]),),
                        loads=tuple(loads),
                        gravity=chain.gravity, initial_pose=upper.reference_pose)
 

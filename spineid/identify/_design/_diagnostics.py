@@ -18,7 +18,7 @@ draws:
   chains' autocovariances `gamma_t` (biased, by FFT), `var+ = (N - 1)/N W + B/N` and
   `rho_t = 1 - (W - mean_m gamma_t,m) / var+`, the sums of pairs `rho_2k + rho_2k+1` are kept
   while positive and made non-increasing; `S_eff = M N / tau`, `tau = -1 + 2 sum rho_t`
-  (floored at `1 / log10(M N)`);
+  (floored at `1 / log10(M N)`); constant draws count as `M N` (as ArviZ counts them);
 - bulk ESS: that of `z`; tail ESS: the smaller of the ESS of the indicators
   `theta <= q_5%` and `theta <= q_95%` (section 4.3; the quantiles of all the draws, the
   indicators then split).
@@ -85,6 +85,8 @@ def _effective_size(chains: np.ndarray) -> float:
     m, n = chains.shape
     if n < 4:
         return float("nan")
+    if np.ptp(chains) < np.finfo(float).resolution:  # constant (an indicator no draw crosses)
+        return float(m * n)
     gamma = _autocovariances(chains)
     within = gamma[:, 0].mean() * n / (n - 1)
     plus = within * (n - 1) / n + (chains.mean(axis=1).var(ddof=1) if m > 1 else 0.0)

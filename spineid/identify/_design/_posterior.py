@@ -31,8 +31,8 @@ about the factor its fit's white standard errors are (for AR(1) errors of coeffi
 and slowly varying sensitivities, `sqrt((1 - phi) / (1 + phi))`), and its predictive check
 would reject a right model; the check then counts the innovations.
 
-Several chains (4 by default) run side by side, each with its own adaptation, the first from
-the start and the others dispersed about it; their agreement is measured by the rank-normalised
+Several chains (4 by default) run one after another (or vmapped together, for accelerators),
+each with its own adaptation, the first from the start and the others dispersed about it; their agreement is measured by the rank-normalised
 split R-hat and their information by the bulk and tail effective sample sizes (Vehtari et al.,
 Bayesian Analysis 16:667, 2021; `_diagnostics.py`, equal to ArviZ's on the same draws), and
 `Posterior.to_inference_data()` hands the draws to ArviZ.
@@ -273,8 +273,8 @@ class Posterior:
                 "parameters": [{"name": n, "mean": float(self.mean[j]),
                                 "sd": float(self.sd[j]), "low95": float(interval[j, 0]),
                                 "high95": float(interval[j, 1]),
-                                "effective_samples": float(self.effective_samples[j]),
-                                "ess_bulk": float(self.effective_samples[j]),
+                                "effective_samples": json_number(self.effective_samples[j]),
+                                "ess_bulk": json_number(self.effective_samples[j]),
                                 "ess_tail": json_number(np.nan if self.ess_tail is None
                                                         else self.ess_tail[j]),
                                 "r_hat": json_number(np.nan if self.r_hat is None
@@ -350,9 +350,9 @@ def posterior(problem: FitProblem, *, fit: FitResult | None = None, priors: dict
     (`{name: (kind, a, b)}`, `PRIOR_KINDS`; for the others those of the model file's
     `[priors]` table, then `default_prior`), `samples` and
     `warmup` (draws kept per chain, and adaptation steps of each chain's step size and mass
-    matrix, Stan's window adaptation), `chains` (run side by side, vmapped; the first starts
-    at `start`, the others dispersed about it, `START_SPREAD`, so that their agreement,
-    R-hat, means something), `start` (SI values, `(p,)`; default the problem's start: a
+    matrix, Stan's window adaptation), `chains` (run one after another, each compiled program
+    shared; the first starts at `start`, the others dispersed about it, `START_SPREAD`, so
+    that their agreement, R-hat, means something), `start` (SI values, `(p,)`; default the problem's start: a
     fit's optimum, `FitResult.values`, shortens the warm-up), `seed`, `vectorize_chains`
     (run the chains as one vmapped program instead of one after another: for accelerators;
     on a CPU it was slower, `_sampler.VECTORIZE_NOTE`), `progress` (print the draws done
