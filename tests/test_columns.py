@@ -106,15 +106,23 @@ def test_every_unit_converts_to_its_si_unit():
     assert {name: factor for name, (_, factor) in UNITS.items()} == pytest.approx(inch_free)
 
 
-def test_a_fit_of_a_testers_file_equals_the_fit_of_the_same_data_in_si(tmp_path):
+def _noisy_records(tmp_path, seed):
+    # The bundled four-spring pair simulated, with tracking noise (5 um, 1e-4 rad), written
+    # as si_noisy.csv in SI under spineid's names; the model's path, the table and the noisy
+    # channels.
     model = spineid.dataset_path("axial_4_springs.toml")
     si = tmp_path / "si.csv"
     main(["simulate", str(model), "--out", str(si)])
     table = spineid.read_table(si)
-    rng = np.random.default_rng(1)
+    rng = np.random.default_rng(seed)
     noisy = {c: table[c] + rng.normal(0, 5e-6 if c != "theta" else 1e-4, table[c].size)
              for c in ("x", "y", "theta")}
     write_csv(tmp_path / "si_noisy.csv", {"t": table["t"], **noisy})
+    return model, table, noisy
+
+
+def test_a_fit_of_a_testers_file_equals_the_fit_of_the_same_data_in_si(tmp_path):
+    model, table, noisy = _noisy_records(tmp_path, 1)
     write_csv(tmp_path / "tester.csv", {
         "Time_ms": table["t"] * 1e3, "Disp_X_mm": noisy["x"] * 1e3,
         "Disp_Y_mm": noisy["y"] * 1e3, "Rot_Z_deg": np.degrees(noisy["theta"])})
@@ -206,14 +214,7 @@ def test_a_named_time_column_must_exist_and_simm_angles_need_their_unit(tmp_path
 def test_noise_typed_with_units_or_in_the_columns_units_is_the_noise_in_si(tmp_path, capsys):
     # The same noise three ways: SI numbers for a file in SI; bare numbers for a tester's file
     # in mm and degrees (the columns' units); numbers with their units. One fit, one answer.
-    model = spineid.dataset_path("axial_4_springs.toml")
-    si = tmp_path / "si.csv"
-    main(["simulate", str(model), "--out", str(si)])
-    table = spineid.read_table(si)
-    rng = np.random.default_rng(4)
-    noisy = {c: table[c] + rng.normal(0, 5e-6 if c != "theta" else 1e-4, table[c].size)
-             for c in ("x", "y", "theta")}
-    write_csv(tmp_path / "si_noisy.csv", {"t": table["t"], **noisy})
+    model, table, noisy = _noisy_records(tmp_path, 4)
     write_csv(tmp_path / "tester.csv", {
         "t": table["t"], "Disp_X_mm": noisy["x"] * 1e3, "Disp_Y_mm": noisy["y"] * 1e3,
         "Rot_Z_deg": np.degrees(noisy["theta"])})
