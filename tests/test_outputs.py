@@ -242,6 +242,26 @@ def test_a_signal_landing_in_a_garbage_collection_callback_is_not_lost(tmp_path,
     assert arrived == [True]  # (the alarm did land in the callback)
 
 
+def test_a_stop_swallowed_where_no_one_reports_it_is_sent_again(tmp_path, capsys,
+                                                                 monkeypatch):
+    # Code that catches everything (here: the alarm lands in a `sleep` whose caller drops any
+    # exception, as C code that clears errors does) must not cost the time limit: the stop is
+    # sent again until the run answers it.
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("the time limit is a signal: it needs the main thread")
+    swallowed = []
+
+    def swallow():
+        try:
+            time.sleep(3.0)  # the alarm (1 s) arrives here
+        except BaseException as stop:
+            swallowed.append(type(stop).__name__)
+
+    error = _database_past_its_time_limit(tmp_path, capsys, monkeypatch, 1, swallow)
+    assert "stopped at the time limit of 1 s" in error
+    assert swallowed == ["_TimedOut"]
+
+
 def test_warnings_reach_the_user_as_one_line_each(tmp_path, capsys, monkeypatch):
     import warnings
 

@@ -227,6 +227,33 @@ def _send_again(signum: int) -> None:
     _thread.start_new_thread(send, ())
 
 
+# A stop raised is sent again every this many seconds until the run answers it: a raise can be
+# lost where neither Python nor `sys.unraisablehook` reports it (a signal the kernel gave to
+# another thread, while the main thread sleeps in a system call that then is not interrupted;
+# an exception swallowed by C code, or raised inside an unraisable hook).
+_SIGNAL_PERSIST_S = _SIGNAL_QUIET_S + 0.5
+_persisting = set()
+
+
+def _persist(signum: int) -> None:
+    # (one sender per run and signal, from a bare `_thread` thread as in `_send_again`)
+    number, main_thread = _RUN_NUMBER[0], threading.main_thread().ident
+    if (number, signum) in _persisting:
+        return
+    _persisting.add((number, signum))
+
+    def send():
+        while True:
+            time.sleep(_SIGNAL_PERSIST_S)
+            with _SENDING:
+                if (_RUN_NUMBER[0] != number or not _RUNNING.is_set()
+                        or _ANSWERING.is_set()):
+                    return
+                signal.pthread_kill(main_thread, signum)
+
+    _thread.start_new_thread(send, ())
+
+
 def _answering_dropped_stops(hook):
     # A `sys.unraisablehook` that sends a dropped stop's signal again; other unraisable
     # exceptions go to `hook`.
@@ -247,6 +274,7 @@ def _raise_once(stop) -> None:
     _last_raised[0] = now
     if stop in (_Terminated, KeyboardInterrupt) and figures.defer(stop):
         return  # (raised when the figure being drawn is done)
+    _persist(_STOP_SIGNALS[stop])
     raise stop
 
 
