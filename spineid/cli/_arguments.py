@@ -9,7 +9,7 @@ import numpy as np
 
 from ..identify._common._goodness import MAX_MISFIT
 from ..identify._common._noise_model import as_noise_model
-from ..io._columns import QUANTITY, quantity_in_si, UNITS
+from ..io._columns import parse_quantity, quantity_in_si, UNITS
 
 
 def _number_or(text: str, default: float) -> float:
@@ -35,20 +35,16 @@ def parse_noise(text: str | None, option: str = "--noise",
         channel = channel.strip()
         if channel in noise:
             raise ValueError(f"{option} {text!r}: channel {channel!r} is given twice")
-        match = QUANTITY.match(value)
-        if channel and match is None and not math.isfinite(_number_or(value, 0.0)):
-            raise ValueError(f"{option} {text!r}: {channel}={value.strip()}: expected a "
-                             "positive finite standard deviation")
-        if not channel or match is None:
+        quantity = parse_quantity(value, f"{option} {text!r}: {channel}")
+        if channel and quantity is None and not math.isfinite(_number_or(value, 0.0)):
+            quantity = (math.inf, None)  # (nan, inf: refused below as not finite)
+        if not channel or quantity is None:
             raise ValueError(
                 f"{option} {text!r}: expected CHANNEL=SIGMA pairs separated by commas, each "
                 f"SIGMA with its unit or without, e.g. x=5e-6,y=5e-6,theta=1.7e-4 or "
                 f"x=5um,theta=0.01deg")
-        unit = match.group(2)
-        sigma = float(match.group(1)) * (UNITS[unit][1] if unit in UNITS else 1.0)
-        if unit and unit not in UNITS:
-            raise ValueError(f"{option} {text!r}: {channel}: unknown unit {unit!r}; known "
-                             f"units: {list(UNITS)}")
+        number, unit = quantity
+        sigma = number * (UNITS[unit][1] if unit else 1.0)
         if not (math.isfinite(sigma) and sigma > 0):
             raise ValueError(f"{option} {text!r}: {channel}={value.strip()}: expected a "
                              "positive finite standard deviation")
@@ -120,15 +116,15 @@ def misfit_option(text: str) -> tuple[float, bool, str | None]:
     """`--max-misfit`: `(value, relative, unit)`: a percentage of the range (`3%`), or a load
     with its unit (`0.5N`, `200Nmm`) or bare (`misfit_fraction` converts it)."""
     relative = text.strip().endswith("%")
-    match = QUANTITY.match(text.strip().rstrip("%"))
-    if match is None or (relative and match.group(2)):
+    try:
+        quantity = parse_quantity(text.strip().rstrip("%"), "")
+    except ValueError as error:  # (an unknown unit)
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if quantity is None or (relative and quantity[1]):
         raise argparse.ArgumentTypeError(f"{text!r}: expected a percentage of the data's range "
                                          "(3%) or a load, with its unit (0.5N) or in the "
                                          "load column's unit") from None
-    value, unit = float(match.group(1)), match.group(2) or None
-    if unit is not None and unit not in UNITS:
-        raise argparse.ArgumentTypeError(f"{text!r}: unknown unit {unit!r}; known units: "
-                                         f"{list(UNITS)}")
+    value, unit = quantity
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"{text!r}: expected a positive misfit")
     return (value / 100.0 if relative else value), relative, unit

@@ -73,6 +73,22 @@ def describe_columns(read_as: dict, source: str) -> str:
 QUANTITY = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z]*)\s*$")
 
 
+def parse_quantity(text: str, what: str) -> tuple[float, str | None] | None:
+    """A number typed with its unit or bare (`"10um"`, `"0.02 deg"`, `"5e-6"`) ->
+    `(number, unit)`, the unit one of `UNITS` or `None`, the number as typed (not converted);
+    `None` for text that is not a number (each option says what it expected). Raises
+    `ValueError` naming `what` for an unknown unit, listing the known ones. Every option that
+    takes a quantity reads it here."""
+    match = QUANTITY.match(text)
+    if match is None:
+        return None
+    unit = match.group(2) or None
+    if unit is not None and unit not in UNITS:
+        raise ValueError(f"{what + ' ' if what else ''}{text!r}: unknown unit {unit!r}; known "
+                         f"units: {list(UNITS)}")
+    return float(match.group(1)), unit
+
+
 def quantity_in_si(text, si_unit: str, column_unit: str | None = None,
                    what: str = "value") -> tuple[float, str]:
     """A number a user typed, with its unit (`"10um"`, `"0.02deg"`, one of `UNITS`) or bare,
@@ -87,15 +103,12 @@ def quantity_in_si(text, si_unit: str, column_unit: str | None = None,
     errors that list exactly what is accepted, with no dependency at import."""
     if not isinstance(text, str):
         return float(text), f"{float(text):g} {si_unit} (SI)"
-    match = QUANTITY.match(text)
-    if match is None:
+    quantity = parse_quantity(text, what)
+    if quantity is None:
         raise ValueError(f"{what} {text!r}: expected a number, with or without a unit "
                          f"(e.g. 10um, 0.02deg, 5e-6)")
-    number, unit = float(match.group(1)), match.group(2)
+    number, unit = quantity
     if unit:
-        if unit not in UNITS:
-            raise ValueError(f"{what} {text!r}: unknown unit {unit!r}; known units: "
-                             f"{list(UNITS)}")
         how = f"{number:g} {unit}"
     elif column_unit is not None:
         unit, how = column_unit, f"{number:g} {column_unit}, the column's unit"
@@ -138,7 +151,8 @@ def noise_in_si(noise, measurements, channels, units, what: str = "--noise"):
         if channel not in si_units:  # (the problem refuses it, naming the model's channels)
             values[channel], read[channel] = float("nan"), str(text)
             continue
-        bare = isinstance(text, str) and (match := QUANTITY.match(text)) and not match.group(2)
+        typed = parse_quantity(text, f"{what} {channel}") if isinstance(text, str) else None
+        bare = typed is not None and typed[1] is None
         unit = column_unit(measurements, channel, what) if bare else None
         values[channel], read[channel] = quantity_in_si(
             text, si_units[channel] or "SI", unit, f"{what} {channel}")
