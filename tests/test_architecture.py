@@ -24,8 +24,8 @@ MODULES = sorted(PACKAGE.rglob("*.py"))
 
 
 def test_import_contracts_of_pyproject_hold():
-    # Layers cli -> plots -> studies -> identify -> io -> simulation -> models -> elements ->
-    # kinematics; only plots import matplotlib; only cli parses arguments.
+    # Layers cli -> plots -> studies -> identify -> executors -> spines -> io -> simulation ->
+    # models -> elements -> kinematics; only plots import matplotlib; only cli parses arguments.
     assert lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True,
                         no_logo=True) == 0
 

@@ -20,7 +20,7 @@ import spineid.plots
 from helpers import MODEL_KINDS
 from spineid.cli import main
 from spineid.io import dumps_toml
-from spineid.io._thoracolumbar import THESIS_TO_SPINEID
+from spineid.spines._thoracolumbar import THESIS_TO_SPINEID
 from spineid.simulation import chain_residual, segment_pair
 
 DATA = pathlib.Path(__file__).resolve().parents[1] / "datasets"

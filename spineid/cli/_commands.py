@@ -32,7 +32,6 @@ from ..io import (
     QuasiStaticTest,
     dataset_path,
     dumps_toml,
-    l5_s1_law,
     liu_l5_s1_phases,
     liu_vertebra_nodes,
     load_model_file,
@@ -48,6 +47,7 @@ from ..io._columns import describe_columns, parse_assignments, UNITS
 from ..io._measurements import LOAD_COLUMNS
 from ..io._toml import read_toml
 from ..simulation import simulate_in_windows
+from ..spines import l5_s1_law
 from ..studies import peak_force_sensitivity, segment_study, whiplash_study
 from ._arguments import misfit_fraction, numbers_argument, parse_markers, parse_noise
 from ._outputs import (

@@ -1,5 +1,6 @@
 """Files in and out: model files (one reader per model kind, in a registry), CSV tables and
-measured data, TOML documents, the bundled datasets, and export to other programs."""
+measured data, TOML documents, the bundled data files and tables, and export to other
+programs."""
 
 from ._atomic import (
     atomic_path as atomic_path,
@@ -14,15 +15,12 @@ from ._datasets import (
     DataTable as DataTable,
     dataset_path as dataset_path,
     fritzkowski_parameters as fritzkowski_parameters,
-    head_neck_chain as head_neck_chain,
     K_F_E as K_F_E,
-    l5_s1_law as l5_s1_law,
     liu_implant_nodes as liu_implant_nodes,
     liu_l5_s1_phases as liu_l5_s1_phases,
     liu_origin_nodes as liu_origin_nodes,
     liu_scoliosis_curve as liu_scoliosis_curve,
     liu_vertebra_nodes as liu_vertebra_nodes,
-    lumbar_spine_models as lumbar_spine_models,
 )
 from ._design_file import (
     DesignFile as DesignFile,
@@ -30,24 +28,7 @@ from ._design_file import (
     read_design_file as read_design_file,
 )
 from ._exports import export_model as export_model
-from ._instrumentation import (
-    IMPLANT_POINTS as IMPLANT_POINTS,
-    implant_point as implant_point,
-    instrument as instrument,
-    Rod as Rod,
-    rod_links as rod_links,
-)
 from ._kinds._spatial_chain import chain_document as chain_document
-from ._thoracolumbar import (
-    bent_geometry as bent_geometry,
-    joint_laws as joint_laws,
-    joint_ranges as joint_ranges,
-    liu_spine_geometry as liu_spine_geometry,
-    sagittal_curve as sagittal_curve,
-    spinal_curve as spinal_curve,
-    SpineGeometry as SpineGeometry,
-    thoracolumbar_spine as thoracolumbar_spine,
-)
 from ._measurements import (
     LoadDisplacementData as LoadDisplacementData,
     Measurement as Measurement,

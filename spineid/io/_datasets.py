@@ -1,9 +1,6 @@
-"""Bundled data: models and tables shipped inside the package (`spineid/datasets` in a wheel).
-
-Besides the tables, the bundled model files that are not pairs are built here: the head-neck
-chain of Fritzkowski and Walczak (`head_neck_chain`) and the lumbar Models 1-4 of Christophy et
-al. 2013 (`lumbar_spine_models`).
-"""
+"""Bundled data: the files shipped inside the package (`spineid/datasets` in a wheel), found by
+name (`dataset_path`), and its tables read as labelled columns in SI (`DataTable`). The models
+built from them are `spineid.spines`'."""
 
 import dataclasses
 import importlib.resources
@@ -11,12 +8,7 @@ import pathlib
 
 import numpy as np
 
-from ..elements._load_laws import PiecewiseLinearLaw
-from ..models._head_neck import HeadNeckChain
-from ..models._spatial_chain import SpatialChain, lumbar_models
-from ._kinds._head_neck import head_neck_arguments
 from ._tables import read_table
-from ._toml import read_toml
 
 
 def dataset_path(name: str) -> pathlib.Path:
@@ -151,14 +143,6 @@ def liu_l5_s1_phases() -> DataTable:
         notes="stiffness printed in N m per degree (labelled Nm/mm in the source)")
 
 
-def l5_s1_law(smoothing: float = 0.002) -> PiecewiseLinearLaw:
-    """The L5-S1 phases of `liu_l5_s1_phases` as a `PiecewiseLinearLaw` (rad to N m), zero
-    load in the neutral zone, with a `smoothing` width (rad, default 0.002 = 0.11 deg)."""
-    phases = liu_l5_s1_phases()
-    return PiecewiseLinearLaw.from_phase_table(phases["lower"], phases["upper"],
-                                               phases["stiffness"], 0.0, smoothing)
-
-
 def fritzkowski_parameters() -> DataTable:
     """Fritzkowski and Walczak, Table 1: the joint parameters of the head-neck model (`symbol`,
     `value` in SI, `unit`, `description`; the same values at every level)."""
@@ -189,29 +173,3 @@ K_F_E = np.array([
 ])
 """K_F^E, the full experimental lumbar stiffness matrix of Christophy et al. 2013 eq 24 (N/m,
 N/rad, N m/rad; `[tx, ty, tz, rx, ry, rz]`); its diagonal is K_D^E (eq 25)."""
-
-
-def lumbar_spine_models(damping=None) -> dict[int, SpatialChain]:
-    """Models 1-4 (`lumbar_models`) built from the bundled `lumbar_spine.toml` (L5 to L1
-    centres from Liu 2001 Table 4-2, masses of the OpenSim lumbar model, cylinder inertia) with
-    K_F^E of Christophy et al. 2013 eq 24 (`K_F_E`)."""
-    table = read_toml(dataset_path("lumbar_spine.toml"))
-    origins = np.asarray(table["origins_mm"], dtype=float) * 1e-3
-    centres = origins[:, [1, 2, 0]]  # e1 = Y, e2 = Z, e3 = X
-    masses = np.asarray(table["masses_kg"], dtype=float)
-    r, h = table["cylinder_radius_m"], table["cylinder_height_m"]
-    inertias = np.array([np.diag([m * (3 * r**2 + h**2) / 12, m * r**2 / 2,
-                                  m * (3 * r**2 + h**2) / 12]) for m in masses])
-    return lumbar_models(centres, masses, inertias, K_F_E, damping)
-
-
-def head_neck_chain(document: dict | None = None, **parameters) -> HeadNeckChain:
-    """The whiplash model of seed 001 from a `kind = "head_neck"` model document (default the
-    bundled `datasets/head_neck.toml`: stand-in geometry, Table 1's stiffness and damping with
-    ligament A posterior and B anterior as the paper's text orders them, gravity 9.81 m/s^2
-    along -y, the 8.5 g pulse). `parameters` override any `HeadNeckChain.create` argument,
-    e.g. `k_joint=500.0` or `pulse=TriangularPulse(peak=50.0)`."""
-    path = dataset_path("head_neck.toml")
-    source = str(path) if document is None else "<head_neck document>"
-    document = read_toml(path) if document is None else document
-    return HeadNeckChain.create(**{**head_neck_arguments(document, source), **parameters})

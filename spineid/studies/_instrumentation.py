@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..io._instrumentation import implant_point, instrument, Rod
+from ..spines._instrumentation import implant_point, instrument, Rod
 from ..kinematics._rotations import euler123_rotation
 from ..models._spatial_chain import SpatialChain
 from ..simulation import (

@@ -16,9 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..elements._rods import rod_material, rod_segment
+from ..io._datasets import liu_implant_nodes
 from ..kinematics._rotations import euler123_angles, euler123_rotation
 from ..models._spatial_chain import ChainLink, SpatialChain
-from ._datasets import liu_implant_nodes
 from ._thoracolumbar import liu_spine_geometry, SpineGeometry, THESIS_TO_SPINEID
 
 

@@ -29,14 +29,14 @@ import numpy as np
 
 from ..elements._bushings import TableBushing
 from ..elements._load_laws import PiecewiseLinearLaw
+from ..io._datasets import (
+    christophy_stiffness, dataset_path, liu_l5_s1_phases, liu_scoliosis_curve, liu_vertebra_nodes,
+)
+from ..io._tables import read_table
 from ..kinematics._markers import rigid_poses
 from ..kinematics._rotations import axial, axis_rotation, euler123_angles
 from ..models._spatial_chain import SpatialChain
 from ..models._spatial_pair import SpatialBody
-from ._datasets import (
-    christophy_stiffness, dataset_path, liu_l5_s1_phases, liu_scoliosis_curve, liu_vertebra_nodes,
-)
-from ._tables import read_table
 
 
 THESIS_TO_SPINEID = np.array([[0.0, -1.0, 0.0], [0.0, 0.0, 1.0], [-1.0, 0.0, 0.0]])
