@@ -270,6 +270,33 @@ def test_dynamic_loop_of_fig_4_24_gives_back_the_phases_and_the_damper():
     assert abs(fit.damping - 10.0) < 0.05
 
 
+def test_rates_of_a_noisy_record_are_scipys_savitzky_golay_derivatives():
+    # The rates a damper and an inertia use: scipy.signal.savgol_filter (quadratic, the
+    # same window) as the oracle inside the record; exact on a quadratic at the ends too.
+    from spineid.identify._kinds._rates import measured_rates
+
+    signal = pytest.importorskip("scipy.signal")
+    ts = np.linspace(0.0, 2.0, 201)
+    x = np.sin(3 * ts) + 1e-3 * np.random.default_rng(4).normal(size=ts.size)
+    velocity, acceleration = measured_rates(x, ts, 11)
+    step = ts[1] - ts[0]
+    inner = slice(5, -5)
+    np.testing.assert_allclose(velocity[inner], signal.savgol_filter(
+        x, 11, 2, deriv=1, delta=step)[inner], rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(acceleration[inner], signal.savgol_filter(
+        x, 11, 2, deriv=2, delta=step)[inner], rtol=1e-9, atol=1e-7)
+    quadratic = 1.0 + 2.0 * ts - 0.75 * ts**2
+    for window in (1, 7):
+        velocity, acceleration = measured_rates(quadratic, ts, window)
+        np.testing.assert_allclose(velocity, 2.0 - 1.5 * ts, atol=1e-9)
+        np.testing.assert_allclose(acceleration, -1.5, atol=1e-6)
+    for bad, message in (((x, None, 1), "needs the time column"),
+                         ((x, ts, 4), "odd number"),
+                         ((x, ts**2, 5), "equally spaced")):
+        with pytest.raises(ValueError, match=message):
+            measured_rates(*bad)
+
+
 def test_table_command_writes_report_law_and_plot(tmp_path):
     data, _ = quasi_static(0.02, seed=2)
     csv = tmp_path / "test.csv"

@@ -377,33 +377,6 @@ class LoadDisplacementData:
                                  f"per row")
             object.__setattr__(self, "time", t)
 
-    def rates(self, window: int = 1) -> tuple[np.ndarray, np.ndarray]:
-        """`(x', x'')` (`(n,)` each): second-order finite differences in time, or with an odd
-        `window > 1` the derivatives of local quadratic least-squares fits over `window`
-        samples (Savitzky and Golay 1964; equal time steps), which keeps the noise of a
-        measured `x` from swamping its rates. Needs `time`."""
-        if self.time is None:
-            raise ValueError(f"{self.source}: a damper or an inertia needs the time column t")
-        velocity = np.gradient(self.displacement, self.time, edge_order=2)
-        acceleration = np.gradient(velocity, self.time, edge_order=2)
-        if window <= 1:
-            return velocity, acceleration
-        steps = np.diff(self.time)
-        if window % 2 == 0 or window > self.time.size:
-            raise ValueError(f"rate window {window}: expected an odd number of samples at most "
-                             f"{self.time.size}")
-        if np.ptp(steps) > 1e-9 * steps.mean():
-            raise ValueError(f"{self.source}: a rate window needs equally spaced times")
-        half = window // 2
-        offsets = np.arange(-half, half + 1) * steps.mean()
-        # Rows of the pseudo-inverse of [1, s, s^2]: value, slope and half the curvature.
-        weights = np.linalg.pinv(np.vander(offsets, 3, increasing=True))
-        inner = slice(half, self.time.size - half)
-        windows = np.lib.stride_tricks.sliding_window_view(self.displacement, window)
-        velocity[inner] = windows @ weights[1]
-        acceleration[inner] = 2.0 * windows @ weights[2]
-        return velocity, acceleration
-
 
 def read_load_displacement(path, *, displacement: str | None = None, load: str | None = None,
                            time: str | None = None,

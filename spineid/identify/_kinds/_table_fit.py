@@ -58,6 +58,7 @@ from .._solvers import LAW_SOLVER, LevenbergMarquardt, MultiStart, VariableProje
 from ._breakpoints import best_breakpoints, design_matrix
 from ._errors_in_variables import (checked_displacement_noise, effective_sd, load_noise_beside,
                                    typical_noise)
+from ._rates import measured_rates
 from ._run import check_kind_solver, run_solver
 
 
@@ -337,7 +338,8 @@ def fit_load_law(
                          f"(kind {kind!r}, free_breakpoints={free_breakpoints})")
     velocity = acceleration = np.zeros_like(data.displacement)
     if damping or inertia:
-        velocity, acceleration = data.rates(rate_window)
+        velocity, acceleration = measured_rates(data.displacement, data.time, rate_window,
+                                                data.source)
     n = data.displacement.size
     length = padded_length(n)  # shared by records of similar length: one compilation
     x, observed = jnp.asarray(pad(data.displacement, length)), jnp.asarray(pad(data.load, length))
