@@ -192,6 +192,49 @@ def test_table_and_stiffness_read_testers_files(tmp_path):
                                              "rule": "suffix"}
 
 
+def test_table_and_stiffness_noise_is_read_in_the_columns_units(tmp_path, capsys):
+    # One rule for a bare number in every verb: in the unit of its column (N m, deg, N mm
+    # here), SI for spineid's own columns; with a unit as typed; a unit of another kind refused.
+    rng = np.random.default_rng(5)
+    angle = np.linspace(-0.1, 0.1, 120)
+    moment = 40 * angle + rng.normal(0, 0.05, angle.size)
+    write_csv(tmp_path / "tester.csv", {"Rot_Y_deg": np.degrees(angle), "Torque_Nm": moment})
+    table = ["table", str(tmp_path / "tester.csv"), "--displacement", "Rot_Y_deg", "--load",
+             "Torque_Nm", "--law", "polynomial", "--degree", "1", "--no-plots"]
+    reports = []
+    for k, noise in enumerate((["--noise", "0.05", "--displacement-noise", "0.01"],
+                               ["--noise", "50Nmm", "--displacement-noise", "0.01deg"])):
+        assert main([*table, "--out", str(tmp_path / f"t{k}"), *noise]) in (0, 1)
+        reports.append(json.loads((tmp_path / f"t{k}" / "report.json").read_text()))
+    for report in reports:
+        assert report["noise"] == pytest.approx(0.05, rel=1e-12)
+        assert report["displacement_noise"] == pytest.approx(math.radians(0.01), rel=1e-12)
+    assert reports[0]["noise_given_as"] == {"load": "0.05 Nm, the column's unit",
+                                            "displacement": "0.01 deg, the column's unit"}
+    assert reports[1]["noise_given_as"]["load"] == "50 Nmm"
+    assert "noise given: load 0.05 Nm, the column's unit" in capsys.readouterr().out
+    assert main([*table, "--out", str(tmp_path / "bad"), "--noise", "2mm"]) == 2
+    assert "--noise '2mm': mm is a length, expected a moment" in capsys.readouterr().err
+    # stiffness: Fx..Fz in N, moments in N mm; a bare Mx=1 is 1 N mm.
+    stiffness = np.diag([9e4, 2.2e5, 7.5e4, 55.0, 38.0, 70.0])
+    deflections = rng.uniform(-1, 1, (24, 6)) * np.array([3e-4] * 3 + [0.03] * 3)
+    loads = deflections @ stiffness + rng.normal(0, 1, (24, 6)) * np.array([1.0] * 3 + [1e-3] * 3)
+    names = ["Fx_N", "Fy_N", "Fz_N", "Mx_Nmm", "My_Nmm", "Mz_Nmm"]
+    write_csv(tmp_path / "test.csv", dict(
+        zip(names, (loads * np.array([1.0] * 3 + [1e3] * 3)).T),
+        **dict(zip(("dx", "dy", "dz", "b1", "b2", "b3"), deflections.T))))
+    columns = ",".join(f"{n.split('_')[0]}={n}" for n in names)
+    for k, noise in enumerate(("Fx=1,Fy=1,Fz=1,Mx=1,My=1,Mz=1",
+                               "Fx=1N,Fy=1N,Fz=1N,Mx=1Nmm,My=0.001Nm,Mz=1Nmm")):
+        assert main(["stiffness", str(tmp_path / "test.csv"), "--out", str(tmp_path / f"s{k}"),
+                     "--structure", "diagonal", "--columns", columns, "--noise", noise,
+                     "--no-plots"]) in (0, 1)
+        report = json.loads((tmp_path / f"s{k}" / "report.json").read_text())
+        assert report["noise"] == pytest.approx(dict(zip(
+            ("Fx", "Fy", "Fz", "Mx", "My", "Mz"), [1.0] * 3 + [1e-3] * 3)), rel=1e-12)
+    assert report["noise_given_as"]["My"] == "0.001 Nm"
+
+
 def test_a_named_time_column_must_exist_and_simm_angles_need_their_unit(tmp_path):
     path = write_csv(tmp_path / "law.csv", {"Rot_deg": np.degrees(X), "Torque_Nm": Y})
     with pytest.raises(ValueError, match=r"missing t \(column 'Tme_s'\)"):

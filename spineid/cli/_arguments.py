@@ -9,7 +9,7 @@ import numpy as np
 
 from ..identify._common._goodness import MAX_MISFIT
 from ..identify._common._noise_model import as_noise_model
-from ..io._columns import parse_quantity, quantity_in_si, UNITS
+from ..io._columns import KINDS, parse_quantity, quantity_in_si, UNITS
 
 
 def _number_or(text: str, default: float) -> float:
@@ -65,9 +65,43 @@ def misfit_fraction(misfit, span: float | None = None, column_unit: str | None =
     if span is None:
         raise ValueError(f"--max-misfit {value:g}{unit or ''}: give a percentage of each "
                          "channel's range (e.g. 3%): the channels have different units")
-    si_unit = si_unit or (UNITS[unit][0] if unit else "N")
-    value, _ = quantity_in_si(f"{value!r}{unit or ''}", si_unit, column_unit, "--max-misfit")
+    value, _ = column_quantity(f"{value!r}{unit or ''}", "--max-misfit", column_unit,
+                               (si_unit,) if si_unit else ("N", "N m"))
     return value / max(float(span), 1e-300)
+
+
+def column_quantity(text: str, option: str, column_unit: str | None,
+                    kinds: tuple[str, ...]) -> tuple[float, str]:
+    """A quantity typed for one column of a data file (`table --noise 0.5N`, `--max-misfit`,
+    `--displacement-noise 10um`), in SI, and how it was read (`quantity_in_si`): with its unit,
+    or bare in the column's unit `column_unit` (one of `UNITS`; `None` where the file gave
+    none: SI). `kinds` are the SI units the column may hold (a load: `("N", "N m")`), the
+    first taken for a bare number in a column of unknown kind."""
+    si_unit = UNITS[column_unit][0] if column_unit in UNITS else None
+    if si_unit is None:
+        typed = parse_quantity(text, option)
+        si_unit = UNITS[typed[1]][0] if typed and typed[1] else kinds[0]
+        if si_unit not in kinds:
+            raise ValueError(f"{option} {text!r}: {typed[1]} is {KINDS[si_unit]}, expected "
+                             + " or ".join(f"{KINDS[k]} ({k})" for k in kinds))
+    value, how = quantity_in_si(text, si_unit, column_unit if si_unit else None, option)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{option} {text!r}: expected a positive finite value")
+    return value, how
+
+
+def quantity_text(text: str) -> str:
+    """An option's quantity as typed (`0.5N`, `10um`, `0.002`), checked to be a positive number
+    with a known unit or none, kept as text: the verb converts it when it knows the data's
+    columns (`column_quantity`)."""
+    try:
+        quantity = parse_quantity(text, "")
+    except ValueError as error:  # (an unknown unit)
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if quantity is None or not (math.isfinite(quantity[0]) and quantity[0] > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive number, with its unit "
+                                         "(0.5N, 10um) or in the column's unit")
+    return text.strip()
 
 
 def parse_markers(text: str | None) -> dict | None:

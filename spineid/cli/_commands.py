@@ -43,13 +43,19 @@ from ..io import (
     write_text_atomically,
     write_trajectory,
 )
-from ..io._columns import describe_columns, parse_assignments, UNITS
-from ..io._measurements import LOAD_COLUMNS
+from ..io._columns import describe_columns, noise_in_si, parse_assignments, UNITS
+from ..io._measurements import LOAD_COLUMNS, QUASI_STATIC_UNITS
 from ..io._toml import read_toml
 from ..simulation import simulate_in_windows
 from ..spines import l5_s1_law
 from ..studies import peak_force_sensitivity, segment_study, whiplash_study
-from ._arguments import misfit_fraction, numbers_argument, parse_markers, parse_noise
+from ._arguments import (
+    column_quantity,
+    misfit_fraction,
+    numbers_argument,
+    parse_markers,
+    parse_noise,
+)
 from ._outputs import (
     figures,
     output_file,
@@ -273,7 +279,7 @@ def command_stiffness(arguments) -> int:
                              columns=parse_assignments(arguments.columns, "--columns"),
                              units=parse_assignments(arguments.units, "--units"))
     _print_columns([test])
-    noise = parse_noise(arguments.noise)
+    noise, read = parse_noise(arguments.noise, typed=True), {}
     if noise is not None:
         unknown = sorted(set(noise) - set(LOAD_COLUMNS))
         missing = [c for c in LOAD_COLUMNS if c not in noise]
@@ -281,6 +287,9 @@ def command_stiffness(arguments) -> int:
             raise ValueError(f"--noise: give all of {list(LOAD_COLUMNS)}"
                              + (f"; unknown {unknown}" if unknown else "")
                              + (f"; missing {missing}" if missing else ""))
+        noise, read = noise_in_si(noise, [test], LOAD_COLUMNS,
+                                  [QUASI_STATIC_UNITS[c] for c in LOAD_COLUMNS])
+        _print_columns([], read)
         noise = np.array([noise[c] for c in LOAD_COLUMNS])
     result = fit_stiffness_matrix(test, arguments.structure, noise,
                                   exact=not arguments.linearised,
@@ -289,7 +298,8 @@ def command_stiffness(arguments) -> int:
     out = arguments.output
     refuse_non_finite(result.report(), "stiffness fit")
     report = write_json(out / "report.json", dict(
-        result.report(), data=[{"source": test.source, "read_as": test.read_as}]))
+        result.report(), data=[{"source": test.source, "read_as": test.read_as}],
+        noise_given_as=read))
     fragment = {"bushings": [{"kind": "spine", "stiffness": result.matrix.tolist()}]}
     write_text_atomically(
         out / "stiffness.toml",
@@ -334,6 +344,17 @@ def command_table(arguments) -> int:
     load_unit = ((data.read_as or {}).get("load") or {}).get("unit")
     max_misfit = misfit_fraction(arguments.max_misfit, float(np.ptp(data.load)), load_unit,
                                  UNITS[load_unit][0] if load_unit in UNITS else None)
+    # Noise typed with its unit, or bare in its column's unit (SI where the file gave none).
+    typed = {"load": (arguments.noise, load_unit, ("N", "N m")),
+             "displacement": (arguments.displacement_noise,
+                              ((data.read_as or {}).get("displacement") or {}).get("unit"),
+                              ("m", "rad"))}
+    noise, read = {}, {}
+    for channel, (text, unit, kinds) in typed.items():
+        if text is not None:
+            option = "--noise" if channel == "load" else "--displacement-noise"
+            noise[channel], read[channel] = column_quantity(text, option, unit, kinds)
+    _print_columns([], read)
     print(f"fitting a {arguments.law} law to {len(data.load)} points of {arguments.data}",
           flush=True)
     result = fit_load_law(
@@ -341,12 +362,12 @@ def command_table(arguments) -> int:
         n_nodes=arguments.n_nodes, free_breakpoints=arguments.free_breakpoints,
         smoothing=arguments.smoothing, monotone=not arguments.not_monotone,
         degree=arguments.degree, damping=arguments.damping, inertia=arguments.inertia,
-        noise=arguments.noise_model if arguments.noise is None else arguments.noise,
-        max_misfit=max_misfit, solver=arguments.solver,
-        displacement_noise=arguments.displacement_noise)
+        noise=noise.get("load", arguments.noise_model), max_misfit=max_misfit,
+        solver=arguments.solver, displacement_noise=noise.get("displacement"))
     out = arguments.output
     refuse_non_finite(result.report(), "law fit")  # before the first file is written
-    contents = dict(result.report(), data=[{"source": data.source, "read_as": data.read_as}])
+    contents = dict(result.report(), data=[{"source": data.source, "read_as": data.read_as}],
+                    noise_given_as=read)
     report = write_json(out / "report.json", dict(contents, profiles=[]))
     write_text_atomically(
         out / "law.toml",

@@ -8,7 +8,7 @@ from ..elements._load_laws import LAW_KINDS
 from ..identify._solvers import DEFAULT_SOLVER, SOLVER_NAMES
 from . import _commands as verbs
 from ._posterior_command import command_posterior
-from ._arguments import add_noise_model
+from ._arguments import add_noise_model, quantity_text
 
 
 # Verbs whose several data files are a batch (one run per file); `fit` takes `--each`.
@@ -243,7 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
                                   help="symmetric 21 entries, sagittal-symmetric 12 (eq 24 "
                                        "pattern) or diagonal 6 (default full)")
     stiffness_parser.add_argument("--noise", metavar="Fx=SIGMA,...",
-                                  help="white load noise per channel (N, N m); default: estimated")
+                                  help="white load noise per channel, each with its unit "
+                                       "(Fx=0.5N,Mx=20Nmm) or bare in its column's unit; "
+                                       "default: estimated")
     add_noise_model(stiffness_parser, "each load channel's noise (rows in the order recorded)")
     stiffness_parser.add_argument("--linearised", action="store_true",
                                   help="use moments as measured instead of mapping them onto "
@@ -282,13 +284,15 @@ def build_parser() -> argparse.ArgumentParser:
                               help="fit a damper on the displacement rate (needs column t)")
     table_parser.add_argument("--inertia", type=NON_NEGATIVE, default=0.0,
                               help="known inertia of a dynamic test (kg m^2 or kg)")
-    table_parser.add_argument("--noise", type=POSITIVE,
-                              help="load noise (SI, white); default: estimated under "
+    table_parser.add_argument("--noise", type=quantity_text, metavar="SIGMA",
+                              help="load noise (white), with its unit (0.5N, 20Nmm) or bare in "
+                                   "the load column's unit; default: estimated under "
                                    "--noise-model")
     add_noise_model(table_parser, "the load noise", "a percentage of the load's range (e.g. "
                     "3%%) or a load, with its unit (0.5N) or in the load column's unit")
-    table_parser.add_argument("--displacement-noise", type=POSITIVE, metavar="SD",
-                              help="the displacement's noise (SI, m or rad): errors in both "
+    table_parser.add_argument("--displacement-noise", type=quantity_text, metavar="SD",
+                              help="the displacement's noise, with its unit (10um, 0.01deg) or "
+                                   "bare in the displacement column's unit: errors in both "
                                    "variables, each residual weighted by its effective noise "
                                    "(docs/goodness-of-fit.md)")
     table_parser.add_argument(
