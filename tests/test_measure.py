@@ -140,7 +140,7 @@ def test_constrained_subproblem_solvers_against_brute_force():
 
 
 def test_off_grid_recovery_finds_the_pin_and_certifies_it(pin_problem):
-    result = recover(pin_problem, max_atoms=3)
+    result = recover(pin_problem, spineid.SlidingFrankWolfe(max_atoms=3))
     assert result.certified and result.converged
     assert abs(result.pin[0] - PIN[0]) < 0.05e-3  # the noise-free target
     assert result.pin_stderr[0] < 0.05e-3
@@ -164,7 +164,7 @@ def test_off_grid_recovery_finds_the_pin_and_certifies_it(pin_problem):
 
 
 def test_grid_recovery_is_nonnegative_and_localises_the_pin(pin_problem):
-    result = recover_grid(pin_problem, 5, max_iterations=40)
+    result = recover_grid(pin_problem, spineid.GridFrankWolfe(5, max_iterations=40))
     np.testing.assert_allclose(result.positions, np.linspace(0.0, 0.04, 5))
     assert np.all(result.stiffness >= 0) and result.stiffness.sum() <= pin_problem.max_stiffness * (1 + 1e-9)
     np.testing.assert_allclose(result.probability().sum(), 1.0)
@@ -231,13 +231,29 @@ def test_curve_positions_follow_arc_length():
     assert MeasureCurve(np.array([[0.0, 0.0], [0.01, 0.01], [0.02, 0.02]])).straight
 
 
+def test_recovery_options_live_on_its_solvers_and_others_are_refused(pin_problem):
+    with pytest.raises(ValueError, match=r"recover\(solver=LevenbergMarquardt.*this fit takes "
+                                         r"a spineid.SlidingFrankWolfe"):
+        spineid.recover(pin_problem, spineid.LevenbergMarquardt())
+    with pytest.raises(TypeError, match="SlidingFrankWolfe has no option 'n_springs'; it is "
+                                        "an option of GridFrankWolfe"):
+        spineid.SlidingFrankWolfe(n_springs=5)
+    for bad in (lambda: spineid.SlidingFrankWolfe(max_atoms=0),
+                lambda: spineid.SlidingFrankWolfe(fine_grid=1),
+                lambda: spineid.GridFrankWolfe(5, gap_tolerance=-1.0),
+                lambda: spineid.GridFrankWolfe(2.5)):
+        with pytest.raises(ValueError, match="expected"):
+            bad()
+
+
 def test_padding_changes_no_recovery(pin_problem, monkeypatch):
     # The recovery's records are padded like a trajectory fit's (zero-weight samples, so that
     # files of different lengths share one compilation): the grid recovery is the same with
     # the padding turned off, and what it reports has the data's shape.
-    padded = recover_grid(pin_problem, 5, max_iterations=40)
+    # (The solver object through `recover` is `recover_grid`.)
+    padded = spineid.recover(pin_problem, spineid.GridFrankWolfe(5, max_iterations=40))
     monkeypatch.setattr("spineid.identify._common._padding.padded_length", lambda n: n)
-    plain = recover_grid(pin_problem, 5, max_iterations=40)
+    plain = recover_grid(pin_problem, spineid.GridFrankWolfe(5, max_iterations=40))
     assert [p.shape for p in padded.predictions] == [(501, 3)]
     np.testing.assert_allclose(padded.stiffness, plain.stiffness, rtol=1e-6,
                                atol=1e-9 * pin_problem.max_stiffness)

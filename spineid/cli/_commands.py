@@ -24,6 +24,7 @@ from ..identify import (
     fit_stiffness_matrix,
     recover,
     recover_grid,
+    SlidingFrankWolfe,
     validate_design,
 )
 from ..identify._solvers import SOLVER_NAMES
@@ -263,7 +264,8 @@ def command_recover(arguments) -> int:
           f"({problem.n_data} data values; total stiffness at most "
           f"{problem.max_stiffness:.4g} N/m)", flush=True)
     if arguments.grid is None:
-        result = recover(problem, max_atoms=arguments.max_atoms, progress=True)
+        result = recover(problem, SlidingFrankWolfe(max_atoms=arguments.max_atoms),
+                         progress=True)
     else:
         result = recover_grid(problem, arguments.grid, progress=True)
     paths = write_recovery_outputs(result, problem, arguments.output, not arguments.no_plots)

@@ -70,6 +70,7 @@ from ._solvers import (
     AbstractWrappedSolver as AbstractWrappedSolver,
     Adam as Adam,
     Auto as Auto,
+    GridFrankWolfe as GridFrankWolfe,
     JaxoptLevenbergMarquardt as JaxoptLevenbergMarquardt,
     LBFGS as LBFGS,
     LevenbergMarquardt as LevenbergMarquardt,
@@ -78,6 +79,7 @@ from ._solvers import (
     VariableProjection as VariableProjection,
     MultiStart as MultiStart,
     OptimistixLevenbergMarquardt as OptimistixLevenbergMarquardt,
+    SlidingFrankWolfe as SlidingFrankWolfe,
 )
 from ._trajectory._batch_fits import (
     BatchFits as BatchFits,

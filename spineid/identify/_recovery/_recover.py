@@ -29,6 +29,7 @@ import time
 import jax.numpy as jnp
 import numpy as np
 
+from .._solvers import check_solver, GridFrankWolfe, SlidingFrankWolfe
 from ._recovery_problem import (
     RecoveryProblem, _features, _moment_costs, _objective, first_variation,
 )
@@ -41,16 +42,8 @@ def _say(progress: bool, text: str) -> None:
         print(text, flush=True)
 
 
-def recover_grid(
-    problem: RecoveryProblem,
-    n_springs: int,
-    *,
-    gap_tolerance: float = 1e-3,
-    max_rounds: int = 30,
-    max_iterations: int = 60,
-    simulation_max_steps: int = 50_000,
-    progress: bool = False,
-) -> MeasureResult:
+def recover_grid(problem: RecoveryProblem, n_springs: int | GridFrankWolfe, *,
+                 progress: bool = False) -> MeasureResult:
     """Fixed-grid recovery (Liu 2001, section 3.3): `n_springs` vector springs equally spaced on
     the `[measure]` curve (end points included), nonnegative stiffnesses with total at most
     `problem.max_stiffness`.
@@ -65,31 +58,33 @@ def recover_grid(
     whose steps are exact nonnegative least-squares problems (`_weights_subproblem`), and stop
     when the Frank-Wolfe gap over the grid is at most `gap_tolerance * max(cost, n_data)`, or
     when the refit stalls and the best Frank-Wolfe step (line search) gains less than that
-    (`certified` either way), or after `max_rounds` rounds.
+    (`certified` either way), or after `max_rounds` rounds. `n_springs` is the number of
+    springs, or a `spineid.GridFrankWolfe` that carries it with the other options
+    (`gap_tolerance`, `max_rounds`, `max_iterations`, `simulation_max_steps`); it is
+    `recover(problem, GridFrankWolfe(...))`. `progress` prints each round.
 
     **Returns:** a `MeasureResult` with all `n_springs` springs (zeros included), the pin
     estimate (stiffness centroid) with its standard error, the identifiability of the moments
     and the certificate.
     """
-    if n_springs < 1:
-        raise ValueError(f"n_springs={n_springs}: expected at least 1")
+    options = n_springs if isinstance(n_springs, GridFrankWolfe) else GridFrankWolfe(n_springs)
+    n_springs, steps = options.n_springs, options.simulation_max_steps
+    settings = dict(slide=False, gap_tolerance=options.gap_tolerance,
+                    max_rounds=options.max_rounds, max_iterations=options.max_iterations)
     clock = time.perf_counter()
     sigma = _sigma(problem)
     noise_estimated = problem.noise is None
     grid = np.linspace(0.0, 1.0, n_springs) if n_springs > 1 else np.array([0.5])
-    solver = _Solver(problem, _objective(problem, sigma, simulation_max_steps), progress)
+    solver = _Solver(problem, _objective(problem, sigma, steps), progress)
     atoms = _best_vertex(problem, solver, grid)
     _say(progress, f"  grid N={n_springs}: start from spring {np.flatnonzero(atoms.active)[0]} "
                    f"at {atoms.p.sum():.0e} of the ceiling")
-    search = _conditional_gradient(problem, solver, atoms, grid, slide=False,
-                                   gap_tolerance=gap_tolerance, max_rounds=max_rounds,
-                                   max_iterations=max_iterations)
+    search = _conditional_gradient(problem, solver, atoms, grid, **settings)
     if noise_estimated:
         sigma = _estimate_noise(problem, search.residuals, sigma, 3)
-        solver = _Solver(problem, _objective(problem, sigma, simulation_max_steps), progress)
-        search = _conditional_gradient(problem, solver, search.atoms, grid, slide=False,
-                                       gap_tolerance=gap_tolerance, max_rounds=max_rounds,
-                                       max_iterations=max_iterations, history=search.history)
+        solver = _Solver(problem, _objective(problem, sigma, steps), progress)
+        search = _conditional_gradient(problem, solver, search.atoms, grid,
+                                       history=search.history, **settings)
     result = _finish(problem, solver, search.atoms, "grid", False, search.converged,
                      search.certified, search.gap, search.history, sigma, noise_estimated,
                      clock, 1001)
@@ -224,16 +219,8 @@ def _conditional_gradient(problem, solver, atoms, candidates, *, slide, gap_tole
     return _Search(atoms, converged, certified, float(gap), history, np.asarray(residuals))
 
 
-def recover(
-    problem: RecoveryProblem,
-    *,
-    max_atoms: int = 4,
-    fine_grid: int = 2001,
-    gap_tolerance: float = 1e-3,
-    max_iterations: int = 60,
-    simulation_max_steps: int = 50_000,
-    progress: bool = False,
-) -> MeasureResult:
+def recover(problem: RecoveryProblem, solver: SlidingFrankWolfe | GridFrankWolfe | None = None,
+            *, progress: bool = False) -> MeasureResult:
     """Off-the-grid recovery by sliding Frank-Wolfe over nonnegative measures on the curve.
 
     Each iteration evaluates the first variation `g(s)` (`first_variation`) on `fine_grid`
@@ -251,30 +238,42 @@ def recover(
     depends nonlinearly on the stiffness), so the certificate is one of stationarity, not of
     global optimality.
 
+    `solver` carries the options (default `spineid.SlidingFrankWolfe()`: at most 4 atoms, the
+    first variation on 2001 points, the gap tolerance above, 60 iterations per refit); a
+    `spineid.GridFrankWolfe(n_springs, ...)` recovers on a fixed grid instead
+    (`recover_grid`). `progress` prints each round.
+
     **Returns:** a `MeasureResult` with the atoms, the final gap and `certified`, the pin
-    estimate with its standard error and how many atoms the data support.
+    estimate with its standard error and how many atoms the data support. Raises `ValueError`
+    for a solver that is neither.
     """
-    if max_atoms < 1:
-        raise ValueError(f"max_atoms={max_atoms}: expected at least 1")
+    solver = SlidingFrankWolfe() if solver is None else check_solver(
+        "recover", solver, (SlidingFrankWolfe, GridFrankWolfe),
+        "a spineid.SlidingFrankWolfe(...) or a spineid.GridFrankWolfe(n_springs, ...)")
+    if isinstance(solver, GridFrankWolfe):
+        return recover_grid(problem, solver, progress=progress)
+    max_atoms, fine_grid = solver.max_atoms, solver.fine_grid
+    gap_tolerance, max_iterations = solver.gap_tolerance, solver.max_iterations
+    simulation_max_steps = solver.simulation_max_steps
     clock = time.perf_counter()
     sigma = _sigma(problem)
     noise_estimated = problem.noise is None
     candidates = np.linspace(0.0, 1.0, fine_grid)
     atoms = _Atoms(np.full(max_atoms, 0.5), np.zeros(max_atoms), np.zeros(max_atoms, bool))
-    solver = _Solver(problem, _objective(problem, sigma, simulation_max_steps), progress)
+    fitter = _Solver(problem, _objective(problem, sigma, simulation_max_steps), progress)
     # The first atom: the first variation of the empty measure describes a free body, a poor
     # guide, so the best single atom on a coarse grid starts the measure (`_best_vertex`).
-    first = _best_vertex(problem, solver, np.linspace(0.0, 1.0, FIRST_ATOM_CANDIDATES))
+    first = _best_vertex(problem, fitter, np.linspace(0.0, 1.0, FIRST_ATOM_CANDIDATES))
     atoms.t[0], atoms.p[0], atoms.active[0] = first.t[first.active][0], first.p.sum(), True
     settings = dict(slide=True, gap_tolerance=gap_tolerance, max_rounds=2 * max_atoms + 1,
                     max_iterations=max_iterations)
-    search = _conditional_gradient(problem, solver, atoms, candidates, **settings)
+    search = _conditional_gradient(problem, fitter, atoms, candidates, **settings)
     if noise_estimated:
         sigma = _estimate_noise(problem, search.residuals, sigma,
                                 2 * int(search.atoms.active.sum()))
-        solver = _Solver(problem, _objective(problem, sigma, simulation_max_steps), progress)
-        search = _conditional_gradient(problem, solver, search.atoms, candidates,
+        fitter = _Solver(problem, _objective(problem, sigma, simulation_max_steps), progress)
+        search = _conditional_gradient(problem, fitter, search.atoms, candidates,
                                        history=search.history, **settings)
-    return _finish(problem, solver, search.atoms, "off-grid", True, search.converged,
+    return _finish(problem, fitter, search.atoms, "off-grid", True, search.converged,
                    search.certified, search.gap, search.history, sigma, noise_estimated, clock,
                    fine_grid)

@@ -3,7 +3,8 @@
 in `_base.py` (`AbstractSolver`, `AbstractLocalSolver`, `AbstractWrappedSolver`). Local solvers
 run from one start; the wrapped ones are strategies around another solver: `MultipleShooting`,
 `MultiStart`, `VariableProjection` and `Auto` (the default of trajectory fits, whose measured
-rules are in `_auto.py`). The command line's `--solver` names are aliases of these objects
+rules are in `_auto.py`). Measure recovery has its own two, which carry its options
+(`SlidingFrankWolfe`, `GridFrankWolfe`). The command line's `--solver` names are aliases of these objects
 (`SOLVER_NAMES`, `_names.py`)."""
 
 from ._adam import Adam as Adam
@@ -16,6 +17,10 @@ from ._base import (
     check_solver as check_solver,
     LocalSolution as LocalSolution,
     refuse_solver as refuse_solver,
+)
+from ._frank_wolfe import (
+    GridFrankWolfe as GridFrankWolfe,
+    SlidingFrankWolfe as SlidingFrankWolfe,
 )
 from ._jaxopt_lm import JaxoptLevenbergMarquardt as JaxoptLevenbergMarquardt
 from ._lbfgs import LBFGS as LBFGS
