@@ -254,6 +254,21 @@ def test_magnitudes_outside_any_physical_range_are_refused(tmp_path, old, new, m
         spineid.load_model_file(path)
 
 
+@pytest.mark.parametrize("extra, message", [
+    ("extra = " + "[" * 20000 + "1" + "]" * 20000, "arrays or tables nested too deeply to read"),
+    ("mass_note = 1" + "0" * 5000, "line 3: mass_note = a number of 5001 digits"),
+])
+def test_a_model_file_python_cannot_parse_is_refused_in_one_sentence(tmp_path, extra, message):
+    # A RecursionError (arrays 20000 deep) and a ValueError naming no file or key (an integer
+    # of 5001 digits) were what the command printed.
+    path = tmp_path / "model.toml"
+    path.write_text("kind = \"planar_pair\"\n\n" + extra + "\n")
+    with pytest.raises(ValueError) as error:
+        spineid.load_model_file(path)
+    assert str(error.value).startswith(f"{path}: ") and message in str(error.value)
+    assert "\n" not in str(error.value)
+
+
 @pytest.mark.parametrize("content", [b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe",
                                      "t,x\n0,1\n".encode("utf-16")])
 def test_files_that_are_not_utf8_text_are_refused_with_their_name(tmp_path, content):

@@ -133,6 +133,24 @@ def read_toml(path: str | pathlib.Path, what: str = "model file") -> dict:
     except UnicodeDecodeError as error:
         raise ValueError(f"{path}: not a UTF-8 text file ({error.reason} at byte "
                          f"{error.start}); a {what} is TOML text") from None
+    except RecursionError:
+        raise ValueError(f"{path}: arrays or tables nested too deeply to read (hundreds of "
+                         f"levels); a {what} nests a few") from None
+    except ValueError as error:  # (an integer longer than Python converts)
+        raise ValueError(_long_number(path, error)) from None
+
+
+def _long_number(path: pathlib.Path, error: ValueError) -> str:
+    # The line and key of the first number too long to read (Python converts at most 4300
+    # digits of an integer), or the parser's own words where none is found.
+    text = path.read_text(encoding="utf-8")
+    found = re.search(r"\d{4000,}", text)
+    if found is None:
+        return f"{path}: not valid TOML: {error}"
+    line = text.count("\n", 0, found.start()) + 1
+    key = re.match(r"\s*([^=\s]+)\s*=", text.splitlines()[line - 1])
+    return (f"{path}: line {line}: {key.group(1) + ' = ' if key else ''}a number of "
+            f"{len(found.group())} digits, more than a number can have here")
 
 
 def simulation_settings(document: dict, source: str = "<model>") -> tuple[float, int]:
