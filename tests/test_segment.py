@@ -218,6 +218,10 @@ def test_segment_command_runs_the_nine_cases_and_fits(tmp_path, capsys):
     else:
         assert not (huge / "cases.csv").exists()
     assert json.loads((huge / "spineid-outputs.json").read_text())["complete"]
+    # A moment that finds no equilibrium in bending leaves that stiffness unknown: said so
+    # (before: a TypeError formatting None, after the work, with nothing written).
+    assert main(["segment", "--out", str(tmp_path / "twist"), "--moment", "1000"]) == 1
+    assert "none (no equilibrium)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("change, message", [

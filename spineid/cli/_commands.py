@@ -497,7 +497,9 @@ def command_segment(arguments) -> int:
         print(f"  {case:4s} " + " ".join(f"{1e3 * v:8.4f}" for v in d[:3]) + " "
               + " ".join(f"{np.degrees(v):7.3f}" for v in d[3:]) + f"  {forces}{flag}")
     print("  rotational stiffness [N m/deg]: " + ", ".join(
-        f"{case} {entry['model']:.2f} (Moroney/AnyBody {entry['moroney_anybody']:.2f})"
+        f"{case} " + ("none (no equilibrium)" if entry["model"] is None
+                      else f"{entry['model']:.2f}")
+        + f" (Moroney/AnyBody {entry['moroney_anybody']:.2f})"
         for case, entry in summary["rotational_stiffness_N_m_per_deg"].items()))
     print(f"  nine equilibria vmapped: {study.timing['first_with_compilation']:.2f} s with "
           f"compilation, {1e3 * study.timing['warm_best_of_5']:.2f} ms warm")
