@@ -270,6 +270,22 @@ def test_dynamic_loop_of_fig_4_24_gives_back_the_phases_and_the_damper():
     assert abs(fit.damping - 10.0) < 0.05
 
 
+def test_an_exact_fit_is_never_judged_as_not_explaining_the_data():
+    # A flat law fitted to a constant load leaves residuals of 1e-13 (rounding) that are
+    # neither white nor small beside a range of 0: judged "does NOT describe" before. Noise of
+    # 1e-6 of the load is noise, and is judged as such.
+    x = np.linspace(-0.1, 0.1, 50)
+    exact = spineid.fit_load_law(spineid.LoadDisplacementData(x, np.full(50, 2.0)),
+                                 "piecewise_linear", n_nodes=3)
+    assert exact.goodness_of_fit.level == "explains"
+    assert "an exact fit" in exact.summary() and not exact.goodness_of_fit.misfit
+    noisy = spineid.fit_load_law(spineid.LoadDisplacementData(
+        x, 2.0 + 2e-6 * np.random.default_rng(1).normal(size=50)), "piecewise_linear",
+        n_nodes=3)
+    assert "an exact fit" not in noisy.summary()
+    assert noisy.noise == pytest.approx(2e-6, rel=0.4)
+
+
 def test_rates_of_a_noisy_record_are_scipys_savitzky_golay_derivatives():
     # The rates a damper and an inertia use: scipy.signal.savgol_filter (quadratic, the
     # same window) as the oracle inside the record; exact on a quadratic at the ends too.

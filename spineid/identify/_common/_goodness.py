@@ -255,6 +255,7 @@ def assess_fit(
     ranges: Mapping[str, float] | None = None,
     max_misfit: Mapping[str, float] | None = None,
     misfit_residuals: Sequence[np.ndarray] | None = None,
+    magnitudes: Mapping[str, float] | None = None,
 ) -> GoodnessOfFit:
     """The goodness of fit of noise-weighted residuals (module docstring).
 
@@ -282,6 +283,10 @@ def assess_fit(
       `residuals`): the residuals whose smooth part is measured, where they are not the fit's
       own (those of the ordinary least-squares estimate of a fit under a noise model, which
       an autoregression near a unit root lets drift from a law that fits only approximately).
+    - `magnitudes`: channel -> the data's largest magnitude (SI). Given, a fit with the noise
+      estimated whose raw residuals are within `EXACT_FIT` of it in every channel is exact: the
+      data carry no noise, and the rounding left in the residuals is not judged as a misfit
+      (`explains`, with a note).
     """
     channels = tuple(channels)
     blocks = [np.asarray(r, dtype=float).reshape(-1, len(channels)) for r in residuals]
@@ -440,6 +445,15 @@ def assess_fit(
             level = "explains"
     if not finite:
         level = "does_not_describe"
+    elif not noise_given and magnitudes is not None and sigma is not None:
+        rms = [float(np.sqrt(np.nanmean((stacked[:, c] * float(sigma[channel])) ** 2)))
+               for c, channel in enumerate(channels)]
+        if all(value <= EXACT_FIT * max(float(magnitudes[channel]), 1e-300)
+               for value, channel in zip(rms, channels)):
+            reasons, level, misfit = [], "explains", {}  # (nothing to judge)
+            advice = [f"an exact fit: the residuals are at the rounding level of the data (at "
+                      f"most {EXACT_FIT:g} of its magnitude): the data carry no noise to judge "
+                      "the model by, and the standard errors are those of that rounding"]
     return GoodnessOfFit(
         explains_data=None if level is None else level == "explains", noise_given=noise_given,
         n_data=n_data, n_parameters=int(n_parameters), dof=dof, chi_square=chi_square,
@@ -448,6 +462,11 @@ def assess_fit(
         level=level, misfit=misfit,
         noise_model={channel: fitted.to_dict() | {"described": fitted.describe()}
                      for channel, fitted in (noise_models or {}).items()})
+
+
+EXACT_FIT = 1e-9
+"""Raw residuals within this fraction of the data's magnitude are rounding, not noise: a fit
+that leaves no more is exact (`assess_fit`, `magnitudes`)."""
 
 
 MAX_MISFIT = 0.02

@@ -308,7 +308,8 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
             ranges=dict(zip(LOAD_COLUMNS, map(float, np.maximum(ranges, 100 * rough))))
             if noise_estimated else None,
             max_misfit=dict.fromkeys(LOAD_COLUMNS, max_misfit),
-            misfit_residuals=[design @ least_squares - targets[exact]]),
+            misfit_residuals=[design @ least_squares - targets[exact]],
+            magnitudes=dict(zip(LOAD_COLUMNS, map(float, np.abs(targets[exact]).max(axis=0))))),
     )
 
 

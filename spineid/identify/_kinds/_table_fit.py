@@ -584,6 +584,7 @@ def fit_load_law(
             noise_models={"load": typical_noise(deviations)} if displacement_sd is not None
             else {"load": channel_noise} if noise_estimated else None,
             ranges={"load": float(np.ptp(data.load))}, max_misfit={"load": max_misfit},
+            magnitudes={"load": float(np.max(np.abs(data.load)))},
             misfit_residuals=[((predicted if displacement_sd else ols_predicted) - data.load)
                               [order][:, None]]),
     )
