@@ -354,6 +354,18 @@ def test_parameter_driven_to_its_bound_is_reported_as_such():
     assert np.all(np.abs(result.values[:2] - [27000.0, 15000.0]) <= 0.02 * result.stderr[:2])
 
 
+def test_noise_given_far_too_large_is_said_to_leave_the_start_unfitted():
+    # With a noise of 1e10 the start is already within the statistical stop: no step is
+    # taken. The fit must say so (not converged), and no value far from its bound is "on" it
+    # (its standard error, 1e14, dwarfs the distance).
+    _, problem = axial_problem(noise={"x": 1e10, "y": 1e10, "theta": 1e10})
+    result = spineid.fit(problem, spineid.LevenbergMarquardt())
+    np.testing.assert_array_equal(result.values, problem.start)
+    assert not result.converged and not np.any(result.at_bound)
+    assert any("No step was taken" in w and "noise given is far too large" in w
+               for w in result.warnings)
+
+
 # ------------------------------------------------------------------ does the model explain it?
 
 

@@ -446,8 +446,11 @@ class _Run:
         # its standard error from it (further iterations could gain nothing measurable): that close,
         # it counts as on the bound, where the Cramer-Rao error does not apply.
         unbounded_covariance, _ = fisher_analysis(jacobian, theta, _scales(theta, transform), names)
-        at_bound = transform.at_bound(
-            theta, within=BOUND_STDERR_FRACTION * np.sqrt(np.diag(unbounded_covariance)))
+        # (and within a tenth of its starting distance from it: a standard error far larger
+        # than the value, under noise given far too large, puts no value on its bound)
+        at_bound = transform.at_bound(theta, within=np.minimum(
+            BOUND_STDERR_FRACTION * np.sqrt(np.diag(unbounded_covariance)),
+            0.1 * np.asarray(transform.scale)))
         covariance, identifiability = fisher_analysis(
             jacobian, theta, _scales(theta, transform), names, ~at_bound
         )
@@ -474,6 +477,15 @@ class _Run:
                 f"standard error."
             )
         warnings.extend(self.notes)
+        if (not noise_estimated and np.array_equal(theta, np.asarray(problem.start))
+                and 2 * cost < 1e-2 * max(problem.n_data - len(theta), 1)):
+            converged = False  # (nothing was fitted)
+            warnings.append(
+                f"No step was taken: at the start the residuals are already only "
+                f"{math.sqrt(2 * cost / max(problem.n_data, 1)):.2g} times the noise given, within "
+                "the solver's statistical stop (a small fraction of a standard error of that "
+                "noise), so the values are the start's, not fitted. The noise given is far too "
+                "large: give the measurement's own, or none to estimate it.")
         if outcome.agreed:
             warnings.append(agreement_note(outcome.agreed) + ".")
         if simulation_failed:
