@@ -167,6 +167,31 @@ def test_stiffness_command_writes_report_matrix_and_plot(tmp_path, capsys):
     assert "--noise: give all of" in capsys.readouterr().err
 
 
+def test_entries_the_test_never_excites_are_said_undetermined_not_nan_or_a_silent_zero(
+        tmp_path, capsys):
+    import json
+
+    from spineid.cli import main
+    from spineid import write_quasi_static
+
+    rng = np.random.default_rng(0)
+    stiffness = np.diag([9e4, 2.2e5, 7.5e4, 55.0, 38.0, 70.0])
+    deflections = rng.uniform(-1, 1, (24, 6)) * np.array([3e-4] * 3 + [0.03] * 3)
+    deflections[:, [2, 5]] = 0.0  # neither tz nor rz moves, nor is loaded
+    loads = deflections @ stiffness + rng.normal(0, 1, (24, 6)) * np.array([1.0] * 3 + [1e-3] * 3)
+    write_quasi_static(tmp_path / "test.csv", QuasiStaticTest(loads, deflections))
+    assert main(["stiffness", str(tmp_path / "test.csv"), "--out", str(tmp_path / "out"),
+                 "--structure", "diagonal", "--no-plots"]) == 0
+    printed = capsys.readouterr().out
+    assert "nan" not in printed and printed.count("not determined by the test") == 2
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    undetermined = [p["name"] for p in report["parameters"] if not p["determined"]]
+    assert undetermined == ["K[tz,tz]", "K[rz,rz]"]
+    assert all(p["stderr"] is None for p in report["parameters"] if not p["determined"])
+    assert ("# Not determined by the test (written as 0): K[tz,tz], K[rz,rz]"
+            in (tmp_path / "out" / "stiffness.toml").read_text())
+
+
 def test_a_test_without_any_deflection_is_refused():
     loads = np.random.default_rng(0).normal(size=(8, 6))
     with pytest.raises(ValueError, match="every deflection is zero"):

@@ -50,13 +50,8 @@ from ..io._toml import read_toml
 from ..simulation import simulate_in_windows
 from ..spines import l5_s1_law
 from ..studies import peak_force_sensitivity, segment_study, whiplash_study
-from ._arguments import (
-    column_quantity,
-    misfit_fraction,
-    numbers_argument,
-    parse_markers,
-    parse_noise,
-)
+from ._arguments import (column_quantity, misfit_fraction, numbers_argument, parse_markers,
+                         parse_noise)
 from ._outputs import (
     figures,
     output_file,
@@ -307,6 +302,8 @@ def command_stiffness(arguments) -> int:
         out / "stiffness.toml",
         "# Fitted by `spineid stiffness` from " + pathlib.Path(arguments.data).name + ": paste "
         "into a spatial_pair model and add frame1, frame2 (and damping).\n"
+        + (f"# Not determined by the test (written as 0): {', '.join(result.undetermined())}; "
+           "give them values before use.\n" if result.undetermined() else "")
         + dumps_toml(fragment))
     plots = [] if arguments.no_plots else [figures.plot_stiffness_fit(result, test, out / "loads.png")]
     out.finish()

@@ -128,16 +128,23 @@ class StiffnessFit(AbstractResult):
             "conversion_effect_in_stderr": json_number(self.conversion_effect),
             "parameters": [
                 {"name": entry_name(i, j), "value": float(self.matrix[i, j]),
-                 "stderr": json_number(self.stderr[i, j]), "unit": entry_unit(i, j)}
+                 "stderr": json_number(self.stderr[i, j]), "unit": entry_unit(i, j),
+                 "determined": bool(determined)}
                 | ({} if self.stderr_robust is None
                    else {"stderr_robust": json_number(self.stderr_robust[i, j])})
-                for i, j in self.entries
+                for (i, j), determined in zip(self.entries, self.identifiability.identifiable)
             ],
             "matrix": self.matrix.tolist(),
             "noise": {c: float(s) for c, s in zip(LOAD_COLUMNS, self.noise)},
             "noise_estimated": self.noise_estimated,
             "identifiability": self.identifiability.to_dict(),
         }
+
+    def undetermined(self) -> list[str]:
+        """The names of the entries the test does not determine (their values are those of
+        the minimum-norm solution, 0 on the diagonal: not measured)."""
+        return [entry_name(i, j) for (i, j), determined
+                in zip(self.entries, self.identifiability.identifiable) if not determined]
 
     def summary(self) -> str:
         """Plain-text summary: the matrix, the entries with errors, warnings."""
@@ -151,11 +158,13 @@ class StiffnessFit(AbstractResult):
         robust = self.stderr_robust is not None
         lines.append(f"{'entry':12s} {'value':>13s} {'stderr':>11s} "
                      + ("robust sd   " if robust else "") + " unit")
-        for i, j in self.entries:
+        for (i, j), determined in zip(self.entries, self.identifiability.identifiable):
             lines.append(f"{entry_name(i, j):12s} {self.matrix[i, j]:13.6g} "
-                         f"{self.stderr[i, j]:11.3g} "
-                         + (f"{self.stderr_robust[i, j]:11.3g} " if robust else "")
-                         + f" {entry_unit(i, j)}")
+                         + (f"{self.stderr[i, j]:11.3g} " if determined else f"{'-':>11s} ")
+                         + (f"{self.stderr_robust[i, j]:11.3g} " if robust and determined
+                            else f"{'-':>11s} " if robust else "")
+                         + f" {entry_unit(i, j)}"
+                         + ("" if determined else "  not determined by the test"))
         lines.append(f"identifiability: rank {self.identifiability.rank} of "
                      f"{len(self.entries)} entries")
         return "\n".join(lines + self.verdict_lines())
