@@ -254,6 +254,24 @@ def test_magnitudes_outside_any_physical_range_are_refused(tmp_path, old, new, m
         spineid.load_model_file(path)
 
 
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="named pipes are POSIX")
+def test_inputs_that_are_not_regular_files_are_refused_before_opening(tmp_path):
+    # A FIFO as a model or data file blocked the reader forever (in `open`).
+    import os
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for read, what in ((spineid.load_model_file, "a model file"),
+                       (spineid.io.read_table, "a CSV table"),
+                       (spineid.read_storage, "a data file"),
+                       (spineid.read_trc, "a data file")):
+        with pytest.raises(ValueError, match=re.escape(
+                f"{fifo}: a named pipe (FIFO), not a regular file; {what} is a file")):
+            read(fifo)
+    with pytest.raises(ValueError, match="a folder, not a regular file"):
+        spineid.io.read_table(tmp_path)
+
+
 @pytest.mark.parametrize("extra, message", [
     ("extra = " + "[" * 20000 + "1" + "]" * 20000, "arrays or tables nested too deeply to read"),
     ("mass_note = 1" + "0" * 5000, "line 3: mass_note = a number of 5001 digits"),

@@ -8,6 +8,9 @@ survives a crash of the machine too. On failure the temporary file is removed an
 left as it was. A target that is a symbolic link is written through (the file it points to is
 replaced); the new file keeps the permissions of the file it replaces, or gets those of a
 newly created file.
+
+Inputs are opened only if they are regular files (`readable_file`): a FIFO would block the
+reader forever, a device or a socket is no data file.
 """
 
 import contextlib
@@ -16,6 +19,26 @@ import pathlib
 import secrets
 import stat
 from collections.abc import Iterator
+
+
+_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISDIR, "a folder"))
+
+
+def readable_file(path, what: str = "file") -> pathlib.Path:
+    """`path` as a `pathlib.Path` if it is a regular file (or a link to one) or does not exist
+    (the reader says it is missing); otherwise a one-sentence `ValueError` naming what it is,
+    raised before it is opened (a FIFO would block the reader)."""
+    path = pathlib.Path(path)
+    try:
+        mode = path.stat().st_mode
+    except OSError:  # (missing, or unreadable: the reader's own message)
+        return path
+    for test, kind in _KINDS:
+        if test(mode):
+            raise ValueError(f"{path}: {kind}, not a regular file; a {what} is a file")
+    return path
 
 
 def _read_umask() -> int:

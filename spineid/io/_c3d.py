@@ -19,6 +19,7 @@ import warnings
 
 import numpy as np
 
+from ._atomic import readable_file
 from ._storage import MarkerTrajectories, TRC_UNITS
 
 
@@ -39,7 +40,7 @@ def read_c3d(path) -> MarkerTrajectories:
         import c3d
     except ImportError:
         raise ImportError(C3D_HINT) from None
-    path = pathlib.Path(path)
+    path = readable_file(path, "motion-capture file")
     if not path.is_file():
         raise ValueError(f"{path}: file not found")
     with path.open("rb") as handle, warnings.catch_warnings():

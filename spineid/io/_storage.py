@@ -26,7 +26,7 @@ from collections.abc import Collection
 
 import numpy as np
 
-from ._atomic import atomic_path
+from ._atomic import atomic_path, readable_file
 
 # Length units of a .trc file's `Units` field, in metres.
 TRC_UNITS = {"mm": 1e-3, "cm": 1e-2, "dm": 1e-1, "m": 1.0}
@@ -73,6 +73,7 @@ class MarkerTrajectories:
 
 
 def _text_lines(path: pathlib.Path, kind: str) -> list[str]:
+    path = readable_file(path, "data file")
     try:
         content = path.read_text(encoding="utf-8-sig")  # (a byte-order mark is no text)
     except FileNotFoundError:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from ._atomic import atomic_path
+from ._atomic import atomic_path, readable_file
 
 PLANAR_TRAJECTORY_COLUMNS = ("t", "x", "y", "theta")
 _ANNOUNCED = re.compile(r"\s*#\s*spineid:\s*(\d+)\s+rows\b")
@@ -56,7 +56,7 @@ def read_table(
 
     **Returns:** `{column name: array (n,)}`, in the order of the header.
     """
-    path = pathlib.Path(path)
+    path = readable_file(path, "CSV table")
     try:
         # ("utf-8-sig": a spreadsheet's byte-order mark is not part of the first column's name)
         with path.open(newline="", encoding="utf-8-sig") as file:

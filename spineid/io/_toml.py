@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from ._atomic import readable_file
+
 
 MISSING = object()
 
@@ -122,7 +124,7 @@ class DocumentChecker:
 def read_toml(path: str | pathlib.Path, what: str = "model file") -> dict:
     """Parse a TOML file (`what` it is, for the messages); a missing or malformed file raises
     `ValueError` naming it."""
-    path = pathlib.Path(path)
+    path = readable_file(path, what)
     try:
         with path.open("rb") as file:
             return tomllib.load(file)
