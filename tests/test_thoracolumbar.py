@@ -8,6 +8,7 @@ one).
 """
 
 import pathlib
+from contextlib import nullcontext
 import re
 
 import jax
@@ -249,3 +250,41 @@ def test_flexibility_plots_are_written(spine, segments, whole, tmp_path):
     path = spineid.plot_spine(spine, whole.poses[:, 8], tmp_path / "spine.png",
                               labels=list(spineid.DIRECTIONS))
     assert path.stat().st_size > 10_000
+
+
+def test_the_spine_flexibility_command_gives_the_python_tests_numbers(segments, tmp_path,
+                                                                       capsys):
+    # `spineid spine flexibility` on the bundled file (read, not built in Python) gives the
+    # segment tests of the Python model; its CSV holds every curve; bad requests are one line.
+    import json
+
+    out = tmp_path / "segments"
+    assert main(["spine", "flexibility", "--out", str(out), "--steps", "6", "--no-plots"]) == 0
+    report = json.loads((out / "report.json").read_text())
+    rom = np.degrees(segments.range_of_motion())
+    for j, joint in enumerate(segments.joints):
+        for d, direction in enumerate(spineid.DIRECTIONS):
+            assert report["joints"][joint][direction]["range_of_motion_deg"] == \
+                pytest.approx(rom[j, d], rel=1e-9, abs=1e-9)
+    table = np.genfromtxt(out / "flexibility.csv", delimiter=",", names=True, dtype=None,
+                          encoding="utf-8")  # (numpy's reader: text and numbers alike)
+    assert len(table) == 17 * 3 * 13 and np.all(table["equilibrium"] == 1)
+    assert table["joint"][0] == "L5-S1" and table["direction"][-1] == "flexion_extension"
+    np.testing.assert_allclose(table["rx_deg"], np.degrees(segments.rotations[..., 0]).ravel(),
+                               atol=1e-9)
+    # The whole spine, the moment on T1: the spine at the largest moments is drawn too.
+    whole = tmp_path / "whole"
+    assert main(["spine", "flexibility", "--out", str(whole), "--loaded", "T1", "--steps", "2",
+                 "--moment", "2"]) == 0
+    assert (whole / "spine.png").stat().st_size > 10_000
+    assert "stable" in (whole / "flexibility.csv").read_text().splitlines()[0]
+    capsys.readouterr()
+    for arguments, message in (
+            (["--joints", "L5-S1", "--loaded", "T1"], "give one of the two"),
+            ([str(spineid.dataset_path("c5_c6.toml"))], "needs a kind = \"spatial_chain\""),
+            (["--loaded", "S1"], "the chain's fixed base"),
+            (["--moment", "0"], "a positive moment")):
+        with pytest.raises(SystemExit) if arguments[0] == "--moment" else nullcontext():
+            status = main(["spine", "flexibility", "--out", str(tmp_path / "bad"), *arguments])
+            assert status == 2
+        assert message in capsys.readouterr().err

@@ -164,6 +164,7 @@ VERB_OUTPUTS = {
     "database": ("geometry.png", "l5_s1_law.png"),
     "whiplash": ("head.csv", "whiplash.png", "snapshots.png", "summary.json"),
     "segment": ("cases.csv", "segment.png", "report.json", "fitted.toml", "summary.json"),
+    "spine": ("flexibility.csv", "report.json", "flexibility.png", "spine.png"),
     "demo": ("liu_8_springs.csv", "liu_16_springs.csv", "liu_8_springs_model.png",
              "liu_16_springs_model.png", "trajectories.png",
              *(f"fit_liu_16_springs/{name}" for name in _FIT_FILES)),

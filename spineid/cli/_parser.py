@@ -8,6 +8,7 @@ from ..elements._load_laws import LAW_KINDS
 from ..identify._solvers import DEFAULT_SOLVER, SOLVER_NAMES
 from . import _commands as verbs
 from ._posterior_command import command_posterior
+from ._spine_command import command_spine_flexibility
 from ._arguments import add_noise_model, quantity_text
 
 
@@ -44,6 +45,9 @@ STARTS = _checked(int, lambda v: 1 <= v <= 10000, "a whole number from 1 to 1000
 GRID = _checked(int, lambda v: 2 <= v <= 2000, "a whole number from 2 to 2000")
 DRAWS = _checked(int, lambda v: 10 <= v <= 10**6, "a whole number from 10 to 1000000")
 CHAINS = _checked(int, lambda v: 1 <= v <= 64, "a whole number from 1 to 64")
+SPINE_STEPS = _checked(int, lambda v: 2 <= v <= 500, "a whole number from 2 to 500")
+SPINE_MOMENT = _checked(float, lambda v: math.isfinite(v) and 0 < v <= 1000,
+                        "a positive moment of at most 1000 N m")
 REPETITIONS = _checked(int, lambda v: 2 <= v <= 10000, "a whole number from 2 to 10000")
 TIME_LIMIT = _checked(float, lambda v: math.isfinite(v) and 0 < v <= 1e7,
                       "a positive time in s, at most 1e7 (about 16 weeks)")
@@ -349,6 +353,29 @@ def build_parser() -> argparse.ArgumentParser:
                                 help="displacement noise of dx,dy,dz (m) and b1,b2,b3 (rad); "
                                      "default: estimated from the residuals")
     segment_parser.set_defaults(run=verbs.command_segment)
+    spine_parser = commands.add_parser(
+        "spine", help="analyses of a whole spine (a spatial_chain model, Liu's T1-L5 spine by "
+                      "default): flexibility tests")
+    spine_verbs = spine_parser.add_subparsers(dest="analysis", required=True)
+    flexibility_parser = spine_verbs.add_parser(
+        "flexibility", help="moment-rotation curves of every motion segment, or of the whole "
+                            "spine under a moment on one vertebra")
+    flexibility_parser.add_argument("model", nargs="?",
+                                    help="spatial_chain model file (default: the bundled "
+                                         "datasets/thoracolumbar_spine.toml)")
+    flexibility_parser.add_argument("--moment", type=SPINE_MOMENT, default=10.0,
+                                    help="largest moment, each way (N m, default 10)")
+    flexibility_parser.add_argument("--steps", type=SPINE_STEPS, default=20,
+                                    help="load steps per side (default 20)")
+    flexibility_parser.add_argument("--joints", metavar="L5-S1,L4-L5,...",
+                                    help="the motion segments to test (default: every one)")
+    flexibility_parser.add_argument("--loaded", metavar="BODY",
+                                    help="test the whole spine instead, the moment on this "
+                                         "vertebra (e.g. T1), the base fixed")
+    flexibility_parser.add_argument("--no-plots", action="store_true",
+                                    help="write flexibility.csv and report.json only")
+    _add_output(flexibility_parser, default="spineid-flexibility")
+    flexibility_parser.set_defaults(run=command_spine_flexibility)
     design_parser = commands.add_parser(
         "design", help="choose the experiments that best determine a model's parameters "
                        "(Fisher information through the ODE)")
