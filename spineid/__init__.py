@@ -233,7 +233,6 @@ from .spines import (  # noqa: E402
     thoracolumbar_spine as thoracolumbar_spine,
 )
 
-
 # identify: fits, measure recovery, stiffness and law fits, uncertainty and identifiability
 from .identify import (  # noqa: E402
     AbstractLocalSolver as AbstractLocalSolver,

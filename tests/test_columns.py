@@ -215,6 +215,13 @@ def test_table_and_stiffness_noise_is_read_in_the_columns_units(tmp_path, capsys
     assert "noise given: load 0.05 Nm, the column's unit" in capsys.readouterr().out
     assert main([*table, "--out", str(tmp_path / "bad"), "--noise", "2mm"]) == 2
     assert "--noise '2mm': mm is a length, expected a moment" in capsys.readouterr().err
+    # A column under spineid's own name read beside one with its unit: bare is SI.
+    write_csv(tmp_path / "named.csv", {"displacement": np.degrees(angle), "load": moment})
+    assert main(["table", str(tmp_path / "named.csv"), "--units", "displacement=deg", "--law",
+                 "polynomial", "--degree", "1", "--no-plots", "--out", str(tmp_path / "named"),
+                 "--noise", "0.05"]) in (0, 1)
+    named = json.loads((tmp_path / "named" / "report.json").read_text())
+    assert named["noise"] == 0.05 and named["noise_given_as"]["load"] == "0.05 N (SI)"
     # stiffness: Fx..Fz in N, moments in N mm; a bare Mx=1 is 1 N mm.
     stiffness = np.diag([9e4, 2.2e5, 7.5e4, 55.0, 38.0, 70.0])
     deflections = rng.uniform(-1, 1, (24, 6)) * np.array([3e-4] * 3 + [0.03] * 3)

@@ -254,19 +254,6 @@ def test_magnitudes_outside_any_physical_range_are_refused(tmp_path, old, new, m
         spineid.load_model_file(path)
 
 
-def test_measured_values_beyond_any_physical_magnitude_are_refused_as_made():
-    # Data of 1e300 ran a 15-start multi-start before its residuals overflowed.
-    ts = np.linspace(0.0, 1.0, 5)
-    values = np.zeros((5, 2))
-    values[3, 1] = 1e300
-    with pytest.raises(ValueError, match=re.escape(
-            "data.csv: y = 1e+300 at sample 4 (t = 0.75 s): expected magnitudes of at most "
-            "1e+06 in SI units")):
-        spineid.Measurement(ts, values, ("x", "y"), "data.csv")
-    values[3, 1] = np.nan  # (not measured: allowed)
-    spineid.Measurement(ts, values, ("x", "y"))
-
-
 @pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="named pipes are POSIX")
 def test_inputs_that_are_not_regular_files_are_refused_before_opening(tmp_path):
     # A FIFO as a model or data file blocked the reader forever (in `open`).

@@ -162,6 +162,12 @@ def test_bad_missing_values_are_refused():
     infinite[10, 1] = np.inf
     with pytest.raises(ValueError, match=r"y is infinite at sample 11 \(t = 0.02 s\)"):
         _problem(infinite)
+    # A magnitude no spine test reaches (data of 1e300 ran a multi-start before overflowing).
+    huge = data.copy()
+    huge[3, 0] = 1e300
+    with pytest.raises(ValueError, match=r"x = 1e\+300 at sample 4 \(t = 0.006 s\): expected "
+                                         r"magnitudes of at most 1e\+06 in SI units"):
+        _problem(huge)
     # A channel no load case measures leaves nothing to estimate its noise from.
     blind = data.copy()
     blind[:, 2] = np.nan

@@ -8,8 +8,8 @@ one).
 """
 
 import pathlib
-from contextlib import nullcontext
 import re
+from contextlib import nullcontext
 
 import jax
 import jax.numpy as jnp
@@ -275,7 +275,8 @@ def test_the_spine_flexibility_command_gives_the_python_tests_numbers(segments, 
     # The whole spine, the moment on T1: the spine at the largest moments is drawn too.
     whole = tmp_path / "whole"
     assert main(["spine", "flexibility", "--out", str(whole), "--loaded", "T1", "--steps", "2",
-                 "--moment", "2"]) == 0
+                 "--moment", "0.2"]) == 0  # (below the neutral zone's 0.25 N m: within 0.2)
+    assert json.loads((whole / "report.json").read_text())["neutral_zone_within_N_m"] == 0.2
     assert (whole / "spine.png").stat().st_size > 10_000
     assert "stable" in (whole / "flexibility.csv").read_text().splitlines()[0]
     capsys.readouterr()

@@ -35,7 +35,7 @@ def parse_noise(text: str | None, option: str = "--noise",
         channel = channel.strip()
         if channel in noise:
             raise ValueError(f"{option} {text!r}: channel {channel!r} is given twice")
-        quantity = parse_quantity(value, f"{option} {text!r}: {channel}")
+        quantity = parse_quantity(value, f"{option} {text!r}: {channel} =") if channel else None
         if channel and quantity is None and not math.isfinite(_number_or(value, 0.0)):
             quantity = (math.inf, None)  # (nan, inf: refused below as not finite)
         if not channel or quantity is None:
@@ -77,14 +77,15 @@ def column_quantity(text: str, option: str, column_unit: str | None,
     or bare in the column's unit `column_unit` (one of `UNITS`; `None` where the file gave
     none: SI). `kinds` are the SI units the column may hold (a load: `("N", "N m")`), the
     first taken for a bare number in a column of unknown kind."""
-    si_unit = UNITS[column_unit][0] if column_unit in UNITS else None
+    column_unit = column_unit if column_unit in UNITS else None  # ("SI": spineid's own name)
+    si_unit = UNITS[column_unit][0] if column_unit else None
     if si_unit is None:
         typed = parse_quantity(text, option)
         si_unit = UNITS[typed[1]][0] if typed and typed[1] else kinds[0]
         if si_unit not in kinds:
             raise ValueError(f"{option} {text!r}: {typed[1]} is {KINDS[si_unit]}, expected "
                              + " or ".join(f"{KINDS[k]} ({k})" for k in kinds))
-    value, how = quantity_in_si(text, si_unit, column_unit if si_unit else None, option)
+    value, how = quantity_in_si(text, si_unit, column_unit, option)
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"{option} {text!r}: expected a positive finite value")
     return value, how

@@ -302,8 +302,9 @@ def command_stiffness(arguments) -> int:
         out / "stiffness.toml",
         "# Fitted by `spineid stiffness` from " + pathlib.Path(arguments.data).name + ": paste "
         "into a spatial_pair model and add frame1, frame2 (and damping).\n"
-        + (f"# Not determined by the test (written as 0): {', '.join(result.undetermined())}; "
-           "give them values before use.\n" if result.undetermined() else "")
+        + (f"# Not determined by the test: {', '.join(result.undetermined())} (their values "
+           "are not measured: 0, or a minimum-norm share); give them values before use.\n"
+           if result.undetermined() else "")
         + dumps_toml(fragment))
     plots = [] if arguments.no_plots else [figures.plot_stiffness_fit(result, test, out / "loads.png")]
     out.finish()

@@ -271,6 +271,9 @@ def _raise_once(stop) -> None:
     now = time.monotonic()
     if _ANSWERING.is_set() or now - _last_raised[0] < _SIGNAL_QUIET_S:
         return
+    if isinstance(sys.exc_info()[1], tuple(_STOP_SIGNALS)):
+        return  # (a stop is unwinding: its clean-up, a batch waiting for its running chunks, is
+        # not cut short; `_persist` sends again only a stop that was lost)
     _last_raised[0] = now
     if stop in (_Terminated, KeyboardInterrupt) and figures.defer(stop):
         return  # (raised when the figure being drawn is done)

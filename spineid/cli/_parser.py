@@ -7,9 +7,9 @@ import math
 from ..elements._load_laws import LAW_KINDS
 from ..identify._solvers import DEFAULT_SOLVER, SOLVER_NAMES
 from . import _commands as verbs
+from ._arguments import add_noise_model, quantity_text
 from ._posterior_command import command_posterior
 from ._spine_command import command_spine_flexibility
-from ._arguments import add_noise_model, quantity_text
 
 
 # Verbs whose several data files are a batch (one run per file); `fit` takes `--each`.

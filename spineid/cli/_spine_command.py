@@ -52,11 +52,12 @@ def command_spine_flexibility(arguments) -> int:
     test = (spine_flexibility(chain, arguments.loaded, arguments.moment, arguments.steps)
             if arguments.loaded else
             segment_flexibility(chain, arguments.moment, arguments.steps, joints))
-    rom, nz = np.degrees(test.range_of_motion()), np.degrees(test.neutral_zone(
-        min(0.25, float(test.moments[-1]))))
+    nz_moment = min(0.25, float(test.moments[-1]))  # (a smaller test: its largest moment)
+    rom, nz = np.degrees(test.range_of_motion()), np.degrees(test.neutral_zone(nz_moment))
     report = {
         "model": source, "loaded": test.loaded, "moment_N_m": float(arguments.moment),
         "steps": int(arguments.steps), "directions": list(DIRECTIONS),
+        "neutral_zone_within_N_m": nz_moment,
         "joints": {joint: {direction: {"range_of_motion_deg": float(rom[j, d]),
                                        "neutral_zone_deg": float(nz[j, d])}
                            for d, direction in enumerate(DIRECTIONS)}
@@ -77,9 +78,9 @@ def command_spine_flexibility(arguments) -> int:
                       for direction in DIRECTIONS for sign in ("-", "+")]
             paths.append(figures.plot_spine(chain, np.array(ends), out / "spine.png", labels))
     out.finish()
-    print(test.table())
+    print(test.table(nz_moment))
     print("(degrees: range of motion between the largest moments, neutral zone within "
-          f"+-{min(0.25, float(test.moments[-1])):g} N m)")
+          f"+-{nz_moment:g} N m)")
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0 if bool(np.all(test.converged)) else 1
 

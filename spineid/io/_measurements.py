@@ -19,12 +19,6 @@ from ._storage import MarkerTrajectories, read_trc
 from ._tables import read_table, read_trajectory, write_table
 
 
-LARGEST_VALUE = 1e6
-"""The largest magnitude of a measured value in SI (m, rad, N, N m): beyond it no spine test
-lies, and the residuals of a fit would overflow (a value of 1e300 ran a multi-start before
-failing)."""
-
-
 @dataclasses.dataclass(frozen=True)
 class Measurement:
     """A measured trajectory: `ts` (s, `(k,)`), `values` (`(k, c)`, SI; `NaN` where a value was
@@ -69,14 +63,6 @@ class Measurement:
             raise ValueError(f"{where}: the times must be strictly increasing (sample "
                              f"{int(np.argmax(np.diff(ts) <= 0)) + 2} is not after the one "
                              "before)")
-        # (NaN: not measured; infinite: refused by the fit, naming the sample)
-        huge = np.isfinite(values) & (np.abs(values) > LARGEST_VALUE)
-        if np.any(huge):
-            row, column = np.argwhere(huge)[0]
-            raise ValueError(f"{where}: {channels[column]} = {values[row, column]:g} at sample "
-                             f"{row + 1} (t = {ts[row]:g} s): expected magnitudes of at most "
-                             f"{LARGEST_VALUE:g} in SI units (m, rad, N); a column in other "
-                             "units needs its unit (--units)")
         object.__setattr__(self, "ts", ts)
         object.__setattr__(self, "values", values)
         object.__setattr__(self, "channels", channels)

@@ -8,6 +8,7 @@ contract: docs/formats/model-files.md).
 import math
 import pathlib
 import re
+import sys
 import tomllib
 from typing import Any
 
@@ -143,10 +144,11 @@ def read_toml(path: str | pathlib.Path, what: str = "model file") -> dict:
 
 
 def _long_number(path: pathlib.Path, error: ValueError) -> str:
-    # The line and key of the first number too long to read (Python converts at most 4300
-    # digits of an integer), or the parser's own words where none is found.
+    # The line and key of the first number too long to read (Python converts at most
+    # `sys.get_int_max_str_digits()` digits of an integer, 4300 by default), or the parser's
+    # own words where none is found.
     text = path.read_text(encoding="utf-8")
-    found = re.search(r"\d{4000,}", text)
+    found = re.search(r"\d{%d,}" % (sys.get_int_max_str_digits() + 1), text)
     if found is None:
         return f"{path}: not valid TOML: {error}"
     line = text.count("\n", 0, found.start()) + 1

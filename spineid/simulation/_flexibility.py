@@ -196,9 +196,10 @@ class FlexibilityTest:
                     out.append(f"{joint} {direction}")
         return out
 
-    def table(self) -> str:
-        """The ranges of motion and neutral zones in degrees, one row per joint."""
-        rom, nz = np.degrees(self.range_of_motion()), np.degrees(self.neutral_zone())
+    def table(self, nz_moment: float = 0.25) -> str:
+        """The ranges of motion and neutral zones (within `nz_moment`, N m) in degrees, one row
+        per joint."""
+        rom, nz = np.degrees(self.range_of_motion()), np.degrees(self.neutral_zone(nz_moment))
         head = f"{'joint':<9}" + "".join(f"{'ROM ' + d[:7]:>15}{'NZ':>7}" for d in DIRECTIONS)
         rows = [head] + [f"{joint:<9}" + "".join(f"{rom[j, d]:15.2f}{nz[j, d]:7.2f}"
                                                  for d in range(3))

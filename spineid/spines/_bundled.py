@@ -20,7 +20,6 @@ def l5_s1_law(smoothing: float = 0.002) -> PiecewiseLinearLaw:
                                                phases["stiffness"], 0.0, smoothing)
 
 
-
 def lumbar_spine_models(damping=None) -> dict[int, SpatialChain]:
     """Models 1-4 (`lumbar_models`) built from the bundled `lumbar_spine.toml` (L5 to L1
     centres from Liu 2001 Table 4-2, masses of the OpenSim lumbar model, cylinder inertia) with

@@ -284,9 +284,9 @@ def assess_fit(
       own (those of the ordinary least-squares estimate of a fit under a noise model, which
       an autoregression near a unit root lets drift from a law that fits only approximately).
     - `magnitudes`: channel -> the data's largest magnitude (SI). Given, a fit with the noise
-      estimated whose raw residuals are within `EXACT_FIT` of it in every channel is exact: the
-      data carry no noise, and the rounding left in the residuals is not judged as a misfit
-      (`explains`, with a note).
+      estimated whose raw residuals' root-mean-square is within `EXACT_FIT` of it in every
+      channel is exact: the data carry no noise, and the rounding left in the residuals is
+      not judged as a misfit (`explains`, with a note).
     """
     channels = tuple(channels)
     blocks = [np.asarray(r, dtype=float).reshape(-1, len(channels)) for r in residuals]
@@ -462,6 +462,29 @@ def assess_fit(
         level=level, misfit=misfit,
         noise_model={channel: fitted.to_dict() | {"described": fitted.describe()}
                      for channel, fitted in (noise_models or {}).items()})
+
+
+def unfitted_note(steps: int, values, start, cost: float, n_data: int, data, predictions
+                  ) -> str | None:
+    """The warning for a fit with its noise given that took no step because the start was
+    already within the solver's statistical stop (`2 cost` below a hundredth of the data
+    count: the noise given is far larger than the residuals), though the start does not fit
+    the data exactly (some channel's raw residuals above 1e-6 of its largest value, in `data`
+    and `predictions`, `(k, c)` per record); `None` otherwise. Its values are then the start's:
+    nothing was fitted."""
+    if steps or 2 * cost >= 1e-2 * max(n_data, 1) or not np.allclose(values, start, rtol=1e-9,
+                                                                     atol=0.0):
+        return None
+    measured = np.concatenate([np.asarray(d, float) for d in data])
+    raw = measured - np.concatenate([np.asarray(p, float) for p in predictions])
+    rms = np.sqrt(np.nanmean(raw ** 2, axis=0))
+    if np.all(rms <= 1e-6 * np.maximum(np.nanmax(np.abs(measured), axis=0), 1e-300)):
+        return None  # (an exact start: nothing to fit)
+    return (f"No step was taken: at the start the residuals are already only "
+            f"{math.sqrt(2 * cost / max(n_data, 1)):.2g} times the noise given, within the "
+            "solver's statistical stop (a small fraction of a standard error of that noise), so "
+            "the values are the start's, not fitted. The noise given is far too large: give the "
+            "measurement's own, or none to estimate it.")
 
 
 EXACT_FIT = 1e-9

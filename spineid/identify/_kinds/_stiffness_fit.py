@@ -141,8 +141,9 @@ class StiffnessFit(AbstractResult):
         }
 
     def undetermined(self) -> list[str]:
-        """The names of the entries the test does not determine (their values are those of
-        the minimum-norm solution, 0 on the diagonal: not measured)."""
+        """The names of the entries the test does not determine alone (their values are not
+        measured: those of the minimum-norm solution, 0 for a degree of freedom the test never
+        loads or moves, a share of a combination for entries the test sees only together)."""
         return [entry_name(i, j) for (i, j), determined
                 in zip(self.entries, self.identifiability.identifiable) if not determined]
 

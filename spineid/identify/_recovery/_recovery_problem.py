@@ -142,7 +142,8 @@ class RecoveryProblem:
         self.model = recovery_base_model(model_file.model)
         self.channels = tuple(self.model.observable_names)
         # The data fix at most the 4 moments of a measure.
-        check_measurements(self.measurements, self.channels, 4)
+        check_measurements(self.measurements, self.channels, 4,
+                           units=self.model.observable_units)
         self.noise = None if noise is None else check_noise(self.channels, noise)
         self.noise_read: dict = {}  # (`from_files`: how typed noise was read)
         self.noise_model = checked_noise_model(noise_model, self.noise is not None,

@@ -4,8 +4,8 @@ in `_base.py` (`AbstractSolver`, `AbstractLocalSolver`, `AbstractWrappedSolver`)
 run from one start; the wrapped ones are strategies around another solver: `MultipleShooting`,
 `MultiStart`, `VariableProjection` and `Auto` (the default of trajectory fits, whose measured
 rules are in `_auto.py`). Measure recovery has its own two, which carry its options
-(`SlidingFrankWolfe`, `GridFrankWolfe`). The command line's `--solver` names are aliases of these objects
-(`SOLVER_NAMES`, `_names.py`)."""
+(`SlidingFrankWolfe`, `GridFrankWolfe`). The command line's `--solver` names are aliases of
+these objects (`SOLVER_NAMES`, `_names.py`)."""
 
 from ._adam import Adam as Adam
 from ._auto import Auto as Auto, RINGING_LIMIT as RINGING_LIMIT

@@ -6,7 +6,6 @@ not `AbstractSolver`s: the unknown is a measure of any number of atoms, not a ve
 parameters, so no least-squares fit kind takes them and recovery takes no other solver."""
 
 import dataclasses
-from typing import ClassVar
 
 from ._base import options_checked, positive_int, positive_number
 
@@ -32,7 +31,6 @@ class SlidingFrankWolfe:
     gap_tolerance: float = 1e-3
     max_iterations: int = 60
     simulation_max_steps: int = 50_000
-    name: ClassVar[str] = "off-grid"
 
     def __post_init__(self):
         positive_int("SlidingFrankWolfe", "max_atoms", self.max_atoms)
@@ -57,7 +55,6 @@ class GridFrankWolfe:
     max_rounds: int = 30
     max_iterations: int = 60
     simulation_max_steps: int = 50_000
-    name: ClassVar[str] = "grid"
 
     def __post_init__(self):
         positive_int("GridFrankWolfe", "n_springs", self.n_springs)

@@ -229,14 +229,22 @@ class FitProblem:
 
     def _check_data(self) -> None:
         check_measurements(self.measurements, self.channels, len(self.parameters),
-                           missing=True)
+                           missing=True, units=self.models[0].observable_units)
+
+
+LARGEST_VALUE = 1e6
+"""The largest magnitude of a measured length, angle, force or moment in SI (m, rad, N, N m):
+beyond it no spine test lies, and a fit's residuals would overflow (data of 1e300 ran a
+multi-start before failing)."""
 
 
 def check_measurements(measurements: Sequence[Measurement], channels: Sequence[str],
-                       n_free: int, missing: bool = False) -> None:
+                       n_free: int, missing: bool = False, units: Sequence[str] = ()) -> None:
     """Validate trajectories for a fit of `n_free` numbers: the model's `channels`, no sample
     before the motion starts (t = 0), at least 3 samples each and more measured values than
-    `n_free`; no infinite value, and `NaN` (a value not measured) only where `missing`."""
+    `n_free`; no infinite value, and `NaN` (a value not measured) only where `missing`; in a
+    channel whose SI unit (`units`, the model's `observable_units`) is a length, an angle, a
+    force or a moment, no magnitude above `LARGEST_VALUE`."""
     channels = tuple(channels)
     for measurement in measurements:
         if tuple(measurement.channels) != channels:
@@ -249,6 +257,15 @@ def check_measurements(measurements: Sequence[Measurement], channels: Sequence[s
             row, column = np.argwhere(np.isinf(values))[0]
             raise ValueError(f"{measurement.source}: {channels[column]} is infinite at sample "
                              f"{row + 1} (t = {measurement.ts[row]:g} s)")
+        bounded = np.array([unit in ("m", "rad", "N", "N m") for unit in units]
+                           + [False] * (len(channels) - len(units)))
+        huge = np.isfinite(values) & (np.abs(values) > LARGEST_VALUE) & bounded
+        if huge.any():
+            row, column = np.argwhere(huge)[0]
+            raise ValueError(f"{measurement.source}: {channels[column]} = {values[row, column]:g} "
+                             f"at sample {row + 1} (t = {measurement.ts[row]:g} s): expected "
+                             f"magnitudes of at most {LARGEST_VALUE:g} in SI units (m, rad, N, "
+                             "N m); a column in other units needs its unit (--units)")
         if not missing and np.isnan(values).any():
             row, column = np.argwhere(np.isnan(values))[0]
             raise ValueError(f"{measurement.source}: {channels[column]} is missing (NaN) at "

@@ -18,7 +18,7 @@ from ...elements._parameters import apply_values
 from ...elements._planar_springs import VectorSprings
 from ...executors._batch import run_batch
 from .._common._failure import compiled_check_message, failed, failed_cost
-from .._common._goodness import GoodnessOfFit, assess_fit
+from .._common._goodness import GoodnessOfFit, assess_fit, unfitted_note
 from .._common._noise import (
     noise_from_residuals,
     NOISE_SETTLED,
@@ -448,9 +448,11 @@ class _Run:
         unbounded_covariance, _ = fisher_analysis(jacobian, theta, _scales(theta, transform), names)
         # (and within a tenth of its starting distance from it: a standard error far larger
         # than the value, under noise given far too large, puts no value on its bound)
+        start, lower, upper = (np.asarray(a) for a in (transform.start, transform.lower,
+                                                       transform.upper))
         at_bound = transform.at_bound(theta, within=np.minimum(
             BOUND_STDERR_FRACTION * np.sqrt(np.diag(unbounded_covariance)),
-            0.1 * np.asarray(transform.scale)))
+            0.1 * np.fmin(np.abs(start - lower), np.abs(upper - start))))
         covariance, identifiability = fisher_analysis(
             jacobian, theta, _scales(theta, transform), names, ~at_bound
         )
@@ -477,15 +479,12 @@ class _Run:
                 f"standard error."
             )
         warnings.extend(self.notes)
-        if (not noise_estimated and np.array_equal(theta, np.asarray(problem.start))
-                and 2 * cost < 1e-2 * max(problem.n_data - len(theta), 1)):
+        unfitted = None if noise_estimated else unfitted_note(
+            n_steps, theta, problem.start, cost, problem.n_data,
+            [m.values for m in problem.measurements], predictions)
+        if unfitted:
             converged = False  # (nothing was fitted)
-            warnings.append(
-                f"No step was taken: at the start the residuals are already only "
-                f"{math.sqrt(2 * cost / max(problem.n_data, 1)):.2g} times the noise given, within "
-                "the solver's statistical stop (a small fraction of a standard error of that "
-                "noise), so the values are the start's, not fitted. The noise given is far too "
-                "large: give the measurement's own, or none to estimate it.")
+            warnings.append(unfitted)
         if outcome.agreed:
             warnings.append(agreement_note(outcome.agreed) + ".")
         if simulation_failed:
