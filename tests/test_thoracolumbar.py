@@ -289,3 +289,38 @@ def test_the_spine_flexibility_command_gives_the_python_tests_numbers(segments, 
             status = main(["spine", "flexibility", "--out", str(tmp_path / "bad"), *arguments])
             assert status == 2
         assert message in capsys.readouterr().err
+
+
+def test_spine_levels_recovers_the_scales_of_the_spine_that_made_the_poses(tmp_path, capsys):
+    # The command-line pipeline of a lab: a whole-spine flexibility test writes the vertebrae's
+    # poses; `spine levels` fits each joint's scales to them. Poses made by L5-L4 on the sacrum
+    # with its laws scaled by known factors give those factors back, starting from the model.
+    import json
+
+    document = MODEL_KINDS["spatial_chain"].document
+    base = spineid.ModelFile.from_document(document).model
+    truth = np.array([[1.5, 0.8, 1.2], [0.7, 1.3, 0.9]])
+    made = tmp_path / "made.toml"
+    made.write_text(dumps_toml(spineid.chain_document(spineid.scaled_laws(base, truth))))
+    model = tmp_path / "model.toml"
+    model.write_text(dumps_toml(spineid.chain_document(base)))
+    test = tmp_path / "test"
+    assert main(["spine", "flexibility", str(made), "--loaded", "L4", "--steps", "3",
+                 "--moment", "4", "--no-plots", "--out", str(test)]) == 0
+    assert main(["spine", "levels", str(model), str(test / "poses.csv"), "--loaded", "L4",
+                 "--noise", "position=0.01mm,angle=0.001deg", "--out",
+                 str(tmp_path / "fit")]) == 0
+    report = json.loads((tmp_path / "fit" / "report.json").read_text())
+    np.testing.assert_allclose([p["value"] for p in report["parameters"]], truth.ravel(),
+                               rtol=1e-4)
+    fitted = spineid.load_model(tmp_path / "fit" / "fitted.toml")
+    np.testing.assert_allclose(
+        [float(law.load_values[-1]) for element in fitted.elements for law in element.laws[3:]],
+        [float(law.load_values[-1]) for element in spineid.scaled_laws(base, truth).elements
+         for law in element.laws[3:]], rtol=1e-4)
+    capsys.readouterr()
+    lines = (test / "poses.csv").read_text().splitlines()
+    (tmp_path / "short.csv").write_text("\n".join(lines[:-1]) + "\n")
+    assert main(["spine", "levels", str(model), str(tmp_path / "short.csv"), "--loaded", "L4",
+                 "--out", str(tmp_path / "bad")]) == 2
+    assert "no pose of L4 at 4 N m of flexion_extension (1 missing)" in capsys.readouterr().err

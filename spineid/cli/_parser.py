@@ -9,7 +9,7 @@ from ..identify._solvers import DEFAULT_SOLVER, SOLVER_NAMES
 from . import _commands as verbs
 from ._arguments import add_noise_model, quantity_text
 from ._posterior_command import command_posterior
-from ._spine_command import command_spine_flexibility
+from ._spine_command import command_spine_flexibility, command_spine_levels
 
 
 # Verbs whose several data files are a batch (one run per file); `fit` takes `--each`.
@@ -355,7 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     segment_parser.set_defaults(run=verbs.command_segment)
     spine_parser = commands.add_parser(
         "spine", help="analyses of a whole spine (a spatial_chain model, Liu's T1-L5 spine by "
-                      "default): flexibility tests")
+                      "default): flexibility tests, each level's stiffness from poses")
     spine_verbs = spine_parser.add_subparsers(dest="analysis", required=True)
     flexibility_parser = spine_verbs.add_parser(
         "flexibility", help="moment-rotation curves of every motion segment, or of the whole "
@@ -376,6 +376,25 @@ def build_parser() -> argparse.ArgumentParser:
                                     help="write flexibility.csv and report.json only")
     _add_output(flexibility_parser, default="spineid-flexibility")
     flexibility_parser.set_defaults(run=command_spine_flexibility)
+    levels_parser = spine_verbs.add_parser(
+        "levels", help="fit each joint's stiffness scales to the vertebrae's poses in a "
+                       "whole-spine flexibility test")
+    levels_parser.add_argument("model", nargs="?",
+                               help="spatial_chain model file whose laws are scaled (default: "
+                                    "the bundled datasets/thoracolumbar_spine.toml)")
+    levels_parser.add_argument("poses", help="poses file: direction, moment_N_m, body, x_m, "
+                                             "y_m, z_m, a1_rad, a2_rad, a3_rad (as spine "
+                                             "flexibility --loaded writes it)")
+    levels_parser.add_argument("--loaded", required=True, metavar="BODY",
+                               help="the vertebra that carried the moment (e.g. T1)")
+    levels_parser.add_argument("--observed", metavar="BODY,...",
+                               help="fit to these bodies' poses only (default: every body in "
+                                    "the file)")
+    levels_parser.add_argument("--noise", metavar="position=SIGMA,angle=SIGMA",
+                               help="pose noise, with units (position=0.1mm,angle=0.1deg; or "
+                                    "per channel x,y,z,a1,a2,a3); default 0.1 mm and 0.1 deg")
+    _add_output(levels_parser, default="spineid-levels")
+    levels_parser.set_defaults(run=command_spine_levels)
     design_parser = commands.add_parser(
         "design", help="choose the experiments that best determine a model's parameters "
                        "(Fisher information through the ODE)")

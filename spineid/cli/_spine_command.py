@@ -1,15 +1,27 @@
 """`spineid spine`: the analyses of a whole spine (a `spatial_chain` model, Liu's thoracolumbar
 spine by default) from the command line; `spine flexibility` runs the clinical flexibility test
-of every motion segment, or of the whole spine under a moment on one vertebra (docs/cli.md)."""
+of every motion segment, or of the whole spine under a moment on one vertebra (and writes the
+vertebrae's poses), `spine levels` fits each level's stiffness scales to such poses
+(docs/cli.md; the poses file: docs/formats/data-files.md)."""
 
+import csv
+import math
 import pathlib
 
 import numpy as np
 
-from ..io import dataset_path, load_model_file, write_table
+from ..identify import fit_spine_levels, scaled_laws
+from ..io import chain_document, dataset_path, dumps_toml, load_model_file, write_table
+from ..io import write_text_atomically
+from ..io._atomic import readable_file
 from ..models import SpatialChain
 from ..simulation import DIRECTIONS, segment_flexibility, spine_flexibility
+from ._arguments import parse_noise
 from ._outputs import figures, write_json
+
+POSE_COLUMNS = ("x_m", "y_m", "z_m", "a1_rad", "a2_rad", "a3_rad")
+"""The pose columns of a poses file: each body's position (m) and 1-2-3 Euler angles (rad) in
+ground, as `SpatialChain.poses` gives them."""
 
 SPINE_MODEL = "thoracolumbar_spine.toml"
 """The bundled model `spine` verbs take without one: Liu's T1-L5 spine on the sacrum."""
@@ -70,6 +82,8 @@ def command_spine_flexibility(arguments) -> int:
     out = arguments.output
     paths = [write_table(out / "flexibility.csv", _rows(test)),
              write_json(out / "report.json", report)]
+    if test.poses is not None:  # (the whole spine: what `spine levels` fits)
+        paths.append(write_table(out / "poses.csv", _pose_rows(test, chain)))
     if not arguments.no_plots:
         paths.append(figures.plot_flexibility(test, out / "flexibility.png"))
         if test.poses is not None:
@@ -101,3 +115,105 @@ def _rows(test) -> dict:
     if test.stable is not None:
         columns["stable"] = np.broadcast_to(test.stable, shape).astype(int).ravel()
     return columns
+
+
+def _pose_rows(test, chain: SpatialChain) -> dict:
+    # poses.csv: one row per direction, moment and free body (docs/formats/data-files.md).
+    bodies = chain.body_names[1:]
+    poses = np.asarray(test.poses).reshape(3, test.moments.size, len(bodies), 6)
+    columns = {"direction": np.repeat(np.array(DIRECTIONS), test.moments.size * len(bodies)),
+               "moment_N_m": np.tile(np.repeat(test.moments, len(bodies)), 3),
+               "body": np.tile(np.array(bodies), 3 * test.moments.size)}
+    columns.update({name: poses[..., k].ravel() for k, name in enumerate(POSE_COLUMNS)})
+    return columns
+
+
+def read_spine_poses(path) -> tuple[tuple[str, ...], np.ndarray, tuple[str, ...], np.ndarray]:
+    """A poses file (docs/formats/data-files.md, "Spine poses"): rows `direction, moment_N_m,
+    body, x_m, y_m, z_m, a1_rad, a2_rad, a3_rad`, every body at every moment of every
+    direction. **Returns:** `(directions, moments (k,), bodies, poses (m, k, b, 6))`, in the
+    order of their first appearance; a `ValueError` naming the file and row otherwise."""
+    path = readable_file(path, "poses file")
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as file:
+            rows = list(csv.DictReader(line for line in file if not line.startswith("#")))
+    except FileNotFoundError:
+        raise ValueError(f"{path}: file not found") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not a UTF-8 text file; a poses file is CSV") from None
+    needed = ("direction", "moment_N_m", "body", *POSE_COLUMNS)
+    missing = [c for c in needed if not rows or c not in rows[0]]
+    if missing:
+        raise ValueError(f"{path}: no rows, or no column {missing}; expected the columns "
+                         f"{list(needed)}")
+    table = {}
+    for number, row in enumerate(rows, start=2):
+        try:
+            moment = float(row["moment_N_m"])
+            pose = [float(row[c]) for c in POSE_COLUMNS]
+        except (TypeError, ValueError):
+            raise ValueError(f"{path}: line {number}: expected numbers in moment_N_m and "
+                             f"{', '.join(POSE_COLUMNS)}") from None
+        if not all(map(math.isfinite, [moment, *pose])):
+            raise ValueError(f"{path}: line {number}: a value is not finite")
+        key = (row["direction"].strip(), moment, row["body"].strip())
+        if key in table:
+            raise ValueError(f"{path}: line {number}: {key[0]} at {moment:g} N m for {key[2]} "
+                             "is given twice")
+        table[key] = pose
+    directions = tuple(dict.fromkeys(d for d, _, _ in table))
+    moments = np.array(sorted({m for _, m, _ in table}))
+    bodies = tuple(dict.fromkeys(b for _, _, b in table))
+    absent = [key for key in ((d, m, b) for d in directions for m in moments for b in bodies)
+              if key not in table]
+    if absent:
+        d, m, b = absent[0]
+        raise ValueError(f"{path}: no pose of {b} at {m:g} N m of {d} ({len(absent)} missing): "
+                         "every body at every moment of every direction")
+    poses = np.array([[[table[(d, m, b)] for b in bodies] for m in moments]
+                      for d in directions])
+    return directions, moments, bodies, poses
+
+
+def command_spine_levels(arguments) -> int:
+    """`spineid spine levels [MODEL] POSES.csv --loaded BODY --out DIR`: each joint's rotational
+    stiffness scales (one per direction, multiplying its laws' loads: `spineid.scaled_laws`)
+    fitted to the measured poses of a whole-spine flexibility test, the moment on `--loaded`
+    (`spineid.fit_spine_levels`: through the chain's equilibria, the start read off the data;
+    `--observed` fits to some bodies only). Writes report.json (the fit's report), scales.csv
+    (joint, direction, scale, standard error) and fitted.toml (the model with its laws
+    scaled). Exit status 1 when the fit is not converged or not accepted."""
+    chain, source = _spine(arguments.model)
+    directions, moments, bodies, poses = read_spine_poses(arguments.poses)
+    observed = bodies
+    if arguments.observed is not None:
+        observed = tuple(name.strip() for name in arguments.observed.split(",") if name.strip())
+        unknown = [name for name in observed if name not in bodies]
+        if unknown:
+            raise ValueError(f"--observed {unknown}: not in {arguments.poses} (its bodies: "
+                             f"{list(bodies)})")
+        poses = poses[:, :, [bodies.index(name) for name in observed]]
+    noise = parse_noise(arguments.noise)
+    print(f"spineid spine levels: {source}, {len(observed)} bodies observed in "
+          f"{len(directions)} directions at {moments.size} moments (the moment on "
+          f"{arguments.loaded}); fitting {3 * len(chain.bodies)} scales through the "
+          "equilibria (the first step compiles them)", flush=True)
+    result = fit_spine_levels(chain, arguments.loaded, moments, poses, observed=observed,
+                              directions=directions, noise=noise, progress=True)
+    print(result.summary())
+    out = arguments.output
+    joints = [name.rsplit(" ", 1) for name in result.names]
+    paths = [write_json(out / "report.json", dict(result.report(), model=source,
+                                                  poses=str(arguments.poses))),
+             write_table(out / "scales.csv", {
+                 "joint": [j for j, _ in joints], "direction": [d for _, d in joints],
+                 "scale": result.values,
+                 "stderr": [float("nan") if not np.isfinite(e) else e for e in result.stderr]}),
+             write_text_atomically(out / "fitted.toml", (
+                 f"# Fitted by `spineid spine levels` from {pathlib.Path(arguments.poses).name}: "
+                 "each joint's rotational laws scaled by its fitted scales.\n"
+                 + dumps_toml(chain_document(scaled_laws(
+                     chain, np.asarray(result.values).reshape(-1, 3))))))]
+    out.finish()
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0 if result.converged and result.accepted is not False else 1
