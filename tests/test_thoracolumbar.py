@@ -324,3 +324,29 @@ def test_spine_levels_recovers_the_scales_of_the_spine_that_made_the_poses(tmp_p
     assert main(["spine", "levels", str(model), str(tmp_path / "short.csv"), "--loaded", "L4",
                  "--out", str(tmp_path / "bad")]) == 2
     assert "no pose of L4 at 4 N m of flexion_extension (1 missing)" in capsys.readouterr().err
+
+
+def test_the_spine_instrument_command_is_the_python_correction(tmp_path, capsys):
+    # `spineid spine instrument` pulls the scoliotic spine onto two rods as
+    # `spineid.correct_curve` does in Python: the same Cobb angles and clamp loads.
+    import json
+
+    levels = ("T12", "T11", "T10")
+    assert main(["spine", "instrument", "--levels", ",".join(levels), "--steps", "2",
+                 "--no-plots", "--out", str(tmp_path / "rods")]) == 0
+    report = json.loads((tmp_path / "rods" / "report.json").read_text())
+    curve = spineid.spinal_curve()
+    rods = (spineid.Rod(levels, side="left"), spineid.Rod(levels, side="right"))
+    correction = spineid.correct_curve(spineid.thoracolumbar_spine(curve=curve), rods,
+                                       spineid.thoracolumbar_spine(curve=0.5 * curve), 2)
+    before, after = np.degrees(correction.cobb_angle())
+    assert report["cobb_angle_deg"] == pytest.approx({"before": before, "after": after},
+                                                     rel=1e-9)
+    assert after < 0.8 * before
+    np.testing.assert_allclose([c["force_N"] + c["moment_N_m"] for c in report["clamps"]],
+                               correction.screw_loads, rtol=1e-9, atol=1e-9)
+    assert [(c["rod"], c["vertebra"]) for c in report["clamps"]] == list(correction.screws)
+    capsys.readouterr()
+    assert main(["spine", "instrument", "--levels", "T9,T12", "--steps", "2",
+                 "--out", str(tmp_path / "bad")]) == 2
+    assert "list a rod's levels bottom up" in capsys.readouterr().err

@@ -165,7 +165,7 @@ VERB_OUTPUTS = {
     "whiplash": ("head.csv", "whiplash.png", "snapshots.png", "summary.json"),
     "segment": ("cases.csv", "segment.png", "report.json", "fitted.toml", "summary.json"),
     "spine": ("flexibility.csv", "report.json", "flexibility.png", "spine.png", "poses.csv",
-              "scales.csv", "fitted.toml"),
+              "scales.csv", "fitted.toml", "screws.csv"),
     "demo": ("liu_8_springs.csv", "liu_16_springs.csv", "liu_8_springs_model.png",
              "liu_16_springs_model.png", "trajectories.png",
              *(f"fit_liu_16_springs/{name}" for name in _FIT_FILES)),

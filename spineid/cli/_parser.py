@@ -9,7 +9,8 @@ from ..identify._solvers import DEFAULT_SOLVER, SOLVER_NAMES
 from . import _commands as verbs
 from ._arguments import add_noise_model, quantity_text
 from ._posterior_command import command_posterior
-from ._spine_command import command_spine_flexibility, command_spine_levels
+from ._spine_command import (command_spine_flexibility, command_spine_instrument,
+                             command_spine_levels)
 
 
 # Verbs whose several data files are a batch (one run per file); `fit` takes `--each`.
@@ -46,6 +47,7 @@ GRID = _checked(int, lambda v: 2 <= v <= 2000, "a whole number from 2 to 2000")
 DRAWS = _checked(int, lambda v: 10 <= v <= 10**6, "a whole number from 10 to 1000000")
 CHAINS = _checked(int, lambda v: 1 <= v <= 64, "a whole number from 1 to 64")
 SPINE_STEPS = _checked(int, lambda v: 2 <= v <= 500, "a whole number from 2 to 500")
+CONTOUR = _checked(float, lambda v: math.isfinite(v) and 0 <= v <= 1, "a fraction from 0 to 1")
 SPINE_MOMENT = _checked(float, lambda v: math.isfinite(v) and 0 < v <= 1000,
                         "a positive moment of at most 1000 N m")
 REPETITIONS = _checked(int, lambda v: 2 <= v <= 10000, "a whole number from 2 to 10000")
@@ -355,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     segment_parser.set_defaults(run=verbs.command_segment)
     spine_parser = commands.add_parser(
         "spine", help="analyses of a whole spine (a spatial_chain model, Liu's T1-L5 spine by "
-                      "default): flexibility tests, each level's stiffness from poses")
+                      "default): flexibility tests, each level's stiffness from poses, rods")
     spine_verbs = spine_parser.add_subparsers(dest="analysis", required=True)
     flexibility_parser = spine_verbs.add_parser(
         "flexibility", help="moment-rotation curves of every motion segment, or of the whole "
@@ -395,6 +397,40 @@ def build_parser() -> argparse.ArgumentParser:
                                     "per channel x,y,z,a1,a2,a3); default 0.1 mm and 0.1 deg")
     _add_output(levels_parser, default="spineid-levels")
     levels_parser.set_defaults(run=command_spine_levels)
+    instrument_parser = spine_verbs.add_parser(
+        "instrument", help="Liu's spine on a curve pulled onto rods at the thesis' screw "
+                           "points: Cobb angle, clamp loads, the motion kept")
+    instrument_parser.add_argument("--levels", required=True, metavar="L1,T12,...,T4",
+                                   help="the instrumented vertebrae, bottom up (two or more)")
+    instrument_parser.add_argument("--curve", metavar="CURVE.csv",
+                                   help="the spine's curve: joint rotations in degrees "
+                                        "(columns joint, lateral_bending_deg, ...; default "
+                                        "the bundled scoliosis, 40 deg Cobb)")
+    instrument_parser.add_argument("--contour", type=CONTOUR, default=0.5,
+                                   help="the rods' shape: this fraction of the curve (0: "
+                                        "straight rods; default 0.5)")
+    instrument_parser.add_argument("--sides", default="left,right", metavar="left,right",
+                                   help="one rod per side named (default both)")
+    instrument_parser.add_argument("--point", default="pedicle",
+                                   help="attachment point: pedicle (default), "
+                                        "transverse_process, transverse_process_base, lamina, "
+                                        "lamina_inferior")
+    instrument_parser.add_argument("--diameter", type=POSITIVE, default=5.5,
+                                   help="rod diameter (mm, default 5.5)")
+    instrument_parser.add_argument("--material", default="titanium",
+                                   help="rod material (default titanium)")
+    instrument_parser.add_argument("--steps", type=SPINE_STEPS, default=10,
+                                   help="continuation steps pulling the spine onto the rods "
+                                        "(and load steps of --moment; default 10)")
+    instrument_parser.add_argument("--moment", type=SPINE_MOMENT,
+                                   help="also test the whole spine before and with the rods "
+                                        "under this moment (N m) on --body")
+    instrument_parser.add_argument("--body", default="T1",
+                                   help="the vertebra loaded with --moment (default T1)")
+    instrument_parser.add_argument("--no-plots", action="store_true",
+                                   help="write report.json and screws.csv only")
+    _add_output(instrument_parser, default="spineid-instrument")
+    instrument_parser.set_defaults(run=command_spine_instrument)
     design_parser = commands.add_parser(
         "design", help="choose the experiments that best determine a model's parameters "
                        "(Fisher information through the ODE)")

@@ -1,8 +1,9 @@
 """`spineid spine`: the analyses of a whole spine (a `spatial_chain` model, Liu's thoracolumbar
 spine by default) from the command line; `spine flexibility` runs the clinical flexibility test
 of every motion segment, or of the whole spine under a moment on one vertebra (and writes the
-vertebrae's poses), `spine levels` fits each level's stiffness scales to such poses
-(docs/cli.md; the poses file: docs/formats/data-files.md)."""
+vertebrae's poses), `spine levels` fits each level's stiffness scales to such poses, `spine
+instrument` pulls a curved spine onto rods (docs/cli.md; the poses file:
+docs/formats/data-files.md)."""
 
 import csv
 import math
@@ -16,6 +17,8 @@ from ..io import write_text_atomically
 from ..io._atomic import readable_file
 from ..models import SpatialChain
 from ..simulation import DIRECTIONS, segment_flexibility, spine_flexibility
+from ..spines import Rod, spinal_curve, thoracolumbar_spine
+from ..studies import correct_curve, motion_change
 from ._arguments import parse_noise
 from ._outputs import figures, write_json
 
@@ -25,6 +28,11 @@ ground, as `SpatialChain.poses` gives them."""
 
 SPINE_MODEL = "thoracolumbar_spine.toml"
 """The bundled model `spine` verbs take without one: Liu's T1-L5 spine on the sacrum."""
+
+
+def _joint_names(chain: SpatialChain) -> list[str]:
+    names = chain.body_names
+    return [f"{names[k + 1]}-{names[k]}" for k in range(len(chain.bodies))]
 
 
 def _spine(path) -> tuple[SpatialChain, str]:
@@ -217,3 +225,76 @@ def command_spine_levels(arguments) -> int:
     out.finish()
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0 if result.converged and result.accepted is not False else 1
+
+
+def command_spine_instrument(arguments) -> int:
+    """`spineid spine instrument --levels L1,...,T4 --out DIR`: Liu's spine with a curve
+    (`--curve`, a CSV of joint rotations, default the bundled scoliosis:
+    `spineid.spinal_curve`) as its rest shape, pulled onto rods clamped at an attachment point
+    of each of `--levels` (`--point`, `--sides`, `--diameter`, `--material`), the rods contoured
+    to the spine with `--contour` times its curve (`spineid.correct_curve`, in `--steps`
+    continuation steps). With `--moment`, the whole-spine flexibility test (the moment on
+    `--body`) before and with the rods (`spineid.motion_change`). Writes report.json (the Cobb
+    angle of the instrumented levels before and after, each clamp's loads, each joint's
+    change, the laws driven past their tables; with `--moment` each level's range of motion
+    before and after), screws.csv and spine.png (the spine before and on the rods)."""
+    levels = tuple(name.strip() for name in arguments.levels.split(",") if name.strip())
+    sides = tuple(side.strip() for side in arguments.sides.split(",") if side.strip())
+    if not sides or len(set(sides)) != len(sides):
+        raise ValueError(f"--sides {arguments.sides!r}: expected left, right or left,right")
+    rods = tuple(Rod(levels, side=side, point=arguments.point,
+                     diameter=arguments.diameter * 1e-3, material=arguments.material)
+                 for side in sides)
+    curve = spinal_curve(arguments.curve)
+    spine = thoracolumbar_spine(curve=curve)
+    contour = thoracolumbar_spine(curve=arguments.contour * curve)
+    print(f"spineid spine instrument: Liu's spine on the curve of "
+          f"{arguments.curve or 'the bundled scoliosis'}, {len(rods)} rod(s) at the "
+          f"{arguments.point} points of {', '.join(levels)}, contoured to {arguments.contour:g} "
+          f"of the curve; {arguments.steps} steps (the first compiles, about a minute)",
+          flush=True)
+    change = None
+    if arguments.moment is not None:
+        change = motion_change(spine, rods, shape=contour, body=arguments.body,
+                               moment=arguments.moment, steps=arguments.steps,
+                               assembly_steps=arguments.steps, stability=False)
+        correction = change.correction
+    else:
+        correction = correct_curve(spine, rods, contour, arguments.steps)
+    before, after = correction.cobb_angle()
+    report = {
+        "levels": list(levels), "sides": list(sides), "point": arguments.point,
+        "diameter_mm": arguments.diameter, "material": arguments.material,
+        "contour": arguments.contour, "curve": str(arguments.curve or "bundled scoliosis"),
+        "cobb_angle_deg": {"before": math.degrees(before), "after": math.degrees(after)},
+        "clamps": [{"rod": rod, "vertebra": level, "force_N": load[:3].tolist(),
+                    "moment_N_m": load[3:].tolist()}
+                   for (rod, level), load in zip(correction.screws, correction.screw_loads)],
+        "joint_changes": {joint: {"rotation_deg": np.degrees(change_[3:]).tolist(),
+                                  "translation_mm": (1e3 * change_[:3]).tolist()}
+                          for joint, change_ in zip(_joint_names(spine),
+                                                    correction.joint_changes)},
+        "beyond_tables": list(correction.beyond_tables)}
+    if change is not None:
+        ratios = change.ratios()
+        report["range_of_motion_kept"] = {
+            joint: dict(zip(DIRECTIONS, map(float, row)))
+            for joint, row in zip(change.before.joints, ratios)}
+    out = arguments.output
+    loads = correction.screw_loads
+    paths = [write_json(out / "report.json", report),
+             write_table(out / "screws.csv", {
+                 "rod": [rod for rod, _ in correction.screws],
+                 "vertebra": [level for _, level in correction.screws],
+                 **{f"F{axis}_N": loads[:, k] for k, axis in enumerate(("ant", "sup", "right"))},
+                 **{f"M{axis}_N_m": loads[:, 3 + k]
+                    for k, axis in enumerate(("ant", "sup", "right"))}})]
+    if not arguments.no_plots:
+        paths.append(figures.plot_spine(spine, [correction.q], out / "spine.png",
+                                        labels=["on the rods"]))
+    out.finish()
+    print(correction.report())
+    if change is not None:
+        print(change.table())
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
