@@ -215,6 +215,28 @@ def test_os_errors_are_one_line(tmp_path, capsys):
     assert error.count("\n") == 1 and str(tmp_path) in error and "Traceback" not in error
 
 
+def test_the_console_stopped_by_sigterm_ends_with_143_and_one_line(tmp_path):
+    # The console ends a stopped run at once (`os._exit`), not through the interpreter's
+    # teardown, where native threads of the computation cut short may still run (an abort,
+    # "pure virtual method called", was seen once): status 143 and one line, every time.
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    process = subprocess.Popen([sys.executable, "-m", "spineid", "segment", "--out", "seg"],
+                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    assert process.stdout.readline().startswith("spineid segment:")  # (at work now)
+    time.sleep(1.0)
+    clock = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    out, error = process.communicate(timeout=120)
+    assert process.returncode == 143, error[-2000:]
+    assert error.startswith("spineid: terminated;") and error.count("\n") == 1, error[-2000:]
+    assert time.monotonic() - clock < 60
+
+
 @pytest.mark.parametrize("stop, status, word", [
     (lambda: (_ for _ in ()).throw(KeyboardInterrupt), 130, "interrupted"),
     (lambda: __import__("os").kill(__import__("os").getpid(),
