@@ -348,3 +348,39 @@ def test_a_table_without_time_is_whitened_in_the_order_of_its_displacement():
     assert fits[1].goodness_of_fit.noise_model["load"]["coefficients"] == pytest.approx(
         fits[0].goodness_of_fit.noise_model["load"]["coefficients"], rel=2e-2)
     assert fits[0].goodness_of_fit.noise_model["load"]["coefficients"][0] > 0.4
+
+
+def test_a_noise_given_by_its_autocorrelation_is_the_autoregression_with_it():
+    # The Yule-Walker equations, by Levinson-Durbin, against scipy's Toeplitz solve; an AR(1)
+    # autocorrelation gives its coefficient back; a filtered noise's autocorrelation (a moving
+    # average's, known exactly) gives an AR whose own autocorrelations match it at the lags
+    # given; what is not an autocorrelation is refused in one sentence.
+    import re
+
+    import scipy.linalg
+
+    from spineid.identify._common._noise_kinds import as_noise_model, autoregression_of
+
+    rho = np.array([1.0, 0.7, 0.3, 0.1, 0.05])
+    np.testing.assert_allclose(autoregression_of(3 * rho),
+                               scipy.linalg.solve_toeplitz(rho[:-1], rho[1:]), rtol=1e-12)
+    assert AR.from_autocorrelation([1.0, 0.6, 0.36]).coefficients == \
+        pytest.approx((0.6, 0.0), abs=1e-12)
+    # statsmodels' autocovariance of an AR(2) gives its coefficients back.
+    np.testing.assert_allclose(autoregression_of(arma_acovf([1.0, -0.5, 0.3], [1.0], 3)),
+                               [0.5, -0.3], atol=1e-12)
+    weights = np.array([1.0, 0.8, 0.5, 0.2])  # (a short low-pass filter of white noise)
+    acf = np.array([weights[:weights.size - k] @ weights[k:] if k < weights.size else 0.0
+                    for k in range(6)])  # (lags 0..5 of the moving average)
+    phi = np.asarray(autoregression_of(acf))
+    # The AR's autocorrelations at lags 1..5 (its Yule-Walker equations) reproduce acf.
+    toeplitz = scipy.linalg.toeplitz(acf[:-1] / acf[0])
+    np.testing.assert_allclose(toeplitz @ phi, acf[1:] / acf[0], atol=1e-12)
+    model = as_noise_model("acf:x=1,0.6;theta=2,1.6")
+    assert model.given("x") == pytest.approx((0.6,)) and model.given("theta") == \
+        pytest.approx((0.8,)) and model.given("y") == ()
+    for bad, message in (("acf:1,1.5", "not the autocorrelation of a stationary noise"),
+                         ("acf:-1,0.5", "the first (lag 0) positive"),
+                         ("acf:x", "comma-separated values after acf:")):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            as_noise_model(bad)

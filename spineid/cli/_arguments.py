@@ -174,10 +174,12 @@ def add_noise_model(parser, what: str = "each channel's noise",
         metavar="auto|white|ar:P|phi:PHI,...",
         help=f"how {what} is correlated from sample to sample (with the noise estimated): auto "
              "(default: white where the residuals are, else the autoregressive order they "
-             "need), white, ar:P (an autoregression of order P), or phi:PHI,... (the "
+             "need), white, ar:P (an autoregression of order P), phi:PHI,... (the "
              "autoregression's coefficients given, for every channel, or per channel as "
-             "'phi:CH=PHI,...;CH=PHI,...', quoted for the shell); the fit is weighted by it and its standard errors hold "
-             "under it (docs/goodness-of-fit.md)")
+             "'phi:CH=PHI,...;CH=PHI,...', quoted for the shell), or acf:RHO0,RHO1,... (the "
+             "noise's autocorrelation at lags 0, 1, ... given, turned into those "
+             "coefficients; per channel alike); the fit is weighted by it and its standard "
+             "errors hold under it (docs/goodness-of-fit.md)")
     parser.add_argument(
         "--max-misfit", type=misfit_option, default=None, metavar="P%" if "load" not in misfit
         else "P%|LOAD", help=f"the largest smooth misfit a fit may leave and still be "

@@ -73,6 +73,20 @@ class AR(AbstractNoiseModel):
             stored = checked_coefficients(given, "AR(coefficients)")
         object.__setattr__(self, "coefficients", stored)
 
+    @classmethod
+    def from_autocorrelation(cls, autocorrelation) -> "AR":
+        """The noise model of a noise whose autocorrelation is known (a lab that has measured
+        its instrument's noise at rest, or knows its filter): `rho_0..rho_q` at lags of 0 to
+        `q` samples (any scale: an autocovariance serves too), for every channel or as
+        `{channel: rho}`, becomes the autoregression of order `q` with the same
+        autocorrelations (`autoregression_of`: the Yule-Walker equations, by Levinson-Durbin
+        recursion), given as its coefficients. Exact for an AR(q) noise; for another stationary
+        noise (a low-pass filter's output) the AR(q) that matches its first `q` lags."""
+        if isinstance(autocorrelation, dict):
+            return cls(coefficients={name: autoregression_of(rho, f"autocorrelation of {name}")
+                                     for name, rho in autocorrelation.items()})
+        return cls(coefficients=autoregression_of(autocorrelation))
+
     @property
     def per_channel(self) -> bool:
         """Whether the coefficients given name their channels."""
@@ -122,16 +136,19 @@ class AR(AbstractNoiseModel):
         return "auto" if self.order is None else f"ar:{self.order}"
 
 
-NOISE_MODEL_NAMES = ("auto", "white", "ar:P", "phi:PHI,...", "phi:CH=PHI,...;...")
+NOISE_MODEL_NAMES = ("auto", "white", "ar:P", "phi:PHI,...", "phi:CH=PHI,...;...",
+                     "acf:RHO,...", "acf:CH=RHO,...;...")
 """How the command line and model files name a noise model (`P` an order from 1 to 20; `PHI`
-the coefficients given, for every channel or per channel `CH`)."""
+the coefficients given, for every channel or per channel `CH`; `RHO` the noise's
+autocorrelation at lags 0, 1, ..., turned into the coefficients)."""
 
 
 def as_noise_model(spec) -> AbstractNoiseModel:
     """The noise model `spec` names: a model object, `None` or `"auto"` (`AR()`), `"white"`,
     `"ar:P"`, or coefficients given, `"phi:0.6,-0.1"` (every channel) or
-    `"phi:theta=0.8;x=0.6,-0.1"` (per channel). Raises `ValueError` with one sentence
-    otherwise."""
+    `"phi:theta=0.8;x=0.6,-0.1"` (per channel), or the noise's autocorrelation given,
+    `"acf:1,0.6,0.36"` or `"acf:x=1,0.6;theta=1,0.8"` (`AR.from_autocorrelation`). Raises
+    `ValueError` with one sentence otherwise."""
     if isinstance(spec, AbstractNoiseModel):
         return spec
     if spec is None or spec == "auto":
@@ -143,6 +160,13 @@ def as_noise_model(spec) -> AbstractNoiseModel:
             return AR(int(spec[3:]))
         except ValueError:
             pass
+    if isinstance(spec, str) and spec.startswith("acf:"):
+        try:
+            return AR.from_autocorrelation(_parsed_coefficients("phi:" + spec[4:]))
+        except ValueError as error:
+            raise ValueError(f"noise model {spec!r}: " + str(error).split(": ", 1)[-1].replace(
+                "phi:", "acf:").replace("PHI", "RHO").replace("coefficients", "values")
+            ) from None
     if isinstance(spec, str) and spec.startswith("phi:"):
         try:
             return AR(coefficients=_parsed_coefficients(spec))
@@ -151,7 +175,8 @@ def as_noise_model(spec) -> AbstractNoiseModel:
                 raise
             raise ValueError(f"noise model {spec!r}: {error}") from None
     raise ValueError(f"noise model {spec!r}: expected auto, white, ar:P (P a whole number "
-                     f"from 1 to {ORDER_LIMIT}) or phi:PHI,... (the coefficients given)")
+                     f"from 1 to {ORDER_LIMIT}), phi:PHI,... (the coefficients given) or "
+                     "acf:RHO0,RHO1,... (the noise's autocorrelation given)")
 
 
 def _parsed_coefficients(spec: str):
@@ -174,6 +199,32 @@ def _parsed_coefficients(spec: str):
             raise ValueError(f"noise model {spec!r}: each channel once, as CH=PHI,...")
         pairs[name.strip()] = numbers(values)
     return pairs
+
+
+def autoregression_of(autocorrelation, what: str = "autocorrelation") -> tuple[float, ...]:
+    """`phi_1..phi_q` of the stationary autoregression whose autocorrelations at lags `0..q`
+    are `autocorrelation` (`(q + 1,)`, `q` from 1 to `ORDER_LIMIT`; divided by its lag-0 value,
+    so an autocovariance serves): the Yule-Walker equations `sum_j phi_j rho_|k-j| = rho_k`
+    solved by Levinson-Durbin recursion (each reflection coefficient within (-1, 1) for a
+    positive-definite sequence). `ValueError` naming `what` for a sequence that is not one."""
+    try:
+        rho = np.atleast_1d(np.asarray(autocorrelation, dtype=float))
+    except (TypeError, ValueError):
+        rho = np.array([np.nan])
+    if (rho.ndim != 1 or not 2 <= rho.size <= ORDER_LIMIT + 1 or not np.all(np.isfinite(rho))
+            or not rho[0] > 0):
+        raise ValueError(f"{what} = {autocorrelation!r}: expected 2 to {ORDER_LIMIT + 1} finite "
+                         "values at lags 0, 1, ..., the first (lag 0) positive")
+    rho = rho / rho[0]
+    phi, error = np.zeros(0), 1.0
+    for k in range(1, rho.size):
+        reflection = (rho[k] - phi @ rho[k - 1:0:-1]) / error
+        if not abs(reflection) < 1.0:
+            raise ValueError(f"{what} = {autocorrelation!r}: not the autocorrelation of a "
+                             "stationary noise (its Toeplitz matrix is not positive definite)")
+        phi = np.r_[phi - reflection * phi[::-1], reflection]
+        error *= 1.0 - reflection ** 2
+    return checked_coefficients(phi, what)
 
 
 def checked_coefficients(coefficients, what: str) -> tuple[float, ...]:
