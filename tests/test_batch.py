@@ -243,7 +243,8 @@ def test_the_readmes_lab_workflow_on_the_bundled_folder(tmp_path, capsys):
         row = rows[name]
         assert row["group"] == name[-3:] and row["status"] == "ok"
         for column, truth in (("breakpoint[1]", knee * 1e-3), ("slope[1]", soft * 1e3),
-                              ("slope[2]", stiff * 1e3)):
+                              ("slope[2]", stiff * 1e3), ("breakpoint[1] (mm)", knee),
+                              ("slope[1] (N/mm)", soft), ("slope[2] (N/mm)", stiff)):
             assert abs(float(row[column]) - truth) <= 4 * float(row[f"{column} stderr"]) \
                 + 1e-4 * truth, (name, column)
         assert (out / name / "law_fit.png").is_file() and (out / name / "law.toml").is_file()

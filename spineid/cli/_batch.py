@@ -28,6 +28,7 @@ import equinox as eqx
 from ..executors import Dask, Local
 from ..executors import run_batch as parallel_run
 from ..io import write_table, write_text_atomically
+from ..io._columns import SI_NAMES, UNITS
 from ._outputs import figures, MARKER, OutputFolder
 
 # The files a folder given as data contributes.
@@ -144,7 +145,7 @@ def _summary_row(path, stem, group, status, seconds, report, error, verb) -> dic
                 if free else []
             slopes = [dict(entry, name=f"slope[{k}]")
                       for k, entry in enumerate(derived.get("slopes", []), start=1)]
-            entries = knees + slopes + entries
+            entries = knees + _in_lab_units(report, knees, slopes) + slopes + entries
         moments = report.get("moments")
         if isinstance(moments, dict):
             entries += [dict(entry, name=name) for name, entry in moments.items()
@@ -155,6 +156,29 @@ def _summary_row(path, stem, group, status, seconds, report, error, verb) -> dic
                 row[entry["name"]] = entry["value"]
                 row[f"{entry['name']} stderr"] = entry.get("stderr")
     return row
+
+
+def _in_lab_units(report: dict, knees: list, slopes: list) -> list:
+    # The breakpoints and slopes of a table law also in the units of the file's columns
+    # (`breakpoint[1] (mm)`, `slope[1] (N/mm)`), where the file gave its displacement or load
+    # in a unit of its own; none where both are SI.
+    read_as = next((entry.get("read_as") for entry in report.get("data") or []
+                    if isinstance(entry, dict) and isinstance(entry.get("read_as"), dict)), {})
+    units = [(read_as.get(name) or {}).get("unit") for name in ("displacement", "load")]
+    if not any(unit in UNITS and UNITS[unit][1] != 1.0 for unit in units):
+        return []
+    (displacement, to_m), (load, to_n) = ((unit, UNITS[unit][1]) if unit in UNITS
+                                          else (SI_NAMES.get(unit, "SI"), 1.0) for unit in units)
+
+    def converted(entry, scale, unit):
+        error = entry.get("stderr")
+        return dict(entry, name=f"{entry['name']} ({unit})", value=entry["value"] / scale,
+                    stderr=error / scale if isinstance(error, (int, float)) else error)
+
+    return ([converted(entry, to_m, displacement) for entry in knees
+             if isinstance(entry.get("value"), (int, float))]
+            + [converted(entry, to_n / to_m, f"{load}/{displacement}") for entry in slopes
+               if isinstance(entry.get("value"), (int, float))])
 
 
 def _units_read(report: dict) -> str:
