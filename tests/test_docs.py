@@ -43,6 +43,33 @@ def test_every_verb_and_model_kind_is_documented():
         assert f'## `kind = "{kind}"`' in model_files, kind
 
 
+def test_every_option_of_every_verb_is_in_the_docs():
+    # Each option of each verb (and of the spine verb's analyses) is in the verb's section of
+    # docs/cli.md, or in the text every verb shares (the introduction, exit status, batches).
+    import argparse
+    import re
+
+    cli = (DOCS / "cli.md").read_text()
+    parts = re.split(r"^## `([a-z]+)`", cli, flags=re.M)
+    sections = dict(zip(parts[1::2], parts[2::2]))
+    shared = parts[0] + cli.split("## Batches", 1)[1].split("\n## ", 1)[0]
+
+    def options(parser):
+        found = []
+        for action in parser._actions:
+            found += [o for o in action.option_strings if o.startswith("--") and o != "--help"]
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    found += options(sub)
+        return found
+
+    verbs = build_parser()._subparsers._group_actions[0].choices
+    missing = [f"{verb} {option}" for verb, parser in verbs.items() for option in options(parser)
+               if f"`{option}" not in sections.get(verb, "") and f"`{option}" not in shared
+               and f"[{option}" not in sections.get(verb, "")]
+    assert not missing, missing
+
+
 def test_the_identification_page_lists_every_public_name_once_by_importance():
     # The page names its members explicitly (in the order a user reaches for them); each of
     # spineid.identify's public names is there, once.
