@@ -5,6 +5,7 @@ degrees, milliseconds, other names) equal to the fit of the same data in SI."""
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -145,7 +146,7 @@ def test_a_fit_of_a_testers_file_equals_the_fit_of_the_same_data_in_si(tmp_path)
     assert not (tmp_path / "c").exists()
 
 
-def test_table_and_stiffness_read_testers_files(tmp_path):
+def test_table_and_stiffness_read_testers_files(tmp_path, capsys):
     # table: a torsion test in degrees and N m with the tester's names, against the same data
     # in SI under spineid's names.
     rng = np.random.default_rng(3)
@@ -163,6 +164,14 @@ def test_table_and_stiffness_read_testers_files(tmp_path):
     a, b = (json.loads((tmp_path / d / "report.json").read_text()) for d in "ab")
     for pa, pb in zip(a["parameters"], b["parameters"]):
         assert pb["value"] == pytest.approx(pa["value"], rel=1e-9, abs=1e-12)
+    # The tester's file also gets the law in its own units: the knee near 0.02 rad (1.146
+    # deg), the stiffnesses 40 and 160 N m/rad (0.698 and 2.79 N m/deg).
+    printed = capsys.readouterr().out.split("fitting a piecewise_linear law")[-1]
+    knee, soft, stiff = (float(re.search(rf"{re.escape(name)}: (\S+)", printed).group(1))
+                         for name in ("breakpoint[1] (deg)", "slope[1] (Nm/deg)",
+                                      "slope[2] (Nm/deg)"))
+    assert knee == pytest.approx(1.146, abs=0.1)
+    assert (soft, stiff) == pytest.approx((0.698, 2.79), rel=0.05)
     assert b["data"][0]["read_as"]["displacement"]["unit"] == "deg"
     # A rotation with a force is refused.
     assert main(["table", str(tmp_path / "tester.csv"), "--out", str(tmp_path / "c"),

@@ -135,16 +135,8 @@ def _summary_row(path, stem, group, status, seconds, report, error, verb) -> dic
         entries = [] if verb == "recover" else list(report.get("parameters", []))
         # A table law: first what a lab reads off it, the breakpoints (where they were fitted)
         # and the stiffness of each phase.
-        derived = report.get("derived") if verb == "table" else None
-        if isinstance(derived, dict):
-            # (breakpoints only where they were fitted: the law has gap parameters)
-            free = any(str(entry.get("name", "")).startswith("gap[") for entry in entries
-                       if isinstance(entry, dict))
-            knees = [dict(entry, name=f"breakpoint[{k}]") for k, entry in
-                     enumerate(derived.get("node_displacement", [])[1:-1], start=1)] \
-                if free else []
-            slopes = [dict(entry, name=f"slope[{k}]")
-                      for k, entry in enumerate(derived.get("slopes", []), start=1)]
+        if verb == "table" and isinstance(report.get("derived"), dict):
+            knees, slopes = law_entries(report)
             entries = knees + _in_lab_units(report, knees, slopes) + slopes + entries
         moments = report.get("moments")
         if isinstance(moments, dict):
@@ -156,6 +148,28 @@ def _summary_row(path, stem, group, status, seconds, report, error, verb) -> dic
                 row[entry["name"]] = entry["value"]
                 row[f"{entry['name']} stderr"] = entry.get("stderr")
     return row
+
+
+def law_entries(report: dict) -> tuple[list, list]:
+    """The breakpoints `breakpoint[k]` (where they were fitted: the law has gap parameters)
+    and the phase slopes `slope[k]` of a table law's report, `{name, value, stderr}` each, SI."""
+    derived = report.get("derived") or {}
+    free = any(str(entry.get("name", "")).startswith("gap[")
+               for entry in report.get("parameters", []) if isinstance(entry, dict))
+    knees = [dict(entry, name=f"breakpoint[{k}]") for k, entry in
+             enumerate(derived.get("node_displacement", [])[1:-1], start=1)] if free else []
+    slopes = [dict(entry, name=f"slope[{k}]")
+              for k, entry in enumerate(derived.get("slopes", []), start=1)]
+    return knees, slopes
+
+
+def lab_unit_lines(report: dict) -> str:
+    """A table law's breakpoints and slopes (`law_entries`) in the units of the file's
+    columns, a line each (`\n  breakpoint[1] (mm): 1.478 +- 0.0046`); empty where the file
+    gave SI."""
+    return "".join(f"\n  {e['name']}: {e['value']:.6g}"
+                   + (f" +- {e['stderr']:.2g}" if isinstance(e["stderr"], float) else "")
+                   for e in _in_lab_units(report, *law_entries(report)))
 
 
 def _in_lab_units(report: dict, knees: list, slopes: list) -> list:

@@ -52,6 +52,7 @@ from ..spines import l5_s1_law
 from ..studies import peak_force_sensitivity, segment_study, whiplash_study
 from ._arguments import (column_quantity, misfit_fraction, numbers_argument, parse_markers,
                          parse_noise)
+from ._batch import lab_unit_lines
 from ._outputs import (
     figures,
     output_file,
@@ -376,7 +377,7 @@ def command_table(arguments) -> int:
         + dumps_toml({"law": result.law_table()}))
     plots = not arguments.no_plots
     plot = [figures.plot_law_fit(result, data, out / "law_fit.png", unit=arguments.unit)] if plots else []
-    print(result.summary())
+    print(result.summary() + lab_unit_lines(contents))
     profiles = _profiles(result, arguments.profile)
     profile_plots = write_profile_outputs(contents, profiles, out, plots)[1:] if profiles else []
     out.finish()
