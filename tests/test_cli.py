@@ -134,13 +134,19 @@ def test_a_fit_whose_cost_overflows_writes_nothing(tmp_path, capsys):
     assert main(["simulate", str(model), "--out", str(data)]) == 0
     lines = data.read_text().splitlines()
     cells = lines[100].split(",")
-    cells[1] = "1e300"
+    cells[1] = "1e300"  # (a length no test reaches: refused before the fit, naming it)
     lines[100] = ",".join(cells)
     data.write_text("\n".join(lines) + "\n")
     out = tmp_path / "fit"
-    code = main(["fit", str(model), str(data), "--free", "stiffness", "--noise",
-                 "x=5e-6,y=5e-6,theta=1.7e-4", "--solver", "lm", "--out", str(out)])
-    assert code == 2
+    arguments = ["fit", str(model), str(data), "--free", "stiffness", "--solver", "lm",
+                 "--out", str(out), "--noise"]
+    assert main([*arguments, "x=5e-6,y=5e-6,theta=1.7e-4"]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "x = 1e+300 at sample 100" in error
+    cells[1] = "1e5"  # (within the limit, but divided by a noise of 1e-160: it overflows)
+    lines[100] = ",".join(cells)
+    data.write_text("\n".join(lines) + "\n")
+    assert main([*arguments, "x=1e-160,y=5e-6,theta=1.7e-4"]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "non-finite number (cost)" in error
     assert not out.exists()  # nothing written, not even the folder
