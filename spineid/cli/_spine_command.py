@@ -5,18 +5,17 @@ vertebrae's poses), `spine levels` fits each level's stiffness scales to such po
 instrument` pulls a curved spine onto rods (docs/cli.md; the poses file:
 docs/formats/data-files.md)."""
 
-import csv
 import math
 import pathlib
 
 import numpy as np
 
 from ..identify import fit_spine_levels, scaled_laws
-from ..io import chain_document, dataset_path, dumps_toml, load_model_file, write_table
+from ..io import chain_document, dataset_path, dumps_toml, load_model_file, read_table
+from ..io import write_table
 from ..io import write_text_atomically
-from ..io._atomic import readable_file
 from ..models import SpatialChain
-from ..simulation import DIRECTIONS, segment_flexibility, spine_flexibility
+from ..simulation import DIRECTIONS, joint_names, segment_flexibility, spine_flexibility
 from ..spines import Rod, spinal_curve, thoracolumbar_spine
 from ..studies import correct_curve, motion_change
 from ._arguments import parse_noise
@@ -28,11 +27,6 @@ ground, as `SpatialChain.poses` gives them."""
 
 SPINE_MODEL = "thoracolumbar_spine.toml"
 """The bundled model `spine` verbs take without one: Liu's T1-L5 spine on the sacrum."""
-
-
-def _joint_names(chain: SpatialChain) -> list[str]:
-    names = chain.body_names
-    return [f"{names[k + 1]}-{names[k]}" for k in range(len(chain.bodies))]
 
 
 def _spine(path) -> tuple[SpatialChain, str]:
@@ -141,34 +135,17 @@ def read_spine_poses(path) -> tuple[tuple[str, ...], np.ndarray, tuple[str, ...]
     body, x_m, y_m, z_m, a1_rad, a2_rad, a3_rad`, every body at every moment of every
     direction. **Returns:** `(directions, moments (k,), bodies, poses (m, k, b, 6))`, in the
     order of their first appearance; a `ValueError` naming the file and row otherwise."""
-    path = readable_file(path, "poses file")
-    try:
-        with path.open(newline="", encoding="utf-8-sig") as file:
-            rows = list(csv.DictReader(line for line in file if not line.startswith("#")))
-    except FileNotFoundError:
-        raise ValueError(f"{path}: file not found") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: not a UTF-8 text file; a poses file is CSV") from None
     needed = ("direction", "moment_N_m", "body", *POSE_COLUMNS)
-    missing = [c for c in needed if not rows or c not in rows[0]]
-    if missing:
-        raise ValueError(f"{path}: no rows, or no column {missing}; expected the columns "
-                         f"{list(needed)}")
+    columns = read_table(path, needed, text=("direction", "body"), others="ignore",
+                         min_rows=1)  # (the file, its text, its header and numbers checked)
     table = {}
-    for number, row in enumerate(rows, start=2):
-        try:
-            moment = float(row["moment_N_m"])
-            pose = [float(row[c]) for c in POSE_COLUMNS]
-        except (TypeError, ValueError):
-            raise ValueError(f"{path}: line {number}: expected numbers in moment_N_m and "
-                             f"{', '.join(POSE_COLUMNS)}") from None
-        if not all(map(math.isfinite, [moment, *pose])):
-            raise ValueError(f"{path}: line {number}: a value is not finite")
-        key = (row["direction"].strip(), moment, row["body"].strip())
+    for row, (direction, moment, body) in enumerate(zip(
+            columns["direction"], columns["moment_N_m"], columns["body"]), start=1):
+        key = (str(direction).strip(), float(moment), str(body).strip())
         if key in table:
-            raise ValueError(f"{path}: line {number}: {key[0]} at {moment:g} N m for {key[2]} "
+            raise ValueError(f"{path}: data row {row}: {key[0]} at {moment:g} N m for {key[2]} "
                              "is given twice")
-        table[key] = pose
+        table[key] = [float(columns[c][row - 1]) for c in POSE_COLUMNS]
     directions = tuple(dict.fromkeys(d for d, _, _ in table))
     moments = np.array(sorted({m for _, m, _ in table}))
     bodies = tuple(dict.fromkeys(b for _, _, b in table))
@@ -272,7 +249,7 @@ def command_spine_instrument(arguments) -> int:
                    for (rod, level), load in zip(correction.screws, correction.screw_loads)],
         "joint_changes": {joint: {"rotation_deg": np.degrees(change_[3:]).tolist(),
                                   "translation_mm": (1e3 * change_[:3]).tolist()}
-                          for joint, change_ in zip(_joint_names(spine),
+                          for joint, change_ in zip(joint_names(spine),
                                                     correction.joint_changes)},
         "beyond_tables": list(correction.beyond_tables)}
     if change is not None:
