@@ -15,6 +15,16 @@ from ._frames import (
     bushing_deflection_rate as bushing_deflection_rate,
     bushing_wrenches as bushing_wrenches,
 )
+from ._functions import (
+    AbstractCoordinateFunction as AbstractCoordinateFunction,
+    Constant as Constant,
+    LinearFunction as LinearFunction,
+    MultiplierFunction as MultiplierFunction,
+    NaturalCubicSpline as NaturalCubicSpline,
+    PiecewiseLinearFunction as PiecewiseLinearFunction,
+    PolynomialFunction as PolynomialFunction,
+    SimmSpline as SimmSpline,
+)
 from ._markers import (
     body_coordinates as body_coordinates,
     relative_poses as relative_poses,

@@ -22,6 +22,13 @@ from ._mechanics import (
     mechanical_energy as mechanical_energy,
 )
 from ._pair import AbstractVertebralPair as AbstractVertebralPair
+from ._multibody import (
+    CoordinateCoupler as CoordinateCoupler,
+    MultibodyTree as MultibodyTree,
+    TransformAxis as TransformAxis,
+    TreeBushing as TreeBushing,
+    TreeJoint as TreeJoint,
+)
 from ._pinned_pair import PinnedPair as PinnedPair
 from ._planar_pair import PlanarBody as PlanarBody, PlanarPair as PlanarPair
 from ._spatial_chain import (

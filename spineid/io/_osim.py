@@ -1,0 +1,426 @@
+"""Read an OpenSim 4.x model file (`.osim`, XML) into a `spineid.MultibodyTree`.
+
+What is read (docs/formats/opensim.md): the bodies (mass, centre of mass, inertia), every
+`PhysicalOffsetFrame` (in bodies, joints, ground or forces), the joints `WeldJoint`, `PinJoint`,
+`SliderJoint`, `UniversalJoint`, `GimbalJoint`, `BallJoint`, `FreeJoint`, `PlanarJoint` and
+`CustomJoint` (its `SpatialTransform`, functions as `spineid.kinematics` lists), the coordinates
+(default value and speed, `locked`), `CoordinateCouplerConstraint`s (reduced: the dependent
+coordinate becomes a function of the independent one), `BushingForce`s and gravity. Forces of
+other classes (muscles, actuators, ...) are listed in one warning and dropped: the passive
+model is what is identified. Any other constraint, joint or function is refused, naming the
+component's path and what is supported. Files older than format 40000 (OpenSim 3.x) are
+upgraded by OpenSim's own reader when the `opensim` package is installed.
+"""
+
+import pathlib
+import tempfile
+import warnings
+import xml.etree.ElementTree as ElementTree
+
+import numpy as np
+
+from .._arrays import floats
+from ..kinematics._rotations import euler123_angles, euler123_rotation
+from ..kinematics._functions import SUPPORTED_FUNCTIONS, LinearFunction, coordinate_function
+from ..models._multibody import (
+    GROUND, CoordinateCoupler, coordinate_rates, MultibodyTree, TransformAxis, TreeBushing, TreeJoint,
+)
+from ._atomic import readable_file
+
+_X, _Y, _Z = (1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)
+# The fixed spatial transforms of OpenSim's joints: (kind, axis) per coordinate, in order.
+_JOINT_AXES = {
+    "WeldJoint": (),
+    "PinJoint": (("rotation", _Z),),
+    "SliderJoint": (("translation", _X),),
+    "UniversalJoint": (("rotation", _X), ("rotation", _Y)),
+    "GimbalJoint": (("rotation", _X), ("rotation", _Y), ("rotation", _Z)),
+    "BallJoint": (("rotation", _X), ("rotation", _Y), ("rotation", _Z)),
+    "FreeJoint": (("rotation", _X), ("rotation", _Y), ("rotation", _Z),
+                  ("translation", _X), ("translation", _Y), ("translation", _Z)),
+    "PlanarJoint": (("rotation", _Z), ("translation", _X), ("translation", _Y)),
+}
+SUPPORTED_JOINTS = tuple(sorted(_JOINT_AXES)) + ("CustomJoint",)
+"""OpenSim joint classes `read_osim` reads."""
+_AXIS_NAMES = ("rotation1", "rotation2", "rotation3",
+               "translation1", "translation2", "translation3")
+
+
+class _Reader:
+    """One file's parse: component paths, frames, and the refusal sentence's prefix."""
+
+    def __init__(self, path: pathlib.Path, root: ElementTree.Element):
+        self.path = path
+        self.model = root.find("Model")
+        if self.model is None:
+            self.fail("is not an OpenSim model (an <OpenSimDocument> holding a <Model>)")
+        self.paths = {}  # element -> absolute component path
+        self.elements = {}  # absolute path -> element
+        self._index(self.model, "")
+
+    def fail(self, what: str):
+        raise ValueError(f"{self.path}: {what}")
+
+    def _index(self, element, prefix):
+        for child in element:
+            name = child.get("name")
+            path = f"{prefix}/{name}" if name is not None else prefix
+            if name is not None and child.tag not in ("FrameGeometry",):
+                self.paths[child] = path
+                self.elements.setdefault(path, child)
+            self._index(child, path)
+
+    def resolve(self, owner_path: str, socket: str, what: str) -> str:
+        """The absolute path of a socket's text, relative to its owner's path."""
+        socket = (socket or "").strip()
+        if not socket:
+            self.fail(f"{what} names no frame")
+        parts = [] if socket.startswith("/") else owner_path.strip("/").split("/")
+        for part in socket.strip("/").split("/"):
+            if part == "..":
+                parts = parts[:-1]
+            elif part not in ("", "."):
+                parts.append(part)
+        path = "/" + "/".join(parts)
+        if path in self.elements or path in ("/ground",):
+            return path
+        # OpenSim also accepts a bare name of a unique frame or body.
+        matches = [p for p in self.elements if p.rsplit("/", 1)[-1] == socket.split("/")[-1]
+                   and self.elements[p].tag in ("Body", "Ground", "PhysicalOffsetFrame")]
+        if len(matches) == 1:
+            return matches[0]
+        self.fail(f"{what} = {socket!r} names no frame of the model")
+
+    def frame(self, path: str, bodies: dict, what: str, depth: int = 0):
+        """`(body index, (translation, orientation))` of the frame at `path` on its base body."""
+        if depth > 50:
+            self.fail(f"{what}: the offset frames at {path} form a loop")
+        if path == "/ground" or self.elements.get(path) is not None and \
+                self.elements[path].tag == "Ground":
+            return GROUND, (np.zeros(3), np.zeros(3))
+        element = self.elements.get(path)
+        if element is None:
+            self.fail(f"{what} = {path!r} names no frame of the model")
+        if element.tag == "Body":
+            return bodies[element.get("name")], (np.zeros(3), np.zeros(3))
+        if element.tag != "PhysicalOffsetFrame":
+            self.fail(f"{what} = {path!r} is a {element.tag}, not a frame")
+        parent_path = self.resolve(path, _text(element, "socket_parent", ".."),
+                                   f"{path}: socket_parent")
+        body, (parent_x, parent_a) = self.frame(parent_path, bodies, what, depth + 1)
+        translation = _numbers(self, element, "translation", 3, path, default=np.zeros(3))
+        orientation = _numbers(self, element, "orientation", 3, path, default=np.zeros(3))
+        if not np.any(parent_a) and not np.any(parent_x):
+            return body, (translation, orientation)
+        return body, _compose(parent_x, parent_a, translation, orientation)
+
+
+def _compose(x1, a1, x2, a2):
+    # Offset (x2, a2) given in a frame that is itself at (x1, a1): one offset from the body.
+    r1 = np.asarray(euler123_rotation(a1))
+    rotation = r1 @ np.asarray(euler123_rotation(a2))
+    return x1 + r1 @ x2, np.asarray(euler123_angles(rotation, check=False))
+
+
+def _text(element, tag, default=None):
+    found = element.find(tag)
+    if found is None or found.text is None:
+        return default
+    return found.text.strip()
+
+
+def _numbers(reader, element, tag, size, where, default=None):
+    text = _text(element, tag)
+    if text is None:
+        if default is None:
+            reader.fail(f"{where}: <{tag}> is missing")
+        return np.asarray(default, dtype=float)
+    try:
+        values = np.array([float(v) for v in text.split()], dtype=float)
+    except ValueError:
+        reader.fail(f"{where}: <{tag}> = {text!r} is not a list of numbers")
+    if size is not None and values.shape != (size,):
+        reader.fail(f"{where}: <{tag}> has {values.size} numbers; expected {size}")
+    if not np.all(np.isfinite(values)):
+        reader.fail(f"{where}: <{tag}> = {text!r} holds a value that is not finite")
+    return values
+
+
+def _function_holder(element):
+    # The element holding a component's function: a <function> property wrapping it, or the
+    # component itself when the function is written in place (<SimmSpline name="function">).
+    wrapper = element.find("function")
+    if wrapper is not None:
+        return wrapper
+    if any(child.get("name") == "function" for child in element):
+        return element
+    return None
+
+
+def _function(reader, element, where):
+    """The coordinate function of a property element holding one function element."""
+    children = [child for child in element if isinstance(child.tag, str)]
+    named = [child for child in children if child.get("name") == "function"]
+    children = named or children
+    if len(children) != 1:
+        reader.fail(f"{where}: expected one function, found {len(children)}")
+    node = children[0]
+    kind = node.tag
+    if kind == "Constant":
+        return coordinate_function(kind, value=float(_numbers(reader, node, "value", 1,
+                                                              where)[0]))
+    if kind == "LinearFunction":
+        slope, intercept = _numbers(reader, node, "coefficients", 2, where)
+        return coordinate_function(kind, slope=slope, intercept=intercept)
+    if kind == "PolynomialFunction":
+        return coordinate_function(kind, coefficients=_numbers(reader, node, "coefficients",
+                                                               None, where))
+    if kind in ("PiecewiseLinearFunction", "SimmSpline", "NaturalCubicSpline"):
+        x = _numbers(reader, node, "x", None, where)
+        y = _numbers(reader, node, "y", None, where)
+        try:
+            return coordinate_function(kind, x=x, y=y)
+        except ValueError as error:
+            reader.fail(f"{where}: {error}")
+    if kind == "MultiplierFunction":
+        inner = _function_holder(node)
+        if inner is None:
+            reader.fail(f"{where}: MultiplierFunction has no <function>")
+        scale = float(_numbers(reader, node, "scale", 1, where, default=[1.0])[0])
+        return coordinate_function(kind, function=_function(reader, inner, where),
+                                   scale=scale)
+    reader.fail(f"{where}: function {kind} is not supported; supported are "
+                f"{', '.join(SUPPORTED_FUNCTIONS)}")
+
+
+def _load_root(path: pathlib.Path):
+    try:
+        root = ElementTree.parse(path).getroot()
+    except ElementTree.ParseError as error:
+        raise ValueError(f"{path}: is not an OpenSim model (not XML: {error})") from None
+    if root.tag != "OpenSimDocument":
+        raise ValueError(f"{path}: is not an OpenSim model (its root element is <{root.tag}>,"
+                         " expected <OpenSimDocument>)")
+    try:
+        version = int(root.get("Version", "0"))
+    except ValueError:
+        version = 0
+    if version >= 40000:
+        return root
+    try:
+        import opensim
+    except ImportError:
+        raise ValueError(f"{path}: is an OpenSim 3.x model (format {version}); spineid reads "
+                         "format 40000 and later: open and save it in OpenSim 4, or install "
+                         "the `opensim` package, whose reader upgrades it") from None
+    with tempfile.TemporaryDirectory() as folder:
+        upgraded = pathlib.Path(folder) / "upgraded.osim"
+        opensim.Model(str(path)).printToXML(str(upgraded))
+        return ElementTree.parse(upgraded).getroot()
+
+
+def read_osim(path) -> MultibodyTree:
+    """Read an OpenSim 4.x `.osim` model file as a `spineid.MultibodyTree` (module docstring:
+    what is read, dropped with a warning, or refused with a `ValueError`).
+
+    **Arguments:** `path` of the `.osim` file.
+    **Returns:** the model in joint coordinates: its generalized coordinates are the file's
+    unlocked, independent coordinates (rad or m), starting at their default values and speeds;
+    bodies, frames, joint functions, bushings and gravity carry the file's numbers (SI).
+    """
+    path = readable_file(path)
+    reader = _Reader(path, _load_root(path))
+    model = reader.model
+    bodies, masses, centres, inertias = {}, [], [], []
+    for body in model.iterfind("BodySet/objects/Body"):
+        where = reader.paths[body]
+        bodies[body.get("name")] = len(bodies)
+        masses.append(float(_numbers(reader, body, "mass", 1, where)[0]))
+        centres.append(_numbers(reader, body, "mass_center", 3, where, default=np.zeros(3)))
+        i = _numbers(reader, body, "inertia", 6, where, default=np.zeros(6))
+        inertias.append(np.array([[i[0], i[3], i[4]], [i[3], i[1], i[5]], [i[4], i[5], i[2]]]))
+    if not bodies:
+        reader.fail("has no bodies (an empty <BodySet>)")
+    names, units, defaults, speeds, locked = [], [], [], [], []
+    joints = [_joint(reader, element, bodies, names, units, defaults, speeds, locked)
+              for element in model.iterfind("JointSet/objects/*")]
+    couplers = _couplers(reader, model, names)
+    dependent = {coupler.dependent for coupler in couplers}
+    free = tuple(i for i in range(len(names)) if not locked[i] and i not in dependent)
+    # (A ball or free joint's default speeds are OpenSim's angular velocity: made rates.)
+    if any(joint.spin_speeds for joint in joints):
+        speeds = coordinate_rates(joints, floats(defaults), floats(speeds))
+    gravity = _numbers(reader, model, "gravity", 3, "the model", default=[0.0, -9.80665, 0.0])
+    body_names = tuple(bodies)
+    return MultibodyTree(
+        name=model.get("name") or path.stem, body_names=body_names,
+        masses=floats(masses), mass_centers=floats(np.array(centres)),
+        inertias=floats(np.array(inertias)), joints=tuple(_ordered(reader, joints, body_names)),
+        coordinate_names=tuple(names), coordinate_units=tuple(units),
+        default_values=floats(defaults), default_speeds=floats(speeds), free=free,
+        couplers=tuple(couplers), elements=tuple(_forces(reader, model, bodies)),
+        gravity=floats(gravity))
+
+
+def _ordered(reader, joints, body_names):
+    placed, ordered, pending = {GROUND}, [], list(joints)
+    while pending:
+        ready = [j for j in pending if j.parent in placed]
+        if not ready:
+            reader.fail(f"the joints {[j.name for j in pending]} do not connect their bodies "
+                        "to ground (a loop or a body without a path to ground)")
+        for joint in ready:
+            ordered.append(joint)
+            placed.add(joint.child)
+            pending.remove(joint)
+    return ordered
+
+
+def _joint(reader, element, bodies, names, units, defaults, speeds, locked):
+    where = reader.paths.get(element, element.tag)
+    kind = element.tag
+    if kind not in SUPPORTED_JOINTS:
+        reader.fail(f"{where}: joint {kind} is not supported; supported are "
+                    f"{', '.join(SUPPORTED_JOINTS)}")
+    offsets = []
+    for socket in ("socket_parent_frame", "socket_child_frame"):
+        frame_path = reader.resolve(where, _text(element, socket), f"{where}: {socket}")
+        offsets.append(reader.frame(frame_path, bodies, f"{where}: {socket}"))
+    (parent, parent_offset), (child, child_offset) = offsets
+    if child == GROUND:
+        reader.fail(f"{where}: its child frame is on ground; spineid reads models whose "
+                    "joints have ground on the parent side")
+    first = len(names)
+    coordinates = element.findall("coordinates/Coordinate")
+    for coordinate in coordinates:
+        name = coordinate.get("name")
+        if name in names:
+            reader.fail(f"{where}: coordinate {name!r} is named twice in the model")
+        names.append(name)
+        cwhere = f"{where}/{name}"
+        defaults.append(float(_numbers(reader, coordinate, "default_value", 1, cwhere,
+                                       default=[0.0])[0]))
+        speeds.append(float(_numbers(reader, coordinate, "default_speed_value", 1, cwhere,
+                                     default=[0.0])[0]))
+        locked.append((_text(coordinate, "locked", "false") or "false").lower() == "true")
+        units.append("rad")
+    local = {c.get("name"): first + k for k, c in enumerate(coordinates)}
+    if kind == "CustomJoint":
+        axes = _custom_axes(reader, element, where, local, names)
+    else:
+        layout = _JOINT_AXES[kind]
+        if len(coordinates) != len(layout):
+            reader.fail(f"{where}: a {kind} has {len(layout)} coordinates; the file lists "
+                        f"{len(coordinates)}")
+        axes = tuple(TransformAxis(axis_kind, floats(axis),
+                                   coordinate_function("LinearFunction", slope=1.0,
+                                                       intercept=0.0), first + k)
+                     for k, (axis_kind, axis) in enumerate(layout))
+    for index in local.values():
+        units[index] = _coordinate_unit(axes, index)
+    return TreeJoint(element.get("name"), kind, parent, child,
+                     tuple(floats(a) for a in parent_offset),
+                     tuple(floats(a) for a in child_offset), axes,
+                     spin_speeds=kind in ("BallJoint", "FreeJoint"))
+
+
+def _coordinate_unit(axes, index) -> str:
+    # OpenSim's motion type of a coordinate: that of the first axis it drives through a
+    # LinearFunction of slope +-1 (rotational: rad, translational: m); a coordinate that
+    # drives axes otherwise only is "coupled", given the unit of the first axis it drives.
+    driven = [axis for axis in axes if axis.coordinate == index]
+    for axis in driven:
+        function = axis.function
+        if isinstance(function, LinearFunction) and abs(float(function.slope)) == 1.0:
+            return "rad" if axis.kind == "rotation" else "m"
+    return "m" if driven and driven[0].kind == "translation" else "rad"
+
+
+def _custom_axes(reader, element, where, local, names):
+    transform = element.find("SpatialTransform")
+    if transform is None:
+        reader.fail(f"{where}: a CustomJoint without a <SpatialTransform>")
+    found = {axis.get("name"): axis for axis in transform.iterfind("TransformAxis")}
+    axes = []
+    for axis_name in _AXIS_NAMES:
+        axis = found.get(axis_name)
+        if axis is None:
+            continue
+        awhere = f"{where}/{axis_name}"
+        coordinate_names = (_text(axis, "coordinates", "") or "").split()
+        if len(coordinate_names) > 1:
+            reader.fail(f"{awhere}: a function of {len(coordinate_names)} coordinates "
+                        f"({coordinate_names}); spineid reads functions of one coordinate")
+        index = -1
+        if coordinate_names:
+            if coordinate_names[0] not in local:
+                reader.fail(f"{awhere}: coordinate {coordinate_names[0]!r} is not one of the "
+                            f"joint's {sorted(local)}")
+            index = local[coordinate_names[0]]
+        function = _function_holder(axis)
+        if function is None:
+            if index >= 0:
+                reader.fail(f"{awhere}: an axis with a coordinate but no <function>")
+            continue
+        vector = _numbers(reader, axis, "axis", 3, awhere)
+        if not np.linalg.norm(vector) > 0:
+            reader.fail(f"{awhere}: its axis is the zero vector")
+        axes.append(TransformAxis(axis_name[:-1] if axis_name.startswith("rotation")
+                                  else "translation", floats(vector),
+                                  _function(reader, function, awhere), index))
+    return tuple(axes)
+
+
+def _couplers(reader, model, names):
+    couplers = []
+    for element in model.iterfind("ConstraintSet/objects/*"):
+        where = reader.paths.get(element, element.tag)
+        enforced = (_text(element, "isEnforced", "true") or "true").lower() != "false"
+        disabled = (_text(element, "isDisabled", "false") or "false").lower() == "true"
+        if not enforced or disabled:
+            continue
+        if element.tag != "CoordinateCouplerConstraint":
+            reader.fail(f"{where}: constraint {element.tag} is not supported; spineid reduces "
+                        "CoordinateCouplerConstraints only")
+        independent = (_text(element, "independent_coordinate_names", "") or "").split()
+        dependent = _text(element, "dependent_coordinate_name", "")
+        if len(independent) != 1:
+            reader.fail(f"{where}: {len(independent)} independent coordinates; spineid reads "
+                        "couplers of one")
+        for name in independent + [dependent]:
+            if name not in names:
+                reader.fail(f"{where}: coordinate {name!r} is not in the model")
+        function = element.find("coupled_coordinates_function")
+        if function is None:
+            reader.fail(f"{where}: no <coupled_coordinates_function>")
+        scale = float(_numbers(reader, element, "scale_factor", 1, where, default=[1.0])[0])
+        couplers.append(CoordinateCoupler(
+            element.get("name"), names.index(dependent), names.index(independent[0]),
+            _function(reader, function, where), floats(scale)))
+    return couplers
+
+
+def _forces(reader, model, bodies):
+    bushings, dropped = [], []
+    for element in model.iterfind("ForceSet/objects/*"):
+        where = reader.paths.get(element, element.tag)
+        if (_text(element, "appliesForce", "true") or "true").lower() == "false":
+            continue
+        if element.tag != "BushingForce":
+            dropped.append(f"{element.get('name')} ({element.tag})")
+            continue
+        frames = []
+        for socket in ("socket_frame1", "socket_frame2"):
+            frame_path = reader.resolve(where, _text(element, socket), f"{where}: {socket}")
+            frames.append(reader.frame(frame_path, bodies, f"{where}: {socket}"))
+        vectors = {tag: _numbers(reader, element, tag, 3, where, default=np.zeros(3))
+                   for tag in ("rotational_stiffness", "translational_stiffness",
+                               "rotational_damping", "translational_damping")}
+        bushings.append(TreeBushing(
+            element.get("name"), frames[0][0], frames[1][0],
+            tuple(floats(a) for a in frames[0][1]), tuple(floats(a) for a in frames[1][1]),
+            **{tag: floats(value) for tag, value in vectors.items()}))
+    if dropped:
+        warnings.warn(f"{reader.path}: forces dropped (spineid identifies the passive model: "
+                      f"bushings, joints, gravity): {', '.join(dropped)}", stacklevel=3)
+    return bushings

@@ -1,0 +1,381 @@
+"""A tree of rigid bodies in joint coordinates, as OpenSim describes a model: bodies on joints
+whose spatial transforms are functions of named coordinates, some locked, some coupled to
+others, with bushings between frames fixed in bodies and gravity (OpenSim 4.x semantics;
+`spineid.read_osim` builds one from a `.osim` file).
+
+Kinematics. Joint `j` places its child body `C` in its parent body `P` (or ground) through a
+frame `F` fixed in `P` and a frame `M` fixed in `C`,
+
+    X_G_C = X_G_P  X_P_F  X_F_M(c)  X_M_C,    X_F_M = (R_1 R_2 R_3,  sum_k f_k(c) t_k),
+
+where `R_i` is the rotation by `f_i(c)` about the unit axis `r_i` (a body-fixed sequence: axis
+`r_2` turns with the first rotation) and the translations `t_k` are along axes of `F` (the
+`SpatialTransform` of OpenSim's `CustomJoint`; pin, slider, universal, gimbal, ball, free and
+planar joints are fixed spatial transforms of the same form). Offsets are `(translation (m),
+body-fixed X-Y-Z rotations (rad))`, OpenSim's `PhysicalOffsetFrame`.
+
+Coordinates. The model's coordinates `c` are OpenSim's (rad or m); the generalized coordinates
+`q` are those neither locked (held at their default value) nor the dependent coordinate of a
+`CoordinateCouplerConstraint` (`c_dep = f(c_indep)`: the constraint is reduced, not enforced
+by a force, so the motion is that of the ideal constraint).
+
+Energies (the mechanics core derives the equations of motion, Liu 2001 eq 2-9):
+`T = sum_b 1/2 m_b |v_b|^2 + 1/2 w_b^T I_b w_b` (centre-of-mass velocity, body-axis angular
+velocity `w = axial(R^T R')`, inertia about the centre of mass in body axes);
+`U = -sum_b m_b g . x_b + sum_bushings 1/2 y^T K y` and `R = sum 1/2 y'^T D y'`, with `y` the
+relative motion of a bushing's frame 2 in its frame 1 (Christophy et al. 2013 eq 17, OpenSim's
+`BushingForce`) and `y'` its rate along the motion.
+"""
+
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ..elements._parameters import ParameterField
+from ..kinematics._frames import bushing_deflection
+from ..kinematics._functions import AbstractCoordinateFunction
+from ..kinematics._rotations import E_T, E_W, axial, axis_rotation, euler123_rotation
+from ._mechanics import AbstractLagrangianSystem, solve_mass_matrix
+
+GROUND = -1
+"""Body index of ground in joints and bushings."""
+
+
+class TransformAxis(eqx.Module):
+    """One axis of a joint's spatial transform: a rotation about, or a translation along, the
+    unit vector `axis` (`(3,)`, in the joint's parent frame `F`, rotations body-fixed) by
+    `function(c[coordinate])` (rad or m); `coordinate` (static) is an index into the model's
+    coordinates, or `-1` for an axis driven by no coordinate (its function's value at 0)."""
+
+    kind: str = eqx.field(static=True)
+    axis: Float[Array, "3"]
+    function: AbstractCoordinateFunction
+    coordinate: int = eqx.field(static=True, default=-1)
+
+    def __check_init__(self):
+        if self.kind not in ("rotation", "translation"):
+            raise ValueError(f"TransformAxis: kind {self.kind!r}; expected 'rotation' or "
+                             "'translation'")
+
+    def value(self, coordinates: Float[Array, " m"]) -> Float[Array, ""]:
+        """The angle (rad) or distance (m) along this axis at the model's coordinates."""
+        x = coordinates[self.coordinate] if self.coordinate >= 0 else jnp.zeros(())
+        return self.function(x)
+
+
+class TreeJoint(eqx.Module):
+    """A joint placing body `child` in body `parent` (`GROUND` = -1 for ground); both static.
+
+    Fields: `name` and `kind` (static: the OpenSim component's name and class), `parent`,
+    `child`, `parent_offset` and `child_offset` (each `(translation (3,) m, orientation (3,)
+    rad)`: frames `F` in the parent and `M` in the child), `axes` (tuple of `TransformAxis`,
+    applied in order: rotations compose body-fixed, translations add in `F`).
+    """
+
+    name: str = eqx.field(static=True)
+    kind: str = eqx.field(static=True)
+    parent: int = eqx.field(static=True)
+    child: int = eqx.field(static=True)
+    parent_offset: tuple[Float[Array, "3"], Float[Array, "3"]]
+    child_offset: tuple[Float[Array, "3"], Float[Array, "3"]]
+    axes: tuple[TransformAxis, ...]
+    spin_speeds: bool = eqx.field(static=True, default=False)
+    """Whether OpenSim's speeds of the joint's first three (rotation) coordinates are the
+    angular velocity of `M` in `F` (`F` components), as for `BallJoint` and `FreeJoint`,
+    instead of the rates of the coordinates."""
+
+    def transform(self, coordinates) -> tuple[Float[Array, "3 3"], Float[Array, "3"]]:
+        """`(R_FM, p_FM)`: orientation and origin of `M` in `F` at the model's coordinates."""
+        rotation, position = jnp.eye(3), jnp.zeros(3)
+        for axis in self.axes:
+            unit = axis.axis / jnp.linalg.norm(axis.axis)
+            if axis.kind == "rotation":
+                rotation = rotation @ axis_rotation(unit, axis.value(coordinates))
+            else:
+                position = position + axis.value(coordinates) * unit
+        return rotation, position
+
+
+class CoordinateCoupler(eqx.Module):
+    """`c[dependent] = scale * function(c[independent])` (OpenSim's
+    `CoordinateCouplerConstraint`, reduced); indices static, `name` for messages."""
+
+    name: str = eqx.field(static=True)
+    dependent: int = eqx.field(static=True)
+    independent: int = eqx.field(static=True)
+    function: AbstractCoordinateFunction
+    scale: Float[Array, ""]
+
+
+class TreeBushing(eqx.Module):
+    """OpenSim's `BushingForce` between a frame on body `body1` and one on body `body2`
+    (static indices, `GROUND` for ground; frames `(translation (3,) m, orientation (3,) rad)`
+    in those bodies): the load `f = -K y - D y'` with `y = [p, beta]` the relative motion of
+    frame 2 in frame 1 (Christophy et al. 2013 eq 17: spineid's classic bushing) and diagonal
+    `K = diag(translational_stiffness, rotational_stiffness)`, `D` likewise; as an element of
+    the mechanics core, the energy `1/2 y^T K y` and dissipation `1/2 y'^T D y'`.
+
+    Fields (`(3,)` each, about or along frame 1's x, y, z): `rotational_stiffness` (N m/rad),
+    `translational_stiffness` (N/m), `rotational_damping` (N m s/rad), `translational_damping`
+    (N s/m); `label` (static) is the component's name in parameter names:
+    `bushing_1.rotational_stiffness[2]`, groups `bushings.rotational_stiffness`, ...
+    """
+
+    label: str = eqx.field(static=True)
+    body1: int = eqx.field(static=True)
+    body2: int = eqx.field(static=True)
+    frame1: tuple[Float[Array, "3"], Float[Array, "3"]]
+    frame2: tuple[Float[Array, "3"], Float[Array, "3"]]
+    rotational_stiffness: Float[Array, "3"]
+    translational_stiffness: Float[Array, "3"]
+    rotational_damping: Float[Array, "3"]
+    translational_damping: Float[Array, "3"]
+    collection: ClassVar[str] = "bushings"
+
+    def parameter_fields(self):
+        """The four vectors, named and grouped after OpenSim's properties (lower bound 0)."""
+        units = {"rotational_stiffness": "N m/rad", "translational_stiffness": "N/m",
+                 "rotational_damping": "N m s/rad", "translational_damping": "N s/m"}
+        return tuple(ParameterField(field, f"bushings.{field}", unit)
+                     for field, unit in units.items())
+
+    @property
+    def stiffness_diagonal(self) -> Float[Array, "6"]:
+        """`[translational, rotational]` stiffness, the diagonal of `K` in `y`'s order."""
+        return jnp.concatenate([self.translational_stiffness, self.rotational_stiffness])
+
+    @property
+    def damping_diagonal(self) -> Float[Array, "6"]:
+        """`[translational, rotational]` damping, the diagonal of `D`."""
+        return jnp.concatenate([self.translational_damping, self.rotational_damping])
+
+
+def coordinate_rates(joints, values, speeds) -> Float[Array, " m"]:
+    """The rates `(m,)` of coordinates at `values` `(m,)` whose OpenSim speeds are
+    `speeds` `(m,)` (the inverse of `MultibodyTree.opensim_speeds`): the speeds
+    themselves, but `ET(c) w` for the rotations of ball and free joints among `joints`."""
+    rates = jnp.asarray(speeds, dtype=float)
+    for joint in joints:
+        if joint.spin_speeds:
+            index = jnp.asarray([axis.coordinate for axis in joint.axes[:3]])
+            rates = rates.at[index].set(E_T(values[index]) @ rates[index])
+    return rates
+
+
+def _offset(offset):
+    translation, orientation = offset
+    return euler123_rotation(orientation), translation
+
+
+class MultibodyTree(AbstractLagrangianSystem):
+    """Rigid bodies on joints in joint coordinates (module docstring), with bushings and
+    gravity; no external loads. Generalized coordinates `q`: the free coordinates
+    (`coordinate_names[i]` for `i` in `free`), rad or m; the motion starts from the
+    coordinates' default values and speeds.
+
+    Fields: `name` (static), `body_names` (static), `masses` (kg, `(n,)`), `mass_centers`
+    (m, `(n, 3)`, body frames), `inertias` (kg m^2, `(n, 3, 3)` about the centres of mass in
+    body axes), `joints` (tuple of `TreeJoint`, each parent before its children),
+    `coordinate_names` and `coordinate_units` (static, `"rad"` or `"m"`), `default_values`
+    and `default_speeds` (`(m,)`), `free` (static indices of the generalized coordinates),
+    `couplers` (tuple of `CoordinateCoupler`), `elements` (tuple of `TreeBushing`), `gravity`
+    (m/s^2, `(3,)`, ground axes).
+    """
+
+    name: str = eqx.field(static=True)
+    body_names: tuple[str, ...] = eqx.field(static=True)
+    masses: Float[Array, " n"]
+    mass_centers: Float[Array, "n 3"]
+    inertias: Float[Array, "n 3 3"]
+    joints: tuple[TreeJoint, ...]
+    coordinate_names: tuple[str, ...] = eqx.field(static=True)
+    coordinate_units: tuple[str, ...] = eqx.field(static=True)
+    default_values: Float[Array, " m"]
+    default_speeds: Float[Array, " m"]
+    free: tuple[int, ...] = eqx.field(static=True)
+    couplers: tuple[CoordinateCoupler, ...]
+    elements: tuple[TreeBushing, ...]
+    gravity: Float[Array, "3"]
+
+    def __check_init__(self):
+        placed = {GROUND}
+        for joint in self.joints:
+            if joint.parent not in placed:
+                raise ValueError(f"MultibodyTree: joint {joint.name!r} comes before the joint "
+                                 "of its parent body; joints must be ordered from ground out")
+            if joint.child in placed:
+                raise ValueError(f"MultibodyTree: body {self.body_names[joint.child]!r} is "
+                                 f"the child of two joints (a closed loop, at {joint.name!r})")
+            placed.add(joint.child)
+        missing = set(range(len(self.body_names))) - placed
+        if missing:
+            raise ValueError(f"MultibodyTree: bodies {sorted(self.body_names[i] for i in missing)}"
+                             " are joined to nothing")
+
+    @property
+    def n_dof(self) -> int:
+        """Number of generalized coordinates (the free coordinates)."""
+        return len(self.free)
+
+    def coordinates(self, q: Float[Array, " d"]) -> Float[Array, " m"]:
+        """All the model's coordinates `(m,)` at the generalized coordinates `q` `(n_dof,)`:
+        locked ones at their defaults, dependent ones from their couplers (in order)."""
+        values = self.default_values.at[jnp.asarray(self.free, dtype=int)].set(q)
+        for coupler in self.couplers:
+            values = values.at[coupler.dependent].set(
+                coupler.scale * coupler.function(values[coupler.independent]))
+        return values
+
+    def opensim_speeds(self, q, qdot) -> Float[Array, " m"]:
+        """Every coordinate's speed as OpenSim defines it `(m,)` at `(q, qdot)`: the rate of
+        the coordinate, except for the rotations of ball and free joints, whose speeds are the
+        angular velocity of the joint's frame `M` in `F` (`F` components, `EW(c) c'`)."""
+        values, rates = jax.jvp(self.coordinates, (q,), (qdot,))
+        for joint in self.joints:
+            if joint.spin_speeds:
+                index = jnp.asarray([axis.coordinate for axis in joint.axes[:3]])
+                rates = rates.at[index].set(E_W(values[index]) @ rates[index])
+        return rates
+
+    def body_transforms(self, q) -> tuple[Float[Array, "n 3 3"], Float[Array, "n 3"]]:
+        """`(R, x)`: each body's orientation `(n, 3, 3)` (columns = body axes in ground) and
+        origin `(n, 3)` (m, ground) at the generalized coordinates `q`."""
+        values = self.coordinates(q)
+        n = len(self.body_names)
+        rotations, origins = [None] * n, [None] * n
+        for joint in self.joints:
+            if joint.parent == GROUND:
+                parent_r, parent_x = jnp.eye(3), jnp.zeros(3)
+            else:
+                parent_r, parent_x = rotations[joint.parent], origins[joint.parent]
+            r_pf, x_pf = _offset(joint.parent_offset)
+            r_fm, x_fm = joint.transform(values)
+            r_cm, x_cm = _offset(joint.child_offset)
+            r_f = parent_r @ r_pf
+            r_m = r_f @ r_fm
+            x_m = parent_x + parent_r @ x_pf + r_f @ x_fm
+            rotations[joint.child] = r_m @ r_cm.T
+            origins[joint.child] = x_m - rotations[joint.child] @ x_cm
+        return jnp.stack(rotations), jnp.stack(origins)
+
+    def _mass_center_positions(self, rotations, origins):
+        return origins + jnp.einsum("nij,nj->ni", rotations, self.mass_centers)
+
+    def body_velocities(self, q, qdot) -> tuple[Float[Array, "n 3"], Float[Array, "n 3"]]:
+        """`(v, w)`: each body's centre-of-mass velocity (m/s, ground axes) and angular
+        velocity (rad/s, body axes), `(n, 3)` each, at `(q, qdot)`."""
+        (rotations, _), (rotation_rates, origin_rates) = jax.jvp(
+            self.body_transforms, (q,), (qdot,))
+        velocities = origin_rates + jnp.einsum("nij,nj->ni", rotation_rates, self.mass_centers)
+        spins = jax.vmap(lambda r, dr: axial(r.T @ dr))(rotations, rotation_rates)
+        return velocities, spins
+
+    def kinetic_energy(self, t, q, qdot):
+        """`T = sum 1/2 m |v|^2 + 1/2 w^T I w` (J; module docstring)."""
+        velocities, spins = self.body_velocities(q, qdot)
+        return 0.5 * (jnp.sum(self.masses * jnp.sum(velocities ** 2, axis=1))
+                      + jnp.einsum("ni,nij,nj->", spins, self.inertias, spins))
+
+    def _kinematics(self, q):
+        # What the forces and the inertia need of a configuration: the bodies' orientations
+        # (n, 3, 3), their centres of mass (n, 3) and the bushings' deflections (b, 6).
+        rotations, origins = self.body_transforms(q)
+        return (rotations, self._mass_center_positions(rotations, origins),
+                self.bushing_deflections(q))
+
+    def accelerations(self, t, q, qdot):
+        """`qddot` `(n_dof,)` from the bodies' Newton-Euler equations projected on the
+        coordinates, the same equations as Lagrange's (tests check the two) in a cheaper,
+        forward-mode form: `M qddot = Q - sum_b [m J_c^T (a_b - g) + J_w^T (I alpha_b + w x
+        I w)] - sum_bushings J_y^T (K y + D y')`, with `M = sum_b m J_c^T J_c + J_w^T I J_w`;
+        `J_c`, `J_w`, `J_y` the Jacobians of the centres of mass, body-axis angular velocities
+        and bushing deflections in `q`, and `a_b`, `alpha_b` the bodies' accelerations at
+        `qddot = 0` (one second-order directional derivative along `qdot`)."""
+        jacobian_r, jacobian_c, jacobian_y = jax.jacfwd(self._kinematics)(q)
+
+        def rates(x):
+            return jax.jvp(self._kinematics, (x,), (qdot,))
+
+        ((rotations, _, deflections), (rotation_rates, _, deflection_rates)), \
+            (_, (rotation_bias, centre_bias, _)) = jax.jvp(rates, (q,), (qdot,))
+        spin = jax.vmap(lambda r, dr: axial(r.T @ dr))
+        spins = spin(rotations, rotation_rates)
+        spin_bias = spin(rotations, rotation_bias)
+        jacobian_w = jax.vmap(lambda r, jr: jax.vmap(lambda c: axial(r.T @ c), in_axes=2,
+                                                     out_axes=1)(jr))(rotations, jacobian_r)
+        mass = (jnp.einsum("n,nia,nib->ab", self.masses, jacobian_c, jacobian_c)
+                + jnp.einsum("nia,nij,njb->ab", jacobian_w, self.inertias, jacobian_w))
+        momentum = jnp.einsum("nij,nj->ni", self.inertias, spins)
+        inertial = (jnp.einsum("n,nia,ni->a", self.masses, jacobian_c,
+                               centre_bias - self.gravity)
+                    + jnp.einsum("nia,ni->a", jacobian_w,
+                                 jnp.einsum("nij,nj->ni", self.inertias, spin_bias)
+                                 + jnp.cross(spins, momentum)))
+        forces = self.generalized_forces(t, q, qdot) - inertial
+        for k, bushing in enumerate(self.elements):
+            load = (bushing.stiffness_diagonal * deflections[k]
+                    + bushing.damping_diagonal * deflection_rates[k])
+            forces = forces - jacobian_y[k].T @ load
+        return solve_mass_matrix(mass, forces)
+
+    def _frame(self, body: int, frame, rotations, origins):
+        r_off, x_off = _offset(frame)
+        if body == GROUND:
+            return r_off, x_off
+        return rotations[body] @ r_off, origins[body] + rotations[body] @ x_off
+
+    def bushing_deflections(self, q) -> Float[Array, "b 6"]:
+        """The relative motion `y` `(6,)` (m, rad) of each bushing's frame 2 in its frame 1
+        at `q` (Christophy et al. 2013 eq 17), shape `(len(elements), 6)`."""
+        rotations, origins = self.body_transforms(q)
+        rows = []
+        for bushing in self.elements:
+            r1, x1 = self._frame(bushing.body1, bushing.frame1, rotations, origins)
+            r2, x2 = self._frame(bushing.body2, bushing.frame2, rotations, origins)
+            rows.append(bushing_deflection(r1, x1, r2, x2))
+        return jnp.stack(rows) if rows else jnp.zeros((0, 6))
+
+    def potential_energy(self, t, q):
+        """Gravity's `-sum m g . x` and the bushings' `1/2 (y - y_0)^T K (y - y_0)` (J)."""
+        rotations, origins = self.body_transforms(q)
+        centres = self._mass_center_positions(rotations, origins)
+        energy = -jnp.sum(self.masses * (centres @ self.gravity))
+        for bushing, y in zip(self.elements, self.bushing_deflections(q)):
+            energy = energy + 0.5 * jnp.sum(bushing.stiffness_diagonal * y ** 2)
+        return energy
+
+    def dissipation_function(self, t, q, qdot):
+        """`sum 1/2 y'^T D y'` over the bushings (W), `y'` the rate of `y` along `qdot`."""
+        if not self.elements:
+            return jnp.zeros(())
+        _, rates = jax.jvp(self.bushing_deflections, (q,), (qdot,))
+        return 0.5 * sum(jnp.sum(bushing.damping_diagonal * rate ** 2)
+                         for bushing, rate in zip(self.elements, rates))
+
+    def generalized_forces(self, t, q, qdot):
+        """No external loads: zeros `(n_dof,)`."""
+        return jnp.zeros_like(q)
+
+    def initial_state(self):
+        """The free coordinates' default values and speeds."""
+        free = jnp.asarray(self.free, dtype=int)
+        return self.default_values[free], self.default_speeds[free]
+
+    @property
+    def observable_names(self) -> tuple[str, ...]:
+        """The free coordinates' names (OpenSim's)."""
+        return tuple(self.coordinate_names[i] for i in self.free)
+
+    @property
+    def observable_units(self) -> tuple[str, ...]:
+        """`"rad"` or `"m"` for each free coordinate."""
+        return tuple(self.coordinate_units[i] for i in self.free)
+
+    def is_excited(self) -> bool:
+        """Gravity, a start speed, or a bushing deflected at the start."""
+        q0, qdot0 = self.initial_state()
+        deflected = bool(jnp.any(self.bushing_deflections(q0) != 0.0))
+        return bool(jnp.any(self.gravity != 0.0) or jnp.any(qdot0 != 0.0) or deflected)

@@ -1,0 +1,161 @@
+"""OpenSim models built with the `opensim` package itself (its own writer makes the .osim
+files spineid reads): the oracles of tests/test_osim_models.py. Every builder returns the path
+of the written file."""
+
+import pathlib
+
+import numpy as np
+
+
+def _vec(osim, values):
+    return osim.Vec3(*map(float, values))
+
+
+def _body(osim, model, name, mass, centre, inertia):
+    body = osim.Body(name, mass, _vec(osim, centre), osim.Inertia(*map(float, inertia)))
+    model.addBody(body)
+    return body
+
+
+def _axis(osim, transform, index, coordinate, function, axis):
+    # (set_function copies the function; setFunction would take it over from Python.)
+    transform_axis = transform.updTransformAxis(index)
+    if coordinate is not None:
+        transform_axis.setCoordinateNames(osim.ArrayStr(coordinate, 1))
+    transform_axis.set_function(function)
+    transform_axis.setAxis(_vec(osim, axis))
+
+
+def _spline(osim, points):
+    spline = osim.SimmSpline()
+    for x, y in points:
+        spline.addPoint(float(x), float(y))
+    return spline
+
+
+def every_joint_model(osim, folder: pathlib.Path, spline_coordinate: str = "c_b"
+                      ) -> pathlib.Path:
+    """Five bodies on a CustomJoint (rotations about z by `c_a`, x by `c_b` and y by a
+    SimmSpline of `spline_coordinate`; translations functions of both), a ball, a pin, a
+    universal and a free joint, with offset frames everywhere, a bushing and gravity: light
+    bodies, for kinematics and acceleration checks. (With `spline_coordinate = "c_a"` one
+    coordinate drives the first and the third rotation.)"""
+    model = osim.Model()
+    model.setName("every_joint")
+    model.setGravity(osim.Vec3(0.0, -9.80665, 0.0))
+    bodies = [
+        _body(osim, model, "b1", 1.2, (0.01, 0.02, -0.03), (0.01, 0.02, 0.03, 0.001, -0.002,
+                                                              0.0015)),
+        _body(osim, model, "b2", 0.8, (0.0, 0.05, 0.01), (0.005, 0.006, 0.007, 0, 0, 0)),
+        _body(osim, model, "b3", 0.5, (0.02, 0.0, 0.0), (0.002, 0.003, 0.004, 0, 0, 0)),
+        _body(osim, model, "b4", 0.4, (0.0, 0.01, 0.0), (0.002, 0.002, 0.002, 0, 0, 0)),
+        _body(osim, model, "b5", 0.3, (0.0, 0.01, 0.01), (0.001, 0.002, 0.002, 0, 0, 0)),
+    ]
+    transform = osim.SpatialTransform()
+    _axis(osim, transform, 0, "c_a", osim.LinearFunction(1.0, 0.0), (0, 0, 1))
+    _axis(osim, transform, 1, "c_b", osim.LinearFunction(1.0, 0.0), (1, 0, 0))
+    _axis(osim, transform, 2, spline_coordinate, _spline(osim, [(-1, -0.3), (-0.5, -0.1), (0, 0),
+                                                     (0.4, 0.2), (1.0, 0.25)]), (0, 1, 0))
+    _axis(osim, transform, 3, "c_a", osim.LinearFunction(0.02, 0.01), (1, 0, 0))
+    _axis(osim, transform, 4, "c_b", osim.PolynomialFunction(osim.Vector([0.01, -0.01, 0.0])),
+          (0, 1, 0))
+    _axis(osim, transform, 5, None, osim.Constant(0.005), (0, 0, 1))
+    model.addJoint(osim.CustomJoint(
+        "j1", model.getGround(), _vec(osim, (0.1, 0.2, 0.0)), _vec(osim, (0.1, -0.2, 0.3)),
+        bodies[0], _vec(osim, (0.0, -0.05, 0.01)), _vec(osim, (0.0, 0.1, 0.0)), transform))
+    model.addJoint(osim.BallJoint("j2", bodies[0], _vec(osim, (0, 0.1, 0)),
+                                  _vec(osim, (0.2, 0, 0)), bodies[1], _vec(osim, (0, -0.03, 0)),
+                                  _vec(osim, (0, 0, 0.1))))
+    model.addJoint(osim.PinJoint("j3", bodies[1], _vec(osim, (0, 0.08, 0)),
+                                 _vec(osim, (0, 0.3, 0)), bodies[2], _vec(osim, (0.01, -0.02, 0)),
+                                 _vec(osim, (0.1, 0, 0))))
+    model.addJoint(osim.UniversalJoint("j4", bodies[2], _vec(osim, (0, 0.05, 0)),
+                                       _vec(osim, (0, 0, 0.2)), bodies[3], _vec(osim, (0, 0, 0)),
+                                       _vec(osim, (0, 0, 0))))
+    model.addJoint(osim.FreeJoint("j5", bodies[3], _vec(osim, (0, 0.05, 0.02)),
+                                  _vec(osim, (0.1, 0.1, 0.0)), bodies[4],
+                                  _vec(osim, (0, -0.01, 0)), _vec(osim, (0, 0.2, 0))))
+    model.addForce(osim.BushingForce(
+        "bush", "/bodyset/b2", "/bodyset/b3", _vec(osim, (10, 20, 30)),
+        _vec(osim, (1000, 2000, 3000)), _vec(osim, (0.1, 0.2, 0.3)), _vec(osim, (1, 2, 3))))
+    model.finalizeConnections()
+    path = folder / f"every_joint_{spline_coordinate}.osim"
+    model.printToXML(str(path))
+    return path
+
+
+def neck_model(osim, folder: pathlib.Path, levels: int = 3, locked: bool = True,
+               coupled: bool = True) -> pathlib.Path:
+    """A small cervical-like chain: `levels` vertebrae of 0.2-0.3 kg on CustomJoints of three
+    rotations (flexion-extension about z, lateral bending about x, axial rotation about y, as
+    OpenSim's neck models name them), each level's bushing between offset frames at the joint
+    centre, gravity along -y, the head's start tilted forward. With `locked`, the top level's
+    axial rotation is locked; with `coupled`, the lowest level's lateral bending follows its
+    flexion through a CoordinateCouplerConstraint (a LinearFunction). Realistic masses,
+    inertias, stiffness and damping: its motion is a damped oscillation, for comparing
+    simulations over a second."""
+    model = osim.Model()
+    model.setName("small_neck")
+    model.setGravity(osim.Vec3(0.0, -9.80665, 0.0))
+    parent = model.getGround()
+    for level in range(levels):
+        name = f"v{level + 1}"
+        mass = 0.3 - 0.03 * level
+        body = _body(osim, model, name, mass, (0.01, 0.008, 0.0),
+                     (4e-4, 6e-4, 5e-4, 2e-5, 0.0, -1e-5))
+        transform = osim.SpatialTransform()
+        prefix = f"{name}_"
+        _axis(osim, transform, 0, prefix + "flexion", osim.LinearFunction(1.0, 0.0), (0, 0, 1))
+        _axis(osim, transform, 1, prefix + "bending", osim.LinearFunction(1.0, 0.0), (1, 0, 0))
+        _axis(osim, transform, 2, prefix + "rotation", osim.LinearFunction(1.0, 0.0),
+              (0, 1, 0))
+        _axis(osim, transform, 3, prefix + "flexion",
+              _spline(osim, [(-0.6, -0.002), (-0.2, -0.0005), (0.0, 0.0), (0.3, 0.0012),
+                             (0.6, 0.0021)]), (1, 0, 0))
+        above = (0.0, 0.02, 0.0) if level else (0.0, 0.05, 0.0)
+        joint = osim.CustomJoint(f"joint_{level + 1}", parent, _vec(osim, above),
+                                 _vec(osim, (0, 0, 0)), body, _vec(osim, (0.0, -0.008, 0.0)),
+                                 _vec(osim, (0, 0, 0)), transform)
+        model.addJoint(joint)
+        bushing = osim.BushingForce(
+            f"bushing_{level + 1}", parent, osim.Transform(_vec(osim, above)), body,
+            osim.Transform(_vec(osim, (0.0, -0.008, 0.0))),
+            _vec(osim, (1e4, 1e4, 1e4)), _vec(osim, (3.0 + level, 2.5, 4.0 - level)),
+            _vec(osim, (10.0, 10.0, 10.0)), _vec(osim, (0.03, 0.02, 0.025)))
+        # (argument order: translational then rotational stiffness, then the dampings)
+        model.addForce(bushing)
+        parent = body
+    model.finalizeConnections()
+    state = model.initSystem()
+    coordinates = model.getCoordinateSet()
+    coordinates.get(f"v{levels}_flexion").setDefaultValue(0.25)
+    coordinates.get("v1_rotation").setDefaultValue(-0.1)
+    if locked:
+        coordinates.get(f"v{levels}_rotation").setDefaultLocked(True)
+    if coupled:
+        coupler = osim.CoordinateCouplerConstraint()
+        coupler.setName("bending_follows_flexion")
+        coupler.setIndependentCoordinateNames(osim.ArrayStr("v1_flexion", 1))
+        coupler.setDependentCoordinateName("v1_bending")
+        function = osim.LinearFunction(0.3, 0.0)
+        coupler.setFunction(function)
+        model.addConstraint(coupler)
+    del state
+    model.finalizeConnections()
+    path = folder / "small_neck.osim"
+    model.printToXML(str(path))
+    return path
+
+
+def coordinates_of(osim, model, state) -> dict:
+    """`{name: value}` of an OpenSim model's coordinates in `state`."""
+    coordinates = model.getCoordinateSet()
+    return {coordinates.get(i).getName(): coordinates.get(i).getValue(state)
+            for i in range(coordinates.getSize())}
+
+
+def transform_of(frame, state):
+    """`(R (3, 3), p (3,))` of an OpenSim frame in ground."""
+    transform = frame.getTransformInGround(state)
+    rotation = np.array([[transform.R().get(i, j) for j in range(3)] for i in range(3)])
+    return rotation, np.array([transform.p().get(i) for i in range(3)])

@@ -1,0 +1,355 @@
+"""OpenSim models read by spineid (`spineid.read_osim`), against OpenSim itself: the models are
+built and written by the `opensim` package (tests/osim_builders.py), and OpenSim's own
+kinematics, accelerations and `Manager` simulation are the oracles."""
+
+import pathlib
+import re
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import spineid
+from spineid.elements._parameters import declared_parameters
+from spineid.kinematics._functions import (
+    Constant, LinearFunction, MultiplierFunction, NaturalCubicSpline, PiecewiseLinearFunction,
+    PolynomialFunction, SimmSpline,
+)
+from spineid.kinematics._rotations import axial
+
+from osim_builders import every_joint_model, neck_model, transform_of
+
+osim = pytest.importorskip(
+    "opensim", reason="the opensim package (PyPI `opensim`) is not installed here")
+pytestmark = pytest.mark.xdist_group("opensim")  # one process at a time runs OpenSim
+
+POINTS = np.array([[-1.0, -0.3], [-0.5, -0.1], [0.0, 0.0], [0.4, 0.2], [1.0, 0.25],
+                   [1.3, 0.1]])
+
+
+def _opensim_value(function, x):
+    return function.calcValue(osim.Vector(1, float(x)))
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 6])
+@pytest.mark.parametrize("kind", ["SimmSpline", "PiecewiseLinearFunction"])
+def test_tabulated_functions_equal_opensims_inside_and_outside_their_points(kind, n):
+    ours = {"SimmSpline": SimmSpline,
+            "PiecewiseLinearFunction": PiecewiseLinearFunction}[kind](
+        jnp.asarray(POINTS[:n, 0]), jnp.asarray(POINTS[:n, 1]))
+    theirs = getattr(osim, kind)()
+    for x, y in POINTS[:n]:
+        theirs.addPoint(float(x), float(y))
+    for x in np.linspace(-1.6, 1.9, 41):
+        assert float(ours(x)) == pytest.approx(_opensim_value(theirs, x), abs=1e-14)
+
+
+def test_closed_form_functions_equal_opensims():
+    cases = [(PolynomialFunction(jnp.array([0.5, -2.0, 3.0, 1.0])),
+              osim.PolynomialFunction(osim.Vector([0.5, -2.0, 3.0, 1.0]))),
+             (LinearFunction(jnp.asarray(1.7), jnp.asarray(-0.2)), osim.LinearFunction(1.7, -0.2)),
+             (Constant(jnp.asarray(0.3)), osim.Constant(0.3))]
+    for ours, theirs in cases:
+        for x in (-1.3, 0.0, 0.7):
+            assert float(ours(x)) == pytest.approx(_opensim_value(theirs, x), abs=1e-13)
+    scaled = MultiplierFunction(PolynomialFunction(jnp.array([1.0, 2.0])), jnp.asarray(0.5))
+    assert float(scaled(3.0)) == pytest.approx(2.5)
+
+
+def test_natural_cubic_spline_meets_its_definition():
+    # (OpenSim's Python package does not expose NaturalCubicSpline: its definition is the
+    # oracle: through the points, twice continuously differentiable, zero curvature at the
+    # ends, linear outside.)
+    spline = NaturalCubicSpline(jnp.asarray(POINTS[:, 0]), jnp.asarray(POINTS[:, 1]))
+    second = jax.grad(jax.grad(spline))
+    for x, y in POINTS:
+        assert float(spline(x)) == pytest.approx(y, abs=1e-14)
+    for x in POINTS[1:-1, 0]:
+        assert float(second(x - 1e-9)) == pytest.approx(float(second(x + 1e-9)), abs=1e-6)
+    assert float(second(POINTS[0, 0] + 1e-12)) == pytest.approx(0.0, abs=1e-9)
+    assert float(second(POINTS[-1, 0] - 1e-12)) == pytest.approx(0.0, abs=1e-9)
+    assert float(second(-3.0)) == 0.0
+
+
+_accelerations = eqx.filter_jit(lambda model, q, qdot: model.accelerations(0.0, q, qdot))
+
+
+def _set_state(model, state, ours, q, qdot):
+    # OpenSim's coordinates and speeds (a ball or free joint's speeds are an angular velocity).
+    coordinates = model.getCoordinateSet()
+    values = np.asarray(ours.coordinates(jnp.asarray(q)))
+    speeds = np.asarray(ours.opensim_speeds(jnp.asarray(q), jnp.asarray(qdot)))
+    for i, name in enumerate(ours.coordinate_names):
+        coordinates.get(name).setValue(state, float(values[i]), False)
+        coordinates.get(name).setSpeedValue(state, float(speeds[i]))
+
+
+@pytest.fixture(scope="module")
+def every_joint(tmp_path_factory):
+    return every_joint_model(osim, tmp_path_factory.mktemp("every_joint"))
+
+
+@pytest.fixture(scope="module")
+def repeated_coordinate(tmp_path_factory):
+    return every_joint_model(osim, tmp_path_factory.mktemp("repeated"), "c_a")
+
+
+@pytest.fixture(scope="module")
+def small_neck(tmp_path_factory):
+    return neck_model(osim, tmp_path_factory.mktemp("neck"), levels=2)
+
+
+@pytest.mark.parametrize("which", ["every_joint", "small_neck"])
+def test_body_transforms_equal_opensims_at_random_coordinates(which, request):
+    path = request.getfixturevalue(which)
+    ours = spineid.read_osim(path)
+    model = osim.Model(str(path))
+    state = model.initSystem()
+    rng = np.random.default_rng(3)
+    for _ in range(4):
+        q = rng.uniform(-0.7, 0.7, ours.n_dof)
+        _set_state(model, state, ours, q, np.zeros_like(q))
+        model.realizePosition(state)
+        rotations, origins = ours.body_transforms(jnp.asarray(q))
+        for b, name in enumerate(ours.body_names):
+            rotation, origin = transform_of(model.getBodySet().get(name), state)
+            np.testing.assert_allclose(np.asarray(rotations[b]), rotation, atol=1e-12)
+            np.testing.assert_allclose(np.asarray(origins[b]), origin, atol=1e-12)
+
+
+def _spatial_accelerations(ours, q, qdot, qddot):
+    # Each body's angular acceleration and its origin's acceleration, ground axes.
+    def rates(x, v):
+        (rotations, _), (rotation_rates, origin_rates) = jax.jvp(ours.body_transforms, (x,),
+                                                                 (v,))
+        spins = jax.vmap(lambda r, dr: axial(dr @ r.T))(rotations, rotation_rates)
+        return spins, origin_rates
+
+    return jax.jvp(rates, (q, qdot), (qdot, qddot))[1]
+
+
+def test_accelerations_equal_opensims_at_random_states(every_joint):
+    ours = spineid.read_osim(every_joint)
+    model = osim.Model(str(every_joint))
+    state = model.initSystem()
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        q = jnp.asarray(rng.uniform(-0.5, 0.5, ours.n_dof))
+        qdot = jnp.asarray(rng.uniform(-2.0, 2.0, ours.n_dof))
+        qddot = _accelerations(ours, q, qdot)
+        _set_state(model, state, ours, q, qdot)
+        model.realizeAcceleration(state)
+        spins, linear = _spatial_accelerations(ours, q, qdot, qddot)
+        scale = float(jnp.max(jnp.abs(linear)))
+        for b, name in enumerate(ours.body_names):
+            theirs = model.getBodySet().get(name).getAccelerationInGround(state)
+            angular = np.array([theirs.get(0).get(i) for i in range(3)])
+            origin = np.array([theirs.get(1).get(i) for i in range(3)])
+            np.testing.assert_allclose(np.asarray(spins[b]), angular,
+                                       atol=1e-11 * float(jnp.max(jnp.abs(spins))))
+            np.testing.assert_allclose(np.asarray(linear[b]), origin, atol=1e-11 * scale)
+
+
+def _opensim_velocities(model, state, ours, q, qdot):
+    _set_state(model, state, ours, q, qdot)
+    model.realizeVelocity(state)
+    rows = []
+    for name in ours.body_names:
+        velocity = model.getBodySet().get(name).getVelocityInGround(state)
+        rows.append([velocity.get(k).get(i) for k in range(2) for i in range(3)])
+    return np.array(rows)
+
+
+def test_velocity_terms_are_the_derivative_of_opensims_own_velocities(repeated_coordinate):
+    # One coordinate drives the first and the third rotation of the CustomJoint. There
+    # OpenSim's accelerations are not those of its own kinematics (measured: 0.66 m/s^2 off
+    # in 2718, with speeds; exact at rest; energy not conserved without damping), while the
+    # bodies' velocities agree to 1e-16. The oracle is then OpenSim's velocities themselves:
+    # the bodies' accelerations at qddot = 0 are the derivative of their velocities along
+    # the motion, here by central differences of OpenSim's.
+    ours = spineid.read_osim(repeated_coordinate)
+    model = osim.Model(str(repeated_coordinate))
+    state = model.initSystem()
+    rng = np.random.default_rng(2)
+    q = rng.uniform(-0.5, 0.5, ours.n_dof)
+    qdot = np.zeros(ours.n_dof)
+    qdot[[0, 1]] = [1.3, -0.7]  # the CustomJoint's coordinates, whose speeds are their rates
+    h = 1e-5
+    central = (_opensim_velocities(model, state, ours, q + h * qdot, qdot)
+               - _opensim_velocities(model, state, ours, q - h * qdot, qdot)) / (2 * h)
+    spins, linear = _spatial_accelerations(ours, jnp.asarray(q), jnp.asarray(qdot),
+                                           jnp.zeros(ours.n_dof))
+    np.testing.assert_allclose(np.concatenate([spins, linear], axis=1), central, atol=1e-8)
+    # and, without damping, the equations keep the energy: d(T + U)/dt = 0 at any state
+    undamped = _undamped(ours)
+    q, qdot = jnp.asarray(q), jnp.asarray(qdot)
+    qddot = _accelerations(undamped, q, qdot)
+    _, power = jax.jvp(lambda x, v: spineid.mechanical_energy(undamped, 0.0, x, v), (q, qdot),
+                       (qdot, qddot))
+    kinetic = float(undamped.kinetic_energy(0.0, q, qdot))
+    assert abs(float(power)) < 1e-10 * kinetic * float(jnp.max(jnp.abs(qdot)))
+
+
+def _undamped(model):
+    parameters = [p for p in declared_parameters(model) if "damping" in p.group]
+    return spineid.apply_values(model, parameters, jnp.zeros(len(parameters)))
+
+
+def test_lagrange_and_newton_euler_forms_agree(every_joint):
+    ours = spineid.read_osim(every_joint)
+    rng = np.random.default_rng(9)
+    q = jnp.asarray(rng.uniform(-0.5, 0.5, ours.n_dof))
+    qdot = jnp.asarray(rng.uniform(-2.0, 2.0, ours.n_dof))
+    lagrange = eqx.filter_jit(spineid.generalized_accelerations)(ours, 0.0, q, qdot)
+    np.testing.assert_allclose(np.asarray(_accelerations(ours, q, qdot)),
+                               np.asarray(lagrange), rtol=1e-9,
+                               atol=1e-10 * float(jnp.max(jnp.abs(lagrange))))
+
+
+def test_simulation_equals_opensims_manager_over_a_second(small_neck):
+    ours = spineid.read_osim(small_neck)
+    model = osim.Model(str(small_neck))
+    state = model.initSystem()
+    manager = osim.Manager(model)
+    manager.setIntegratorAccuracy(1e-10)
+    state.setTime(0.0)
+    manager.initialize(state)
+    times = [0.25, 0.5, 1.0]
+    theirs = []
+    for t in times:
+        state = manager.integrate(t)
+        coordinates = model.getCoordinateSet()
+        theirs.append([coordinates.get(ours.coordinate_names[i]).getValue(state)
+                       for i in ours.free])
+    simulation = spineid.simulate(ours, jnp.asarray([0.0] + times), rtol=1e-10, atol=1e-10)
+    swing = float(jnp.max(jnp.abs(simulation.q - simulation.q[0])))
+    assert swing > 0.05  # the head moves (the comparison is not of two rests)
+    np.testing.assert_allclose(np.asarray(simulation.q[1:]), np.array(theirs), atol=1e-6)
+
+
+def test_the_file_decides_coordinates_locks_couplers_and_names(small_neck):
+    ours = spineid.read_osim(small_neck)
+    assert ours.coordinate_names == ("v1_flexion", "v1_bending", "v1_rotation", "v2_flexion",
+                                     "v2_bending", "v2_rotation")
+    # v1_bending follows v1_flexion (coupler), v2_rotation is locked
+    assert ours.observable_names == ("v1_flexion", "v1_rotation", "v2_flexion", "v2_bending")
+    # (flexion drives a rotation with slope 1 and a translation through a spline: rotational)
+    assert ours.observable_units == ("rad",) * 4
+    q0, _ = ours.initial_state()
+    assert np.asarray(q0).tolist() == [0.0, -0.1, 0.25, 0.0]
+    values = ours.coordinates(jnp.asarray([0.2, 0.0, 0.0, 0.0]))
+    assert float(values[1]) == pytest.approx(0.3 * 0.2)
+    names = [p.name for p in declared_parameters(ours)]
+    assert "bushing_2.rotational_damping[2]" in names
+    groups = {p.group for p in declared_parameters(ours)}
+    assert groups == {"bushings.rotational_stiffness", "bushings.translational_stiffness",
+                      "bushings.rotational_damping", "bushings.translational_damping"}
+
+
+def test_gradients_reach_the_bushings_of_the_file(small_neck):
+    ours = spineid.read_osim(small_neck)
+    parameters = [p for p in declared_parameters(ours)
+                  if p.name == "bushing_1.rotational_stiffness[2]"]
+    q = jnp.asarray([0.2, -0.1, 0.3, 0.05])
+    qdot = jnp.asarray([0.5, 0.2, -0.4, 0.1])
+
+    @jax.jit
+    def flexion_acceleration(value):
+        model = spineid.apply_values(ours, parameters, jnp.atleast_1d(value))
+        return model.accelerations(0.0, q, qdot)[0]
+
+    k = float(parameters[0].value(ours))
+    gradient = float(jax.grad(flexion_acceleration)(k))
+    step = 1e-3 * k
+    central = (float(flexion_acceleration(k + step))
+               - float(flexion_acceleration(k - step))) / (2 * step)
+    assert gradient == pytest.approx(central, rel=1e-7)
+    assert abs(gradient) > 1e-3
+
+
+def _edited(path: pathlib.Path, old: str, new: str, tmp_path, count: int = 1):
+    text = path.read_text()
+    assert old in text
+    edited = tmp_path / "edited.osim"
+    edited.write_text(text.replace(old, new, count))
+    return edited
+
+
+def test_old_and_foreign_files_are_refused_in_one_sentence(tmp_path, small_neck):
+    not_xml = tmp_path / "notes.osim"
+    not_xml.write_text("this is not a model")
+    with pytest.raises(ValueError, match="is not an OpenSim model"):
+        spineid.read_osim(not_xml)
+    other = tmp_path / "other.osim"
+    other.write_text("<?xml version='1.0'?><mujoco model='x'/>")
+    with pytest.raises(ValueError, match=r"root element is <mujoco>"):
+        spineid.read_osim(other)
+    ellipsoid = _edited(small_neck, '<CustomJoint name="joint_2">',
+                        '<EllipsoidJoint name="joint_2">', tmp_path)
+    text = ellipsoid.read_text()
+    index = text.index('<EllipsoidJoint name="joint_2">')
+    close = text.index("</CustomJoint>", index)
+    ellipsoid.write_text(text[:close] + "</EllipsoidJoint>" + text[close + 14:])
+    with pytest.raises(ValueError, match=r"/jointset/joint_2: joint EllipsoidJoint is not "
+                                         r"supported; supported are .*CustomJoint"):
+        spineid.read_osim(ellipsoid)
+
+
+def test_unsupported_functions_and_constraints_are_named(tmp_path, small_neck):
+    text = small_neck.read_text()
+    spline = re.search(r'<SimmSpline name="function">.*?</SimmSpline>', text, re.S).group(0)
+    step = tmp_path / "step.osim"
+    step.write_text(text.replace(spline, '<StepFunction name="function"><transition_start_time>'
+                                         '0</transition_start_time></StepFunction>', 1))
+    with pytest.raises(ValueError, match=r"/jointset/joint_1/translation1: function "
+                                         r"StepFunction is not supported; supported are"):
+        spineid.read_osim(step)
+    weld = tmp_path / "weld.osim"
+    weld.write_text(text.replace("<CoordinateCouplerConstraint", "<WeldConstraint").replace(
+        "</CoordinateCouplerConstraint>", "</WeldConstraint>"))
+    with pytest.raises(ValueError, match=r"constraint WeldConstraint is not supported"):
+        spineid.read_osim(weld)
+
+
+def test_other_forces_are_dropped_with_one_warning_naming_them(tmp_path, small_neck):
+    text = small_neck.read_text()
+    limit = ('<CoordinateLimitForce name="flexion_limit"><coordinate>v1_flexion</coordinate>'
+             '<upper_stiffness>10</upper_stiffness><upper_limit>30</upper_limit>'
+             '<lower_stiffness>10</lower_stiffness><lower_limit>-30</lower_limit>'
+             '<damping>0.1</damping><transition>5</transition></CoordinateLimitForce>')
+    edited = tmp_path / "limited.osim"
+    edited.write_text(text.replace("<BushingForce name=\"bushing_1\">",
+                                   limit + "<BushingForce name=\"bushing_1\">", 1))
+    assert osim.Model(str(edited)).getForceSet().getSize() == 3  # OpenSim reads it too
+    with pytest.warns(UserWarning, match=r"forces dropped .*flexion_limit "
+                                         r"\(CoordinateLimitForce\)") as caught:
+        ours = spineid.read_osim(edited)
+    assert len(caught) == 1
+    assert [b.label for b in ours.elements] == ["bushing_1", "bushing_2"]
+
+
+def test_natural_splines_and_multipliers_in_a_file_move_the_bodies_as_in_opensim(
+        tmp_path, small_neck):
+    text = small_neck.read_text()
+    spline = re.search(r'<SimmSpline name="function">(.*?)</SimmSpline>', text, re.S)
+    natural = f'<NaturalCubicSpline name="function">{spline.group(1)}</NaturalCubicSpline>'
+    multiplied = ('<MultiplierFunction name="function"><function><SimmSpline>'
+                  f'{spline.group(1)}</SimmSpline></function><scale>1.7</scale>'
+                  '</MultiplierFunction>')
+    edited = tmp_path / "functions.osim"
+    first = text.index(spline.group(0))
+    second = text.index(spline.group(0), first + 1)
+    edited.write_text(text[:first] + natural + text[first + len(spline.group(0)):second]
+                      + multiplied + text[second + len(spline.group(0)):])
+    ours = spineid.read_osim(edited)
+    model = osim.Model(str(edited))
+    state = model.initSystem()
+    q = np.array([0.3, -0.2, 0.45, 0.1])
+    _set_state(model, state, ours, q, np.zeros_like(q))
+    model.realizePosition(state)
+    rotations, origins = ours.body_transforms(jnp.asarray(q))
+    for b, name in enumerate(ours.body_names):
+        _, origin = transform_of(model.getBodySet().get(name), state)
+        np.testing.assert_allclose(np.asarray(origins[b]), origin, atol=1e-12)
