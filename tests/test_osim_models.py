@@ -2,6 +2,7 @@
 built and written by the `opensim` package (tests/osim_builders.py), and OpenSim's own
 kinematics, accelerations and `Manager` simulation are the oracles."""
 
+import json
 import pathlib
 import re
 
@@ -353,3 +354,33 @@ def test_natural_splines_and_multipliers_in_a_file_move_the_bodies_as_in_opensim
     for b, name in enumerate(ours.body_names):
         _, origin = transform_of(model.getBodySet().get(name), state)
         np.testing.assert_allclose(np.asarray(origins[b]), origin, atol=1e-12)
+
+
+def test_a_lab_fits_its_bushings_from_opensim_motion_and_opensim_runs_the_result(tmp_path):
+    from osim_builders import opensim_motion
+    from spineid.cli import main
+    truth = neck_model(osim, tmp_path, levels=1, locked=False)
+    times = np.linspace(0.0, 0.6, 61)
+    clean = opensim_motion(osim, truth, times, tmp_path / "motion.sto", noise=2e-4, seed=4)
+    # the lab's start: its model with stiffness 40 % off
+    start = tmp_path / "start.toml"
+    start.write_text(f'kind = "opensim"\nfile = "{truth.name}"\n\n[bushing_1]\n'
+                     'rotational_stiffness = [4.2, 1.5, 5.6]\n')
+    out = tmp_path / "fit"
+    status = main(["fit", str(start), str(tmp_path / "motion.sto"), "--free",
+                   "bushings.rotational_stiffness", "--noise-model", "white", "--out", str(out)])
+    assert status == 0
+    entries = {entry["name"]: entry
+               for entry in json.loads((out / "report.json").read_text())["parameters"]}
+    true = {"bushing_1.rotational_stiffness[0]": 3.0, "bushing_1.rotational_stiffness[1]": 2.5,
+            "bushing_1.rotational_stiffness[2]": 4.0}
+    for name, value in true.items():
+        entry = entries[name]
+        if entry["identifiable"]:
+            assert abs(entry["value"] - value) < 3 * entry["stderr"], entry
+    assert sum(entry["identifiable"] for entry in entries.values()) >= 2
+    # OpenSim runs the written model and it reproduces the data within the noise
+    fitted = out / "fitted.osim"
+    refit = opensim_motion(osim, fitted, times, tmp_path / "again.sto")
+    for name, values_ in clean.items():
+        assert np.max(np.abs(refit[name] - values_)) < 5e-4

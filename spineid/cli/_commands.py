@@ -59,6 +59,7 @@ from ._outputs import (
     refuse_non_finite,
     refuse_unphysical,
     write_fit_outputs,
+    write_motion,
     write_json,
     write_profile_outputs,
     write_recovery_outputs,
@@ -102,14 +103,14 @@ def _loads_files(model_path: pathlib.Path) -> list[pathlib.Path]:
 
 
 def command_simulate(arguments) -> int:
-    """`spineid simulate MODEL [--out CSV]`: simulate a model file, write its trajectory."""
+    """`spineid simulate MODEL [--out CSV|STO]`: simulate a model file, write its motion."""
     path = pathlib.Path(arguments.model)
     out = output_file(arguments.out or f"{path.stem}_trajectory.csv",  # before the work
                       arguments.overwrite, inputs=(path, *_loads_files(path)))
     model, ts, poses, solution, seconds, _ = _simulate_file(
         path, windows=10, progress=_integration_progress, time_warm=False)
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_trajectory(out, ts, poses, model.observable_names)
+    write_motion(out, ts, poses, model, solution)
     print(
         f"simulated {path} over {ts[-1]:g} s ({len(ts)} samples, {int(solution.n_steps)} "
         f"solver steps, {seconds:.2f} s) -> {out}"

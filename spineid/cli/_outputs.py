@@ -24,7 +24,9 @@ except ImportError:
 
 from .. import __version__
 from ..elements import apply_values
-from ..io import export_model, write_model_file, write_text_atomically
+from ..io import (
+    export_model, write_model_file, write_storage, write_text_atomically, write_trajectory,
+)
 from ..io._exports import EXPORT_FORMATS
 from ..io._measurements import looks_like_ms
 from ..io._toml import LARGEST_NUMBER
@@ -488,3 +490,15 @@ def write_recovery_outputs(result, problem, out: OutputFolder, plots: bool = Tru
                   figures.plot_fit(result, channels, out / "fit.png"),
                   figures.plot_residuals(result, channels, out / "residuals.png")]
     return paths
+
+
+def write_motion(out: pathlib.Path, ts, observed, model, solution) -> None:
+    """Write a simulated motion: an OpenSim storage file (`.sto`, `.mot`: the model's
+    `storage_columns`, for a model read from OpenSim its states' labels, rad, m and their
+    rates) or a CSV of the observed channels `(k, c)` by the model's `observable_names`."""
+    if out.suffix.lower() in (".sto", ".mot"):
+        columns = model.storage_columns(solution.q, solution.qdot)
+        write_storage(out, ts, {label: np.asarray(v) for label, v in columns.items()},
+                      name=out.stem)
+    else:
+        write_trajectory(out, ts, observed, model.observable_names)

@@ -220,6 +220,12 @@ def read_quantities(path, wanted: Mapping[str, str | tuple[str, ...]], *,
     else:  # (the columns read checked as numbers, the others kept as text)
         present = read_table(path, optional=sorted(set(source.values())), others="text",
                              min_rows=min_rows, missing=sorted(gaps))
+    if storage:  # (a coordinate's column in OpenSim's states files: `/jointset/J/C/value`)
+        for name, column in source.items():
+            if name not in columns and column not in present:
+                states = [label for label in present if label.endswith(f"/{name}/value")]
+                if len(states) == 1:
+                    source[name] = states[0]
     for name in optional:  # (one whose column was named must be there)
         if name not in columns and source[name] not in present:
             del source[name]

@@ -5,8 +5,8 @@ A model kind is a reader registered under the `kind` name of its files: it takes
 document, a `DocumentChecker` (errors naming the file and the key) and the file's folder, and
 returns the model and its parameter declarations (`Parameter`s named by their path in the
 document, so that fitted values can be written back). The built-in kinds are
-`planar_pair`, `pinned_pair`, `spatial_pair`, `spatial_chain` and `head_neck`
-(docs/formats/model-files.md);
+`planar_pair`, `pinned_pair`, `spatial_pair`, `spatial_chain`, `head_neck`
+(docs/formats/model-files.md) and `opensim` (docs/formats/opensim.md);
 `register_model_kind` adds another without editing anything else.
 """
 
@@ -23,6 +23,7 @@ from ..elements._parameters import Parameter
 from ..models._mechanics import AbstractLagrangianSystem
 from ._atomic import write_text_atomically
 from ._kinds._head_neck import read_head_neck
+from ._kinds._opensim import opensim_document, read_opensim
 from ._kinds._pinned_pair import read_pinned_pair
 from ._kinds._planar_pair import read_planar_pair
 from ._kinds._spatial_chain import read_spatial_chain
@@ -38,7 +39,8 @@ ModelReader = Callable[
 parsed TOML (`kind` already checked), `check` a `DocumentChecker` whose errors name the file
 and key, `folder` where relative paths in the file point. The parameters are named by their path
 in the document (`springs[3].stiffness`), so that `write_model_file` can write fitted values
-back."""
+back. A reader whose document names another file holding values (`kind = "opensim"`) may return
+a third item, the document completed with those values, which the `ModelFile` keeps."""
 
 _READERS: dict[str, ModelReader] = {
     "planar_pair": read_planar_pair,
@@ -46,6 +48,7 @@ _READERS: dict[str, ModelReader] = {
     "spatial_pair": read_spatial_pair,
     "spatial_chain": read_spatial_chain,
     "head_neck": read_head_neck,
+    "opensim": read_opensim,
 }
 
 
@@ -136,8 +139,12 @@ class ModelFile:
         kind = check.choice(document, "kind", "kind", tuple(_READERS))
         folder = pathlib.Path(".") if folder is None else pathlib.Path(folder)
         # (`[priors]` belongs to every kind: checked here, not by the kind's reader.)
-        model, parameters = _READERS[kind](
+        # (A reader may return the document it completed: values the file it names holds.)
+        model, parameters, *completed = _READERS[kind](
             {k: v for k, v in document.items() if k != "priors"}, check, folder)
+        if completed:
+            document = {**completed[0], **({"priors": document["priors"]}
+                                           if "priors" in document else {})}
         if "priors" in document:
             check_priors_table(document["priors"], [p.name for p in parameters], check)
         return cls(model, tuple(parameters), copy.deepcopy(document), source, folder)
@@ -172,6 +179,9 @@ class ModelFile:
 def load_model_file(path: str | pathlib.Path) -> ModelFile:
     """Read and validate a model file (docs/formats/model-files.md); see `ModelFile`."""
     path = pathlib.Path(path)
+    if path.suffix.lower() == ".osim":  # an OpenSim model as it is (`kind = "opensim"`)
+        return ModelFile.from_document(opensim_document(path), source=str(path),
+                                       folder=path.parent)
     return ModelFile.from_document(read_toml(path), source=str(path), folder=path.parent)
 
 
@@ -208,6 +218,9 @@ def write_model_file(
     document = copy.deepcopy(model_file.document if document is None else document)
     for name, value in values.items():
         set_in_document(document, name, value)
+    if document.get("kind") == "opensim" and isinstance(document.get("file"), str):
+        target = (model_file.folder / document["file"]).resolve()
+        document["file"] = os.path.relpath(target, path.parent.resolve())
     for load in document.get("loads", []):
         if "loads_file" in load:
             target = (model_file.folder / load["loads_file"]).resolve()

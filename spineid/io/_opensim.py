@@ -19,8 +19,10 @@ import numpy as np
 
 from ..elements._bushings import Bushing
 from ..kinematics._rotations import euler123_angles, euler123_rotation
+from ..models._multibody import MultibodyTree
 from ..models._spatial_pair import SpatialPair
 from ._atomic import write_text_atomically
+from ._osim import write_osim_values
 
 _OPENSIM_VARIABLES = ("delta_x", "delta_y", "delta_z", "theta_x", "theta_y", "theta_z")
 
@@ -131,9 +133,13 @@ def opensim_model_xml(model: SpatialPair, name: str = "spineid_export") -> str:
     )
 
 
-def write_opensim_model(model: SpatialPair, path: str | pathlib.Path,
+def write_opensim_model(model: SpatialPair | MultibodyTree, path: str | pathlib.Path,
                         name: str = "spineid_export") -> pathlib.Path:
-    """Write `opensim_model_xml(model)` to `path` (.osim) and return the path."""
+    """Write `opensim_model_xml(model)` to `path` (.osim) and return the path; a
+    `MultibodyTree` read from an OpenSim file is written as that file with its bushings'
+    current values (`write_osim_values`)."""
+    if isinstance(model, MultibodyTree):
+        return write_osim_values(model, path)
     path = pathlib.Path(path)
     write_text_atomically(path, opensim_model_xml(model, name))
     return path

@@ -13,6 +13,7 @@ upgraded by OpenSim's own reader when the `opensim` package is installed.
 """
 
 import pathlib
+import re
 import tempfile
 import warnings
 import xml.etree.ElementTree as ElementTree
@@ -25,7 +26,7 @@ from ..kinematics._functions import SUPPORTED_FUNCTIONS, LinearFunction, coordin
 from ..models._multibody import (
     GROUND, CoordinateCoupler, coordinate_rates, MultibodyTree, TransformAxis, TreeBushing, TreeJoint,
 )
-from ._atomic import readable_file
+from ._atomic import readable_file, write_text_atomically
 
 _X, _Y, _Z = (1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)
 # The fixed spatial transforms of OpenSim's joints: (kind, axis) per coordinate, in order.
@@ -42,6 +43,9 @@ _JOINT_AXES = {
 }
 SUPPORTED_JOINTS = tuple(sorted(_JOINT_AXES)) + ("CustomJoint",)
 """OpenSim joint classes `read_osim` reads."""
+BUSHING_PROPERTIES = ("rotational_stiffness", "translational_stiffness", "rotational_damping",
+                      "translational_damping")
+"""A `BushingForce`'s properties spineid reads, identifies and writes back (3 numbers each)."""
 _AXIS_NAMES = ("rotation1", "rotation2", "rotation3",
                "translation1", "translation2", "translation3")
 
@@ -242,8 +246,11 @@ def read_osim(path) -> MultibodyTree:
     if not bodies:
         reader.fail("has no bodies (an empty <BodySet>)")
     names, units, defaults, speeds, locked = [], [], [], [], []
+    elements = list(model.iterfind("JointSet/objects/*"))
     joints = [_joint(reader, element, bodies, names, units, defaults, speeds, locked)
-              for element in model.iterfind("JointSet/objects/*")]
+              for element in elements]
+    paths = tuple(f"{reader.paths[element]}/{coordinate.get('name')}" for element in elements
+                  for coordinate in element.findall("coordinates/Coordinate"))
     couplers = _couplers(reader, model, names)
     dependent = {coupler.dependent for coupler in couplers}
     free = tuple(i for i in range(len(names)) if not locked[i] and i not in dependent)
@@ -259,7 +266,7 @@ def read_osim(path) -> MultibodyTree:
         coordinate_names=tuple(names), coordinate_units=tuple(units),
         default_values=floats(defaults), default_speeds=floats(speeds), free=free,
         couplers=tuple(couplers), elements=tuple(_forces(reader, model, bodies)),
-        gravity=floats(gravity))
+        gravity=floats(gravity), coordinate_paths=paths, source=str(path))
 
 
 def _ordered(reader, joints, body_names):
@@ -400,6 +407,12 @@ def _couplers(reader, model, names):
     return couplers
 
 
+def parameter_label(name: str) -> str:
+    """A component's name as it stands in parameter names and TOML keys: unchanged where it
+    is a name (letters, digits, `_`), other characters replaced by `_` (OpenSim allows `-`)."""
+    return name if name.isidentifier() else re.sub(r"\W", "_", name)
+
+
 def _forces(reader, model, bodies):
     bushings, dropped = [], []
     for element in model.iterfind("ForceSet/objects/*"):
@@ -414,13 +427,66 @@ def _forces(reader, model, bodies):
             frame_path = reader.resolve(where, _text(element, socket), f"{where}: {socket}")
             frames.append(reader.frame(frame_path, bodies, f"{where}: {socket}"))
         vectors = {tag: _numbers(reader, element, tag, 3, where, default=np.zeros(3))
-                   for tag in ("rotational_stiffness", "translational_stiffness",
-                               "rotational_damping", "translational_damping")}
+                   for tag in BUSHING_PROPERTIES}
+        for tag, vector in vectors.items():
+            if np.any(vector < 0):
+                reader.fail(f"{where}: <{tag}> = {list(vector)}: a bushing's stiffness and "
+                            "damping are >= 0")
         bushings.append(TreeBushing(
-            element.get("name"), frames[0][0], frames[1][0],
+            parameter_label(element.get("name")), frames[0][0], frames[1][0],
             tuple(floats(a) for a in frames[0][1]), tuple(floats(a) for a in frames[1][1]),
             **{tag: floats(value) for tag, value in vectors.items()}))
     if dropped:
         warnings.warn(f"{reader.path}: forces dropped (spineid identifies the passive model: "
                       f"bushings, joints, gravity): {', '.join(dropped)}", stacklevel=3)
     return bushings
+
+
+def write_osim_values(model: MultibodyTree, path) -> pathlib.Path:
+    """Write the OpenSim file `model` was read from (`model.source`) to `path` with its
+    bushings' properties set to the model's values: each number that changed is replaced in
+    place (full float64 precision), every other byte of the file is kept. Returns the path;
+    a model not read from a file, or a file changed since, raises `ValueError`."""
+    if not model.source:
+        raise ValueError("this MultibodyTree was not read from an OpenSim file: nothing to "
+                         "write its values into")
+    source = pathlib.Path(model.source)
+    try:
+        text = source.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ValueError(f"{source}: cannot read the model file to write its values into "
+                         f"({error.strerror})") from None
+    pieces, end = [], 0
+    bushings = {bushing.label: bushing for bushing in model.elements}
+    for block in re.finditer(r'<BushingForce\s+name="([^"]*)"\s*>(.*?)</BushingForce>', text,
+                             re.S):
+        bushing = bushings.pop(parameter_label(block.group(1)), None)
+        if bushing is None:
+            continue
+        pieces.append(text[end:block.start(2)])
+        pieces.append(_with_values(source, block.group(1), block.group(2), bushing))
+        end = block.end(2)
+    if bushings:
+        raise ValueError(f"{source}: no BushingForce {sorted(bushings)} in the file (changed "
+                         "since it was read?)")
+    write_text_atomically(pathlib.Path(path), "".join(pieces) + text[end:])
+    return pathlib.Path(path)
+
+
+def _with_values(source, name, body: str, bushing) -> str:
+    # The body of one BushingForce with each property's changed numbers replaced.
+    for prop in BUSHING_PROPERTIES:
+        values = np.asarray(getattr(bushing, prop), dtype=float)
+        found = re.search(rf"<{prop}>([^<]*)</{prop}>", body)
+        if found is None:  # (absent: OpenSim's default, zeros)
+            if np.any(values != 0.0):
+                raise ValueError(f"{source}: BushingForce {name!r} has no <{prop}> to write "
+                                 "its value into")
+            continue
+        tokens = re.split(r"(\s+)", found.group(1))
+        numbers = [k for k, token in enumerate(tokens) if token and not token.isspace()]
+        for k, value in zip(numbers, values):
+            if float(tokens[k]) != float(value):
+                tokens[k] = repr(float(value))
+        body = body[:found.start(1)] + "".join(tokens) + body[found.end(1):]
+    return body

@@ -64,6 +64,14 @@ class AbstractLagrangianSystem(eqx.Module):
         (the default). Fits use them for plausible noise levels, plots for display."""
         return ("",) * len(self.observable_names)
 
+    def storage_columns(self, q, qdot) -> dict:
+        """The columns of an OpenSim storage file (`.sto`) of a motion: label -> values `(k,)`
+        for coordinates `q` and velocities `qdot` `(k, n_dof)`. Default: the channels of
+        `observe` by their `observable_names`; a model read from OpenSim gives its states'
+        own labels (`/jointset/J/C/value`, `/jointset/J/C/speed`)."""
+        values = jax.vmap(self.observe)(q)
+        return {name: values[:, i] for i, name in enumerate(self.observable_names)}
+
     def parameter_fields(self) -> tuple:
         """Fields of the model itself (not of its elements) that hold parameters
         (`spineid.ParameterField`s); none by default."""

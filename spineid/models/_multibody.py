@@ -182,7 +182,9 @@ class MultibodyTree(AbstractLagrangianSystem):
     `coordinate_names` and `coordinate_units` (static, `"rad"` or `"m"`), `default_values`
     and `default_speeds` (`(m,)`), `free` (static indices of the generalized coordinates),
     `couplers` (tuple of `CoordinateCoupler`), `elements` (tuple of `TreeBushing`), `gravity`
-    (m/s^2, `(3,)`, ground axes).
+    (m/s^2, `(3,)`, ground axes), `coordinate_paths` (static: each coordinate's component
+    path, `/jointset/J/C`, for OpenSim's state labels), `source` (static: the `.osim` file
+    it was read from, where `spineid.export_model` writes fitted values back; `""` if none).
     """
 
     name: str = eqx.field(static=True)
@@ -199,6 +201,8 @@ class MultibodyTree(AbstractLagrangianSystem):
     couplers: tuple[CoordinateCoupler, ...]
     elements: tuple[TreeBushing, ...]
     gravity: Float[Array, "3"]
+    coordinate_paths: tuple[str, ...] = eqx.field(static=True, default=())
+    source: str = eqx.field(static=True, default="")
 
     def __check_init__(self):
         placed = {GROUND}
@@ -373,6 +377,22 @@ class MultibodyTree(AbstractLagrangianSystem):
     def observable_units(self) -> tuple[str, ...]:
         """`"rad"` or `"m"` for each free coordinate."""
         return tuple(self.coordinate_units[i] for i in self.free)
+
+    def storage_columns(self, q, qdot) -> dict:
+        """OpenSim's states columns of a motion `(k, n_dof)`: `<path>/value` and
+        `<path>/speed` of every coordinate (locked and coupled ones too; OpenSim's speeds,
+        `opensim_speeds`), rad and m, labels from `coordinate_paths`."""
+        values = jax.vmap(self.coordinates)(q)
+        speeds = jax.vmap(self.opensim_speeds)(q, qdot)
+        paths = self.coordinate_paths or tuple(f"/{name}" for name in self.coordinate_names)
+        columns = {f"{path}/value": values[:, i] for i, path in enumerate(paths)}
+        columns.update({f"{path}/speed": speeds[:, i] for i, path in enumerate(paths)})
+        return columns
+
+    def export_formats(self) -> tuple[str, ...]:
+        """`("opensim",)` for a model read from an OpenSim file (its file, with the bushings'
+        values of this model: `spineid.io.write_osim_values`), else none."""
+        return ("opensim",) if self.source else ()
 
     def is_excited(self) -> bool:
         """Gravity, a start speed, or a bushing deflected at the start."""

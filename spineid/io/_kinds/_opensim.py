@@ -1,0 +1,115 @@
+"""The reader of `kind = "opensim"` model files: an OpenSim model (`.osim`, read by
+`spineid.read_osim`) with what the TOML changes: locks, start values and speeds, gravity and
+the bushings' properties (docs/formats/opensim.md). A `.osim` given where a model file is
+expected is read as such a document with nothing changed.
+
+Keys: `file` (the `.osim`, relative to the TOML's folder), `locked` and `unlocked` (lists of
+coordinate names), `[initial]` and `[initial_speeds]` (coordinate name -> rad or m, rad/s or
+m/s: OpenSim's speeds, an angular velocity for ball and free joints), `gravity` (m/s^2, 3
+numbers), `[simulation]`, and one table per `BushingForce` named after it, with any of
+`rotational_stiffness`, `translational_stiffness`, `rotational_damping`,
+`translational_damping` (3 numbers each, SI). The parameters are the bushings' properties,
+named `<bushing>.<property>[i]` in the groups `bushings.<property>`.
+"""
+
+import dataclasses
+import difflib
+import pathlib
+
+import equinox as eqx
+import numpy as np
+
+from ..._arrays import floats
+from ...elements._parameters import declared_parameters
+from ...models._multibody import coordinate_rates
+from .._osim import BUSHING_PROPERTIES, read_osim
+from .._toml import DocumentChecker
+
+_KEYS = {"kind", "file", "locked", "unlocked", "initial", "initial_speeds", "gravity",
+         "simulation"}
+
+
+def opensim_document(path: pathlib.Path) -> dict:
+    """The model document of a `.osim` file read as a model file: the file, nothing changed."""
+    return {"kind": "opensim", "file": path.name}
+
+
+def _names(check, document, key, known):
+    value = document.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        check.fail(key, "a list of coordinate names", value)
+    for name in value:
+        if name not in known:
+            near = difflib.get_close_matches(name, known, n=3)
+            check.fail(key, f"coordinates of the model ({', '.join(near) or ', '.join(known)}"
+                       f"{' are near' if near else ''})", name)
+    return value
+
+
+def _coordinate_table(check, document, key, model):
+    table = document.get(key, {})
+    check.keys(table, key, set(model.coordinate_names))
+    return {name: check.number(table, name, f"{key}.{name}") for name in table}
+
+
+def read_opensim(document: dict, check: DocumentChecker, folder: pathlib.Path):
+    """Build the model of a `kind = "opensim"` document (module docstring); returns the model,
+    its parameters and the document completed with every bushing's table (the file's values
+    where the TOML gives none), so that fitted values can be written back by name."""
+    bushing_names = [key for key, value in document.items()
+                     if key not in _KEYS and isinstance(value, dict)]
+    check.keys({k: v for k, v in document.items() if k not in bushing_names}, "", _KEYS,
+               {"kind", "file"})
+    if not isinstance(document["file"], str) or not document["file"]:
+        check.fail("file", "the path of an OpenSim model (.osim)", document["file"])
+    model = read_osim(folder / document["file"])
+    names = model.coordinate_names
+    locked = set(_names(check, document, "locked", names))
+    unlocked = set(_names(check, document, "unlocked", names))
+    both = sorted(locked & unlocked)
+    if both:
+        check.fail("unlocked", "coordinates not also in locked", both)
+    dependent = {coupler.dependent for coupler in model.couplers}
+    coupled = sorted(names[i] for i in dependent if names[i] in unlocked | locked)
+    if coupled:
+        check.fail("locked", "independent coordinates (these follow others through "
+                   "CoordinateCouplerConstraints)", coupled)
+    free = tuple(i for i, name in enumerate(names) if i not in dependent
+                 and name not in locked and (i in model.free or name in unlocked))
+    values = np.array(model.default_values)
+    speeds = np.array(model.opensim_speeds(*model.initial_state()))
+    for name, value in _coordinate_table(check, document, "initial", model).items():
+        values[names.index(name)] = value
+    given_speeds = _coordinate_table(check, document, "initial_speeds", model)
+    for name, value in given_speeds.items():
+        if names.index(name) in dependent:
+            check.fail(f"initial_speeds.{name}", "the speed of an independent coordinate "
+                       "(this one follows another)", value)
+        speeds[names.index(name)] = value
+    gravity = check.vector(document, "gravity", "gravity", 3, default=model.gravity)
+    model = dataclasses.replace(
+        model, free=free, default_values=floats(values), gravity=floats(gravity),
+        default_speeds=coordinate_rates(model.joints, floats(values), floats(speeds)))
+    labels = [bushing.label for bushing in model.elements]
+    completed = dict(document)
+    for name in bushing_names:
+        if name not in labels:
+            near = difflib.get_close_matches(name, labels, n=3)
+            check.fail(name, "a table named after a BushingForce of the model ("
+                       + (f"near: {', '.join(near)}" if near else
+                          f"it has {', '.join(labels) or 'none'}") + ")", name)
+    for k, label in enumerate(labels):
+        table = document.get(label, {})
+        check.keys(table, label, set(BUSHING_PROPERTIES))
+        bushing = model.elements[k]
+        for prop in BUSHING_PROPERTIES:
+            if prop in table:
+                vector = check.vector(table, prop, f"{label}.{prop}", 3)
+                if np.any(vector < 0):
+                    check.fail(f"{label}.{prop}", "numbers >= 0", table[prop])
+                bushing = eqx.tree_at(lambda b, p=prop: getattr(b, p), bushing, floats(vector))
+        model = eqx.tree_at(lambda m, i=k: m.elements[i], model, bushing)
+        completed[label] = {prop: np.asarray(getattr(bushing, prop)).tolist()
+                            for prop in BUSHING_PROPERTIES}
+    return model, declared_parameters(model), completed
+
