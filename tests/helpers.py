@@ -207,6 +207,24 @@ def _small_spine() -> dict:
     return _short(document, 0.05, 51)
 
 
+def _small_neck() -> dict:
+    # The bundled OpenSim neck (three levels) with its flexion free only, shaken by gravity.
+    free = {"C7_flexion", "C6_flexion", "C5_flexion"}
+    coordinates = [f"{level}_{motion}" for level in ("C7", "C6", "C5")
+                   for motion in ("flexion", "bending", "rotation")]
+    locked = [name for name in coordinates if name not in free and name != "C7_bending"]
+    return {"kind": "opensim", "file": str(spineid.dataset_path("neck_bushings.osim")),
+            "locked": locked, "simulation": {"t_end": 0.15, "n_samples": 31}}
+
+
+def _opensim_conservative(document: dict) -> dict:
+    conservative = copy.deepcopy(document)
+    for bushing in ("T1_C7_bushing", "C7_C6_bushing", "C6_C5_bushing"):
+        conservative[bushing] = {"rotational_damping": [0.0] * 3,
+                                 "translational_damping": [0.0] * 3}
+    return conservative
+
+
 MODEL_KINDS = {
     "planar_pair": ModelKind(
         _short(document(springs=AXIAL_SPRINGS[:2], torsion=TORSION, loads=LOADS), 0.2, 101),
@@ -218,6 +236,8 @@ MODEL_KINDS = {
     "head_neck": ModelKind(_small_head_neck(), "joints.stiffness", _head_neck_conservative),
     "spatial_chain": ModelKind(_small_spine(), "joints[1].laws[0].load[1]",
                                _spatial_conservative),
+    "opensim": ModelKind(_small_neck(), "C7_C6_bushing.rotational_stiffness[2]",
+                         _opensim_conservative),
 }
 """Every built-in model kind (`spineid.model_kinds()`), a small instance of each."""
 

@@ -38,6 +38,12 @@ class AbstractCoordinateFunction(eqx.Module):
     def __call__(self, x: Float[ArrayLike, ""]) -> Float[Array, ""]:
         """The value at the scalar `x` (rad or m, as the axis it drives)."""
 
+    def prepared(self) -> "AbstractCoordinateFunction":
+        """The same function with what does not depend on `x` computed once (a spline's
+        coefficients), for a caller that evaluates it many times in one program (the
+        kinematics of a right-hand side, traced for each derivative). Default: itself."""
+        return self
+
 
 class Constant(AbstractCoordinateFunction):
     """`f(x) = value` (OpenSim `Constant`)."""
@@ -84,6 +90,10 @@ class MultiplierFunction(AbstractCoordinateFunction):
     def __call__(self, x):
         """`scale` times the wrapped function at `x`."""
         return self.scale * self.function(x)
+
+    def prepared(self) -> "MultiplierFunction":
+        """The same product, its function prepared."""
+        return MultiplierFunction(self.function.prepared(), self.scale)
 
 
 def _check_points(name: str, x, y) -> None:
@@ -182,6 +192,22 @@ def _spline_coefficients(x, y, natural: bool):
     return jnp.stack(b), 3.0 * jnp.stack(sigma), jnp.stack(d)
 
 
+class CubicTable(AbstractCoordinateFunction):
+    """A piecewise cubic with its coefficients: `y_i + b_i d + c_i d^2 + d_i d^3` on segment
+    `i` (`d = x - x_i`), linear with the end slopes `b` outside the points; what the splines
+    are `prepared()` into. Fields `x`, `y`, `b`, `c`, `d` `(n,)`."""
+
+    x: Float[Array, " n"]
+    y: Float[Array, " n"]
+    b: Float[Array, " n"]
+    c: Float[Array, " n"]
+    d: Float[Array, " n"]
+
+    def __call__(self, x):
+        """The cubic's value at `x`."""
+        return _cubic_value(x, self.x, self.y, self.b, self.c, self.d)
+
+
 class SimmSpline(AbstractCoordinateFunction):
     """OpenSim's `SimmSpline` through the points `(x_i, y_i)` (module docstring: the
     Forsythe-Malcolm-Moler cubic spline, linear outside the points). Fields `x`, `y` `(n,)`,
@@ -195,8 +221,11 @@ class SimmSpline(AbstractCoordinateFunction):
 
     def __call__(self, x):
         """The spline's value at `x`."""
-        b, c, d = _spline_coefficients(self.x, self.y, natural=False)
-        return _cubic_value(x, self.x, self.y, b, c, d)
+        return self.prepared()(x)
+
+    def prepared(self) -> CubicTable:
+        """The spline as a `CubicTable` (its coefficients solved once)."""
+        return CubicTable(self.x, self.y, *_spline_coefficients(self.x, self.y, natural=False))
 
 
 class NaturalCubicSpline(AbstractCoordinateFunction):
@@ -211,8 +240,11 @@ class NaturalCubicSpline(AbstractCoordinateFunction):
 
     def __call__(self, x):
         """The spline's value at `x`."""
-        b, c, d = _spline_coefficients(self.x, self.y, natural=True)
-        return _cubic_value(x, self.x, self.y, b, c, d)
+        return self.prepared()(x)
+
+    def prepared(self) -> CubicTable:
+        """The spline as a `CubicTable` (its coefficients solved once)."""
+        return CubicTable(self.x, self.y, *_spline_coefficients(self.x, self.y, natural=True))
 
 
 def coordinate_function(kind: str, **values) -> AbstractCoordinateFunction:

@@ -32,12 +32,13 @@ from typing import ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from ..elements._parameters import ParameterField
 from ..kinematics._frames import bushing_deflection
 from ..kinematics._functions import AbstractCoordinateFunction
-from ..kinematics._rotations import E_T, E_W, axial, axis_rotation, euler123_rotation
+from ..kinematics._rotations import E_T, E_W, axial
 from ._mechanics import AbstractLagrangianSystem, solve_mass_matrix
 
 GROUND = -1
@@ -93,7 +94,7 @@ class TreeJoint(eqx.Module):
         for axis in self.axes:
             unit = axis.axis / jnp.linalg.norm(axis.axis)
             if axis.kind == "rotation":
-                rotation = rotation @ axis_rotation(unit, axis.value(coordinates))
+                rotation = rotation @ _rotation(unit, axis.value(coordinates))
             else:
                 position = position + axis.value(coordinates) * unit
         return rotation, position
@@ -165,9 +166,27 @@ def coordinate_rates(joints, values, speeds) -> Float[Array, " m"]:
     return rates
 
 
+# The Levi-Civita symbol: skew(a) = -EPSILON @ a as one contraction, a far smaller program than
+# a matrix assembled entry by entry (the kinematics are traced several times per right side).
+_EPSILON = np.zeros((3, 3, 3))
+for _i, _j, _k in ((0, 1, 2), (1, 2, 0), (2, 0, 1)):
+    _EPSILON[_i, _j, _k], _EPSILON[_i, _k, _j] = 1.0, -1.0
+
+
+def _rotation(unit, angle) -> Float[Array, "3 3"]:
+    # Rodrigues' formula for a unit axis (as `axis_rotation`, in contractions).
+    cross = -jnp.einsum("ijk,k->ij", _EPSILON, unit)
+    return jnp.eye(3) + jnp.sin(angle) * cross + (1.0 - jnp.cos(angle)) * (cross @ cross)
+
+
+_AXES = np.eye(3)
+
+
 def _offset(offset):
+    # An offset frame's (rotation, translation); body-fixed X-Y-Z angles (`euler123_rotation`).
     translation, orientation = offset
-    return euler123_rotation(orientation), translation
+    rotation = _rotation(_AXES[0], orientation[0]) @ _rotation(_AXES[1], orientation[1])
+    return rotation @ _rotation(_AXES[2], orientation[2]), translation
 
 
 class MultibodyTree(AbstractLagrangianSystem):
@@ -283,6 +302,12 @@ class MultibodyTree(AbstractLagrangianSystem):
         return 0.5 * (jnp.sum(self.masses * jnp.sum(velocities ** 2, axis=1))
                       + jnp.einsum("ni,nij,nj->", spins, self.inertias, spins))
 
+    def _prepared(self) -> "MultibodyTree":
+        # This model with its functions prepared (a spline's coefficients solved once).
+        is_function = lambda node: isinstance(node, AbstractCoordinateFunction)  # noqa: E731
+        return jax.tree.map(lambda node: node.prepared() if is_function(node) else node, self,
+                            is_leaf=is_function)
+
     def _kinematics(self, q):
         # What the forces and the inertia need of a configuration: the bodies' orientations
         # (n, 3, 3), their centres of mass (n, 3) and the bushings' deflections (b, 6).
@@ -298,10 +323,11 @@ class MultibodyTree(AbstractLagrangianSystem):
         `J_c`, `J_w`, `J_y` the Jacobians of the centres of mass, body-axis angular velocities
         and bushing deflections in `q`, and `a_b`, `alpha_b` the bodies' accelerations at
         `qddot = 0` (one second-order directional derivative along `qdot`)."""
-        jacobian_r, jacobian_c, jacobian_y = jax.jacfwd(self._kinematics)(q)
+        prepared = self._prepared()
+        jacobian_r, jacobian_c, jacobian_y = jax.jacfwd(prepared._kinematics)(q)
 
         def rates(x):
-            return jax.jvp(self._kinematics, (x,), (qdot,))
+            return jax.jvp(prepared._kinematics, (x,), (qdot,))
 
         ((rotations, _, deflections), (rotation_rates, _, deflection_rates)), \
             (_, (rotation_bias, centre_bias, _)) = jax.jvp(rates, (q,), (qdot,))
