@@ -117,7 +117,7 @@ def identification(osim, folder, levels, noise=2e-4):
     model = spineid.read_osim(truth)
     true = np.concatenate([np.asarray(b.rotational_stiffness) for b in model.elements])
     start = 1.3 * true
-    toml = [f'kind = "opensim"\nfile = "truth.osim"\n']
+    toml = ['kind = "opensim"\nfile = "truth.osim"\n']
     for k, bushing in enumerate(model.elements):
         values = ", ".join(repr(float(v)) for v in start[3 * k:3 * k + 3])
         toml.append(f"[{bushing.label}]\nrotational_stiffness = [{values}]\n")
@@ -140,7 +140,7 @@ def identification(osim, folder, levels, noise=2e-4):
 
     begin = time.perf_counter()
     theirs = least_squares(residuals, start, diff_step=1e-6, x_scale=true, xtol=1e-8,
-                           ftol=1e-10).x
+                           ftol=1e-10, bounds=(0.0, np.inf)).x
     theirs_seconds = time.perf_counter() - begin
     return (ours_seconds, theirs_seconds, float(np.max(np.abs(ours / true - 1))),
             float(np.max(np.abs(theirs / true - 1))))
@@ -155,6 +155,7 @@ def main_() -> None:
     arguments = parser.parse_args()
     import opensim as osim
 
+    osim.Logger.setLevelString("error")  # (not a report per integration)
     with tempfile.TemporaryDirectory() as name:
         folder = pathlib.Path(name)
         path = neck_model(osim, folder, levels=arguments.levels,
