@@ -384,3 +384,54 @@ def test_a_lab_fits_its_bushings_from_opensim_motion_and_opensim_runs_the_result
     refit = opensim_motion(osim, fitted, times, tmp_path / "again.sto")
     for name, values_ in clean.items():
         assert np.max(np.abs(refit[name] - values_)) < 5e-4
+
+
+def test_bad_names_and_data_are_refused_in_one_sentence_with_nothing_written(tmp_path, capsys):
+    from spineid.cli import main
+    neck = spineid.dataset_path("neck_bushings.osim")
+    data, partial = tmp_path / "motion.sto", tmp_path / "partial.sto"
+    names = spineid.read_osim(neck).observable_names
+    spineid.io.write_storage(data, np.linspace(0.0, 0.1, 11), {n: np.zeros(11) for n in names})
+    spineid.io.write_storage(partial, np.linspace(0.0, 0.1, 11),
+                             {"C7_flexion": np.zeros(11), "C6_flexion": np.zeros(11)})
+    out = tmp_path / "fit"
+    assert main(["fit", str(neck), str(data), "--free", "C7_C6_bushing.rotational_stifness",
+                 "--out", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert "near: C7_C6_bushing.rotational_stiffness" in error
+    assert main(["fit", str(neck), str(partial), "--free", "bushings.rotational_stiffness",
+                 "--out", str(out)]) == 2
+    assert "missing C7_rotation" in capsys.readouterr().err
+    start = tmp_path / "start.toml"
+    start.write_text(f'kind = "opensim"\nfile = "{neck}"\n[C7_C6_bushin]\n'
+                     "rotational_stiffness = [1.0, 1.0, 1.0]\n")
+    assert main(["simulate", str(start), "--out", str(tmp_path / "m.sto")]) == 2
+    assert "near: C7_C6_bushing" in capsys.readouterr().err
+    start.write_text(f'kind = "opensim"\nfile = "{neck}"\nlocked = ["C7_bending"]\n')
+    assert main(["simulate", str(start), "--out", str(tmp_path / "m.sto")]) == 2
+    assert "follow others through CoordinateCouplerConstraints" in capsys.readouterr().err
+    assert not out.exists() and not (tmp_path / "m.sto").exists()
+
+
+def test_opensim_reads_the_states_spineid_writes(tmp_path):
+    from spineid.cli import main
+    out = tmp_path / "motion.sto"
+    neck = spineid.dataset_path("neck_bushings.osim")
+    start = tmp_path / "short.toml"
+    start.write_text(f'kind = "opensim"\nfile = "{neck}"\n[simulation]\nt_end = 0.05\n'
+                     "n_samples = 6\n")
+    assert main(["simulate", str(start), "--out", str(out)]) == 0
+    model = osim.Model(str(neck))
+    model.initSystem()
+    table = osim.TimeSeriesTable(str(out))
+    # (OpenSim's bookkeeping states of the bushings' dissipated energy are not spineid's)
+    for name in ("T1_C7_bushing", "C7_C6_bushing", "C6_C5_bushing"):
+        table.appendColumn(f"/forceset/{name}/dissipated_energy", osim.Vector(6, 0.0))
+    states = osim.StatesTrajectory.createFromStatesTable(model, table)
+    assert states.getSize() == 6
+    last = states.get(5)
+    model.realizePosition(last)
+    ours = spineid.read_osim(neck)
+    q = ours.initial_state()[0]
+    assert model.getCoordinateSet().get("C5_flexion").getValue(states.get(0)) == \
+        pytest.approx(float(ours.coordinates(q)[6]))

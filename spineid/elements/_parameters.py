@@ -6,6 +6,7 @@ writes values into the model with `apply_values`, which is traceable (jit, vmap,
 """
 
 import dataclasses
+import difflib
 import functools
 import math
 import re
@@ -224,8 +225,12 @@ def select_parameters(
             matches = [p for p in parameters if p.name.startswith(entry)
                        and _INDICES.fullmatch(p.name[len(entry):])]
         if not matches:
+            near = difflib.get_close_matches(
+                entry, groups + [p.name for p in parameters]
+                + sorted({_INDICES.sub("", p.name) for p in parameters}), n=3, cutoff=0.7)
             raise ValueError(
-                f"{source}: --free {entry!r}: no such parameter group in this model; the model "
+                f"{source}: --free {entry!r}: no such parameter group in this model; "
+                + (f"near: {', '.join(near)}; " if near else "") + f"the model "
                 f"has the groups {groups} (or name single parameters such as "
                 f"{parameters[0].name if parameters else 'springs[0].stiffness'!r})"
             )
