@@ -435,3 +435,82 @@ def test_opensim_reads_the_states_spineid_writes(tmp_path):
     q = ours.initial_state()[0]
     assert model.getCoordinateSet().get("C5_flexion").getValue(states.get(0)) == \
         pytest.approx(float(ours.coordinates(q)[6]))
+
+
+def test_chained_offset_frames_at_a_right_angle_place_bodies_as_opensim(tmp_path, small_neck):
+    # An offset frame on an offset frame turned by 90 degrees about y (the 1-2-3 angles'
+    # singular middle angle): composed as matrices, not through angles.
+    text = small_neck.read_text()
+    start = text.index('<CustomJoint name="joint_2">')
+    frames = text.index("<frames>", start) + len("<frames>")
+    tilted = ('<PhysicalOffsetFrame name="tilted"><socket_parent>/bodyset/v1</socket_parent>'
+              '<translation>0.01 0 0</translation>'
+              '<orientation>0 1.5707963267948966 0</orientation></PhysicalOffsetFrame>')
+    text = text[:frames] + tilted + text[frames:]
+    first = text.index("<socket_parent>/bodyset/v1</socket_parent>", frames + len(tilted))
+    text = (text[:first] + "<socket_parent>../tilted</socket_parent>"
+            + text[first + len("<socket_parent>/bodyset/v1</socket_parent>"):])
+    edited = tmp_path / "tilted.osim"
+    edited.write_text(text)
+    ours = spineid.read_osim(edited)
+    model = osim.Model(str(edited))
+    state = model.initSystem()
+    q = np.array([0.3, -0.2, 0.45, 0.1])
+    _set_state(model, state, ours, q, np.zeros_like(q))
+    model.realizePosition(state)
+    rotations, origins = ours.body_transforms(jnp.asarray(q))
+    rotation, origin = transform_of(model.getBodySet().get("v2"), state)
+    np.testing.assert_allclose(np.asarray(rotations[1]), rotation, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(origins[1]), origin, atol=1e-12)
+
+
+def test_couplers_in_any_order_and_coupled_units(tmp_path, small_neck):
+    text = small_neck.read_text()
+    second = ('<CoordinateCouplerConstraint name="second"><coupled_coordinates_function>'
+              '<LinearFunction><coefficients>0.5 0</coefficients></LinearFunction>'
+              '</coupled_coordinates_function><independent_coordinate_names>v1_bending'
+              '</independent_coordinate_names><dependent_coordinate_name>v2_bending'
+              '</dependent_coordinate_name></CoordinateCouplerConstraint>')
+    text = text.replace('<CoordinateCouplerConstraint name="bending_follows_flexion">',
+                        second + '<CoordinateCouplerConstraint name="bending_follows_flexion">')
+    edited = tmp_path / "chain.osim"
+    edited.write_text(text)
+    ours = spineid.read_osim(edited)
+    assert [c.name for c in ours.couplers] == ["bending_follows_flexion", "second"]
+    values = ours.coordinates(jnp.asarray([0.2, 0.0, 0.0]))
+    assert float(values[4]) == pytest.approx(0.5 * 0.3 * 0.2)
+    twice = tmp_path / "twice.osim"
+    twice.write_text(text.replace("<dependent_coordinate_name>v2_bending",
+                                  "<dependent_coordinate_name>v1_bending"))
+    with pytest.raises(ValueError, match="'v1_bending' is the dependent coordinate of two"):
+        spineid.read_osim(twice)
+    # a coordinate that drives its axis through a spline only is OpenSim's "coupled" kind:
+    # no unit to convert (OpenSim writes it as it is, whatever inDegrees says)
+    spline = re.sub(r'(<TransformAxis name="rotation1">.*?)<LinearFunction name="function">'
+                    r'.*?</LinearFunction>',
+                    r'\1<SimmSpline name="function"><x>-1 0 1</x><y>-2 0 2</y></SimmSpline>',
+                    small_neck.read_text(), count=1, flags=re.S)
+    splined = tmp_path / "splined.osim"
+    splined.write_text(spline)
+    assert spineid.read_osim(splined).coordinate_units[0] == ""
+
+
+def test_written_values_keep_every_other_byte_line_ends_and_comments(tmp_path):
+    text = spineid.dataset_path("neck_bushings.osim").read_text()
+    block = re.search(r'<BushingForce name="C7_C6_bushing">.*?</BushingForce>', text, re.S)
+    retired = re.sub(r"<!--.*?-->", "", block.group(0), flags=re.S)  # (comments don't nest)
+    text = text.replace(block.group(0), f"<!-- {retired} -->\n{block.group(0)}")
+    source = tmp_path / "lab.osim"
+    source.write_bytes(text.replace("\n", "\r\n").encode())
+    model = spineid.read_osim(source)
+    parameter = [p for p in declared_parameters(model)
+                 if p.name == "C7_C6_bushing.rotational_stiffness[2]"]
+    fitted = spineid.apply_values(model, parameter, jnp.asarray([3.25]))
+    written = spineid.export_model(fitted, "opensim", tmp_path / "fitted.osim").read_bytes()
+    before = source.read_bytes()
+    assert written.count(b"\r\n") == before.count(b"\r\n")
+    changed = [(a, b) for a, b in zip(before.split(b"\r\n"), written.split(b"\r\n")) if a != b]
+    assert len(changed) == 1
+    assert changed[0][1].strip() == b"<rotational_stiffness>3.5 2.5 3.25</rotational_stiffness>"
+    assert len(written.split(b"\r\n")) == len(before.split(b"\r\n"))
+    assert spineid.read_osim(tmp_path / "fitted.osim").elements[1].rotational_stiffness[2] == 3.25

@@ -91,15 +91,15 @@ def _simulate_file(model_path: pathlib.Path, windows: int = 1, progress=None,
 
 
 def _loads_files(model_path: pathlib.Path) -> list[pathlib.Path]:
-    # The files a model file reads its loads from (`loads_file`): inputs of the run too.
+    # The files a model file reads (`loads_file`, an OpenSim `file`): inputs of the run too.
     try:
         document = read_toml(model_path)
     except ValueError:
         return []  # (the model's own error comes when it is read)
-    loads = document.get("loads", [])
-    return [model_path.parent / load["loads_file"] for load in
-            (loads if isinstance(loads, list) else [])
-            if isinstance(load, dict) and isinstance(load.get("loads_file"), str)]
+    loads = document.get("loads", [])  # (and an OpenSim model's `file`)
+    named = [load.get("loads_file") for load in (loads if isinstance(loads, list) else [])
+             if isinstance(load, dict)] + [document.get("file")]
+    return [model_path.parent / name for name in named if isinstance(name, str)]
 
 
 def command_simulate(arguments) -> int:

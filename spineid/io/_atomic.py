@@ -95,8 +95,10 @@ def atomic_path(path: str | pathlib.Path) -> Iterator[pathlib.Path]:
 
 
 def write_text_atomically(path: str | pathlib.Path, text: str) -> pathlib.Path:
-    """Write `text` (UTF-8) to `path` atomically (module docstring); returns the path."""
+    """Write `text` (UTF-8, its line ends as they are) to `path` atomically (module
+    docstring); returns the path."""
     path = pathlib.Path(path)
     with atomic_path(path) as temporary:
-        temporary.write_text(text, encoding="utf-8")
+        with open(temporary, "w", encoding="utf-8", newline="") as file:
+            file.write(text)
     return path

@@ -137,7 +137,7 @@ def write_opensim_model(model: SpatialPair | MultibodyTree, path: str | pathlib.
                         name: str = "spineid_export") -> pathlib.Path:
     """Write `opensim_model_xml(model)` to `path` (.osim) and return the path; a
     `MultibodyTree` read from an OpenSim file is written as that file with its bushings'
-    current values (`write_osim_values`)."""
+    current values (`write_osim_values`; `name` then unused: the file keeps its own)."""
     if isinstance(model, MultibodyTree):
         return write_osim_values(model, path)
     path = pathlib.Path(path)

@@ -21,7 +21,7 @@ import xml.etree.ElementTree as ElementTree
 import numpy as np
 
 from .._arrays import floats
-from ..kinematics._rotations import euler123_angles, euler123_rotation
+from ..kinematics._rotations import euler123_rotation
 from ..kinematics._functions import SUPPORTED_FUNCTIONS, LinearFunction, coordinate_function
 from ..models._multibody import (
     GROUND, CoordinateCoupler, coordinate_rates, MultibodyTree, TransformAxis, TreeBushing, TreeJoint,
@@ -46,6 +46,7 @@ SUPPORTED_JOINTS = tuple(sorted(_JOINT_AXES)) + ("CustomJoint",)
 BUSHING_PROPERTIES = ("rotational_stiffness", "translational_stiffness", "rotational_damping",
                       "translational_damping")
 """A `BushingForce`'s properties spineid reads, identifies and writes back (3 numbers each)."""
+NONNEGATIVE = "a bushing's stiffness and damping are >= 0 (3 numbers each)"
 _AXIS_NAMES = ("rotation1", "rotation2", "rotation3",
                "translation1", "translation2", "translation3")
 
@@ -95,35 +96,34 @@ class _Reader:
             return matches[0]
         self.fail(f"{what} = {socket!r} names no frame of the model")
 
+    def socket_frame(self, owner: str, element, socket: str, bodies: dict):
+        """`(body index, (translation (3,), rotation (3, 3)))` of the frame a component's
+        socket names, on its base body."""
+        what = f"{owner}: {socket}"
+        return self.frame(self.resolve(owner, _text(element, socket), what), bodies, what)
+
     def frame(self, path: str, bodies: dict, what: str, depth: int = 0):
-        """`(body index, (translation, orientation))` of the frame at `path` on its base body."""
+        """`(body index, (translation (3,), rotation (3, 3)))` of the frame at `path` on its
+        base body (offsets composed as matrices, exact at any orientation)."""
         if depth > 50:
             self.fail(f"{what}: the offset frames at {path} form a loop")
         if path == "/ground" or self.elements.get(path) is not None and \
                 self.elements[path].tag == "Ground":
-            return GROUND, (np.zeros(3), np.zeros(3))
+            return GROUND, (np.zeros(3), np.eye(3))
         element = self.elements.get(path)
         if element is None:
             self.fail(f"{what} = {path!r} names no frame of the model")
         if element.tag == "Body":
-            return bodies[element.get("name")], (np.zeros(3), np.zeros(3))
+            return bodies[element.get("name")], (np.zeros(3), np.eye(3))
         if element.tag != "PhysicalOffsetFrame":
             self.fail(f"{what} = {path!r} is a {element.tag}, not a frame")
         parent_path = self.resolve(path, _text(element, "socket_parent", ".."),
                                    f"{path}: socket_parent")
-        body, (parent_x, parent_a) = self.frame(parent_path, bodies, what, depth + 1)
+        body, (parent_x, parent_r) = self.frame(parent_path, bodies, what, depth + 1)
         translation = _numbers(self, element, "translation", 3, path, default=np.zeros(3))
         orientation = _numbers(self, element, "orientation", 3, path, default=np.zeros(3))
-        if not np.any(parent_a) and not np.any(parent_x):
-            return body, (translation, orientation)
-        return body, _compose(parent_x, parent_a, translation, orientation)
-
-
-def _compose(x1, a1, x2, a2):
-    # Offset (x2, a2) given in a frame that is itself at (x1, a1): one offset from the body.
-    r1 = np.asarray(euler123_rotation(a1))
-    rotation = r1 @ np.asarray(euler123_rotation(a2))
-    return x1 + r1 @ x2, np.asarray(euler123_angles(rotation, check=False))
+        return body, (parent_x + parent_r @ translation,
+                      parent_r @ np.asarray(euler123_rotation(orientation)))
 
 
 def _text(element, tag, default=None):
@@ -200,6 +200,8 @@ def _function(reader, element, where):
 def _load_root(path: pathlib.Path):
     try:
         root = ElementTree.parse(path).getroot()
+    except FileNotFoundError:
+        raise ValueError(f"{path}: OpenSim model not found") from None
     except ElementTree.ParseError as error:
         raise ValueError(f"{path}: is not an OpenSim model (not XML: {error})") from None
     if root.tag != "OpenSimDocument":
@@ -214,9 +216,10 @@ def _load_root(path: pathlib.Path):
     try:
         import opensim
     except ImportError:
-        raise ValueError(f"{path}: is an OpenSim 3.x model (format {version}); spineid reads "
-                         "format 40000 and later: open and save it in OpenSim 4, or install "
-                         "the `opensim` package, whose reader upgrades it") from None
+        found = f"format {version}" if version else "no format Version"
+        raise ValueError(f"{path}: is an OpenSim 3.x model ({found}); spineid reads format "
+                         "40000 and later: open and save it in OpenSim 4, or install the "
+                         "`opensim` package, whose reader upgrades it") from None
     with tempfile.TemporaryDirectory() as folder:
         upgraded = pathlib.Path(folder) / "upgraded.osim"
         opensim.Model(str(path)).printToXML(str(upgraded))
@@ -245,18 +248,14 @@ def read_osim(path) -> MultibodyTree:
         inertias.append(np.array([[i[0], i[3], i[4]], [i[3], i[1], i[5]], [i[4], i[5], i[2]]]))
     if not bodies:
         reader.fail("has no bodies (an empty <BodySet>)")
-    names, units, defaults, speeds, locked = [], [], [], [], []
-    elements = list(model.iterfind("JointSet/objects/*"))
-    joints = [_joint(reader, element, bodies, names, units, defaults, speeds, locked)
-              for element in elements]
-    paths = tuple(f"{reader.paths[element]}/{coordinate.get('name')}" for element in elements
-                  for coordinate in element.findall("coordinates/Coordinate"))
+    names, units, defaults, speeds, locked, paths = [], [], [], [], [], []
+    joints = [_joint(reader, element, bodies, names, units, defaults, speeds, locked, paths)
+              for element in model.iterfind("JointSet/objects/*")]
     couplers = _couplers(reader, model, names)
     dependent = {coupler.dependent for coupler in couplers}
     free = tuple(i for i in range(len(names)) if not locked[i] and i not in dependent)
     # (A ball or free joint's default speeds are OpenSim's angular velocity: made rates.)
-    if any(joint.spin_speeds for joint in joints):
-        speeds = coordinate_rates(joints, floats(defaults), floats(speeds))
+    speeds = coordinate_rates(joints, floats(defaults), floats(speeds))
     gravity = _numbers(reader, model, "gravity", 3, "the model", default=[0.0, -9.80665, 0.0])
     body_names = tuple(bodies)
     return MultibodyTree(
@@ -264,12 +263,24 @@ def read_osim(path) -> MultibodyTree:
         masses=floats(masses), mass_centers=floats(np.array(centres)),
         inertias=floats(np.array(inertias)), joints=tuple(_ordered(reader, joints, body_names)),
         coordinate_names=tuple(names), coordinate_units=tuple(units),
-        default_values=floats(defaults), default_speeds=floats(speeds), free=free,
+        default_values=floats(defaults), default_speeds=speeds, free=free,
         couplers=tuple(couplers), elements=tuple(_forces(reader, model, bodies)),
-        gravity=floats(gravity), coordinate_paths=paths, source=str(path))
+        gravity=floats(gravity), coordinate_paths=tuple(paths), source=str(path))
 
 
 def _ordered(reader, joints, body_names):
+    # The joints from ground out (each parent placed before its children); a body on two
+    # joints (a closed loop) or on none is refused.
+    children = {}
+    for joint in joints:
+        if joint.child in children:
+            reader.fail(f"body {body_names[joint.child]!r} is the child of two joints "
+                        f"({children[joint.child]!r} and {joint.name!r}): a closed loop, which "
+                        "spineid does not read")
+        children[joint.child] = joint.name
+    loose = [name for k, name in enumerate(body_names) if k not in children]
+    if loose:
+        reader.fail(f"bodies {loose} are on no joint (every body needs one to its parent)")
     placed, ordered, pending = {GROUND}, [], list(joints)
     while pending:
         ready = [j for j in pending if j.parent in placed]
@@ -283,48 +294,61 @@ def _ordered(reader, joints, body_names):
     return ordered
 
 
-def _joint(reader, element, bodies, names, units, defaults, speeds, locked):
+def _implied_coordinates(element, kind) -> list[str]:
+    # The coordinates OpenSim gives a joint whose file lists none: a CustomJoint's are the
+    # names its transform axes use, in axis order; another joint's are `<joint>_coord_<k>`.
+    if kind != "CustomJoint":
+        return [f"{element.get('name')}_coord_{k}" for k in range(len(_JOINT_AXES[kind]))]
+    names = []
+    for axis in element.iterfind("SpatialTransform/TransformAxis"):
+        for name in (_text(axis, "coordinates", "") or "").split():
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def _joint(reader, element, bodies, names, units, defaults, speeds, locked, paths):
     where = reader.paths.get(element, element.tag)
     kind = element.tag
     if kind not in SUPPORTED_JOINTS:
         reader.fail(f"{where}: joint {kind} is not supported; supported are "
                     f"{', '.join(SUPPORTED_JOINTS)}")
-    offsets = []
-    for socket in ("socket_parent_frame", "socket_child_frame"):
-        frame_path = reader.resolve(where, _text(element, socket), f"{where}: {socket}")
-        offsets.append(reader.frame(frame_path, bodies, f"{where}: {socket}"))
-    (parent, parent_offset), (child, child_offset) = offsets
+    (parent, parent_offset), (child, child_offset) = (
+        reader.socket_frame(where, element, socket, bodies)
+        for socket in ("socket_parent_frame", "socket_child_frame"))
     if child == GROUND:
         reader.fail(f"{where}: its child frame is on ground; spineid reads models whose "
                     "joints have ground on the parent side")
     first = len(names)
     coordinates = element.findall("coordinates/Coordinate")
+    if not coordinates:  # (OpenSim makes them: from the transform's names, or numbered)
+        coordinates = [ElementTree.Element("Coordinate", name=name)
+                       for name in _implied_coordinates(element, kind)]
     for coordinate in coordinates:
         name = coordinate.get("name")
         if name in names:
             reader.fail(f"{where}: coordinate {name!r} is named twice in the model")
         names.append(name)
+        paths.append(f"{where}/{name}")
         cwhere = f"{where}/{name}"
         defaults.append(float(_numbers(reader, coordinate, "default_value", 1, cwhere,
                                        default=[0.0])[0]))
         speeds.append(float(_numbers(reader, coordinate, "default_speed_value", 1, cwhere,
                                      default=[0.0])[0]))
         locked.append((_text(coordinate, "locked", "false") or "false").lower() == "true")
-        units.append("rad")
     local = {c.get("name"): first + k for k, c in enumerate(coordinates)}
     if kind == "CustomJoint":
         axes = _custom_axes(reader, element, where, local, names)
     else:
         layout = _JOINT_AXES[kind]
         if len(coordinates) != len(layout):
-            reader.fail(f"{where}: a {kind} has {len(layout)} coordinates; the file lists "
+            reader.fail(f"{where}: a {kind} has {len(layout)} coordinate(s); the file lists "
                         f"{len(coordinates)}")
         axes = tuple(TransformAxis(axis_kind, floats(axis),
                                    coordinate_function("LinearFunction", slope=1.0,
                                                        intercept=0.0), first + k)
                      for k, (axis_kind, axis) in enumerate(layout))
-    for index in local.values():
-        units[index] = _coordinate_unit(axes, index)
+    units.extend(_coordinate_unit(axes, index) for index in local.values())
     return TreeJoint(element.get("name"), kind, parent, child,
                      tuple(floats(a) for a in parent_offset),
                      tuple(floats(a) for a in child_offset), axes,
@@ -332,15 +356,15 @@ def _joint(reader, element, bodies, names, units, defaults, speeds, locked):
 
 
 def _coordinate_unit(axes, index) -> str:
-    # OpenSim's motion type of a coordinate: that of the first axis it drives through a
-    # LinearFunction of slope +-1 (rotational: rad, translational: m); a coordinate that
-    # drives axes otherwise only is "coupled", given the unit of the first axis it drives.
+    # OpenSim's motion type of a coordinate, decided by the first axis it drives: through a
+    # LinearFunction of slope +-1 it is rotational ("rad") or translational ("m"), otherwise
+    # coupled (""; OpenSim's files then hold it as it is, whatever their inDegrees says).
     driven = [axis for axis in axes if axis.coordinate == index]
-    for axis in driven:
-        function = axis.function
+    if driven:
+        function = driven[0].function
         if isinstance(function, LinearFunction) and abs(float(function.slope)) == 1.0:
-            return "rad" if axis.kind == "rotation" else "m"
-    return "m" if driven and driven[0].kind == "translation" else "rad"
+            return "rad" if driven[0].kind == "rotation" else "m"
+    return ""
 
 
 def _custom_axes(reader, element, where, local, names):
@@ -404,7 +428,33 @@ def _couplers(reader, model, names):
         couplers.append(CoordinateCoupler(
             element.get("name"), names.index(dependent), names.index(independent[0]),
             _function(reader, function, where), floats(scale)))
-    return couplers
+    return _coupler_order(reader, couplers, names)
+
+
+def _coupler_order(reader, couplers, names):
+    # Couplers so that a dependent coordinate is set before a coupler reads it (a chain
+    # c3 = g(c2), c2 = f(c1) in any file order); a coordinate dependent twice, or a cycle, is
+    # refused.
+    by_dependent = {}
+    for coupler in couplers:
+        if coupler.dependent in by_dependent:
+            reader.fail(f"coordinate {names[coupler.dependent]!r} is the dependent coordinate "
+                        f"of two couplers ({by_dependent[coupler.dependent].name!r} and "
+                        f"{coupler.name!r})")
+        by_dependent[coupler.dependent] = coupler
+    ordered, done = [], set()
+    pending = list(couplers)
+    while pending:
+        ready = [c for c in pending if c.independent not in by_dependent
+                 or c.independent in done]
+        if not ready:
+            reader.fail(f"the couplers {[c.name for c in pending]} depend on each other in a "
+                        "cycle")
+        for coupler in ready:
+            ordered.append(coupler)
+            done.add(coupler.dependent)
+            pending.remove(coupler)
+    return ordered
 
 
 def parameter_label(name: str) -> str:
@@ -418,20 +468,18 @@ def _forces(reader, model, bodies):
     for element in model.iterfind("ForceSet/objects/*"):
         where = reader.paths.get(element, element.tag)
         if (_text(element, "appliesForce", "true") or "true").lower() == "false":
+            dropped.append(f"{element.get('name')} ({element.tag}, appliesForce false)")
             continue
         if element.tag != "BushingForce":
             dropped.append(f"{element.get('name')} ({element.tag})")
             continue
-        frames = []
-        for socket in ("socket_frame1", "socket_frame2"):
-            frame_path = reader.resolve(where, _text(element, socket), f"{where}: {socket}")
-            frames.append(reader.frame(frame_path, bodies, f"{where}: {socket}"))
+        frames = [reader.socket_frame(where, element, socket, bodies)
+                  for socket in ("socket_frame1", "socket_frame2")]
         vectors = {tag: _numbers(reader, element, tag, 3, where, default=np.zeros(3))
                    for tag in BUSHING_PROPERTIES}
         for tag, vector in vectors.items():
             if np.any(vector < 0):
-                reader.fail(f"{where}: <{tag}> = {list(vector)}: a bushing's stiffness and "
-                            "damping are >= 0")
+                reader.fail(f"{where}: <{tag}> = {list(vector)}: {NONNEGATIVE}")
         bushings.append(TreeBushing(
             parameter_label(element.get("name")), frames[0][0], frames[1][0],
             tuple(floats(a) for a in frames[0][1]), tuple(floats(a) for a in frames[1][1]),
@@ -445,21 +493,30 @@ def _forces(reader, model, bodies):
 def write_osim_values(model: MultibodyTree, path) -> pathlib.Path:
     """Write the OpenSim file `model` was read from (`model.source`) to `path` with its
     bushings' properties set to the model's values: each number that changed is replaced in
-    place (full float64 precision), every other byte of the file is kept. Returns the path;
-    a model not read from a file, or a file changed since, raises `ValueError`."""
+    place (full float64 precision), every other byte of the file is kept (line ends included;
+    a commented-out bushing is left alone). Returns the path; a model not read from a file, a
+    file not readable as UTF-8 text, or a bushing no longer in it raises `ValueError`.
+    (`spineid.export_model(model, "opensim", path)` calls this.)"""
     if not model.source:
         raise ValueError("this MultibodyTree was not read from an OpenSim file: nothing to "
                          "write its values into")
     source = pathlib.Path(model.source)
     try:
-        text = source.read_text(encoding="utf-8")
+        with open(source, encoding="utf-8", newline="") as file:
+            text = file.read()
     except OSError as error:
         raise ValueError(f"{source}: cannot read the model file to write its values into "
                          f"({error.strerror})") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{source}: not UTF-8 text ({error.reason} at byte {error.start}); "
+                         "cannot write values into it") from None
+    comments = [(c.start(), c.end()) for c in re.finditer(r"<!--.*?-->", text, re.S)]
     pieces, end = [], 0
     bushings = {bushing.label: bushing for bushing in model.elements}
     for block in re.finditer(r'<BushingForce\s+name="([^"]*)"\s*>(.*?)</BushingForce>', text,
                              re.S):
+        if any(a <= block.start() < b for a, b in comments):
+            continue
         bushing = bushings.pop(parameter_label(block.group(1)), None)
         if bushing is None:
             continue

@@ -4,7 +4,9 @@
 
 Each is an equinox Module whose arrays are parameters, evaluated at a scalar `x` (the
 coordinate: rad or m) and differentiable in `x` and in its parameters; the values equal
-OpenSim's own `calcValue` (tests/test_osim_models.py checks each against the `opensim` package):
+OpenSim's own `calcValue` (tests/test_osim_models.py checks the splines' and the others'
+against the `opensim` package; its Python API lacks `NaturalCubicSpline`, checked against its
+definition and, with the multiplier, through a model OpenSim reads):
 
 - `Constant(value)`: `f(x) = value`.
 - `LinearFunction(slope, intercept)`: `f(x) = slope x + intercept`.
@@ -248,22 +250,20 @@ class NaturalCubicSpline(AbstractCoordinateFunction):
 
 
 def coordinate_function(kind: str, **values) -> AbstractCoordinateFunction:
-    """The function of OpenSim class name `kind` from its numbers (`value`; `slope`,
-    `intercept`; `coefficients`; `x`, `y`; `function`, `scale`), as float64 arrays."""
-    classes = {"Constant": Constant, "LinearFunction": LinearFunction,
-               "PolynomialFunction": PolynomialFunction,
-               "MultiplierFunction": MultiplierFunction,
-               "PiecewiseLinearFunction": PiecewiseLinearFunction, "SimmSpline": SimmSpline,
-               "NaturalCubicSpline": NaturalCubicSpline}
-    if kind not in classes:
+    """The function of OpenSim class name `kind` (one of `SUPPORTED_FUNCTIONS`) from its
+    numbers (`value`; `slope`, `intercept`; `coefficients`; `x`, `y`; `function`, `scale`), as
+    float64 arrays."""
+    if kind not in _CLASSES:
         raise ValueError(f"function {kind!r} is not supported; expected one of "
-                         f"{sorted(classes)}")
+                         f"{list(SUPPORTED_FUNCTIONS)}")
     arrays = {key: value if isinstance(value, AbstractCoordinateFunction) else floats(value)
               for key, value in values.items()}
-    return classes[kind](**arrays)
+    return _CLASSES[kind](**arrays)
 
 
-SUPPORTED_FUNCTIONS = ("Constant", "LinearFunction", "PolynomialFunction",
-                       "MultiplierFunction", "PiecewiseLinearFunction", "SimmSpline",
-                       "NaturalCubicSpline")
+_CLASSES = {"Constant": Constant, "LinearFunction": LinearFunction,
+            "PolynomialFunction": PolynomialFunction, "MultiplierFunction": MultiplierFunction,
+            "PiecewiseLinearFunction": PiecewiseLinearFunction, "SimmSpline": SimmSpline,
+            "NaturalCubicSpline": NaturalCubicSpline}
+SUPPORTED_FUNCTIONS = tuple(_CLASSES)
 """OpenSim function classes `coordinate_function` builds."""

@@ -14,6 +14,7 @@ All functions are pure JAX: they jit, vmap and differentiate.
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 GIMBAL_TOLERANCE = 1e-6
@@ -34,10 +35,17 @@ def axial(w: Float[ArrayLike, "3 3"]) -> Float[Array, "3"]:
     return 0.5 * jnp.array([w[2, 1] - w[1, 2], w[0, 2] - w[2, 0], w[1, 0] - w[0, 1]])
 
 
+_LEVI_CIVITA = np.zeros((3, 3, 3))
+for _i, _j, _k in ((0, 1, 2), (1, 2, 0), (2, 0, 1)):
+    _LEVI_CIVITA[_i, _j, _k], _LEVI_CIVITA[_i, _k, _j] = 1.0, -1.0
+
+
 def axis_rotation(axis: Float[ArrayLike, "3"], angle: Float[ArrayLike, ""]) -> Float[Array, "3 3"]:
     """`L(angle, g)`: the counterclockwise rotation by `angle` (rad) about the unit vector `g`
     (Rodrigues' formula `I + sin a [g]x + (1 - cos a) [g]x^2`), components in the frame of `g`."""
-    g = skew(axis)
+    # (skew by one contraction with the Levi-Civita symbol: a far smaller program than the
+    # matrix assembled entry by entry, which matters where kinematics are traced many times.)
+    g = -jnp.einsum("ijk,k->ij", _LEVI_CIVITA, jnp.asarray(axis, dtype=float))
     return jnp.eye(3) + jnp.sin(angle) * g + (1.0 - jnp.cos(angle)) * g @ g
 
 

@@ -32,13 +32,12 @@ from typing import ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Float
 
 from ..elements._parameters import ParameterField
 from ..kinematics._frames import bushing_deflection
 from ..kinematics._functions import AbstractCoordinateFunction
-from ..kinematics._rotations import E_T, E_W, axial
+from ..kinematics._rotations import E_T, E_W, axial, axis_rotation
 from ._mechanics import AbstractLagrangianSystem, solve_mass_matrix
 
 GROUND = -1
@@ -71,8 +70,8 @@ class TreeJoint(eqx.Module):
     """A joint placing body `child` in body `parent` (`GROUND` = -1 for ground); both static.
 
     Fields: `name` and `kind` (static: the OpenSim component's name and class), `parent`,
-    `child`, `parent_offset` and `child_offset` (each `(translation (3,) m, orientation (3,)
-    rad)`: frames `F` in the parent and `M` in the child), `axes` (tuple of `TransformAxis`,
+    `child`, `parent_offset` and `child_offset` (each `(translation (3,) m, rotation (3, 3))`:
+    frames `F` in the parent and `M` in the child, the rotation's columns the frame's axes), `axes` (tuple of `TransformAxis`,
     applied in order: rotations compose body-fixed, translations add in `F`).
     """
 
@@ -80,21 +79,28 @@ class TreeJoint(eqx.Module):
     kind: str = eqx.field(static=True)
     parent: int = eqx.field(static=True)
     child: int = eqx.field(static=True)
-    parent_offset: tuple[Float[Array, "3"], Float[Array, "3"]]
-    child_offset: tuple[Float[Array, "3"], Float[Array, "3"]]
+    parent_offset: tuple[Float[Array, "3"], Float[Array, "3 3"]]
+    child_offset: tuple[Float[Array, "3"], Float[Array, "3 3"]]
     axes: tuple[TransformAxis, ...]
     spin_speeds: bool = eqx.field(static=True, default=False)
     """Whether OpenSim's speeds of the joint's first three (rotation) coordinates are the
     angular velocity of `M` in `F` (`F` components), as for `BallJoint` and `FreeJoint`,
     instead of the rates of the coordinates."""
 
+    @property
+    def spin_coordinates(self) -> tuple[int, ...]:
+        """The model's indices of the joint's three rotation coordinates whose OpenSim
+        speeds are an angular velocity (`spin_speeds`); `()` for other joints."""
+        return tuple(axis.coordinate for axis in self.axes[:3]) if self.spin_speeds else ()
+
     def transform(self, coordinates) -> tuple[Float[Array, "3 3"], Float[Array, "3"]]:
-        """`(R_FM, p_FM)`: orientation and origin of `M` in `F` at the model's coordinates."""
+        """`(R_FM (3, 3), p_FM (3,) m)`: orientation and origin of `M` in `F` at the model's
+        coordinates `(m,)` (rad, m)."""
         rotation, position = jnp.eye(3), jnp.zeros(3)
         for axis in self.axes:
             unit = axis.axis / jnp.linalg.norm(axis.axis)
             if axis.kind == "rotation":
-                rotation = rotation @ _rotation(unit, axis.value(coordinates))
+                rotation = rotation @ axis_rotation(unit, axis.value(coordinates))
             else:
                 position = position + axis.value(coordinates) * unit
         return rotation, position
@@ -113,8 +119,8 @@ class CoordinateCoupler(eqx.Module):
 
 class TreeBushing(eqx.Module):
     """OpenSim's `BushingForce` between a frame on body `body1` and one on body `body2`
-    (static indices, `GROUND` for ground; frames `(translation (3,) m, orientation (3,) rad)`
-    in those bodies): the load `f = -K y - D y'` with `y = [p, beta]` the relative motion of
+    (static indices, `GROUND` for ground; frames `(translation (3,) m, rotation (3, 3))` in
+    those bodies): the load `f = -K y - D y'` with `y = [p, beta]` the relative motion of
     frame 2 in frame 1 (Christophy et al. 2013 eq 17: spineid's classic bushing) and diagonal
     `K = diag(translational_stiffness, rotational_stiffness)`, `D` likewise; as an element of
     the mechanics core, the energy `1/2 y^T K y` and dissipation `1/2 y'^T D y'`.
@@ -128,8 +134,8 @@ class TreeBushing(eqx.Module):
     label: str = eqx.field(static=True)
     body1: int = eqx.field(static=True)
     body2: int = eqx.field(static=True)
-    frame1: tuple[Float[Array, "3"], Float[Array, "3"]]
-    frame2: tuple[Float[Array, "3"], Float[Array, "3"]]
+    frame1: tuple[Float[Array, "3"], Float[Array, "3 3"]]
+    frame2: tuple[Float[Array, "3"], Float[Array, "3 3"]]
     rotational_stiffness: Float[Array, "3"]
     translational_stiffness: Float[Array, "3"]
     rotational_damping: Float[Array, "3"]
@@ -155,38 +161,32 @@ class TreeBushing(eqx.Module):
 
 
 def coordinate_rates(joints, values, speeds) -> Float[Array, " m"]:
-    """The rates `(m,)` of coordinates at `values` `(m,)` whose OpenSim speeds are
-    `speeds` `(m,)` (the inverse of `MultibodyTree.opensim_speeds`): the speeds
-    themselves, but `ET(c) w` for the rotations of ball and free joints among `joints`."""
+    """The rates `(m,)` (rad/s, m/s) of coordinates at `values` `(m,)` whose OpenSim speeds
+    are `speeds` `(m,)`: the speeds themselves, but `ET(c) w` for the rotations of the ball and
+    free joints among `joints` (`w` their angular velocity in `F`)."""
     rates = jnp.asarray(speeds, dtype=float)
     for joint in joints:
-        if joint.spin_speeds:
-            index = jnp.asarray([axis.coordinate for axis in joint.axes[:3]])
+        if joint.spin_coordinates:
+            index = jnp.asarray(joint.spin_coordinates)
             rates = rates.at[index].set(E_T(values[index]) @ rates[index])
     return rates
 
 
-# The Levi-Civita symbol: skew(a) = -EPSILON @ a as one contraction, a far smaller program than
-# a matrix assembled entry by entry (the kinematics are traced several times per right side).
-_EPSILON = np.zeros((3, 3, 3))
-for _i, _j, _k in ((0, 1, 2), (1, 2, 0), (2, 0, 1)):
-    _EPSILON[_i, _j, _k], _EPSILON[_i, _k, _j] = 1.0, -1.0
-
-
-def _rotation(unit, angle) -> Float[Array, "3 3"]:
-    # Rodrigues' formula for a unit axis (as `axis_rotation`, in contractions).
-    cross = -jnp.einsum("ijk,k->ij", _EPSILON, unit)
-    return jnp.eye(3) + jnp.sin(angle) * cross + (1.0 - jnp.cos(angle)) * (cross @ cross)
-
-
-_AXES = np.eye(3)
+def coordinate_speeds(joints, values, rates) -> Float[Array, " m"]:
+    """OpenSim's speeds `(m,)` of coordinates at `values` `(m,)` moving at `rates` `(m,)`:
+    the inverse of `coordinate_rates` (`EW(c) c'` for ball and free joints' rotations)."""
+    speeds = jnp.asarray(rates, dtype=float)
+    for joint in joints:
+        if joint.spin_coordinates:
+            index = jnp.asarray(joint.spin_coordinates)
+            speeds = speeds.at[index].set(E_W(values[index]) @ speeds[index])
+    return speeds
 
 
 def _offset(offset):
-    # An offset frame's (rotation, translation); body-fixed X-Y-Z angles (`euler123_rotation`).
-    translation, orientation = offset
-    rotation = _rotation(_AXES[0], orientation[0]) @ _rotation(_AXES[1], orientation[1])
-    return rotation @ _rotation(_AXES[2], orientation[2]), translation
+    # An offset frame's (rotation, translation) in its body.
+    translation, rotation = offset
+    return rotation, translation
 
 
 class MultibodyTree(AbstractLagrangianSystem):
@@ -257,11 +257,7 @@ class MultibodyTree(AbstractLagrangianSystem):
         the coordinate, except for the rotations of ball and free joints, whose speeds are the
         angular velocity of the joint's frame `M` in `F` (`F` components, `EW(c) c'`)."""
         values, rates = jax.jvp(self.coordinates, (q,), (qdot,))
-        for joint in self.joints:
-            if joint.spin_speeds:
-                index = jnp.asarray([axis.coordinate for axis in joint.axes[:3]])
-                rates = rates.at[index].set(E_W(values[index]) @ rates[index])
-        return rates
+        return coordinate_speeds(self.joints, values, rates)
 
     def body_transforms(self, q) -> tuple[Float[Array, "n 3 3"], Float[Array, "n 3"]]:
         """`(R, x)`: each body's orientation `(n, 3, 3)` (columns = body axes in ground) and
@@ -369,7 +365,7 @@ class MultibodyTree(AbstractLagrangianSystem):
         return jnp.stack(rows) if rows else jnp.zeros((0, 6))
 
     def potential_energy(self, t, q):
-        """Gravity's `-sum m g . x` and the bushings' `1/2 (y - y_0)^T K (y - y_0)` (J)."""
+        """Gravity's `-sum m g . x` and the bushings' `1/2 y^T K y` (J)."""
         rotations, origins = self.body_transforms(q)
         centres = self._mass_center_positions(rotations, origins)
         energy = -jnp.sum(self.masses * (centres @ self.gravity))
@@ -421,7 +417,8 @@ class MultibodyTree(AbstractLagrangianSystem):
         return ("opensim",) if self.source else ()
 
     def is_excited(self) -> bool:
-        """Gravity, a start speed, or a bushing deflected at the start."""
+        """Gravity, a start speed, or a bushing deflected at the start (a concrete model,
+        not under `jit`)."""
         q0, qdot0 = self.initial_state()
         deflected = bool(jnp.any(self.bushing_deflections(q0) != 0.0))
         return bool(jnp.any(self.gravity != 0.0) or jnp.any(qdot0 != 0.0) or deflected)

@@ -126,7 +126,7 @@ class FitProblem:
                     f"{self.source}: nothing excites the joint: all loads are zero, there "
                     "is no gravity and the motion starts at rest in the reference pose, so the "
                     "body never moves and the data cannot determine any parameter. Add loads or "
-                    "an initial_pose."
+                    "an initial_pose (an OpenSim model: gravity, [initial] or [initial_speeds])."
                 )
 
     @classmethod

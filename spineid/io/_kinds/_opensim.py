@@ -21,8 +21,8 @@ import numpy as np
 
 from ..._arrays import floats
 from ...elements._parameters import declared_parameters
-from ...models._multibody import coordinate_rates
-from .._osim import BUSHING_PROPERTIES, read_osim
+from ...models._multibody import coordinate_rates, coordinate_speeds
+from .._osim import BUSHING_PROPERTIES, NONNEGATIVE, read_osim
 from .._toml import DocumentChecker
 
 _KEYS = {"kind", "file", "locked", "unlocked", "initial", "initial_speeds", "gravity",
@@ -62,6 +62,9 @@ def read_opensim(document: dict, check: DocumentChecker, folder: pathlib.Path):
                {"kind", "file"})
     if not isinstance(document["file"], str) or not document["file"]:
         check.fail("file", "the path of an OpenSim model (.osim)", document["file"])
+    if not (folder / document["file"]).exists():
+        check.fail("file", f"an existing OpenSim model (.osim; relative to {folder})",
+                   document["file"])
     model = read_osim(folder / document["file"])
     names = model.coordinate_names
     locked = set(_names(check, document, "locked", names))
@@ -70,22 +73,26 @@ def read_opensim(document: dict, check: DocumentChecker, folder: pathlib.Path):
     if both:
         check.fail("unlocked", "coordinates not also in locked", both)
     dependent = {coupler.dependent for coupler in model.couplers}
-    coupled = sorted(names[i] for i in dependent if names[i] in unlocked | locked)
-    if coupled:
-        check.fail("locked", "independent coordinates (these follow others through "
-                   "CoordinateCouplerConstraints)", coupled)
+    for key, listed in (("locked", locked), ("unlocked", unlocked)):
+        coupled = sorted(names[i] for i in dependent if names[i] in listed)
+        if coupled:
+            check.fail(key, "independent coordinates (these follow others through "
+                       "CoordinateCouplerConstraints)", coupled)
     free = tuple(i for i, name in enumerate(names) if i not in dependent
                  and name not in locked and (i in model.free or name in unlocked))
     values = np.array(model.default_values)
-    speeds = np.array(model.opensim_speeds(*model.initial_state()))
-    for name, value in _coordinate_table(check, document, "initial", model).items():
-        values[names.index(name)] = value
-    given_speeds = _coordinate_table(check, document, "initial_speeds", model)
-    for name, value in given_speeds.items():
-        if names.index(name) in dependent:
-            check.fail(f"initial_speeds.{name}", "the speed of an independent coordinate "
-                       "(this one follows another)", value)
-        speeds[names.index(name)] = value
+    # (the file's speeds, OpenSim's kind: a ball or free joint's are an angular velocity)
+    speeds = np.array(coordinate_speeds(model.joints, model.default_values,
+                                        model.default_speeds))
+    for key, table in (("initial", values), ("initial_speeds", speeds)):
+        for name, value in _coordinate_table(check, document, key, model).items():
+            index = names.index(name)
+            if index in dependent:
+                check.fail(f"{key}.{name}", "a value of an independent coordinate (this one "
+                           "follows another through a CoordinateCouplerConstraint)", value)
+            if key == "initial_speeds" and index not in free and value != 0.0:
+                check.fail(f"{key}.{name}", "0 for a locked coordinate", value)
+            table[index] = value
     gravity = check.vector(document, "gravity", "gravity", 3, default=model.gravity)
     model = dataclasses.replace(
         model, free=free, default_values=floats(values), gravity=floats(gravity),
@@ -94,7 +101,7 @@ def read_opensim(document: dict, check: DocumentChecker, folder: pathlib.Path):
     completed = dict(document)
     for name in bushing_names:
         if name not in labels:
-            near = difflib.get_close_matches(name, labels, n=3)
+            near = difflib.get_close_matches(name, labels + sorted(_KEYS), n=3)
             check.fail(name, "a table named after a BushingForce of the model ("
                        + (f"near: {', '.join(near)}" if near else
                           f"it has {', '.join(labels) or 'none'}") + ")", name)
@@ -106,7 +113,7 @@ def read_opensim(document: dict, check: DocumentChecker, folder: pathlib.Path):
             if prop in table:
                 vector = check.vector(table, prop, f"{label}.{prop}", 3)
                 if np.any(vector < 0):
-                    check.fail(f"{label}.{prop}", "numbers >= 0", table[prop])
+                    check.fail(f"{label}.{prop}", NONNEGATIVE, table[prop])
                 bushing = eqx.tree_at(lambda b, p=prop: getattr(b, p), bushing, floats(vector))
         model = eqx.tree_at(lambda m, i=k: m.elements[i], model, bushing)
         completed[label] = {prop: np.asarray(getattr(bushing, prop)).tolist()
