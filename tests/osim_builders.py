@@ -56,6 +56,11 @@ def every_joint_model(osim, folder: pathlib.Path, spline_coordinate: str = "c_b"
     model.addForce(osim.BushingForce(
         "bush", "/bodyset/b2", "/bodyset/b3", _vec(osim, (10, 20, 30)),
         _vec(osim, (1000, 2000, 3000)), _vec(osim, (0.1, 0.2, 0.3)), _vec(osim, (1, 2, 3))))
+    for name, coordinate, upper, lower in (("limit_a", "c_a", 10.0, -5.0),
+                                           ("limit_pin", "j3_coord_0", 3.0, -12.0)):
+        limit = osim.CoordinateLimitForce(coordinate, upper, 2.0, lower, 1.5, 0.01, 4.0)
+        limit.setName(name)  # (degrees, N m/degree, N m s/degree, as OpenSim takes them)
+        model.addForce(limit)
     model.finalizeConnections()
     path = folder / f"every_joint_{spline_coordinate}.osim"
     model.printToXML(str(path))

@@ -316,16 +316,15 @@ def test_unsupported_functions_and_constraints_are_named(tmp_path, small_neck):
 
 def test_other_forces_are_dropped_with_one_warning_naming_them(tmp_path, small_neck):
     text = small_neck.read_text()
-    limit = ('<CoordinateLimitForce name="flexion_limit"><coordinate>v1_flexion</coordinate>'
-             '<upper_stiffness>10</upper_stiffness><upper_limit>30</upper_limit>'
-             '<lower_stiffness>10</lower_stiffness><lower_limit>-30</lower_limit>'
-             '<damping>0.1</damping><transition>5</transition></CoordinateLimitForce>')
+    limit = ('<SpringGeneralizedForce name="flexion_limit"><coordinate>v1_flexion</coordinate>'
+             '<stiffness>10</stiffness><rest_length>0</rest_length><viscosity>0.1</viscosity>'
+             '</SpringGeneralizedForce>')
     edited = tmp_path / "limited.osim"
     edited.write_text(text.replace("<BushingForce name=\"bushing_1\">",
                                    limit + "<BushingForce name=\"bushing_1\">", 1))
     assert osim.Model(str(edited)).getForceSet().getSize() == 3  # OpenSim reads it too
     with pytest.warns(UserWarning, match=r"forces dropped .*flexion_limit "
-                                         r"\(CoordinateLimitForce\)") as caught:
+                                         r"\(SpringGeneralizedForce\)") as caught:
         ours = spineid.read_osim(edited)
     assert len(caught) == 1
     assert [b.label for b in ours.elements] == ["bushing_1", "bushing_2"]
@@ -514,3 +513,20 @@ def test_written_values_keep_every_other_byte_line_ends_and_comments(tmp_path):
     assert changed[0][1].strip() == b"<rotational_stiffness>3.5 2.5 3.25</rotational_stiffness>"
     assert len(written.split(b"\r\n")) == len(before.split(b"\r\n"))
     assert spineid.read_osim(tmp_path / "fitted.osim").elements[1].rotational_stiffness[2] == 3.25
+
+
+def test_coordinate_limit_forces_equal_opensims(every_joint):
+    ours = spineid.read_osim(every_joint)
+    model = osim.Model(str(every_joint))
+    state = model.initSystem()
+    assert [limit.name for limit in ours.limits] == ["limit_a", "limit_pin"]
+    rng = np.random.default_rng(11)
+    for value in np.radians([-14.0, -7.0, -5.5, 0.0, 11.0, 12.5, 20.0]):
+        rate = float(rng.uniform(-2.0, 2.0))
+        coordinate = model.getCoordinateSet().get("c_a")
+        coordinate.setValue(state, float(value), False)
+        coordinate.setSpeedValue(state, rate)
+        model.realizeVelocity(state)
+        theirs = osim.CoordinateLimitForce.safeDownCast(
+            model.getForceSet().get("limit_a")).calcLimitForce(state)
+        assert float(ours.limits[0].force(value, rate)) == pytest.approx(theirs, abs=1e-12)

@@ -5,7 +5,8 @@ What is read (docs/formats/opensim.md): the bodies (mass, centre of mass, inerti
 `SliderJoint`, `UniversalJoint`, `GimbalJoint`, `BallJoint`, `FreeJoint`, `PlanarJoint` and
 `CustomJoint` (its `SpatialTransform`, functions as `spineid.kinematics` lists), the coordinates
 (default value and speed, `locked`), `CoordinateCouplerConstraint`s (reduced: the dependent
-coordinate becomes a function of the independent one), `BushingForce`s and gravity. Forces of
+coordinate becomes a function of the independent one), `BushingForce`s,
+`CoordinateLimitForce`s and gravity. Forces of
 other classes (muscles, actuators, ...) are listed in one warning and dropped: the passive
 model is what is identified. Any other constraint, joint or function is refused, naming the
 component's path and what is supported. Files older than format 40000 (OpenSim 3.x) are
@@ -24,7 +25,8 @@ from .._arrays import floats
 from ..kinematics._rotations import euler123_rotation
 from ..kinematics._functions import SUPPORTED_FUNCTIONS, LinearFunction, coordinate_function
 from ..models._multibody import (
-    GROUND, CoordinateCoupler, coordinate_rates, MultibodyTree, TransformAxis, TreeBushing, TreeJoint,
+    GROUND, CoordinateCoupler, CoordinateLimit, coordinate_rates, MultibodyTree, TransformAxis,
+    TreeBushing, TreeJoint,
 )
 from ._atomic import readable_file, write_text_atomically
 
@@ -257,6 +259,7 @@ def read_osim(path) -> MultibodyTree:
     # (A ball or free joint's default speeds are OpenSim's angular velocity: made rates.)
     speeds = coordinate_rates(joints, floats(defaults), floats(speeds))
     gravity = _numbers(reader, model, "gravity", 3, "the model", default=[0.0, -9.80665, 0.0])
+    bushings, limits = _forces(reader, model, bodies, names, units)
     body_names = tuple(bodies)
     return MultibodyTree(
         name=model.get("name") or path.stem, body_names=body_names,
@@ -264,7 +267,7 @@ def read_osim(path) -> MultibodyTree:
         inertias=floats(np.array(inertias)), joints=tuple(_ordered(reader, joints, body_names)),
         coordinate_names=tuple(names), coordinate_units=tuple(units),
         default_values=floats(defaults), default_speeds=speeds, free=free,
-        couplers=tuple(couplers), elements=tuple(_forces(reader, model, bodies)),
+        couplers=tuple(couplers), elements=tuple(bushings), limits=tuple(limits),
         gravity=floats(gravity), coordinate_paths=tuple(paths), source=str(path))
 
 
@@ -463,12 +466,37 @@ def parameter_label(name: str) -> str:
     return name if name.isidentifier() else re.sub(r"\W", "_", name)
 
 
-def _forces(reader, model, bodies):
-    bushings, dropped = [], []
+def _limit(reader, element, where, names, units):
+    # A CoordinateLimitForce in SI: the file gives a rotational coordinate's limits and
+    # transition in degrees, its stiffness per degree and its damping per degree per second.
+    coordinate = _text(element, "coordinate", "")
+    if coordinate not in names:
+        reader.fail(f"{where}: coordinate {coordinate!r} is not in the model")
+    index = names.index(coordinate)
+    w = np.pi / 180.0 if units[index] == "rad" else 1.0
+    value = {tag: float(_numbers(reader, element, tag, 1, where)[0])
+             for tag in ("upper_stiffness", "upper_limit", "lower_stiffness", "lower_limit",
+                         "transition", "damping")}
+    if value["transition"] <= 0 or value["upper_stiffness"] <= 0 or \
+            value["lower_stiffness"] <= 0 or value["damping"] < 0:
+        reader.fail(f"{where}: a CoordinateLimitForce needs a transition and stiffnesses > 0 "
+                    "and a damping >= 0")
+    return CoordinateLimit(
+        element.get("name"), index, floats(value["upper_stiffness"] / w),
+        floats(value["upper_limit"] * w), floats(value["lower_stiffness"] / w),
+        floats(value["lower_limit"] * w), floats(value["transition"] * w),
+        floats(value["damping"] / w))
+
+
+def _forces(reader, model, bodies, names, units):
+    bushings, limits, dropped = [], [], []
     for element in model.iterfind("ForceSet/objects/*"):
         where = reader.paths.get(element, element.tag)
         if (_text(element, "appliesForce", "true") or "true").lower() == "false":
             dropped.append(f"{element.get('name')} ({element.tag}, appliesForce false)")
+            continue
+        if element.tag == "CoordinateLimitForce":
+            limits.append(_limit(reader, element, where, names, units))
             continue
         if element.tag != "BushingForce":
             dropped.append(f"{element.get('name')} ({element.tag})")
@@ -485,9 +513,10 @@ def _forces(reader, model, bodies):
             tuple(floats(a) for a in frames[0][1]), tuple(floats(a) for a in frames[1][1]),
             **{tag: floats(value) for tag, value in vectors.items()}))
     if dropped:
-        warnings.warn(f"{reader.path}: forces dropped (spineid identifies the passive model: "
-                      f"bushings, joints, gravity): {', '.join(dropped)}", stacklevel=3)
-    return bushings
+        warnings.warn(f"{reader.path}: forces dropped (spineid reads the passive model: "
+                      f"bushings, coordinate limits, joints, gravity): {', '.join(dropped)}",
+                      stacklevel=3)
+    return bushings, limits
 
 
 def write_osim_values(model: MultibodyTree, path) -> pathlib.Path:

@@ -160,6 +160,37 @@ class TreeBushing(eqx.Module):
         return jnp.concatenate([self.translational_damping, self.rotational_damping])
 
 
+class CoordinateLimit(eqx.Module):
+    """OpenSim's `CoordinateLimitForce` on coordinate `coordinate` (static index): beyond
+    `upper` (or below `lower`) a spring whose stiffness rises from 0 to `upper_stiffness` (or
+    `lower_stiffness`) over `transition` by SimTK's smooth step `10 s^3 - 15 s^4 + 6 s^5`, and a
+    damper scaled by the same step: `f = -K_u(c) (c - upper) + K_l(c) (lower - c) - damping
+    (K_u(c)/K_u + K_l(c)/K_l) c'`, a generalized force on the coordinate. Fields in SI (the
+    file's degrees converted for rotational coordinates): limits and `transition` in rad or m,
+    stiffness in N m/rad or N/m, `damping` in N m s/rad or N s/m; `name` static."""
+
+    name: str = eqx.field(static=True)
+    coordinate: int = eqx.field(static=True)
+    upper_stiffness: Float[Array, ""]
+    upper: Float[Array, ""]
+    lower_stiffness: Float[Array, ""]
+    lower: Float[Array, ""]
+    transition: Float[Array, ""]
+    damping: Float[Array, ""]
+
+    def force(self, value, rate) -> Float[Array, ""]:
+        """The force (N m or N) on the coordinate at its `value` and `rate`."""
+        def step(x):  # (SimTK's smooth step from 0 at x <= 0 to 1 at x >= 1)
+            x = jnp.clip(x, 0.0, 1.0)
+            return x ** 3 * (10.0 - 15.0 * x + 6.0 * x ** 2)
+
+        up = step((value - self.upper) / self.transition)
+        low = step((self.lower - value) / self.transition)
+        return (-self.upper_stiffness * up * (value - self.upper)
+                + self.lower_stiffness * low * (self.lower - value)
+                - self.damping * (up + low) * rate)
+
+
 def coordinate_rates(joints, values, speeds) -> Float[Array, " m"]:
     """The rates `(m,)` (rad/s, m/s) of coordinates at `values` `(m,)` whose OpenSim speeds
     are `speeds` `(m,)`: the speeds themselves, but `ET(c) w` for the rotations of the ball and
@@ -201,7 +232,8 @@ class MultibodyTree(AbstractLagrangianSystem):
     `coordinate_names` and `coordinate_units` (static, `"rad"` or `"m"`), `default_values`
     and `default_speeds` (`(m,)`), `free` (static indices of the generalized coordinates),
     `couplers` (tuple of `CoordinateCoupler`), `elements` (tuple of `TreeBushing`), `gravity`
-    (m/s^2, `(3,)`, ground axes), `coordinate_paths` (static: each coordinate's component
+    (m/s^2, `(3,)`, ground axes), `limits` (tuple of `CoordinateLimit`, OpenSim's
+    `CoordinateLimitForce`s), `coordinate_paths` (static: each coordinate's component
     path, `/jointset/J/C`, for OpenSim's state labels), `source` (static: the `.osim` file
     it was read from, where `spineid.export_model` writes fitted values back; `""` if none).
     """
@@ -221,6 +253,7 @@ class MultibodyTree(AbstractLagrangianSystem):
     elements: tuple[TreeBushing, ...]
     gravity: Float[Array, "3"]
     coordinate_paths: tuple[str, ...] = eqx.field(static=True, default=())
+    limits: tuple[CoordinateLimit, ...] = ()
     source: str = eqx.field(static=True, default="")
 
     def __check_init__(self):
@@ -382,8 +415,17 @@ class MultibodyTree(AbstractLagrangianSystem):
                          for bushing, rate in zip(self.elements, rates))
 
     def generalized_forces(self, t, q, qdot):
-        """No external loads: zeros `(n_dof,)`."""
-        return jnp.zeros_like(q)
+        """The coordinate limits' forces on the generalized coordinates `(n_dof,)` (through
+        the couplers where they act on a dependent coordinate); no external loads."""
+        if not self.limits:
+            return jnp.zeros_like(q)
+        values, rates = jax.jvp(self.coordinates, (q,), (qdot,))
+        forces = jnp.zeros_like(values)
+        for limit in self.limits:
+            forces = forces.at[limit.coordinate].add(
+                limit.force(values[limit.coordinate], rates[limit.coordinate]))
+        # (the forces pull back along the coordinates' Jacobian, not the rates')
+        return jax.vjp(self.coordinates, q)[1](forces)[0]
 
     def initial_state(self):
         """The free coordinates' default values and speeds."""
