@@ -214,6 +214,76 @@ def coordinate_speeds(joints, values, rates) -> Float[Array, " m"]:
     return speeds
 
 
+class _DynamicJoint(eqx.Module):
+    # A joint with its indices as arrays (parent, child, each axis's coordinate), so that
+    # joints of one layout stack into one pytree a scan runs over.
+    parent: Array
+    child: Array
+    parent_offset: tuple
+    child_offset: tuple
+    kinds: tuple[str, ...] = eqx.field(static=True)
+    vectors: tuple
+    functions: tuple
+    coordinates: tuple
+
+    def transform(self, values):
+        rotation, position = jnp.eye(3), jnp.zeros(3)
+        for kind, vector, function, index in zip(self.kinds, self.vectors, self.functions,
+                                                 self.coordinates):
+            unit = vector / jnp.linalg.norm(vector)
+            amount = function(jnp.where(index >= 0, values[jnp.maximum(index, 0)], 0.0))
+            if kind == "rotation":
+                rotation = rotation @ axis_rotation(unit, amount)
+            else:
+                position = position + amount * unit
+        return rotation, position
+
+
+def _dynamic(joint: TreeJoint) -> _DynamicJoint:
+    return _DynamicJoint(
+        jnp.asarray(joint.parent), jnp.asarray(joint.child), joint.parent_offset,
+        joint.child_offset, tuple(axis.kind for axis in joint.axes),
+        tuple(axis.axis for axis in joint.axes), tuple(axis.function for axis in joint.axes),
+        tuple(jnp.asarray(axis.coordinate) for axis in joint.axes))
+
+
+def _layout(joint: TreeJoint):
+    # What joints must share to be stacked: the tree structure and shapes of their dynamic
+    # form (axis kinds, function types and sizes).
+    dynamic = _dynamic(joint)
+    return (jax.tree.structure(dynamic),
+            tuple(jnp.shape(leaf) for leaf in jax.tree.leaves(dynamic)))
+
+
+def _runs(joints) -> list[list]:
+    # The joints in order, consecutive ones of one layout together.
+    runs = []
+    for joint in joints:
+        if runs and _layout(runs[-1][-1]) == _layout(joint):
+            runs[-1].append(joint)
+        else:
+            runs.append([joint])
+    return runs
+
+
+def _place(joint, values, rotations, origins):
+    # The child body's orientation and origin, from its parent's (ground: index -1).
+    if isinstance(joint.parent, int) and joint.parent == GROUND:
+        parent_r, parent_x = jnp.eye(3), jnp.zeros(3)
+    else:
+        parent = jnp.maximum(joint.parent, 0)
+        grounded = jnp.asarray(joint.parent) < 0
+        parent_r = jnp.where(grounded, jnp.eye(3), rotations[parent])
+        parent_x = jnp.where(grounded, jnp.zeros(3), origins[parent])
+    r_pf, x_pf = _offset(joint.parent_offset)
+    r_fm, x_fm = joint.transform(values)
+    r_cm, x_cm = _offset(joint.child_offset)
+    r_f = parent_r @ r_pf
+    r_child = r_f @ r_fm @ r_cm.T
+    x_child = parent_x + parent_r @ x_pf + r_f @ x_fm - r_child @ x_cm
+    return rotations.at[joint.child].set(r_child), origins.at[joint.child].set(x_child)
+
+
 def _offset(offset):
     # An offset frame's (rotation, translation) in its body.
     translation, rotation = offset
@@ -294,24 +364,25 @@ class MultibodyTree(AbstractLagrangianSystem):
 
     def body_transforms(self, q) -> tuple[Float[Array, "n 3 3"], Float[Array, "n 3"]]:
         """`(R, x)`: each body's orientation `(n, 3, 3)` (columns = body axes in ground) and
-        origin `(n, 3)` (m, ground) at the generalized coordinates `q`."""
+        origin `(n, 3)` (m, ground) at the generalized coordinates `q` `(n_dof,)`.
+
+        Consecutive joints of one layout (a chain of alike custom joints) are placed by one
+        `jax.lax.scan` step: the program, and its compile time, do not grow with them."""
         values = self.coordinates(q)
         n = len(self.body_names)
-        rotations, origins = [None] * n, [None] * n
-        for joint in self.joints:
-            if joint.parent == GROUND:
-                parent_r, parent_x = jnp.eye(3), jnp.zeros(3)
-            else:
-                parent_r, parent_x = rotations[joint.parent], origins[joint.parent]
-            r_pf, x_pf = _offset(joint.parent_offset)
-            r_fm, x_fm = joint.transform(values)
-            r_cm, x_cm = _offset(joint.child_offset)
-            r_f = parent_r @ r_pf
-            r_m = r_f @ r_fm
-            x_m = parent_x + parent_r @ x_pf + r_f @ x_fm
-            rotations[joint.child] = r_m @ r_cm.T
-            origins[joint.child] = x_m - rotations[joint.child] @ x_cm
-        return jnp.stack(rotations), jnp.stack(origins)
+        rotations, origins = jnp.zeros((n, 3, 3)), jnp.zeros((n, 3))
+        for run in _runs(self.joints):
+            if len(run) == 1:
+                rotations, origins = _place(run[0], values, rotations, origins)
+                continue
+            stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves),
+                                   *[_dynamic(joint) for joint in run])
+
+            def step(carry, joint):
+                return _place(joint, values, *carry), None
+
+            (rotations, origins), _ = jax.lax.scan(step, (rotations, origins), stacked)
+        return rotations, origins
 
     def _mass_center_positions(self, rotations, origins):
         return origins + jnp.einsum("nij,nj->ni", rotations, self.mass_centers)
@@ -342,7 +413,7 @@ class MultibodyTree(AbstractLagrangianSystem):
         # (n, 3, 3), their centres of mass (n, 3) and the bushings' deflections (b, 6).
         rotations, origins = self.body_transforms(q)
         return (rotations, self._mass_center_positions(rotations, origins),
-                self.bushing_deflections(q))
+                self._deflections(rotations, origins))
 
     def accelerations(self, t, q, qdot):
         """`qddot` `(n_dof,)` from the bodies' Newton-Euler equations projected on the
@@ -380,22 +451,32 @@ class MultibodyTree(AbstractLagrangianSystem):
             forces = forces - jacobian_y[k].T @ load
         return solve_mass_matrix(mass, forces)
 
-    def _frame(self, body: int, frame, rotations, origins):
-        r_off, x_off = _offset(frame)
-        if body == GROUND:
-            return r_off, x_off
-        return rotations[body] @ r_off, origins[body] + rotations[body] @ x_off
-
     def bushing_deflections(self, q) -> Float[Array, "b 6"]:
         """The relative motion `y` `(6,)` (m, rad) of each bushing's frame 2 in its frame 1
         at `q` (Christophy et al. 2013 eq 17), shape `(len(elements), 6)`."""
-        rotations, origins = self.body_transforms(q)
-        rows = []
-        for bushing in self.elements:
-            r1, x1 = self._frame(bushing.body1, bushing.frame1, rotations, origins)
-            r2, x2 = self._frame(bushing.body2, bushing.frame2, rotations, origins)
-            rows.append(bushing_deflection(r1, x1, r2, x2))
-        return jnp.stack(rows) if rows else jnp.zeros((0, 6))
+        return self._deflections(*self.body_transforms(q))
+
+    def _deflections(self, rotations, origins):
+        # The bushings' deflections at the bodies' placements, all bushings in one vmapped
+        # evaluation (their body indices as arrays; -1, ground, at the identity).
+        if not self.elements:
+            return jnp.zeros((0, 6))
+        placed_r = jnp.concatenate([rotations, jnp.eye(3)[None]])  # (index -1: ground)
+        placed_x = jnp.concatenate([origins, jnp.zeros((1, 3))])
+
+        def deflection(body1, frame1, body2, frame2):
+            ends = []
+            for body, (offset_x, offset_r) in ((body1, frame1), (body2, frame2)):
+                r, x = placed_r[body], placed_x[body]
+                ends += [r @ offset_r, x + r @ offset_x]
+            return bushing_deflection(*ends)
+
+        stack = lambda *leaves: jnp.stack(leaves)  # noqa: E731
+        return jax.vmap(deflection)(
+            jnp.asarray([b.body1 for b in self.elements]),
+            jax.tree.map(stack, *[b.frame1 for b in self.elements]),
+            jnp.asarray([b.body2 for b in self.elements]),
+            jax.tree.map(stack, *[b.frame2 for b in self.elements]))
 
     def potential_energy(self, t, q):
         """Gravity's `-sum m g . x` and the bushings' `1/2 y^T K y` (J)."""
