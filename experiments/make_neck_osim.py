@@ -78,7 +78,8 @@ def neck_model(osim, folder: pathlib.Path, levels: int = 3, locked: bool = True,
                                  _vec(osim, (0, 0, 0)), transform)
         model.addJoint(joint)
         bushing = osim.BushingForce(
-            f"{joint_name}_bushing" if named else f"bushing_{level + 1}", parent, osim.Transform(_vec(osim, above)), body,
+            f"{joint_name}_bushing" if named else f"bushing_{level + 1}", parent,
+            osim.Transform(_vec(osim, above)), body,
             osim.Transform(_vec(osim, (0.0, -0.008, 0.0))),
             _vec(osim, (1e4, 1e4, 1e4)),
             _vec(osim, (3.0 + 0.5 * level, 2.5, 4.0 - 0.3 * level)),

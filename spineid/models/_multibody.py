@@ -71,8 +71,9 @@ class TreeJoint(eqx.Module):
 
     Fields: `name` and `kind` (static: the OpenSim component's name and class), `parent`,
     `child`, `parent_offset` and `child_offset` (each `(translation (3,) m, rotation (3, 3))`:
-    frames `F` in the parent and `M` in the child, the rotation's columns the frame's axes), `axes` (tuple of `TransformAxis`,
-    applied in order: rotations compose body-fixed, translations add in `F`).
+    frames `F` in the parent and `M` in the child, the rotation's columns the frame's axes),
+    `axes` (tuple of `TransformAxis`, applied in order: rotations compose body-fixed,
+    translations add in `F`).
     """
 
     name: str = eqx.field(static=True)
