@@ -533,3 +533,48 @@ def test_coordinate_limit_forces_equal_opensims(every_joint):
         theirs = osim.CoordinateLimitForce.safeDownCast(
             model.getForceSet().get("limit_a")).calcLimitForce(state)
         assert float(ours.limits[0].force(value, rate)) == pytest.approx(theirs, abs=1e-12)
+
+
+def test_limit_defaults_units_by_the_last_unit_slope_and_no_limit_on_a_ball(tmp_path,
+                                                                           every_joint):
+    text = every_joint.read_text()
+    # OpenSim's defaults stand for properties the file leaves out
+    limit = re.search(r'<CoordinateLimitForce name="limit_pin">.*?</CoordinateLimitForce>',
+                      text, re.S).group(0)
+    sparse = re.sub(r"<damping>.*?</damping>|<transition>.*?</transition>", "", limit)
+    edited = tmp_path / "sparse.osim"
+    edited.write_text(text.replace(limit, sparse))
+    ours = spineid.read_osim(edited)
+    model = osim.Model(str(edited))
+    state = model.initSystem()
+    coordinate = model.getCoordinateSet().get("j3_coord_0")
+    for value, rate in ((np.radians(3.05), 0.7), (np.radians(9.0), -1.1)):
+        coordinate.setValue(state, float(value), False)
+        coordinate.setSpeedValue(state, rate)
+        model.realizeVelocity(state)
+        theirs = osim.CoordinateLimitForce.safeDownCast(
+            model.getForceSet().get("limit_pin")).calcLimitForce(state)
+        assert float(ours.limits[1].force(value, rate)) == pytest.approx(theirs, abs=1e-12)
+    # a coordinate through a spline first and slope 1 after is rotational, as in OpenSim
+    spline = ('<SimmSpline name="function"><x>-1 0 1</x><y>-0.5 0 0.5</y></SimmSpline>')
+    first = re.sub(r'(<TransformAxis name="rotation1">.*?)<LinearFunction name="function">'
+                   r'.*?</LinearFunction>', r"\1" + spline, text, count=1, flags=re.S)
+    linear = '<LinearFunction name="function"><coefficients>1 0</coefficients></LinearFunction>'
+    third = re.sub(r'(<TransformAxis name="rotation3">.*?<coordinates>)c_b(</coordinates>.*?)'
+                   r'<SimmSpline name="function">.*?</SimmSpline>',
+                   lambda m: m.group(1) + "c_a" + m.group(2) + linear, first, count=1,
+                   flags=re.S)
+    knee = tmp_path / "knee.osim"
+    knee.write_text(third)
+    units = dict(zip(spineid.read_osim(knee).coordinate_names,
+                     spineid.read_osim(knee).coordinate_units))
+    knee_model = osim.Model(str(knee))  # (kept: a chain on a temporary model crashes)
+    knee_model.initSystem()
+    motion = knee_model.getCoordinateSet().get("c_a").getMotionType()
+    assert motion == osim.Coordinate.Rotational and units["c_a"] == "rad"
+    # a limit on a ball joint's rotation (its speed an angular velocity) is refused
+    ball = tmp_path / "ball.osim"
+    ball.write_text(text.replace("<coordinate>j3_coord_0</coordinate>",
+                                 "<coordinate>j2_coord_1</coordinate>"))
+    with pytest.raises(ValueError, match="a rotation of a ball or free joint"):
+        spineid.read_osim(ball)

@@ -259,7 +259,8 @@ def read_osim(path) -> MultibodyTree:
     # (A ball or free joint's default speeds are OpenSim's angular velocity: made rates.)
     speeds = coordinate_rates(joints, floats(defaults), floats(speeds))
     gravity = _numbers(reader, model, "gravity", 3, "the model", default=[0.0, -9.80665, 0.0])
-    bushings, limits = _forces(reader, model, bodies, names, units)
+    spinning = {index for joint in joints for index in joint.spin_coordinates}
+    bushings, limits = _forces(reader, model, bodies, names, units, spinning)
     body_names = tuple(bodies)
     return MultibodyTree(
         name=model.get("name") or path.stem, body_names=body_names,
@@ -359,15 +360,15 @@ def _joint(reader, element, bodies, names, units, defaults, speeds, locked, path
 
 
 def _coordinate_unit(axes, index) -> str:
-    # OpenSim's motion type of a coordinate, decided by the first axis it drives: through a
-    # LinearFunction of slope +-1 it is rotational ("rad") or translational ("m"), otherwise
-    # coupled (""; OpenSim's files then hold it as it is, whatever their inDegrees says).
-    driven = [axis for axis in axes if axis.coordinate == index]
-    if driven:
-        function = driven[0].function
-        if isinstance(function, LinearFunction) and abs(float(function.slope)) == 1.0:
-            return "rad" if driven[0].kind == "rotation" else "m"
-    return ""
+    # OpenSim's motion type of a coordinate: rotational ("rad") or translational ("m") by the
+    # last axis it drives through a LinearFunction of slope +-1, otherwise coupled (""; OpenSim's
+    # files then hold it as it is, whatever their inDegrees says).
+    kinds = [axis.kind for axis in axes if axis.coordinate == index
+             and isinstance(axis.function, LinearFunction)
+             and abs(float(axis.function.slope)) == 1.0]
+    if not kinds:
+        return ""
+    return "rad" if kinds[-1] == "rotation" else "m"
 
 
 def _custom_axes(reader, element, where, local, names):
@@ -466,17 +467,24 @@ def parameter_label(name: str) -> str:
     return name if name.isidentifier() else re.sub(r"\W", "_", name)
 
 
-def _limit(reader, element, where, names, units):
+# OpenSim's defaults of a CoordinateLimitForce's properties (in the file's units).
+_LIMIT_DEFAULTS = {"upper_stiffness": 1.0, "upper_limit": 0.0, "lower_stiffness": 1.0,
+                   "lower_limit": 0.0, "transition": 0.1, "damping": 0.001}
+
+
+def _limit(reader, element, where, names, units, spinning):
     # A CoordinateLimitForce in SI: the file gives a rotational coordinate's limits and
     # transition in degrees, its stiffness per degree and its damping per degree per second.
     coordinate = _text(element, "coordinate", "")
     if coordinate not in names:
         reader.fail(f"{where}: coordinate {coordinate!r} is not in the model")
     index = names.index(coordinate)
+    if index in spinning:
+        reader.fail(f"{where}: a limit on {coordinate!r}, a rotation of a ball or free joint "
+                    "(whose speeds are an angular velocity), is not supported")
     w = np.pi / 180.0 if units[index] == "rad" else 1.0
-    value = {tag: float(_numbers(reader, element, tag, 1, where)[0])
-             for tag in ("upper_stiffness", "upper_limit", "lower_stiffness", "lower_limit",
-                         "transition", "damping")}
+    value = {tag: float(_numbers(reader, element, tag, 1, where, default=[default])[0])
+             for tag, default in _LIMIT_DEFAULTS.items()}
     if value["transition"] <= 0 or value["upper_stiffness"] <= 0 or \
             value["lower_stiffness"] <= 0 or value["damping"] < 0:
         reader.fail(f"{where}: a CoordinateLimitForce needs a transition and stiffnesses > 0 "
@@ -488,7 +496,7 @@ def _limit(reader, element, where, names, units):
         floats(value["damping"] / w))
 
 
-def _forces(reader, model, bodies, names, units):
+def _forces(reader, model, bodies, names, units, spinning):
     bushings, limits, dropped = [], [], []
     for element in model.iterfind("ForceSet/objects/*"):
         where = reader.paths.get(element, element.tag)
@@ -496,7 +504,7 @@ def _forces(reader, model, bodies, names, units):
             dropped.append(f"{element.get('name')} ({element.tag}, appliesForce false)")
             continue
         if element.tag == "CoordinateLimitForce":
-            limits.append(_limit(reader, element, where, names, units))
+            limits.append(_limit(reader, element, where, names, units, spinning))
             continue
         if element.tag != "BushingForce":
             dropped.append(f"{element.get('name')} ({element.tag})")

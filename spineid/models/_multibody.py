@@ -541,8 +541,10 @@ class MultibodyTree(AbstractLagrangianSystem):
         return ("opensim",) if self.source else ()
 
     def is_excited(self) -> bool:
-        """Gravity, a start speed, or a bushing deflected at the start (a concrete model,
-        not under `jit`)."""
+        """Gravity, a start speed, a bushing deflected or a coordinate beyond its limit at the
+        start (a concrete model, not under `jit`)."""
         q0, qdot0 = self.initial_state()
         deflected = bool(jnp.any(self.bushing_deflections(q0) != 0.0))
-        return bool(jnp.any(self.gravity != 0.0) or jnp.any(qdot0 != 0.0) or deflected)
+        limited = bool(jnp.any(self.generalized_forces(0.0, q0, qdot0) != 0.0))
+        return bool(jnp.any(self.gravity != 0.0) or jnp.any(qdot0 != 0.0) or deflected
+                    or limited)
