@@ -208,8 +208,9 @@ def _small_spine() -> dict:
 
 
 def _small_neck() -> dict:
-    # The bundled OpenSim neck (three levels) with its flexion free only, shaken by gravity.
-    free = {"C7_flexion", "C6_flexion", "C5_flexion"}
+    # The bundled OpenSim neck (three levels) with C6's flexion free only (C7's bending
+    # coupled to its locked flexion), swinging under gravity.
+    free = {"C6_flexion"}
     coordinates = [f"{level}_{motion}" for level in ("C7", "C6", "C5")
                    for motion in ("flexion", "bending", "rotation")]
     locked = [name for name in coordinates if name not in free and name != "C7_bending"]

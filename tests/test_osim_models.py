@@ -88,6 +88,22 @@ def _set_state(model, state, ours, q, qdot):
         coordinates.get(name).setSpeedValue(state, float(speeds[i]))
 
 
+def _bodies_as_in_opensim(path, coordinates):
+    # Read `path` in both programs, set each `q` of `coordinates` in both, and compare every
+    # body's orientation and origin in ground.
+    ours = spineid.read_osim(path)
+    model = osim.Model(str(path))
+    state = model.initSystem()
+    for q in coordinates:
+        _set_state(model, state, ours, q, np.zeros_like(q))
+        model.realizePosition(state)
+        rotations, origins = ours.body_transforms(jnp.asarray(q))
+        for b, name in enumerate(ours.body_names):
+            rotation, origin = transform_of(model.getBodySet().get(name), state)
+            np.testing.assert_allclose(np.asarray(rotations[b]), rotation, atol=1e-12)
+            np.testing.assert_allclose(np.asarray(origins[b]), origin, atol=1e-12)
+
+
 @pytest.fixture(scope="module")
 def every_joint(tmp_path_factory):
     return every_joint_model(osim, tmp_path_factory.mktemp("every_joint"))
@@ -106,19 +122,9 @@ def small_neck(tmp_path_factory):
 @pytest.mark.parametrize("which", ["every_joint", "small_neck"])
 def test_body_transforms_equal_opensims_at_random_coordinates(which, request):
     path = request.getfixturevalue(which)
-    ours = spineid.read_osim(path)
-    model = osim.Model(str(path))
-    state = model.initSystem()
+    n_dof = spineid.read_osim(path).n_dof
     rng = np.random.default_rng(3)
-    for _ in range(4):
-        q = rng.uniform(-0.7, 0.7, ours.n_dof)
-        _set_state(model, state, ours, q, np.zeros_like(q))
-        model.realizePosition(state)
-        rotations, origins = ours.body_transforms(jnp.asarray(q))
-        for b, name in enumerate(ours.body_names):
-            rotation, origin = transform_of(model.getBodySet().get(name), state)
-            np.testing.assert_allclose(np.asarray(rotations[b]), rotation, atol=1e-12)
-            np.testing.assert_allclose(np.asarray(origins[b]), origin, atol=1e-12)
+    _bodies_as_in_opensim(path, [rng.uniform(-0.7, 0.7, n_dof) for _ in range(4)])
 
 
 def _spatial_accelerations(ours, q, qdot, qddot):
@@ -187,6 +193,7 @@ def test_velocity_terms_are_the_derivative_of_opensims_own_velocities(repeated_c
     # and, without damping, the equations keep the energy: d(T + U)/dt = 0 at any state
     undamped = _undamped(ours)
     q, qdot = jnp.asarray(q), jnp.asarray(qdot)
+    assert float(undamped._limit_energy(q)) > 0.0  # (a limit's spring takes part)
     qddot = _accelerations(undamped, q, qdot)
     _, power = jax.jvp(lambda x, v: spineid.mechanical_energy(undamped, 0.0, x, v), (q, qdot),
                        (qdot, qddot))
@@ -195,9 +202,10 @@ def test_velocity_terms_are_the_derivative_of_opensims_own_velocities(repeated_c
 
 
 def _undamped(model):
-    # Without the bushings' damping and the coordinate limits (forces outside U).
+    # Without the bushings' and the coordinate limits' damping (forces outside U).
     parameters = [p for p in declared_parameters(model) if "damping" in p.group]
-    model = dataclasses.replace(model, limits=())
+    model = dataclasses.replace(model, limits=tuple(
+        dataclasses.replace(limit, damping=jnp.zeros(())) for limit in model.limits))
     return spineid.apply_values(model, parameters, jnp.zeros(len(parameters)))
 
 
@@ -346,16 +354,7 @@ def test_natural_splines_and_multipliers_in_a_file_move_the_bodies_as_in_opensim
     second = text.index(spline.group(0), first + 1)
     edited.write_text(text[:first] + natural + text[first + len(spline.group(0)):second]
                       + multiplied + text[second + len(spline.group(0)):])
-    ours = spineid.read_osim(edited)
-    model = osim.Model(str(edited))
-    state = model.initSystem()
-    q = np.array([0.3, -0.2, 0.45, 0.1])
-    _set_state(model, state, ours, q, np.zeros_like(q))
-    model.realizePosition(state)
-    rotations, origins = ours.body_transforms(jnp.asarray(q))
-    for b, name in enumerate(ours.body_names):
-        _, origin = transform_of(model.getBodySet().get(name), state)
-        np.testing.assert_allclose(np.asarray(origins[b]), origin, atol=1e-12)
+    _bodies_as_in_opensim(edited, [np.array([0.3, -0.2, 0.45, 0.1])])
 
 
 def test_a_lab_fits_its_bushings_from_opensim_motion_and_opensim_runs_the_result(tmp_path):
@@ -454,16 +453,7 @@ def test_chained_offset_frames_at_a_right_angle_place_bodies_as_opensim(tmp_path
             + text[first + len("<socket_parent>/bodyset/v1</socket_parent>"):])
     edited = tmp_path / "tilted.osim"
     edited.write_text(text)
-    ours = spineid.read_osim(edited)
-    model = osim.Model(str(edited))
-    state = model.initSystem()
-    q = np.array([0.3, -0.2, 0.45, 0.1])
-    _set_state(model, state, ours, q, np.zeros_like(q))
-    model.realizePosition(state)
-    rotations, origins = ours.body_transforms(jnp.asarray(q))
-    rotation, origin = transform_of(model.getBodySet().get("v2"), state)
-    np.testing.assert_allclose(np.asarray(rotations[1]), rotation, atol=1e-12)
-    np.testing.assert_allclose(np.asarray(origins[1]), origin, atol=1e-12)
+    _bodies_as_in_opensim(edited, [np.array([0.3, -0.2, 0.45, 0.1])])
 
 
 def test_couplers_in_any_order_and_coupled_units(tmp_path, small_neck):
@@ -530,9 +520,16 @@ def test_coordinate_limit_forces_equal_opensims(every_joint):
         coordinate.setValue(state, float(value), False)
         coordinate.setSpeedValue(state, rate)
         model.realizeVelocity(state)
-        theirs = osim.CoordinateLimitForce.safeDownCast(
-            model.getForceSet().get("limit_a")).calcLimitForce(state)
-        assert float(ours.limits[0].force(value, rate)) == pytest.approx(theirs, abs=1e-12)
+        limit = osim.CoordinateLimitForce.safeDownCast(model.getForceSet().get("limit_a"))
+        assert float(ours.limits[0].force(value, rate)) == pytest.approx(
+            limit.calcLimitForce(state), abs=1e-12)
+        # the springs' energy, OpenSim's own closed form; its slope is the springs' force
+        assert float(ours.limits[0].energy(value)) == pytest.approx(
+            limit.computePotentialEnergy(state), abs=1e-12)
+        spring = float(ours.limits[0].force(value, rate) - ours.limits[0].damping_force(
+            value, rate))
+        assert -float(jax.grad(ours.limits[0].energy)(value)) == pytest.approx(spring,
+                                                                               abs=1e-12)
 
 
 def test_limit_defaults_units_by_the_last_unit_slope_and_no_limit_on_a_ball(tmp_path,

@@ -24,6 +24,7 @@ definition and, with the multiplier, through a model OpenSim reads):
 """
 
 import abc
+import typing
 
 import equinox as eqx
 import jax
@@ -210,43 +211,39 @@ class CubicTable(AbstractCoordinateFunction):
         return _cubic_value(x, self.x, self.y, self.b, self.c, self.d)
 
 
-class SimmSpline(AbstractCoordinateFunction):
+class _InterpolatingSpline(AbstractCoordinateFunction):
+    # A cubic spline through the points `(x_i, y_i)`, linear outside them; its end condition
+    # (`natural`) is the subclass's.
+    x: Float[Array, " n"]
+    y: Float[Array, " n"]
+    natural: typing.ClassVar[bool]
+
+    def __check_init__(self):
+        _check_points(type(self).__name__, self.x, self.y)
+
+    def __call__(self, x):
+        """The spline's value at `x`."""
+        return self.prepared()(x)
+
+    def prepared(self) -> CubicTable:
+        """The spline as a `CubicTable` (its coefficients solved once)."""
+        return CubicTable(self.x, self.y,
+                          *_spline_coefficients(self.x, self.y, natural=self.natural))
+
+
+class SimmSpline(_InterpolatingSpline):
     """OpenSim's `SimmSpline` through the points `(x_i, y_i)` (module docstring: the
     Forsythe-Malcolm-Moler cubic spline, linear outside the points). Fields `x`, `y` `(n,)`,
     `x` increasing, `n >= 2` (two points: a line)."""
 
-    x: Float[Array, " n"]
-    y: Float[Array, " n"]
-
-    def __check_init__(self):
-        _check_points("SimmSpline", self.x, self.y)
-
-    def __call__(self, x):
-        """The spline's value at `x`."""
-        return self.prepared()(x)
-
-    def prepared(self) -> CubicTable:
-        """The spline as a `CubicTable` (its coefficients solved once)."""
-        return CubicTable(self.x, self.y, *_spline_coefficients(self.x, self.y, natural=False))
+    natural: typing.ClassVar[bool] = False
 
 
-class NaturalCubicSpline(AbstractCoordinateFunction):
+class NaturalCubicSpline(_InterpolatingSpline):
     """OpenSim's `NaturalCubicSpline` through the points `(x_i, y_i)`: zero second derivative
     at both ends, linear outside the points. Fields `x`, `y` `(n,)`, `x` increasing."""
 
-    x: Float[Array, " n"]
-    y: Float[Array, " n"]
-
-    def __check_init__(self):
-        _check_points("NaturalCubicSpline", self.x, self.y)
-
-    def __call__(self, x):
-        """The spline's value at `x`."""
-        return self.prepared()(x)
-
-    def prepared(self) -> CubicTable:
-        """The spline as a `CubicTable` (its coefficients solved once)."""
-        return CubicTable(self.x, self.y, *_spline_coefficients(self.x, self.y, natural=True))
+    natural: typing.ClassVar[bool] = True
 
 
 def coordinate_function(kind: str, **values) -> AbstractCoordinateFunction:

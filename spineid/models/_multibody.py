@@ -97,14 +97,7 @@ class TreeJoint(eqx.Module):
     def transform(self, coordinates) -> tuple[Float[Array, "3 3"], Float[Array, "3"]]:
         """`(R_FM (3, 3), p_FM (3,) m)`: orientation and origin of `M` in `F` at the model's
         coordinates `(m,)` (rad, m)."""
-        rotation, position = jnp.eye(3), jnp.zeros(3)
-        for axis in self.axes:
-            unit = axis.axis / jnp.linalg.norm(axis.axis)
-            if axis.kind == "rotation":
-                rotation = rotation @ axis_rotation(unit, axis.value(coordinates))
-            else:
-                position = position + axis.value(coordinates) * unit
-        return rotation, position
+        return _dynamic(self).transform(coordinates)
 
 
 class CoordinateCoupler(eqx.Module):
@@ -179,40 +172,64 @@ class CoordinateLimit(eqx.Module):
     transition: Float[Array, ""]
     damping: Float[Array, ""]
 
-    def force(self, value, rate) -> Float[Array, ""]:
-        """The force (N m or N) on the coordinate at its `value` and `rate`."""
-        def step(x):  # (SimTK's smooth step from 0 at x <= 0 to 1 at x >= 1)
+    def _steps(self, value):
+        # SimTK's smooth step (0 at x <= 0, 1 at x >= 1) beyond the upper and the lower limit.
+        def step(x):
             x = jnp.clip(x, 0.0, 1.0)
             return x ** 3 * (10.0 - 15.0 * x + 6.0 * x ** 2)
 
-        up = step((value - self.upper) / self.transition)
-        low = step((self.lower - value) / self.transition)
+        return (step((value - self.upper) / self.transition),
+                step((self.lower - value) / self.transition))
+
+    def force(self, value, rate) -> Float[Array, ""]:
+        """The force (N m or N) on the coordinate at its `value` and `rate`: the springs'
+        (`-d energy / d value`) and the damper's (`damping_force`)."""
+        up, low = self._steps(value)
         return (-self.upper_stiffness * up * (value - self.upper)
                 + self.lower_stiffness * low * (self.lower - value)
-                - self.damping * (up + low) * rate)
+                + self.damping_force(value, rate))
+
+    def damping_force(self, value, rate) -> Float[Array, ""]:
+        """The damper's force `-damping (K_u(c)/K_u + K_l(c)/K_l) c'` (N m or N)."""
+        up, low = self._steps(value)
+        return -self.damping * (up + low) * rate
+
+    def energy(self, value) -> Float[Array, ""]:
+        """The springs' potential energy (J) at `value`: the integral of their force from
+        the limit, `K T^2 (2 s^5 - 5/2 s^6 + 6/7 s^7)` at `s = d / T <= 1` (`d` the distance
+        beyond the limit, `T` the transition) and `K (5/14 T^2 + (d^2 - T^2) / 2)` beyond."""
+        def beyond(stiffness, distance):
+            t = self.transition
+            s = jnp.clip(distance / t, 0.0, 1.0)
+            ramp = t ** 2 * s ** 5 * (2.0 - 2.5 * s + 6.0 / 7.0 * s ** 2)
+            far = jnp.where(distance > t, distance, t)
+            return stiffness * (ramp + 0.5 * (far ** 2 - t ** 2))
+
+        return (beyond(self.upper_stiffness, value - self.upper)
+                + beyond(self.lower_stiffness, self.lower - value))
 
 
 def coordinate_rates(joints, values, speeds) -> Float[Array, " m"]:
     """The rates `(m,)` (rad/s, m/s) of coordinates at `values` `(m,)` whose OpenSim speeds
     are `speeds` `(m,)`: the speeds themselves, but `ET(c) w` for the rotations of the ball and
     free joints among `joints` (`w` their angular velocity in `F`)."""
-    rates = jnp.asarray(speeds, dtype=float)
-    for joint in joints:
-        if joint.spin_coordinates:
-            index = jnp.asarray(joint.spin_coordinates)
-            rates = rates.at[index].set(E_T(values[index]) @ rates[index])
-    return rates
+    return _spins_mapped(joints, values, speeds, E_T)
 
 
 def coordinate_speeds(joints, values, rates) -> Float[Array, " m"]:
     """OpenSim's speeds `(m,)` of coordinates at `values` `(m,)` moving at `rates` `(m,)`:
     the inverse of `coordinate_rates` (`EW(c) c'` for ball and free joints' rotations)."""
-    speeds = jnp.asarray(rates, dtype=float)
+    return _spins_mapped(joints, values, rates, E_W)
+
+
+def _spins_mapped(joints, values, vector, matrix):
+    # `vector` with each spinning joint's three rotation entries multiplied by `matrix(c)`.
+    mapped = jnp.asarray(vector, dtype=float)
     for joint in joints:
         if joint.spin_coordinates:
             index = jnp.asarray(joint.spin_coordinates)
-            speeds = speeds.at[index].set(E_W(values[index]) @ speeds[index])
-    return speeds
+            mapped = mapped.at[index].set(matrix(values[index]) @ mapped[index])
+    return mapped
 
 
 class _DynamicJoint(eqx.Module):
@@ -258,9 +275,9 @@ def _layout(joint: TreeJoint):
 
 def _runs(joints) -> list[list]:
     # The joints in order, consecutive ones of one layout together.
-    runs = []
-    for joint in joints:
-        if runs and _layout(runs[-1][-1]) == _layout(joint):
+    runs, layouts = [], [_layout(joint) for joint in joints]
+    for k, joint in enumerate(joints):
+        if k and layouts[k - 1] == layouts[k]:
             runs[-1].append(joint)
         else:
             runs.append([joint])
@@ -445,7 +462,8 @@ class MultibodyTree(AbstractLagrangianSystem):
                     + jnp.einsum("nia,ni->a", jacobian_w,
                                  jnp.einsum("nij,nj->ni", self.inertias, spin_bias)
                                  + jnp.cross(spins, momentum)))
-        forces = self.generalized_forces(t, q, qdot) - inertial
+        forces = (self.generalized_forces(t, q, qdot) - inertial
+                  - (jax.grad(self._limit_energy)(q) if self.limits else 0.0))
         for k, bushing in enumerate(self.elements):
             load = (bushing.stiffness_diagonal * deflections[k]
                     + bushing.damping_diagonal * deflection_rates[k])
@@ -480,13 +498,21 @@ class MultibodyTree(AbstractLagrangianSystem):
             jax.tree.map(stack, *[b.frame2 for b in self.elements]))
 
     def potential_energy(self, t, q):
-        """Gravity's `-sum m g . x` and the bushings' `1/2 y^T K y` (J)."""
+        """Gravity's `-sum m g . x`, the bushings' `1/2 y^T K y` and the coordinate limits'
+        springs' (`CoordinateLimit.energy`) (J)."""
         rotations, origins = self.body_transforms(q)
         centres = self._mass_center_positions(rotations, origins)
         energy = -jnp.sum(self.masses * (centres @ self.gravity))
         for bushing, y in zip(self.elements, self.bushing_deflections(q)):
             energy = energy + 0.5 * jnp.sum(bushing.stiffness_diagonal * y ** 2)
-        return energy
+        return energy + self._limit_energy(q)
+
+    def _limit_energy(self, q):
+        # The coordinate limits' springs' energy (J).
+        if not self.limits:
+            return jnp.zeros(())
+        values = self.coordinates(q)
+        return sum(limit.energy(values[limit.coordinate]) for limit in self.limits)
 
     def dissipation_function(self, t, q, qdot):
         """`sum 1/2 y'^T D y'` over the bushings (W), `y'` the rate of `y` along `qdot`."""
@@ -497,15 +523,16 @@ class MultibodyTree(AbstractLagrangianSystem):
                          for bushing, rate in zip(self.elements, rates))
 
     def generalized_forces(self, t, q, qdot):
-        """The coordinate limits' forces on the generalized coordinates `(n_dof,)` (through
-        the couplers where they act on a dependent coordinate); no external loads."""
+        """The coordinate limits' dampers' forces on the generalized coordinates `(n_dof,)`
+        (through the couplers where they act on a dependent coordinate; their springs are in
+        `potential_energy`); no external loads."""
         if not self.limits:
             return jnp.zeros_like(q)
         values, rates = jax.jvp(self.coordinates, (q,), (qdot,))
         forces = jnp.zeros_like(values)
         for limit in self.limits:
             forces = forces.at[limit.coordinate].add(
-                limit.force(values[limit.coordinate], rates[limit.coordinate]))
+                limit.damping_force(values[limit.coordinate], rates[limit.coordinate]))
         # (the forces pull back along the coordinates' Jacobian, not the rates')
         return jax.vjp(self.coordinates, q)[1](forces)[0]
 
@@ -545,6 +572,6 @@ class MultibodyTree(AbstractLagrangianSystem):
         start (a concrete model, not under `jit`)."""
         q0, qdot0 = self.initial_state()
         deflected = bool(jnp.any(self.bushing_deflections(q0) != 0.0))
-        limited = bool(jnp.any(self.generalized_forces(0.0, q0, qdot0) != 0.0))
+        limited = bool(self.limits) and bool(jnp.any(jax.grad(self._limit_energy)(q0) != 0.0))
         return bool(jnp.any(self.gravity != 0.0) or jnp.any(qdot0 != 0.0) or deflected
                     or limited)
