@@ -37,6 +37,11 @@ def _spline(osim, points):
     return spline
 
 
+MARKERS = {"anterior": (0.018, 0.01, 0.0), "posterior": (-0.025, 0.012, 0.0),
+           "left": (0.0, 0.009, -0.02)}
+"""The markers on each vertebra (body axes, m), `<vertebra>_<side>` in the MarkerSet."""
+
+
 def neck_model(osim, folder: pathlib.Path, levels: int = 3, locked: bool = True,
                coupled: bool = True, names: tuple[str, ...] | None = None,
                file_name: str = "small_neck.osim") -> pathlib.Path:
@@ -49,7 +54,8 @@ def neck_model(osim, folder: pathlib.Path, levels: int = 3, locked: bool = True,
     inertias, stiffness and damping: its motion is a damped oscillation, for comparing
     simulations over a second. `names`: the vertebrae bottom up (default `v1, v2, ...`, joints
     `joint_<k>`, bushings `bushing_<k>`); named, joints and bushings are named after the two
-    levels they join (`T1_C7`, `T1_C7_bushing`), the base being `T1`."""
+    levels they join (`T1_C7`, `T1_C7_bushing`), the base being `T1`. Each vertebra carries
+    the three `MARKERS`."""
     model = osim.Model()
     model.setName(pathlib.Path(file_name).stem)
     model.setGravity(osim.Vec3(0.0, -9.80665, 0.0))
@@ -86,6 +92,8 @@ def neck_model(osim, folder: pathlib.Path, levels: int = 3, locked: bool = True,
             _vec(osim, (10.0, 10.0, 10.0)), _vec(osim, (0.03, 0.02, 0.025)))
         # (argument order: translational then rotational stiffness, then the dampings)
         model.addForce(bushing)
+        for side, location in MARKERS.items():
+            model.addMarker(osim.Marker(f"{name}_{side}", body, _vec(osim, location)))
         parent = body
     model.finalizeConnections()
     state = model.initSystem()

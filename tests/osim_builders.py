@@ -82,12 +82,15 @@ def transform_of(frame, state):
 
 
 def opensim_motion(osim, path: pathlib.Path, times, out: pathlib.Path, *, noise: float = 0.0,
-                   seed: int = 0, degrees: bool = True) -> dict:
+                   seed: int = 0, degrees: bool = True, markers_out: pathlib.Path | None = None,
+                   marker_noise: float = 0.0) -> dict:
     """Simulate the model at `path` with OpenSim's `Manager` (accuracy 1e-10) from its
     defaults, sample its unlocked coordinates at `times` (s), add white noise of sd `noise`
     (rad or m) and write them with OpenSim's `STOFileAdapter` to `out` (a coordinates file:
     plain coordinate names, rotations in degrees with `inDegrees=yes` when `degrees`).
-    Returns `{name: clean values (k,)}` in rad or m."""
+    With `markers_out`, also the MarkerSet's positions in ground, with white noise of sd
+    `marker_noise` (m), written in mm by OpenSim's `TRCFileAdapter`.
+    Returns `{name: clean values (k,)}` in rad or m (and `<marker>_x`, ... in m)."""
     model = osim.Model(str(path))
     state = model.initSystem()
     coordinates = model.getCoordinateSet()
@@ -99,12 +102,30 @@ def opensim_motion(osim, path: pathlib.Path, times, out: pathlib.Path, *, noise:
     state.setTime(float(times[0]))
     manager.initialize(state)
     clean = {name: [] for name in names}
+    marker_set = model.getMarkerSet()
+    markers = [marker_set.get(i) for i in range(marker_set.getSize())] if markers_out else []
+    seen = {marker.getName(): [] for marker in markers}
     for t in times:
         if t > times[0]:
             state = manager.integrate(float(t))
         for name in names:
             clean[name].append(coordinates.get(name).getValue(state))
+        for marker in markers:
+            model.realizePosition(state)
+            where = marker.getLocationInGround(state)
+            seen[marker.getName()].append([where.get(j) for j in range(3)])
     rng = np.random.default_rng(seed)
+    if markers_out:
+        table = osim.TimeSeriesTableVec3()
+        table.setColumnLabels(list(seen))
+        noisy = {name: 1e3 * (np.array(p) + marker_noise * rng.standard_normal((len(p), 3)))
+                 for name, p in seen.items()}
+        for k, t in enumerate(times):
+            table.appendRow(float(t), osim.RowVectorVec3(
+                [osim.Vec3(*map(float, p[k])) for p in noisy.values()]))
+        table.addTableMetaDataString("DataRate", f"{1.0 / (times[1] - times[0]):g}")
+        table.addTableMetaDataString("Units", "mm")
+        osim.TRCFileAdapter.write(table, str(markers_out))
     table = osim.TimeSeriesTable()
     table.setColumnLabels(osim.StdVectorString(names))
     scale = 180.0 / np.pi if degrees else 1.0
@@ -114,4 +135,6 @@ def opensim_motion(osim, path: pathlib.Path, times, out: pathlib.Path, *, noise:
         table.appendRow(float(t), osim.RowVector([float(noisy[name][k]) for name in names]))
     table.addTableMetaDataString("inDegrees", "yes" if degrees else "no")
     osim.STOFileAdapter.write(table, str(out))
+    clean.update({f"{name}_{axis}": np.array(p)[:, j] for name, p in seen.items()
+                  for j, axis in enumerate("xyz")})
     return {name: np.array(v) for name, v in clean.items()}

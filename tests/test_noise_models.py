@@ -11,10 +11,10 @@ import pytest
 
 from spineid import AR, fit_load_law, White
 from spineid.cli import main
-from spineid.identify._common._goodness import smooth_misfit
+from spineid.identify._common._goodness import assess_fit, smooth_misfit
 from spineid.identify._common._failure import FAILED_RESIDUAL
 from spineid.identify._common._noise_model import (
-    autocovariances, exactly_whitened, fit_channel_noise, levinson_durbin,
+    autocovariances, ChannelNoise, exactly_whitened, fit_channel_noise, levinson_durbin,
     model_autocovariances, stationary_errors, whiten_padded, whitened, whitening_rows,
 )
 from spineid.identify._common._uncertainty import hac_covariance, newey_west_lags
@@ -256,6 +256,30 @@ def test_the_smooth_misfit_test_keeps_its_false_alarm_rate_under_correlated_nois
         e = _autoregressive(rng, 1000, [0.6])
         alarms += smooth_misfit([e], fit_channel_noise([e], AR()))["p_value"] < 0.01
     assert alarms <= 6  # 1% expected: 2 of 200
+
+
+def test_pure_noise_on_a_channel_that_moves_little_is_no_misfit_too_large():
+    # White residuals of 41 samples on a channel whose range is 12 noise sd (a marker over a
+    # small motion): the smooth part of the noise alone exceeds 2% of the range in many
+    # records, but white noise explains it (p_white), so no verdict fails on it; a real
+    # smooth misfit of the same size beside less noise still does.
+    rng = np.random.default_rng(5)
+    t = np.linspace(0.0, 1.0, 41)
+    alarms, beyond = 0, 0
+    for _ in range(200):
+        e = rng.standard_normal(41)
+        found = smooth_misfit([e], ChannelNoise(0, (), 1.0, 1.0))
+        beyond += found["rms"] > 0.02 * 12.0
+        alarms += found["p_white"] < 0.01
+    assert beyond > 40 and alarms <= 6, (beyond, alarms)  # (1% expected: 2 of 200)
+    rows = [rng.standard_normal((41, 1))]
+    verdict = assess_fit(rows, ("m_x",), 1, noise_given=False, sigma={"m_x": 1.0},
+                         ranges={"m_x": 12.0})
+    assert not verdict.misfit["m_x"]["too_large"]
+    bent = 0.5 * np.sin(2 * np.pi * t)[:, None] + 0.1 * rng.standard_normal((41, 1))
+    verdict = assess_fit([bent / 0.1], ("m_x",), 1, noise_given=False, sigma={"m_x": 0.1},
+                         ranges={"m_x": 12.0})
+    assert verdict.misfit["m_x"]["too_large"] and verdict.level == "does_not_describe"
 
 
 @pytest.mark.parametrize("noise, message", [

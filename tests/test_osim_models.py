@@ -387,6 +387,39 @@ def test_a_lab_fits_its_bushings_from_opensim_motion_and_opensim_runs_the_result
         assert np.max(np.abs(refit[name] - values_)) < 5e-4
 
 
+def test_a_fit_from_markers_opensim_wrote_uses_the_models_own_markerset(tmp_path):
+    # Marker trajectories (.trc in mm, written by OpenSim's TRCFileAdapter from its Manager's
+    # motion, 0.2 mm noise): the .osim's MarkerSet is what is observed, no --markers needed.
+    from osim_builders import opensim_motion
+    from spineid.cli import main
+    truth = neck_model(osim, tmp_path, levels=1, locked=False)
+    times = np.linspace(0.0, 0.4, 41)
+    clean = opensim_motion(osim, truth, times, tmp_path / "motion.sto", seed=5,
+                           markers_out=tmp_path / "markers.trc", marker_noise=2e-4)
+    coordinates = spineid.read_osim(truth)
+    ours = coordinates.observing_markers()
+    assert ours.observable_names[:3] == ("v1_anterior_x", "v1_anterior_y", "v1_anterior_z")
+    # the markers spineid places at OpenSim's coordinates are OpenSim's (1e-12 m)
+    q = np.column_stack([clean[name] for name in coordinates.observable_names])
+    placed = np.asarray(jax.vmap(ours.observe)(jnp.asarray(q)))
+    expected = np.column_stack([clean[name] for name in ours.observable_names])
+    np.testing.assert_allclose(placed, expected, atol=1e-12)
+    start = tmp_path / "start.toml"
+    start.write_text(f'kind = "opensim"\nfile = "{truth.name}"\n\n[bushing_1]\n'
+                     'rotational_stiffness = [3.0, 2.5, 5.6]\n')
+    out = tmp_path / "fit"
+    status = main(["fit", str(start), str(tmp_path / "markers.trc"), "--free",
+                   "bushing_1.rotational_stiffness[2]", "--noise-model", "white", "--out",
+                   str(out)])
+    assert status == 0
+    report = json.loads((out / "report.json").read_text())
+    entry = report["parameters"][0]
+    assert abs(entry["value"] - 4.0) < 3 * entry["stderr"], entry
+    # the noise estimated is the markers' (0.2 mm), per channel
+    sigma = report["noise"]["sigma"]
+    assert len(sigma) == 9 and all(1.5e-4 < sd < 2.7e-4 for sd in sigma.values()), sigma
+
+
 def test_bad_names_and_data_are_refused_in_one_sentence_with_nothing_written(tmp_path, capsys):
     from spineid.cli import main
     neck = spineid.dataset_path("neck_bushings.osim")
@@ -411,6 +444,24 @@ def test_bad_names_and_data_are_refused_in_one_sentence_with_nothing_written(tmp
     start.write_text(f'kind = "opensim"\nfile = "{neck}"\nlocked = ["C7_bending"]\n')
     assert main(["simulate", str(start), "--out", str(tmp_path / "m.sto")]) == 2
     assert "follow others through CoordinateCouplerConstraints" in capsys.readouterr().err
+    # a marker file that lacks one of the model's markers
+    markers = {f"{v}_{side}": np.zeros((11, 3)) for v in ("C7", "C6", "C5")
+               for side in ("anterior", "posterior", "left") if f"{v}_{side}" != "C6_left"}
+    trc = tmp_path / "walk.trc"
+    trc.write_text("PathFileType\t4\t(X/Y/Z)\twalk.trc\n"
+                   "DataRate\tCameraRate\tNumFrames\tNumMarkers\tUnits\tOrigDataRate\t"
+                   "OrigDataStartFrame\tOrigNumFrames\n"
+                   f"100\t100\t11\t{len(markers)}\tmm\t100\t1\t11\n"
+                   "Frame#\tTime\t" + "\t\t\t".join(markers) + "\n\t\t"
+                   + "\t".join(f"X{k}\tY{k}\tZ{k}" for k in range(1, len(markers) + 1)) + "\n\n"
+                   + "".join(f"{i + 1}\t{i / 100:g}\t" + "\t".join(["1"] * 3 * len(markers))
+                             + "\n" for i in range(11)))
+    assert len(spineid.read_trc(trc).markers) == 8
+    assert main(["fit", str(neck), str(trc), "--free", "bushings.rotational_stiffness",
+                 "--out", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert "the model's markers ['C6_left'] are not in the file" in error
+    assert len(error.strip().splitlines()) == 1
     assert not out.exists() and not (tmp_path / "m.sto").exists()
 
 

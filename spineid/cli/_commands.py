@@ -45,7 +45,7 @@ from ..io import (
     write_trajectory,
 )
 from ..io._columns import describe_columns, noise_in_si, parse_assignments, UNITS
-from ..io._measurements import LOAD_COLUMNS, QUASI_STATIC_UNITS
+from ..io._measurements import describe_markers, LOAD_COLUMNS, QUASI_STATIC_UNITS
 from ..io._toml import read_toml
 from ..simulation import simulate_in_windows
 from ..spines import l5_s1_law
@@ -232,13 +232,7 @@ def _print_columns(measurements, noise_read=None):
         if read_as is None:
             continue
         if "markers" in read_as:
-            bodies = read_as["markers"]
-            print(f"read {measurement.source}: the upper body's pose from markers "
-                  f"{', '.join(bodies['upper'])}"
-                  + (f" relative to the lower body's {', '.join(bodies['lower'])}"
-                     if bodies["lower"] else " in the laboratory")
-                  + f"; {read_as['frames']['dropped']} of {read_as['frames']['read']} frames "
-                  "dropped (gaps)", flush=True)
+            print(f"read {measurement.source}: {describe_markers(read_as)}", flush=True)
         else:
             print("read " + describe_columns(read_as, measurement.source), flush=True)
     if noise_read:  # (the noise as typed, and the unit each number was read in)

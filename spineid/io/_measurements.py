@@ -173,18 +173,23 @@ def read_measurement(path, channels: Sequence[str], units: Sequence[str], *,
                      columns: Mapping[str, str] | None = None,
                      column_units: Mapping[str, str] | None = None,
                      markers: Mapping[str, Sequence[str]] | None = None,
-                     initial: Sequence[float] | None = None) -> Measurement:
+                     initial: Sequence[float] | None = None,
+                     own_markers: bool = False) -> Measurement:
     """A trajectory file read for a model's `channels` (SI `units`): a CSV with spineid's own
     column names in SI (`Measurement.from_csv`), or, with `columns` or `column_units` given or
     for an OpenSim storage file (`.sto`, `.mot`), a file with its own (`Measurement.from_file`),
     or a marker file (`.trc`, `.c3d`) with `markers` (`{"upper": names, "lower": names}`,
-    `lower` optional) and the model's `initial` channel values (`markers_measurement`).
-    `markers` given for a file that holds no markers is refused."""
+    `lower` optional) and the model's `initial` channel values (`markers_measurement`), or,
+    with `own_markers` (a model observing markers of its own, `<marker>_x`, ...), by
+    `marker_channels`. `markers` given for a file that holds no markers is refused."""
     suffix = pathlib.Path(path).suffix.lower()
     if suffix in MARKER_SUFFIXES:
+        if own_markers:
+            return marker_channels(path, channels)
         if not markers:
             raise ValueError(f"{path}: a marker file ({suffix}) needs the markers of each body: "
-                             "--markers 'upper=A,B,C[;lower=D,E,F]'")
+                             "--markers 'upper=A,B,C[;lower=D,E,F]' (or a model with markers "
+                             "of its own: an OpenSim MarkerSet)")
         if initial is None:
             raise ValueError(f"{path}: a marker file needs the model's initial pose")
         return markers_measurement(path, channels, markers, initial)
@@ -195,6 +200,40 @@ def read_measurement(path, channels: Sequence[str], units: Sequence[str], *,
         return Measurement.from_file(path, channels, units, columns=columns,
                                      column_units=column_units)
     return Measurement.from_csv(path, channels)
+
+
+def marker_channels(path, channels: Sequence[str]) -> Measurement:
+    """The channels `<marker>_x`, `_y`, `_z` (m, the file's laboratory axes) of a marker file
+    (`read_markers`), as a model that observes its own markers names them
+    (`MultibodyTree.observing_markers`); a marker not seen in a frame is a value not measured
+    (NaN). Raises `ValueError` naming the model's markers the file lacks and listing its own."""
+    trajectories = read_markers(path)
+    wanted = [channel.rsplit("_", 1) for channel in channels]
+    absent = sorted({name for name, _ in wanted if name not in trajectories.markers})
+    if absent:
+        raise ValueError(f"{path}: the model's markers {absent} are not in the file; its "
+                         f"markers: {list(trajectories.markers)}")
+    values = np.column_stack([trajectories.markers[name][:, "xyz".index(axis)]
+                              for name, axis in wanted])
+    read_as = {"markers": {"model": sorted({name for name, _ in wanted})},
+               "units": trajectories.units,
+               "unseen": int(np.sum(np.isnan(values).any(axis=1)))}
+    return Measurement(trajectories.time, values, tuple(channels), str(path), read_as)
+
+
+def describe_markers(read_as: dict) -> str:
+    """What a measurement read from a marker file was made of, in words (its `read_as`): the
+    markers of each body and the frames dropped (`Measurement.from_markers`), or the model's
+    own markers, their unit and the frames with one not seen (`marker_channels`)."""
+    bodies = read_as["markers"]
+    if "model" in bodies:
+        return (f"the model's markers {', '.join(bodies['model'])} ({read_as['units']}, in m); "
+                f"{read_as['unseen']} frame(s) with one not seen (gaps: not measured)")
+    return (f"the upper body's pose from markers {', '.join(bodies['upper'])}"
+            + (f" relative to the lower body's {', '.join(bodies['lower'])}"
+               if bodies["lower"] else " in the laboratory")
+            + f"; {read_as['frames']['dropped']} of {read_as['frames']['read']} frames "
+            "dropped (gaps)")
 
 
 def markers_measurement(path, channels: Sequence[str], markers: Mapping[str, Sequence[str]],

@@ -6,7 +6,8 @@ What is read (docs/formats/opensim.md): the bodies (mass, centre of mass, inerti
 `CustomJoint` (its `SpatialTransform`, functions as `spineid.kinematics` lists), the coordinates
 (default value and speed, `locked`), `CoordinateCouplerConstraint`s (reduced: the dependent
 coordinate becomes a function of the independent one), `BushingForce`s,
-`CoordinateLimitForce`s and gravity. Forces of
+`CoordinateLimitForce`s, the `MarkerSet` (each marker's location on its frame's body) and
+gravity. Forces of
 other classes (muscles, actuators, ...) are listed in one warning and dropped: the passive
 model is what is identified. Any other constraint, joint or function is refused, naming the
 component's path and what is supported. Files older than format 40000 (OpenSim 3.x) are
@@ -24,9 +25,9 @@ import numpy as np
 from .._arrays import floats
 from ..kinematics._rotations import euler123_rotation
 from ..kinematics._functions import SUPPORTED_FUNCTIONS, LinearFunction, coordinate_function
-from ..models._multibody import (
-    GROUND, CoordinateCoupler, CoordinateLimit, coordinate_rates, MultibodyTree, TransformAxis,
-    TreeBushing, TreeJoint,
+from ..models._multibody import coordinate_rates, MultibodyTree, TransformAxis, TreeJoint
+from ..models._tree_parts import (
+    GROUND, CoordinateCoupler, CoordinateLimit, TreeBushing, TreeMarker,
 )
 from ._atomic import readable_file, write_text_atomically
 
@@ -269,7 +270,24 @@ def read_osim(path) -> MultibodyTree:
         coordinate_names=tuple(names), coordinate_units=tuple(units),
         default_values=floats(defaults), default_speeds=speeds, free=free,
         couplers=tuple(couplers), elements=tuple(bushings), limits=tuple(limits),
-        gravity=floats(gravity), coordinate_paths=tuple(paths), source=str(path))
+        gravity=floats(gravity), coordinate_paths=tuple(paths), source=str(path),
+        markers=_markers(reader, model, bodies))
+
+
+def _markers(reader, model, bodies) -> tuple[TreeMarker, ...]:
+    # The MarkerSet: each marker's location composed into its frame's base body.
+    markers = []
+    for element in model.iterfind("MarkerSet/objects/Marker"):
+        where = reader.paths.get(element, "Marker")
+        body, (translation, rotation) = reader.socket_frame(where, element,
+                                                            "socket_parent_frame", bodies)
+        location = _numbers(reader, element, "location", 3, where, default=np.zeros(3))
+        markers.append(TreeMarker(element.get("name"), body,
+                                  floats(translation + rotation @ location)))
+    repeated = sorted({m.name for m in markers if [n.name for n in markers].count(m.name) > 1})
+    if repeated:
+        reader.fail(f"markers {repeated} are named twice in the MarkerSet")
+    return tuple(markers)
 
 
 def _ordered(reader, joints, body_names):

@@ -29,6 +29,7 @@ from ._multibody import (
     TreeBushing as TreeBushing,
     TreeJoint as TreeJoint,
 )
+from ._tree_parts import CoordinateLimit as CoordinateLimit, TreeMarker as TreeMarker
 from ._pinned_pair import PinnedPair as PinnedPair
 from ._planar_pair import PlanarBody as PlanarBody, PlanarPair as PlanarPair
 from ._spatial_chain import (

@@ -22,26 +22,30 @@ by a force, so the motion is that of the ideal constraint).
 Energies (the mechanics core derives the equations of motion, Liu 2001 eq 2-9):
 `T = sum_b 1/2 m_b |v_b|^2 + 1/2 w_b^T I_b w_b` (centre-of-mass velocity, body-axis angular
 velocity `w = axial(R^T R')`, inertia about the centre of mass in body axes);
-`U = -sum_b m_b g . x_b + sum_bushings 1/2 y^T K y` and `R = sum 1/2 y'^T D y'`, with `y` the
+`U = -sum_b m_b g . x_b + sum_bushings 1/2 y^T K y` (and the coordinate limits' springs) and `R = sum 1/2 y'^T D y'`, with `y` the
 relative motion of a bushing's frame 2 in its frame 1 (Christophy et al. 2013 eq 17, OpenSim's
 `BushingForce`) and `y'` its rate along the motion.
 """
 
-from typing import ClassVar
+import dataclasses
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ..elements._parameters import ParameterField
 from ..kinematics._frames import bushing_deflection
 from ..kinematics._functions import AbstractCoordinateFunction
 from ..kinematics._rotations import E_T, E_W, axial, axis_rotation
 from ._mechanics import AbstractLagrangianSystem, solve_mass_matrix
-
-GROUND = -1
-"""Body index of ground in joints and bushings."""
+from ._tree_parts import (
+    CoordinateCoupler,
+    CoordinateLimit,
+    GROUND,
+    MARKER_AXES,
+    TreeBushing,
+    TreeMarker,
+)
 
 
 class TransformAxis(eqx.Module):
@@ -98,115 +102,6 @@ class TreeJoint(eqx.Module):
         """`(R_FM (3, 3), p_FM (3,) m)`: orientation and origin of `M` in `F` at the model's
         coordinates `(m,)` (rad, m)."""
         return _dynamic(self).transform(coordinates)
-
-
-class CoordinateCoupler(eqx.Module):
-    """`c[dependent] = scale * function(c[independent])` (OpenSim's
-    `CoordinateCouplerConstraint`, reduced); indices static, `name` for messages."""
-
-    name: str = eqx.field(static=True)
-    dependent: int = eqx.field(static=True)
-    independent: int = eqx.field(static=True)
-    function: AbstractCoordinateFunction
-    scale: Float[Array, ""]
-
-
-class TreeBushing(eqx.Module):
-    """OpenSim's `BushingForce` between a frame on body `body1` and one on body `body2`
-    (static indices, `GROUND` for ground; frames `(translation (3,) m, rotation (3, 3))` in
-    those bodies): the load `f = -K y - D y'` with `y = [p, beta]` the relative motion of
-    frame 2 in frame 1 (Christophy et al. 2013 eq 17: spineid's classic bushing) and diagonal
-    `K = diag(translational_stiffness, rotational_stiffness)`, `D` likewise; as an element of
-    the mechanics core, the energy `1/2 y^T K y` and dissipation `1/2 y'^T D y'`.
-
-    Fields (`(3,)` each, about or along frame 1's x, y, z): `rotational_stiffness` (N m/rad),
-    `translational_stiffness` (N/m), `rotational_damping` (N m s/rad), `translational_damping`
-    (N s/m); `label` (static) is the component's name in parameter names:
-    `bushing_1.rotational_stiffness[2]`, groups `bushings.rotational_stiffness`, ...
-    """
-
-    label: str = eqx.field(static=True)
-    body1: int = eqx.field(static=True)
-    body2: int = eqx.field(static=True)
-    frame1: tuple[Float[Array, "3"], Float[Array, "3 3"]]
-    frame2: tuple[Float[Array, "3"], Float[Array, "3 3"]]
-    rotational_stiffness: Float[Array, "3"]
-    translational_stiffness: Float[Array, "3"]
-    rotational_damping: Float[Array, "3"]
-    translational_damping: Float[Array, "3"]
-    collection: ClassVar[str] = "bushings"
-
-    def parameter_fields(self):
-        """The four vectors, named and grouped after OpenSim's properties (lower bound 0)."""
-        units = {"rotational_stiffness": "N m/rad", "translational_stiffness": "N/m",
-                 "rotational_damping": "N m s/rad", "translational_damping": "N s/m"}
-        return tuple(ParameterField(field, f"bushings.{field}", unit)
-                     for field, unit in units.items())
-
-    @property
-    def stiffness_diagonal(self) -> Float[Array, "6"]:
-        """`[translational, rotational]` stiffness, the diagonal of `K` in `y`'s order."""
-        return jnp.concatenate([self.translational_stiffness, self.rotational_stiffness])
-
-    @property
-    def damping_diagonal(self) -> Float[Array, "6"]:
-        """`[translational, rotational]` damping, the diagonal of `D`."""
-        return jnp.concatenate([self.translational_damping, self.rotational_damping])
-
-
-class CoordinateLimit(eqx.Module):
-    """OpenSim's `CoordinateLimitForce` on coordinate `coordinate` (static index): beyond
-    `upper` (or below `lower`) a spring whose stiffness rises from 0 to `upper_stiffness` (or
-    `lower_stiffness`) over `transition` by SimTK's smooth step `10 s^3 - 15 s^4 + 6 s^5`, and a
-    damper scaled by the same step: `f = -K_u(c) (c - upper) + K_l(c) (lower - c) - damping
-    (K_u(c)/K_u + K_l(c)/K_l) c'`, a generalized force on the coordinate. Fields in SI (the
-    file's degrees converted for rotational coordinates): limits and `transition` in rad or m,
-    stiffness in N m/rad or N/m, `damping` in N m s/rad or N s/m; `name` static."""
-
-    name: str = eqx.field(static=True)
-    coordinate: int = eqx.field(static=True)
-    upper_stiffness: Float[Array, ""]
-    upper: Float[Array, ""]
-    lower_stiffness: Float[Array, ""]
-    lower: Float[Array, ""]
-    transition: Float[Array, ""]
-    damping: Float[Array, ""]
-
-    def _steps(self, value):
-        # SimTK's smooth step (0 at x <= 0, 1 at x >= 1) beyond the upper and the lower limit.
-        def step(x):
-            x = jnp.clip(x, 0.0, 1.0)
-            return x ** 3 * (10.0 - 15.0 * x + 6.0 * x ** 2)
-
-        return (step((value - self.upper) / self.transition),
-                step((self.lower - value) / self.transition))
-
-    def force(self, value, rate) -> Float[Array, ""]:
-        """The force (N m or N) on the coordinate at its `value` and `rate`: the springs'
-        (`-d energy / d value`) and the damper's (`damping_force`)."""
-        up, low = self._steps(value)
-        return (-self.upper_stiffness * up * (value - self.upper)
-                + self.lower_stiffness * low * (self.lower - value)
-                + self.damping_force(value, rate))
-
-    def damping_force(self, value, rate) -> Float[Array, ""]:
-        """The damper's force `-damping (K_u(c)/K_u + K_l(c)/K_l) c'` (N m or N)."""
-        up, low = self._steps(value)
-        return -self.damping * (up + low) * rate
-
-    def energy(self, value) -> Float[Array, ""]:
-        """The springs' potential energy (J) at `value`: the integral of their force from
-        the limit, `K T^2 (2 s^5 - 5/2 s^6 + 6/7 s^7)` at `s = d / T <= 1` (`d` the distance
-        beyond the limit, `T` the transition) and `K (5/14 T^2 + (d^2 - T^2) / 2)` beyond."""
-        def beyond(stiffness, distance):
-            t = self.transition
-            s = jnp.clip(distance / t, 0.0, 1.0)
-            ramp = t ** 2 * s ** 5 * (2.0 - 2.5 * s + 6.0 / 7.0 * s ** 2)
-            far = jnp.where(distance > t, distance, t)
-            return stiffness * (ramp + 0.5 * (far ** 2 - t ** 2))
-
-        return (beyond(self.upper_stiffness, value - self.upper)
-                + beyond(self.lower_stiffness, self.lower - value))
 
 
 def coordinate_rates(joints, values, speeds) -> Float[Array, " m"]:
@@ -343,8 +238,16 @@ class MultibodyTree(AbstractLagrangianSystem):
     coordinate_paths: tuple[str, ...] = eqx.field(static=True, default=())
     limits: tuple[CoordinateLimit, ...] = ()
     source: str = eqx.field(static=True, default="")
+    markers: tuple[TreeMarker, ...] = ()
+    observed: str = eqx.field(static=True, default="coordinates")
 
     def __check_init__(self):
+        if self.observed not in ("coordinates", "markers"):
+            raise ValueError(f"MultibodyTree: observed {self.observed!r}; expected "
+                             "'coordinates' or 'markers'")
+        if self.observed == "markers" and not self.markers:
+            raise ValueError(f"MultibodyTree {self.name!r}: observed 'markers', but the model "
+                             "has no markers (an OpenSim <MarkerSet>)")
         placed = {GROUND}
         for joint in self.joints:
             if joint.parent not in placed:
@@ -541,14 +444,45 @@ class MultibodyTree(AbstractLagrangianSystem):
         free = jnp.asarray(self.free, dtype=int)
         return self.default_values[free], self.default_speeds[free]
 
+    def observe(self, q) -> Float[Array, " c"]:
+        """What a fit compares with data at `q` `(n_dof,)`: the free coordinates themselves
+        (rad, m), or with `observed = "markers"` every marker's position in ground (m,
+        `(3 k,)`, `x, y, z` of each marker in turn: `marker_positions`)."""
+        if self.observed == "markers":
+            return self.marker_positions(q).ravel()
+        return q
+
+    def marker_positions(self, q) -> Float[Array, "k 3"]:
+        """Each marker's position (m, ground axes) at `q` `(n_dof,)`, shape `(k, 3)`."""
+        if not self.markers:
+            return jnp.zeros((0, 3))
+        rotations, origins = self.body_transforms(q)
+        placed_r = jnp.concatenate([rotations, jnp.eye(3)[None]])  # (index -1: ground)
+        placed_x = jnp.concatenate([origins, jnp.zeros((1, 3))])
+        bodies = jnp.asarray([marker.body for marker in self.markers])
+        locations = jnp.stack([marker.location for marker in self.markers])
+        return placed_x[bodies] + jnp.einsum("kij,kj->ki", placed_r[bodies], locations)
+
+    def observing_markers(self) -> "MultibodyTree":
+        """This model with its markers as what is observed (fits to marker trajectories,
+        `.trc`): channels `<marker>_x`, `_y`, `_z` in m. Raises `ValueError` for a model
+        without markers."""
+        return dataclasses.replace(self, observed="markers")
+
     @property
     def observable_names(self) -> tuple[str, ...]:
-        """The free coordinates' names (OpenSim's)."""
+        """The free coordinates' names (OpenSim's), or the markers' channels
+        `<marker>_x`, `_y`, `_z` (`observed = "markers"`)."""
+        if self.observed == "markers":
+            return tuple(f"{marker.name}_{axis}" for marker in self.markers
+                         for axis in MARKER_AXES)
         return tuple(self.coordinate_names[i] for i in self.free)
 
     @property
     def observable_units(self) -> tuple[str, ...]:
-        """`"rad"` or `"m"` for each free coordinate."""
+        """`"rad"` or `"m"` for each free coordinate; `"m"` for each marker channel."""
+        if self.observed == "markers":
+            return ("m",) * (3 * len(self.markers))
         return tuple(self.coordinate_units[i] for i in self.free)
 
     def storage_columns(self, q, qdot) -> dict:

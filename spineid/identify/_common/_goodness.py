@@ -405,10 +405,15 @@ def assess_fit(
                 continue
             span = max(float(ranges[channel]), 1e-300)
             fraction = float((max_misfit or {}).get(channel, MAX_MISFIT))
+            # (too large: beyond the tolerance and beyond what white noise would leave there;
+            # the smooth part of pure noise, a few tenths of its sd, can exceed the tolerance
+            # of a channel that moves little, e.g. a marker across a small motion. Not the
+            # noise model's p-value: an autoregression near a unit root takes up a misfit.)
             misfit[channel] = found | {
                 "fraction_of_range": found["rms"] / span, "max_fraction": fraction,
                 "in_noise_sd": found["rms"] / max(fitted.marginal, 1e-300),
-                "too_large": found["rms"] > fraction * span}
+                "too_large": bool(found["rms"] > fraction * span
+                                  and found["p_white"] < alpha / max(2 * len(channels), 1))}
         large = [c for c, entry in misfit.items() if entry["too_large"]]
         smooth = [c for c, entry in misfit.items()
                   if entry["p_value"] < alpha / max(2 * len(channels), 1)]
@@ -528,9 +533,12 @@ def smooth_misfit(series: Sequence[np.ndarray], noise: ChannelNoise) -> dict | N
     misfit as noise: it is what `T` holds beyond the smoothed power of white noise of the
     residuals' rough part (the residuals less their smooth part, whose variance `v` gives
     `v / w`): `rms = sqrt(max(T / m - v / w, 0))`. Noise correlated over `L` samples adds about
-    `sd sqrt(L / w)` to it, a small part of a load range for tester data.
+    `sd sqrt(L / w)` to it, a small part of a load range for tester data. `p_white`: the
+    same test were the residuals white noise of their own mean square, a test that does not
+    rest on the noise model either.
 
-    **Returns:** `{"rms", "p_value", "width"}`, or `None` when no record is long enough."""
+    **Returns:** `{"rms", "p_value", "width", "p_white"}`, or `None` when no record is long
+    enough."""
     smoothed, widths, rough = [], [], []
     for s in series:
         s = np.asarray(s, dtype=float)
@@ -554,5 +562,14 @@ def smooth_misfit(series: Sequence[np.ndarray], noise: ChannelNoise) -> dict | N
     variance = 2.0 * m * (c[0] ** 2 + 2.0 * float(np.sum(c[1:] ** 2)))
     scale, dof = variance / (2.0 * mean), 2.0 * mean ** 2 / variance
     white = float(sum(r @ r for r in rough)) / m / width
+    # (the same test were the residuals white noise of their own mean square s^2: its
+    # smoothed values have the autocovariances s^2 (w - |l|) / w^2)
+    level = float(sum(np.sum(np.asarray(v, float) ** 2) for v in series)) / sum(
+        np.size(v) for v in series)
+    plain = level * (width - np.arange(width)) / width ** 2
+    plain_variance = 2.0 * m * (plain[0] ** 2 + 2.0 * float(np.sum(plain[1:] ** 2)))
+    plain_scale = plain_variance / (2.0 * m * plain[0])
     return {"rms": math.sqrt(max(statistic / m - white, 0.0)),
-            "p_value": chi_square_sf(statistic / scale, dof), "width": width}
+            "p_value": chi_square_sf(statistic / scale, dof), "width": width,
+            "p_white": chi_square_sf(statistic / max(plain_scale, 1e-300),
+                                     2.0 * (m * plain[0]) ** 2 / max(plain_variance, 1e-300))}

@@ -4,6 +4,7 @@ that check data and noise for every fit.
 """
 
 import copy
+import dataclasses
 import math
 import pathlib
 from collections.abc import Sequence
@@ -13,7 +14,7 @@ import numpy as np
 
 from ...elements._parameters import apply_values, declared_parameters, select_parameters
 from ...io._columns import noise_in_si
-from ...io._measurements import Measurement, read_measurement
+from ...io._measurements import MARKER_SUFFIXES, Measurement, read_measurement
 from ...models._mechanics import AbstractLagrangianSystem
 from ...simulation._modes import linear_modes
 from ...io._model_file import ModelFile, load_model_file
@@ -147,11 +148,18 @@ class FitProblem:
         if isinstance(data_paths, (str, pathlib.Path)):
             data_paths = [data_paths]
         model = model_file.model
+        if not markers and getattr(model, "markers", ()) and any(
+                pathlib.Path(p).suffix.lower() in MARKER_SUFFIXES for p in data_paths):
+            # A model with markers of its own (an OpenSim MarkerSet) observes them in marker
+            # files: channels <marker>_x, _y, _z in ground.
+            model = model.observing_markers()
+            model_file = dataclasses.replace(model_file, model=model)
         # (the initial pose only places a marker file's clusters)
         initial = np.asarray(model.observe(model.initial_state()[0])) if markers else None
         measurements = [read_measurement(p, model.observable_names, model.observable_units,
                                          columns=columns, column_units=units, markers=markers,
-                                         initial=initial)
+                                         initial=initial,
+                                         own_markers=getattr(model, "observed", "") == "markers")
                         for p in data_paths]
         names, units_si = model.observable_names, model.observable_units
         noise, read = noise_in_si(noise, measurements, names, units_si)
