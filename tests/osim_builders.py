@@ -3,6 +3,7 @@ files spineid reads): the oracles of tests/test_osim_models.py. Every builder re
 of the written file."""
 
 import pathlib
+import re
 import sys
 
 import numpy as np
@@ -138,3 +139,34 @@ def opensim_motion(osim, path: pathlib.Path, times, out: pathlib.Path, *, noise:
     clean.update({f"{name}_{axis}": np.array(p)[:, j] for name, p in seen.items()
                   for j, axis in enumerate("xyz")})
     return {name: np.array(v) for name, v in clean.items()}
+
+
+EXPRESSIONS = {
+    "Mx": "3*theta_x + 40*theta_x^3",
+    "My": "2.5*theta_y - theta_z^2 + 0.5*theta_x*theta_y",
+    "Mz": "4*theta_z+20*theta_z^3 - 2*(theta_z - theta_x)*delta_y*10",
+    "Fx": "1e4*delta_x",
+    "Fy": "1e4*delta_y + 5e5*delta_y^2",
+    "Fz": "1e4 * delta_z / 2",
+}
+"""Polynomial expressions of the test's `ExpressionBasedBushingForce` (cross terms, a
+squared term under a binary minus, spaces, a division by a number)."""
+
+
+def expression_neck(osim, folder: pathlib.Path) -> pathlib.Path:
+    """`neck_model`'s first level (unlocked, coupled) with its bushing an
+    `ExpressionBasedBushingForce` of `EXPRESSIONS` and the same dampings, frames and sockets
+    (the file edited as text: an ExpressionBasedBushingForce is a two-frame linker like a
+    BushingForce), checked loadable by OpenSim."""
+    path = neck_model(osim, folder, levels=1, locked=False, file_name="expression.osim")
+    text = path.read_text()
+    block = re.search(r'<BushingForce name="bushing_1">.*?</BushingForce>', text, re.S).group(0)
+    edited = re.sub(r"<(rotational|translational)_stiffness>[^<]*</\1_stiffness>", "", block)
+    edited = edited.replace("</frames>", "</frames>" + "".join(
+        f"<{k}_expression>{v}</{k}_expression>" for k, v in EXPRESSIONS.items()))
+    edited = edited.replace("<BushingForce ", "<ExpressionBasedBushingForce ").replace(
+        "</BushingForce>", "</ExpressionBasedBushingForce>")
+    path.write_text(text.replace(block, edited))
+    model = osim.Model(str(path))
+    model.initSystem()
+    return path

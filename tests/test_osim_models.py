@@ -209,6 +209,80 @@ def _undamped(model):
     return spineid.apply_values(model, parameters, jnp.zeros(len(parameters)))
 
 
+def _opensim_accelerations_agree(path, ours, seed, spread=0.5):
+    # Body accelerations of spineid's equations against OpenSim's at random states.
+    model = osim.Model(str(path))
+    state = model.initSystem()
+    rng = np.random.default_rng(seed)
+    for _ in range(3):
+        q = jnp.asarray(rng.uniform(-spread, spread, ours.n_dof))
+        qdot = jnp.asarray(rng.uniform(-2.0, 2.0, ours.n_dof))
+        qddot = _accelerations(ours, q, qdot)
+        _set_state(model, state, ours, q, qdot)
+        model.realizeAcceleration(state)
+        spins, linear = _spatial_accelerations(ours, q, qdot, qddot)
+        for b, name in enumerate(ours.body_names):
+            theirs = model.getBodySet().get(name).getAccelerationInGround(state)
+            angular = np.array([theirs.get(0).get(i) for i in range(3)])
+            origin = np.array([theirs.get(1).get(i) for i in range(3)])
+            np.testing.assert_allclose(np.asarray(spins[b]), angular,
+                                       atol=1e-11 * float(jnp.max(jnp.abs(spins))))
+            np.testing.assert_allclose(np.asarray(linear[b]), origin,
+                                       atol=1e-11 * float(jnp.max(jnp.abs(linear))))
+
+
+def test_expression_based_bushings_move_as_in_opensim_and_are_written_back(tmp_path):
+    from osim_builders import expression_neck
+    path = expression_neck(osim, tmp_path)
+    ours = spineid.read_osim(path)
+    bushing = ours.elements[0]
+    assert type(bushing).__name__ == "ExpressionBushing" and len(bushing.terms) == 13
+    assert "Mx: theta_x^3" in bushing.terms and "Mz: theta_z*delta_y" in bushing.terms
+    names = {p.name: p for p in declared_parameters(ours)}
+    index = bushing.terms.index("Mx: theta_x^3")
+    cubic = names[f"bushing_1.coefficients[{index}]"]
+    assert cubic.unit == "N m/rad^3" and cubic.value(ours) == 40.0
+    _opensim_accelerations_agree(path, ours, seed=6, spread=0.3)
+    # the Lagrange form (the spring a generalized force) agrees with the Newton-Euler form
+    q, qdot = jnp.asarray([0.2, -0.1]), jnp.asarray([0.5, -1.0])
+    lagrange = eqx.filter_jit(spineid.generalized_accelerations)(ours, 0.0, q, qdot)
+    np.testing.assert_allclose(np.asarray(_accelerations(ours, q, qdot)), np.asarray(lagrange),
+                               rtol=1e-9)
+    # changed coefficients and damping written back: OpenSim reads the same polynomial
+    changed = spineid.apply_values(ours, [cubic, names["bushing_1.rotational_damping[2]"]],
+                                   jnp.asarray([55.5, 0.04]))
+    written = spineid.export_model(changed, "opensim", tmp_path / "fitted.osim")
+    before, after = path.read_text().splitlines(), written.read_text().splitlines()
+    assert sum(a != b for a, b in zip(before, after)) == 2
+    again = spineid.read_osim(written)
+    assert float(again.elements[0].coefficients[index]) == 55.5
+    # a model file of kind "opensim" sets the coefficients by name, and a fit reads them
+    start = tmp_path / "start.toml"
+    values = np.asarray(bushing.coefficients).tolist()
+    values[index] = 30.0
+    start.write_text(f'kind = "opensim"\nfile = "{path.name}"\n\n[bushing_1]\n'
+                     f"coefficients = {values}\n")
+    loaded = spineid.load_model_file(start)
+    assert float(loaded.model.elements[0].coefficients[index]) == 30.0
+    assert loaded.document["bushing_1"]["coefficients"] == values
+    _opensim_accelerations_agree(written, again, seed=7, spread=0.3)
+
+
+def test_a_bushing_expression_that_is_not_a_polynomial_is_refused(tmp_path):
+    from osim_builders import expression_neck
+    path = expression_neck(osim, tmp_path)
+    text = path.read_text()
+    for expression, reason in (("3*exp(theta_x)", "is not part of a polynomial"),
+                               ("3/theta_x", "a division by a deflection"),
+                               ("k*theta_x", "unknown name 'k'")):
+        bad = tmp_path / "bad.osim"
+        bad.write_text(re.sub(r"<Mx_expression>[^<]*</Mx_expression>",
+                              f"<Mx_expression>{expression}</Mx_expression>", text))
+        with pytest.raises(ValueError, match=re.escape(reason)) as caught:
+            spineid.read_osim(bad)
+        assert "bushing_1" in str(caught.value) and "Mx_expression" in str(caught.value)
+
+
 def test_lagrange_and_newton_euler_forms_agree(every_joint):
     ours = spineid.read_osim(every_joint)
     rng = np.random.default_rng(9)

@@ -54,6 +54,7 @@ from ._model_file import (
 )
 from ._c3d import read_c3d as read_c3d
 from ._osim import read_osim as read_osim
+from ._osim_write import write_osim_values as write_osim_values
 from ._opensim import (
     opensim_model_xml as opensim_model_xml,
     write_opensim_model as write_opensim_model,

@@ -22,7 +22,7 @@ from ..kinematics._rotations import euler123_angles, euler123_rotation
 from ..models._multibody import MultibodyTree
 from ..models._spatial_pair import SpatialPair
 from ._atomic import write_text_atomically
-from ._osim import write_osim_values
+from ._osim_write import write_osim_values
 
 _OPENSIM_VARIABLES = ("delta_x", "delta_y", "delta_z", "theta_x", "theta_y", "theta_z")
 

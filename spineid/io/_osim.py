@@ -6,6 +6,7 @@ What is read (docs/formats/opensim.md): the bodies (mass, centre of mass, inerti
 `CustomJoint` (its `SpatialTransform`, functions as `spineid.kinematics` lists), the coordinates
 (default value and speed, `locked`), `CoordinateCouplerConstraint`s (reduced: the dependent
 coordinate becomes a function of the independent one), `BushingForce`s,
+`ExpressionBasedBushingForce`s with polynomial expressions (`spineid.io._expressions`),
 `CoordinateLimitForce`s, the `MarkerSet` (each marker's location on its frame's body) and
 gravity. Forces of
 other classes (muscles, actuators, ...) are listed in one warning and dropped: the passive
@@ -27,9 +28,10 @@ from ..kinematics._rotations import euler123_rotation
 from ..kinematics._functions import SUPPORTED_FUNCTIONS, LinearFunction, coordinate_function
 from ..models._multibody import coordinate_rates, MultibodyTree, TransformAxis, TreeJoint
 from ..models._tree_parts import (
-    GROUND, CoordinateCoupler, CoordinateLimit, TreeBushing, TreeMarker,
+    GROUND, CoordinateCoupler, CoordinateLimit, ExpressionBushing, TreeBushing, TreeMarker,
 )
-from ._atomic import readable_file, write_text_atomically
+from ._expressions import EXPRESSIONS, polynomial_terms
+from ._atomic import readable_file
 
 _X, _Y, _Z = (1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)
 # The fixed spatial transforms of OpenSim's joints: (kind, axis) per coordinate, in order.
@@ -524,81 +526,31 @@ def _forces(reader, model, bodies, names, units, spinning):
         if element.tag == "CoordinateLimitForce":
             limits.append(_limit(reader, element, where, names, units, spinning))
             continue
-        if element.tag != "BushingForce":
+        if element.tag not in ("BushingForce", "ExpressionBasedBushingForce"):
             dropped.append(f"{element.get('name')} ({element.tag})")
             continue
+        expression = element.tag == "ExpressionBasedBushingForce"
         frames = [reader.socket_frame(where, element, socket, bodies)
                   for socket in ("socket_frame1", "socket_frame2")]
         vectors = {tag: _numbers(reader, element, tag, 3, where, default=np.zeros(3))
-                   for tag in BUSHING_PROPERTIES}
+                   for tag in BUSHING_PROPERTIES if not expression or "damping" in tag}
         for tag, vector in vectors.items():
             if np.any(vector < 0):
                 reader.fail(f"{where}: <{tag}> = {list(vector)}: {NONNEGATIVE}")
-        bushings.append(TreeBushing(
-            parameter_label(element.get("name")), frames[0][0], frames[1][0],
-            tuple(floats(a) for a in frames[0][1]), tuple(floats(a) for a in frames[1][1]),
-            **{tag: floats(value) for tag, value in vectors.items()}))
+        placed = (parameter_label(element.get("name")), frames[0][0], frames[1][0],
+                  tuple(floats(a) for a in frames[0][1]), tuple(floats(a) for a in frames[1][1]))
+        vectors = {tag: floats(value) for tag, value in vectors.items()}
+        if not expression:
+            bushings.append(TreeBushing(*placed, **vectors))
+            continue
+        terms = [(k, exponents, coefficient) for k, tag in enumerate(EXPRESSIONS)
+                 for exponents, coefficient in polynomial_terms(
+                     _text(element, tag, "0.0"), f"{where}: <{tag}>").items()]
+        bushings.append(ExpressionBushing(
+            *placed, tuple(t[0] for t in terms), tuple(t[1] for t in terms),
+            floats([t[2] for t in terms]), **vectors))
     if dropped:
         warnings.warn(f"{reader.path}: forces dropped (spineid reads the passive model: "
                       f"bushings, coordinate limits, joints, gravity): {', '.join(dropped)}",
                       stacklevel=3)
     return bushings, limits
-
-
-def write_osim_values(model: MultibodyTree, path) -> pathlib.Path:
-    """Write the OpenSim file `model` was read from (`model.source`) to `path` with its
-    bushings' properties set to the model's values: each number that changed is replaced in
-    place (full float64 precision), every other byte of the file is kept (line ends included;
-    a commented-out bushing is left alone). Returns the path; a model not read from a file, a
-    file not readable as UTF-8 text, or a bushing no longer in it raises `ValueError`.
-    (`spineid.export_model(model, "opensim", path)` calls this.)"""
-    if not model.source:
-        raise ValueError("this MultibodyTree was not read from an OpenSim file: nothing to "
-                         "write its values into")
-    source = pathlib.Path(model.source)
-    try:
-        with open(source, encoding="utf-8", newline="") as file:
-            text = file.read()
-    except OSError as error:
-        raise ValueError(f"{source}: cannot read the model file to write its values into "
-                         f"({error.strerror})") from None
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{source}: not UTF-8 text ({error.reason} at byte {error.start}); "
-                         "cannot write values into it") from None
-    comments = [(c.start(), c.end()) for c in re.finditer(r"<!--.*?-->", text, re.S)]
-    pieces, end = [], 0
-    bushings = {bushing.label: bushing for bushing in model.elements}
-    for block in re.finditer(r'<BushingForce\s+name="([^"]*)"\s*>(.*?)</BushingForce>', text,
-                             re.S):
-        if any(a <= block.start() < b for a, b in comments):
-            continue
-        bushing = bushings.pop(parameter_label(block.group(1)), None)
-        if bushing is None:
-            continue
-        pieces.append(text[end:block.start(2)])
-        pieces.append(_with_values(source, block.group(1), block.group(2), bushing))
-        end = block.end(2)
-    if bushings:
-        raise ValueError(f"{source}: no BushingForce {sorted(bushings)} in the file (changed "
-                         "since it was read?)")
-    write_text_atomically(pathlib.Path(path), "".join(pieces) + text[end:])
-    return pathlib.Path(path)
-
-
-def _with_values(source, name, body: str, bushing) -> str:
-    # The body of one BushingForce with each property's changed numbers replaced.
-    for prop in BUSHING_PROPERTIES:
-        values = np.asarray(getattr(bushing, prop), dtype=float)
-        found = re.search(rf"<{prop}>([^<]*)</{prop}>", body)
-        if found is None:  # (absent: OpenSim's default, zeros)
-            if np.any(values != 0.0):
-                raise ValueError(f"{source}: BushingForce {name!r} has no <{prop}> to write "
-                                 "its value into")
-            continue
-        tokens = re.split(r"(\s+)", found.group(1))
-        numbers = [k for k, token in enumerate(tokens) if token and not token.isspace()]
-        for k, value in zip(numbers, values):
-            if float(tokens[k]) != float(value):
-                tokens[k] = repr(float(value))
-        body = body[:found.start(1)] + "".join(tokens) + body[found.end(1):]
-    return body

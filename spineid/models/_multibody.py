@@ -41,6 +41,7 @@ from ._mechanics import AbstractLagrangianSystem, solve_mass_matrix
 from ._tree_parts import (
     CoordinateCoupler,
     CoordinateLimit,
+    ExpressionBushing,
     GROUND,
     MARKER_AXES,
     TreeBushing,
@@ -214,7 +215,8 @@ class MultibodyTree(AbstractLagrangianSystem):
     body axes), `joints` (tuple of `TreeJoint`, each parent before its children),
     `coordinate_names` and `coordinate_units` (static, `"rad"` or `"m"`), `default_values`
     and `default_speeds` (`(m,)`), `free` (static indices of the generalized coordinates),
-    `couplers` (tuple of `CoordinateCoupler`), `elements` (tuple of `TreeBushing`), `gravity`
+    `couplers` (tuple of `CoordinateCoupler`), `elements` (tuple of `TreeBushing` and
+    `ExpressionBushing`), `gravity`
     (m/s^2, `(3,)`, ground axes), `limits` (tuple of `CoordinateLimit`, OpenSim's
     `CoordinateLimitForce`s), `coordinate_paths` (static: each coordinate's component
     path, `/jointset/J/C`, for OpenSim's state labels), `source` (static: the `.osim` file
@@ -233,7 +235,7 @@ class MultibodyTree(AbstractLagrangianSystem):
     default_speeds: Float[Array, " m"]
     free: tuple[int, ...] = eqx.field(static=True)
     couplers: tuple[CoordinateCoupler, ...]
-    elements: tuple[TreeBushing, ...]
+    elements: tuple[TreeBushing | ExpressionBushing, ...]
     gravity: Float[Array, "3"]
     coordinate_paths: tuple[str, ...] = eqx.field(static=True, default=())
     limits: tuple[CoordinateLimit, ...] = ()
@@ -368,8 +370,10 @@ class MultibodyTree(AbstractLagrangianSystem):
         forces = (self.generalized_forces(t, q, qdot) - inertial
                   - (jax.grad(self._limit_energy)(q) if self.limits else 0.0))
         for k, bushing in enumerate(self.elements):
-            load = (bushing.stiffness_diagonal * deflections[k]
-                    + bushing.damping_diagonal * deflection_rates[k])
+            # (a spring that is not conservative is in `generalized_forces` already)
+            load = bushing.damping_diagonal * deflection_rates[k]
+            if bushing.conservative:
+                load = load + bushing.spring_load(deflections[k])
             forces = forces - jacobian_y[k].T @ load
         return solve_mass_matrix(mass, forces)
 
@@ -407,7 +411,7 @@ class MultibodyTree(AbstractLagrangianSystem):
         centres = self._mass_center_positions(rotations, origins)
         energy = -jnp.sum(self.masses * (centres @ self.gravity))
         for bushing, y in zip(self.elements, self.bushing_deflections(q)):
-            energy = energy + 0.5 * jnp.sum(bushing.stiffness_diagonal * y ** 2)
+            energy = energy + bushing.energy(y)
         return energy + self._limit_energy(q)
 
     def _limit_energy(self, q):
@@ -428,16 +432,23 @@ class MultibodyTree(AbstractLagrangianSystem):
     def generalized_forces(self, t, q, qdot):
         """The coordinate limits' dampers' forces on the generalized coordinates `(n_dof,)`
         (through the couplers where they act on a dependent coordinate; their springs are in
-        `potential_energy`); no external loads."""
+        `potential_energy`) and the springs of bushings that are not conservative
+        (`ExpressionBushing`: `-J_y^T f(y)`); no external loads."""
+        total = jnp.zeros_like(q)
+        if any(not bushing.conservative for bushing in self.elements):
+            deflections, pull = jax.vjp(self.bushing_deflections, q)
+            loads = jnp.stack([jnp.zeros(6) if bushing.conservative else bushing.spring_load(y)
+                               for bushing, y in zip(self.elements, deflections)])
+            total = total - pull(loads)[0]
         if not self.limits:
-            return jnp.zeros_like(q)
+            return total
         values, rates = jax.jvp(self.coordinates, (q,), (qdot,))
         forces = jnp.zeros_like(values)
         for limit in self.limits:
             forces = forces.at[limit.coordinate].add(
                 limit.damping_force(values[limit.coordinate], rates[limit.coordinate]))
         # (the forces pull back along the coordinates' Jacobian, not the rates')
-        return jax.vjp(self.coordinates, q)[1](forces)[0]
+        return total + jax.vjp(self.coordinates, q)[1](forces)[0]
 
     def initial_state(self):
         """The free coordinates' default values and speeds."""

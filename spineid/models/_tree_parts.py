@@ -2,6 +2,7 @@
 coordinate limits and markers (OpenSim's `CoordinateCouplerConstraint`, `BushingForce`,
 `CoordinateLimitForce` and `Marker`; module docstring of `spineid.models._multibody`)."""
 
+import math
 from typing import ClassVar
 
 import equinox as eqx
@@ -67,6 +68,101 @@ class TreeBushing(eqx.Module):
     def damping_diagonal(self) -> Float[Array, "6"]:
         """`[translational, rotational]` damping, the diagonal of `D`."""
         return jnp.concatenate([self.translational_damping, self.rotational_damping])
+
+    conservative: ClassVar[bool] = True
+    """Its spring has an energy (`energy`); the model puts it in `potential_energy`."""
+
+    def spring_load(self, y: Float[Array, "6"]) -> Float[Array, "6"]:
+        """The spring's load `K y` `(6,)` (N, N m; `y`'s order) at deflection `y`."""
+        return self.stiffness_diagonal * y
+
+    def energy(self, y: Float[Array, "6"]) -> Float[Array, ""]:
+        """The spring's energy `1/2 y^T K y` (J) at deflection `y` `(6,)`."""
+        return 0.5 * jnp.sum(self.stiffness_diagonal * y ** 2)
+
+
+_LOAD_UNITS = ("N m",) * 3 + ("N",) * 3  # (Mx, My, Mz, Fx, Fy, Fz)
+_DEFLECTION_UNITS = ("rad",) * 3 + ("m",) * 3  # (theta_x, ..., delta_z)
+
+
+class ExpressionBushing(eqx.Module):
+    """OpenSim's `ExpressionBasedBushingForce` with polynomial expressions: frames and
+    deflection `y = [p, beta]` as `TreeBushing`'s; the spring's load is OpenSim's six
+    expressions `[Mx, My, Mz, Fx, Fy, Fz](dq)` of `dq = [beta, p]` (`theta_x .. delta_z`),
+    each a sum of terms `c_t prod_v dq_v^e_tv`, applied as `-f` through the deflection's
+    Jacobian, and the damper `-D y'` as `TreeBushing`'s. The spring need not derive from an
+    energy (a cross term), so the model applies it as a generalized force
+    (`conservative = False`).
+
+    Fields: `label`, `body1`, `body2`, `frame1`, `frame2` (as `TreeBushing`); `outputs` and
+    `exponents` (static: each term's expression, 0-5 for Mx..Fz, and its six powers),
+    `coefficients` (`(t,)`, SI: the expression's unit over its powers' units, e.g.
+    `N m/rad^3`), `rotational_damping`, `translational_damping` (`(3,)`). Parameters:
+    `<label>.coefficients[k]` (group `bushings.coefficients`, no bounds; `terms` says which
+    term each is) and the dampings as `TreeBushing`'s.
+    """
+
+    label: str = eqx.field(static=True)
+    body1: int = eqx.field(static=True)
+    body2: int = eqx.field(static=True)
+    frame1: tuple[Float[Array, "3"], Float[Array, "3 3"]]
+    frame2: tuple[Float[Array, "3"], Float[Array, "3 3"]]
+    outputs: tuple[int, ...] = eqx.field(static=True)
+    exponents: tuple[tuple[int, ...], ...] = eqx.field(static=True)
+    coefficients: Float[Array, " t"]
+    rotational_damping: Float[Array, "3"]
+    translational_damping: Float[Array, "3"]
+    collection: ClassVar[str] = "bushings"
+    conservative: ClassVar[bool] = False
+
+    @property
+    def terms(self) -> tuple[str, ...]:
+        """Each coefficient's term in words, `Mx: theta_x^3` (the order of `coefficients`)."""
+        names = ("Mx", "My", "Mz", "Fx", "Fy", "Fz")
+        variables = ("theta_x", "theta_y", "theta_z", "delta_x", "delta_y", "delta_z")
+        return tuple(f"{names[o]}: " + ("*".join(
+            v if p == 1 else f"{v}^{p}" for v, p in zip(variables, e) if p) or "1")
+            for o, e in zip(self.outputs, self.exponents))
+
+    def parameter_fields(self):
+        """The coefficients (each in its term's unit, unbounded) and the two dampings."""
+        units = tuple(_term_unit(o, e) for o, e in zip(self.outputs, self.exponents))
+        return (ParameterField("coefficients", "bushings.coefficients", units or "",
+                               lower=-math.inf),
+                ParameterField("rotational_damping", "bushings.rotational_damping",
+                               "N m s/rad"),
+                ParameterField("translational_damping", "bushings.translational_damping",
+                               "N s/m"))
+
+    @property
+    def damping_diagonal(self) -> Float[Array, "6"]:
+        """`[translational, rotational]` damping, the diagonal of `D`."""
+        return jnp.concatenate([self.translational_damping, self.rotational_damping])
+
+    def spring_load(self, y: Float[Array, "6"]) -> Float[Array, "6"]:
+        """The expressions' load `(6,)` in `y`'s order (`[Fx, Fy, Fz, Mx, My, Mz]`, N, N m)
+        at deflection `y` `(6,)` (m, rad)."""
+        dq = jnp.concatenate([y[3:], y[:3]])
+        loads = jnp.zeros(6)
+        for k, (output, exponents) in enumerate(zip(self.outputs, self.exponents)):
+            term = self.coefficients[k]
+            for v, power in enumerate(exponents):
+                if power:
+                    term = term * dq[v] ** power
+            loads = loads.at[output].add(term)
+        return jnp.concatenate([loads[3:], loads[:3]])
+
+    def energy(self, y: Float[Array, "6"]) -> Float[Array, ""]:
+        """Zero: the spring is applied as a generalized force (`conservative = False`)."""
+        return jnp.zeros(())
+
+
+def _term_unit(output: int, exponents: tuple[int, ...]) -> str:
+    # A coefficient's SI unit: its expression's load unit over its powers' units.
+    below = " ".join(unit if power == 1 else f"{unit}^{power}"
+                     for unit, power in zip(_DEFLECTION_UNITS, exponents) if power)
+    return _LOAD_UNITS[output] + (f"/({below})" if " " in below else f"/{below}" if below
+                                  else "")
 
 
 class CoordinateLimit(eqx.Module):

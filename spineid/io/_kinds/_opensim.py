@@ -8,8 +8,10 @@ coordinate names), `[initial]` and `[initial_speeds]` (coordinate name -> rad or
 m/s: OpenSim's speeds, an angular velocity for ball and free joints), `gravity` (m/s^2, 3
 numbers), `[simulation]`, and one table per `BushingForce` named after it, with any of
 `rotational_stiffness`, `translational_stiffness`, `rotational_damping`,
-`translational_damping` (3 numbers each, SI). The parameters are the bushings' properties,
-named `<bushing>.<property>[i]` in the groups `bushings.<property>`.
+`translational_damping` (3 numbers each, SI), or, for an `ExpressionBasedBushingForce`,
+`coefficients` (its terms' coefficients, in the order of `ExpressionBushing.terms`),
+`rotational_damping` and `translational_damping`. The parameters are the bushings'
+properties, named `<bushing>.<property>[i]` in the groups `bushings.<property>`.
 """
 
 import dataclasses
@@ -22,7 +24,7 @@ import numpy as np
 from ..._arrays import floats
 from ...elements._parameters import declared_parameters
 from ...models._multibody import coordinate_rates, coordinate_speeds
-from .._osim import BUSHING_PROPERTIES, NONNEGATIVE, read_osim
+from .._osim import NONNEGATIVE, read_osim
 from .._toml import DocumentChecker
 
 _KEYS = {"kind", "file", "locked", "unlocked", "initial", "initial_speeds", "gravity",
@@ -107,16 +109,20 @@ def read_opensim(document: dict, check: DocumentChecker, folder: pathlib.Path):
                           f"it has {', '.join(labels) or 'none'}") + ")", name)
     for k, label in enumerate(labels):
         table = document.get(label, {})
-        check.keys(table, label, set(BUSHING_PROPERTIES))
         bushing = model.elements[k]
-        for prop in BUSHING_PROPERTIES:
+        # (a BushingForce's four properties; an ExpressionBasedBushingForce's coefficients,
+        # in the order of its `terms`, and dampings)
+        fields = {f.field: f.lower for f in bushing.parameter_fields()}
+        check.keys(table, label, set(fields))
+        for prop, lower in fields.items():
             if prop in table:
-                vector = check.vector(table, prop, f"{label}.{prop}", 3)
-                if np.any(vector < 0):
+                size = int(np.size(getattr(bushing, prop)))
+                vector = check.vector(table, prop, f"{label}.{prop}", size)
+                if lower == 0.0 and np.any(vector < 0):
                     check.fail(f"{label}.{prop}", NONNEGATIVE, table[prop])
                 bushing = eqx.tree_at(lambda b, p=prop: getattr(b, p), bushing, floats(vector))
         model = eqx.tree_at(lambda m, i=k: m.elements[i], model, bushing)
         completed[label] = {prop: np.asarray(getattr(bushing, prop)).tolist()
-                            for prop in BUSHING_PROPERTIES}
+                            for prop in fields}
     return model, declared_parameters(model), completed
 
