@@ -283,6 +283,120 @@ def test_a_bushing_expression_that_is_not_a_polynomial_is_refused(tmp_path):
         assert "bushing_1" in str(caught.value) and "Mx_expression" in str(caught.value)
 
 
+_PRESCRIBED = """
+<PrescribedForce name="push">
+  <socket_frame>/bodyset/v2</socket_frame>
+  <forceIsGlobal>false</forceIsGlobal>
+  <FunctionSet name="forceFunctions"><objects>
+    <Constant><value>1.5</value></Constant>
+    <LinearFunction><coefficients>2 0.5</coefficients></LinearFunction>
+    <Constant><value>-0.7</value></Constant>
+  </objects><groups /></FunctionSet>
+  <FunctionSet name="pointFunctions"><objects>
+    <Constant><value>0.01</value></Constant>
+    <Constant><value>0.02</value></Constant>
+    <SimmSpline><x>0 0.5 1</x><y>0 0.01 -0.01</y></SimmSpline>
+  </objects><groups /></FunctionSet>
+  <FunctionSet name="torqueFunctions"><objects>
+    <Constant><value>0.05</value></Constant>
+    <Constant><value>0</value></Constant>
+    <LinearFunction><coefficients>-0.2 0.1</coefficients></LinearFunction>
+  </objects><groups /></FunctionSet>
+</PrescribedForce>
+<PrescribedForce name="pull">
+  <socket_frame>/bodyset/v1</socket_frame>
+  <pointIsGlobal>true</pointIsGlobal>
+  <forceIsGlobal>true</forceIsGlobal>
+  <FunctionSet name="forceFunctions"><objects>
+    <Constant><value>0</value></Constant>
+    <Constant><value>-3</value></Constant>
+    <LinearFunction><coefficients>4 0</coefficients></LinearFunction>
+  </objects><groups /></FunctionSet>
+  <FunctionSet name="pointFunctions"><objects>
+    <Constant><value>0.02</value></Constant>
+    <Constant><value>0.06</value></Constant>
+    <Constant><value>0.01</value></Constant>
+  </objects><groups /></FunctionSet>
+  <FunctionSet name="torqueFunctions"><objects>
+    <Constant><value>0</value></Constant>
+    <Constant><value>0.1</value></Constant>
+    <Constant><value>0</value></Constant>
+  </objects><groups /></FunctionSet>
+</PrescribedForce>
+<PrescribedForce name="press">
+  <socket_frame>/bodyset/v2</socket_frame>
+  <pointIsGlobal>true</pointIsGlobal>
+  <FunctionSet name="forceFunctions"><objects>
+    <Constant><value>0.8</value></Constant>
+    <Constant><value>0</value></Constant>
+    <PiecewiseLinearFunction><x>0 0.5 1</x><y>0 1 0</y></PiecewiseLinearFunction>
+  </objects><groups /></FunctionSet>
+</PrescribedForce>
+"""
+
+
+def test_prescribed_forces_move_the_bodies_as_in_opensim(tmp_path, small_neck):
+    # Forces, points and torques as functions of time, in the frame's axes and in ground's
+    # (OpenSim's default), at a point of the body, at a place in ground and at the frame's
+    # origin (no point functions, pointIsGlobal or not): accelerations at t = 0.3 s and 0.8 s
+    text = small_neck.read_text()
+    forces = text.index("</objects>", text.index("<ForceSet"))
+    edited = tmp_path / "prescribed.osim"
+    edited.write_text(text[:forces] + _PRESCRIBED + text[forces:])
+    ours = spineid.read_osim(edited)
+    assert [load.name for load in ours.prescribed] == ["push", "pull", "press"]
+    model = osim.Model(str(edited))
+    state = model.initSystem()
+    rng = np.random.default_rng(8)
+    step = eqx.filter_jit(lambda m, t, q, v: m.accelerations(t, q, v))
+    lagrange_form = eqx.filter_jit(spineid.generalized_accelerations)
+    for t in (0.3, 0.8):
+        q = jnp.asarray(rng.uniform(-0.4, 0.4, ours.n_dof))
+        qdot = jnp.asarray(rng.uniform(-1.0, 1.0, ours.n_dof))
+        qddot = step(ours, jnp.asarray(t), q, qdot)  # (an array: one compilation)
+        state.setTime(t)
+        _set_state(model, state, ours, q, qdot)
+        model.realizeAcceleration(state)
+        spins, linear = _spatial_accelerations(ours, q, qdot, qddot)
+        for b, name in enumerate(ours.body_names):
+            theirs = model.getBodySet().get(name).getAccelerationInGround(state)
+            np.testing.assert_allclose(np.asarray(spins[b]),
+                                       [theirs.get(0).get(i) for i in range(3)],
+                                       atol=1e-11 * float(jnp.max(jnp.abs(spins))))
+            np.testing.assert_allclose(np.asarray(linear[b]),
+                                       [theirs.get(1).get(i) for i in range(3)],
+                                       atol=1e-11 * float(jnp.max(jnp.abs(linear))))
+        # the Lagrange form takes the same generalized forces
+        lagrange = lagrange_form(ours, jnp.asarray(t), q, qdot)
+        np.testing.assert_allclose(np.asarray(qddot), np.asarray(lagrange), rtol=1e-9)
+    # loads of an opensim model file are constant prescribed forces (the same as in the file)
+    constant = ('<PrescribedForce name="c"><socket_frame>/bodyset/v2</socket_frame>'
+                '<forceIsGlobal>false</forceIsGlobal>' + "".join(
+                    f'<FunctionSet name="{kind}Functions"><objects>' + "".join(
+                        f"<Constant><value>{v}</value></Constant>" for v in values)
+                    + "</objects></FunctionSet>"
+                    for kind, values in (("force", (1, -2, 0.5)), ("point", (0.01, 0, 0.02)),
+                                         ("torque", (0, 0.1, -0.2))))
+                + "</PrescribedForce>")
+    (tmp_path / "constant.osim").write_text(text[:forces] + constant + text[forces:])
+    start = tmp_path / "loaded.toml"
+    start.write_text(f'kind = "opensim"\nfile = "{small_neck}"\n\n[[loads]]\nbody = "v2"\n'
+                     "force = [1, -2, 0.5]\npoint = [0.01, 0, 0.02]\ntorque = [0, 0.1, -0.2]\n"
+                     "in_ground = false\n")
+    loaded = spineid.load_model_file(start).model
+    in_file = spineid.read_osim(tmp_path / "constant.osim")
+    q, qdot = jnp.asarray([0.2, -0.3, 0.1, 0.25]), jnp.zeros(4)
+    np.testing.assert_allclose(np.asarray(loaded.generalized_forces(0.5, q, qdot)),
+                               np.asarray(in_file.generalized_forces(0.5, q, qdot)), atol=1e-14)
+    start.write_text(f'kind = "opensim"\nfile = "{small_neck}"\n\n[[loads]]\nbody = "v3"\n')
+    with pytest.raises(ValueError, match="loads\\[0\\].body.*a body of the model"):
+        spineid.load_model_file(start)
+    two = text[:forces] + _PRESCRIBED.replace("<Constant><value>0.05</value></Constant>", "")
+    (tmp_path / "two.osim").write_text(two + text[forces:])
+    with pytest.raises(ValueError, match="torqueFunctions holds 2 functions"):
+        spineid.read_osim(tmp_path / "two.osim")
+
+
 def test_lagrange_and_newton_euler_forms_agree(every_joint):
     ours = spineid.read_osim(every_joint)
     rng = np.random.default_rng(9)

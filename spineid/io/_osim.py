@@ -7,6 +7,7 @@ What is read (docs/formats/opensim.md): the bodies (mass, centre of mass, inerti
 (default value and speed, `locked`), `CoordinateCouplerConstraint`s (reduced: the dependent
 coordinate becomes a function of the independent one), `BushingForce`s,
 `ExpressionBasedBushingForce`s with polynomial expressions (`spineid.io._expressions`),
+`PrescribedForce`s,
 `CoordinateLimitForce`s, the `MarkerSet` (each marker's location on its frame's body) and
 gravity. Forces of
 other classes (muscles, actuators, ...) are listed in one warning and dropped: the passive
@@ -28,7 +29,8 @@ from ..kinematics._rotations import euler123_rotation
 from ..kinematics._functions import SUPPORTED_FUNCTIONS, LinearFunction, coordinate_function
 from ..models._multibody import coordinate_rates, MultibodyTree, TransformAxis, TreeJoint
 from ..models._tree_parts import (
-    GROUND, CoordinateCoupler, CoordinateLimit, ExpressionBushing, TreeBushing, TreeMarker,
+    GROUND, CoordinateCoupler, CoordinateLimit, ExpressionBushing, PrescribedLoad, TreeBushing,
+    TreeMarker,
 )
 from ._expressions import EXPRESSIONS, polynomial_terms
 from ._atomic import readable_file
@@ -263,7 +265,7 @@ def read_osim(path) -> MultibodyTree:
     speeds = coordinate_rates(joints, floats(defaults), floats(speeds))
     gravity = _numbers(reader, model, "gravity", 3, "the model", default=[0.0, -9.80665, 0.0])
     spinning = {index for joint in joints for index in joint.spin_coordinates}
-    bushings, limits = _forces(reader, model, bodies, names, units, spinning)
+    bushings, limits, prescribed = _forces(reader, model, bodies, names, units, spinning)
     body_names = tuple(bodies)
     return MultibodyTree(
         name=model.get("name") or path.stem, body_names=body_names,
@@ -273,7 +275,7 @@ def read_osim(path) -> MultibodyTree:
         default_values=floats(defaults), default_speeds=speeds, free=free,
         couplers=tuple(couplers), elements=tuple(bushings), limits=tuple(limits),
         gravity=floats(gravity), coordinate_paths=tuple(paths), source=str(path),
-        markers=_markers(reader, model, bodies))
+        markers=_markers(reader, model, bodies), prescribed=tuple(prescribed))
 
 
 def _markers(reader, model, bodies) -> tuple[TreeMarker, ...]:
@@ -516,8 +518,32 @@ def _limit(reader, element, where, names, units, spinning):
         floats(value["damping"] / w))
 
 
+def _prescribed(reader, element, where, bodies) -> PrescribedLoad:
+    # A PrescribedForce: its frame and its three sets of three functions of time.
+    body, offset = reader.socket_frame(where, element, "socket_frame", bodies)
+    sets = {}
+    for kind in ("force", "point", "torque"):
+        found = element.find(f"FunctionSet[@name='{kind}Functions']/objects")
+        nodes = [] if found is None else [n for n in found if isinstance(n.tag, str)]
+        if len(nodes) not in (0, 3):
+            reader.fail(f"{where}: {kind}Functions holds {len(nodes)} functions; OpenSim "
+                        "applies 3 (x, y, z) or none")
+        holders = []
+        for node in nodes:
+            holder = ElementTree.Element("function")
+            holder.append(node)
+            holders.append(_function(reader, holder, f"{where}: {kind}Functions"))
+        sets[kind] = tuple(holders)
+    # (OpenSim's defaults: the force in ground axes, the point in the frame)
+    flags = {key: (_text(element, key, default) or default).strip().lower() == "true"
+             for key, default in (("forceIsGlobal", "true"), ("pointIsGlobal", "false"))}
+    return PrescribedLoad(element.get("name"), body, tuple(floats(a) for a in offset),
+                          sets["force"], sets["point"], sets["torque"],
+                          flags["forceIsGlobal"], flags["pointIsGlobal"])
+
+
 def _forces(reader, model, bodies, names, units, spinning):
-    bushings, limits, dropped = [], [], []
+    bushings, limits, prescribed, dropped = [], [], [], []
     for element in model.iterfind("ForceSet/objects/*"):
         where = reader.paths.get(element, element.tag)
         if (_text(element, "appliesForce", "true") or "true").lower() == "false":
@@ -525,6 +551,9 @@ def _forces(reader, model, bodies, names, units, spinning):
             continue
         if element.tag == "CoordinateLimitForce":
             limits.append(_limit(reader, element, where, names, units, spinning))
+            continue
+        if element.tag == "PrescribedForce":
+            prescribed.append(_prescribed(reader, element, where, bodies))
             continue
         if element.tag not in ("BushingForce", "ExpressionBasedBushingForce"):
             dropped.append(f"{element.get('name')} ({element.tag})")
@@ -551,6 +580,7 @@ def _forces(reader, model, bodies, names, units, spinning):
             floats([t[2] for t in terms]), **vectors))
     if dropped:
         warnings.warn(f"{reader.path}: forces dropped (spineid reads the passive model: "
-                      f"bushings, coordinate limits, joints, gravity): {', '.join(dropped)}",
+                      f"bushings, coordinate limits, prescribed forces, joints, gravity): "
+                      f"{', '.join(dropped)}",
                       stacklevel=3)
-    return bushings, limits
+    return bushings, limits, prescribed

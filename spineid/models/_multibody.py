@@ -43,6 +43,7 @@ from ._tree_parts import (
     CoordinateLimit,
     ExpressionBushing,
     GROUND,
+    PrescribedLoad,
     MARKER_AXES,
     TreeBushing,
     TreeMarker,
@@ -220,7 +221,10 @@ class MultibodyTree(AbstractLagrangianSystem):
     (m/s^2, `(3,)`, ground axes), `limits` (tuple of `CoordinateLimit`, OpenSim's
     `CoordinateLimitForce`s), `coordinate_paths` (static: each coordinate's component
     path, `/jointset/J/C`, for OpenSim's state labels), `source` (static: the `.osim` file
-    it was read from, where `spineid.export_model` writes fitted values back; `""` if none).
+    it was read from, where `spineid.export_model` writes fitted values back; `""` if none),
+    `markers` (tuple of `TreeMarker`, the `MarkerSet`), `observed` (static: `"coordinates"`
+    or `"markers"`, what `observe` gives) and `prescribed` (tuple of `PrescribedLoad`,
+    OpenSim's `PrescribedForce`s).
     """
 
     name: str = eqx.field(static=True)
@@ -242,6 +246,7 @@ class MultibodyTree(AbstractLagrangianSystem):
     source: str = eqx.field(static=True, default="")
     markers: tuple[TreeMarker, ...] = ()
     observed: str = eqx.field(static=True, default="coordinates")
+    prescribed: tuple[PrescribedLoad, ...] = ()
 
     def __check_init__(self):
         if self.observed not in ("coordinates", "markers"):
@@ -433,8 +438,11 @@ class MultibodyTree(AbstractLagrangianSystem):
         """The coordinate limits' dampers' forces on the generalized coordinates `(n_dof,)`
         (through the couplers where they act on a dependent coordinate; their springs are in
         `potential_energy`) and the springs of bushings that are not conservative
-        (`ExpressionBushing`: `-J_y^T f(y)`); no external loads."""
-        total = jnp.zeros_like(q)
+        (`ExpressionBushing`: `-J_y^T f(y)`) and the prescribed loads (`PrescribedLoad`, at
+        time `t`: `J_p^T F + J_w^T T` with `p` the point they act at and `w` the frame's
+        angular velocity)."""
+        total = sum((self._prescribed_force(load, t, q) for load in self.prescribed),
+                    jnp.zeros_like(q))
         if any(not bushing.conservative for bushing in self.elements):
             deflections, pull = jax.vjp(self.bushing_deflections, q)
             loads = jnp.stack([jnp.zeros(6) if bushing.conservative else bushing.spring_load(y)
@@ -449,6 +457,28 @@ class MultibodyTree(AbstractLagrangianSystem):
                 limit.damping_force(values[limit.coordinate], rates[limit.coordinate]))
         # (the forces pull back along the coordinates' Jacobian, not the rates')
         return total + jax.vjp(self.coordinates, q)[1](forces)[0]
+
+    def _prescribed_force(self, load: PrescribedLoad, t, q):
+        # The generalized force `(n_dof,)` of one prescribed load at `(t, q)`.
+        def frame(x):
+            rotations, origins = self.body_transforms(x)
+            translation, rotation = load.offset
+            if load.body == GROUND:
+                return rotation, translation
+            return (rotations[load.body] @ rotation,
+                    origins[load.body] + rotations[load.body] @ translation)
+
+        force, point, torque = load.values(t)
+        r_f, x_f = frame(q)
+        if not load.force_global:
+            force, torque = r_f @ force, r_f @ torque
+        if load.point_global and load.point:  # (the frame's point that is there now)
+            point = r_f.T @ (point - x_f)
+        point = jax.lax.stop_gradient(point)
+        _, pull = jax.vjp(lambda x: frame(x)[1] + frame(x)[0] @ point, q)
+        turns = jax.jacfwd(lambda x: frame(x)[0])(q)  # (3, 3, n_dof)
+        spins = jax.vmap(lambda d: axial(d @ r_f.T), in_axes=2, out_axes=1)(turns)
+        return pull(force)[0] + spins.T @ torque
 
     def initial_state(self):
         """The free coordinates' default values and speeds."""
@@ -513,10 +543,10 @@ class MultibodyTree(AbstractLagrangianSystem):
         return ("opensim",) if self.source else ()
 
     def is_excited(self) -> bool:
-        """Gravity, a start speed, a bushing deflected or a coordinate beyond its limit at the
-        start (a concrete model, not under `jit`)."""
+        """Gravity, a start speed, a bushing deflected, a coordinate beyond its limit at the
+        start or a prescribed load (a concrete model, not under `jit`)."""
         q0, qdot0 = self.initial_state()
         deflected = bool(jnp.any(self.bushing_deflections(q0) != 0.0))
         limited = bool(self.limits) and bool(jnp.any(jax.grad(self._limit_energy)(q0) != 0.0))
         return bool(jnp.any(self.gravity != 0.0) or jnp.any(qdot0 != 0.0) or deflected
-                    or limited)
+                    or limited or self.prescribed)

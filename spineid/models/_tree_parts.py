@@ -232,3 +232,29 @@ class TreeMarker(eqx.Module):
 
 MARKER_AXES = ("x", "y", "z")
 """The suffixes of a marker's three channels, `<marker>_x` ... (ground axes)."""
+
+
+class PrescribedLoad(eqx.Module):
+    """OpenSim's `PrescribedForce`: a force and a torque given as functions of time, on a
+    frame fixed in body `body` (static index; `offset` `(translation (3,) m, rotation (3, 3))`
+    of the frame in the body). `force`, `point`, `torque`: three functions of time each (s ->
+    N, m, N m), or `()` where the file gives none (no force; the frame's origin; no torque).
+    With `force_global` (static) the force and torque are in ground axes, else in the frame's;
+    with `point_global` the point is a place in ground, else a point of the frame (OpenSim's
+    `forceIsGlobal`, default true, and `pointIsGlobal`, default false). `name` static."""
+
+    name: str = eqx.field(static=True)
+    body: int = eqx.field(static=True)
+    offset: tuple[Float[Array, "3"], Float[Array, "3 3"]]
+    force: tuple[AbstractCoordinateFunction, ...]
+    point: tuple[AbstractCoordinateFunction, ...]
+    torque: tuple[AbstractCoordinateFunction, ...]
+    force_global: bool = eqx.field(static=True, default=True)
+    point_global: bool = eqx.field(static=True, default=False)
+
+    def values(self, t) -> tuple:
+        """`(force, point, torque)` `(3,)` each at time `t` (s): zeros where not given."""
+        def at(functions):
+            return jnp.stack([f(t) for f in functions]) if functions else jnp.zeros(3)
+
+        return at(self.force), at(self.point), at(self.torque)

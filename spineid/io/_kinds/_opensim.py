@@ -11,7 +11,11 @@ numbers), `[simulation]`, and one table per `BushingForce` named after it, with 
 `translational_damping` (3 numbers each, SI), or, for an `ExpressionBasedBushingForce`,
 `coefficients` (its terms' coefficients, in the order of `ExpressionBushing.terms`),
 `rotational_damping` and `translational_damping`. The parameters are the bushings'
-properties, named `<bushing>.<property>[i]` in the groups `bushings.<property>`.
+properties, named `<bushing>.<property>[i]` in the groups `bushings.<property>`. `[[loads]]`
+add constant loads from t = 0 (as `PrescribedForce`s of constants, beside the file's own):
+`body` (a body's name), `force` (N), `torque` (N m), `point` (m, in the body; default its
+origin), `in_ground` (the force and torque in ground axes, default true; else the body's),
+`name` (for messages).
 """
 
 import dataclasses
@@ -23,12 +27,15 @@ import numpy as np
 
 from ..._arrays import floats
 from ...elements._parameters import declared_parameters
+from ...kinematics._functions import coordinate_function
 from ...models._multibody import coordinate_rates, coordinate_speeds
+from ...models._tree_parts import PrescribedLoad
 from .._osim import NONNEGATIVE, read_osim
 from .._toml import DocumentChecker
 
 _KEYS = {"kind", "file", "locked", "unlocked", "initial", "initial_speeds", "gravity",
-         "simulation"}
+         "simulation", "loads"}
+_LOAD_KEYS = {"name", "body", "force", "point", "torque", "in_ground"}
 
 
 def opensim_document(path: pathlib.Path) -> dict:
@@ -52,6 +59,33 @@ def _coordinate_table(check, document, key, model):
     table = document.get(key, {})
     check.keys(table, key, set(model.coordinate_names))
     return {name: check.number(table, name, f"{key}.{name}") for name in table}
+
+
+def _loads(check, document, model) -> tuple[PrescribedLoad, ...]:
+    # `[[loads]]`: constant forces and torques on bodies, as PrescribedForces of constants.
+    loads = document.get("loads", [])
+    if not isinstance(loads, list) or not all(isinstance(load, dict) for load in loads):
+        check.fail("loads", "a list of tables ([[loads]])", loads)
+    out = []
+    for k, load in enumerate(loads):
+        where = f"loads[{k}]"
+        check.keys(load, where, _LOAD_KEYS, {"body"})
+        body = load["body"]
+        if body not in model.body_names:
+            near = difflib.get_close_matches(str(body), model.body_names, n=3)
+            check.fail(f"{where}.body", "a body of the model (" + (
+                f"near: {', '.join(near)}" if near else ', '.join(model.body_names)) + ")",
+                body)
+        vectors = {key: check.vector(load, key, f"{where}.{key}", 3, default=np.zeros(3))
+                   for key in ("force", "point", "torque")}
+        in_ground = check.boolean(load, "in_ground", f"{where}.in_ground", default=True)
+        constants = {key: tuple(coordinate_function("Constant", value=v) for v in vector)
+                     for key, vector in vectors.items()}
+        out.append(PrescribedLoad(
+            str(load.get("name", where)), model.body_names.index(body),
+            (floats(np.zeros(3)), floats(np.eye(3))), constants["force"],
+            constants["point"], constants["torque"], bool(in_ground), False))
+    return tuple(out)
 
 
 def read_opensim(document: dict, check: DocumentChecker, folder: pathlib.Path):
@@ -99,6 +133,8 @@ def read_opensim(document: dict, check: DocumentChecker, folder: pathlib.Path):
     model = dataclasses.replace(
         model, free=free, default_values=floats(values), gravity=floats(gravity),
         default_speeds=coordinate_rates(model.joints, floats(values), floats(speeds)))
+    model = dataclasses.replace(model, prescribed=model.prescribed + _loads(check, document,
+                                                                            model))
     labels = [bushing.label for bushing in model.elements]
     completed = dict(document)
     for name in bushing_names:
