@@ -21,7 +21,7 @@ from spineid.kinematics._functions import (
 )
 from spineid.kinematics._rotations import axial
 
-from osim_builders import every_joint_model, neck_model, transform_of
+from osim_builders import every_joint_model, neck_model, opensim_motion, transform_of
 
 osim = pytest.importorskip(
     "opensim", reason="the opensim package (PyPI `opensim`) is not installed here")
@@ -546,7 +546,6 @@ def test_natural_splines_and_multipliers_in_a_file_move_the_bodies_as_in_opensim
 
 
 def test_a_lab_fits_its_bushings_from_opensim_motion_and_opensim_runs_the_result(tmp_path):
-    from osim_builders import opensim_motion
     from spineid.cli import main
     truth = neck_model(osim, tmp_path, levels=1, locked=False)
     times = np.linspace(0.0, 0.6, 61)
@@ -578,7 +577,7 @@ def test_a_lab_fits_its_bushings_from_opensim_motion_and_opensim_runs_the_result
 def test_a_fit_from_markers_opensim_wrote_uses_the_models_own_markerset(tmp_path):
     # Marker trajectories (.trc in mm, written by OpenSim's TRCFileAdapter from its Manager's
     # motion, 0.2 mm noise): the .osim's MarkerSet is what is observed, no --markers needed.
-    from osim_builders import opensim_motion
+
     from spineid.cli import main
     truth = neck_model(osim, tmp_path, levels=1, locked=False)
     times = np.linspace(0.0, 0.4, 41)
@@ -606,6 +605,52 @@ def test_a_fit_from_markers_opensim_wrote_uses_the_models_own_markerset(tmp_path
     # the noise estimated is the markers' (0.2 mm), per channel
     sigma = report["noise"]["sigma"]
     assert len(sigma) == 9 and all(1.5e-4 < sd < 2.7e-4 for sd in sigma.values()), sigma
+
+
+def test_a_states_file_gives_the_start_of_its_record(tmp_path, capsys):
+    # OpenSim's Manager started away from the file's defaults (values and speeds); its states
+    # sampled into a .sto with /value and /speed columns: the fit starts there, not at the
+    # defaults, and recovers the stiffness.
+    from spineid.cli import main
+    truth = neck_model(osim, tmp_path, levels=1, locked=False)
+    model = osim.Model(str(truth))
+    state = model.initSystem()
+    coordinates = model.getCoordinateSet()
+    start = {"v1_flexion": (0.1, 1.5), "v1_rotation": (-0.05, -0.8)}
+    for name, (value, speed) in start.items():
+        coordinates.get(name).setValue(state, value, False)
+        coordinates.get(name).setSpeedValue(state, speed)
+    manager = osim.Manager(model)
+    manager.setIntegratorAccuracy(1e-10)
+    manager.initialize(state)
+    times, rows = np.linspace(0.0, 0.4, 41), []
+    rng = np.random.default_rng(3)
+    for t in times:
+        if t > 0:
+            state = manager.integrate(float(t))
+        rows.append([f(state) + 1e-4 * rng.standard_normal() for name in start for f in (
+            coordinates.get(name).getValue, coordinates.get(name).getSpeedValue)])
+    labels = [f"{coordinates.get(name).getAbsolutePathString()}/{kind}" for name in start
+              for kind in ("value", "speed")]
+    table = osim.TimeSeriesTable()
+    table.setColumnLabels(osim.StdVectorString(labels))
+    for t, row in zip(times, rows):
+        table.appendRow(float(t), osim.RowVector([float(v) for v in row]))
+    table.addTableMetaDataString("inDegrees", "no")
+    osim.STOFileAdapter.write(table, str(tmp_path / "states.sto"))
+    ours = spineid.io.states_start(tmp_path / "states.sto", spineid.read_osim(truth))
+    np.testing.assert_allclose(np.asarray(ours.initial_state()[0]), [0.1, -0.05], atol=5e-4)
+    out = tmp_path / "fit"
+    assert main(["fit", str(truth), str(tmp_path / "states.sto"), "--free",
+                 "bushing_1.rotational_stiffness[2]", "--noise-model", "white", "--out",
+                 str(out)]) == 0
+    assert "starts from its first row" in capsys.readouterr().out
+    entry = json.loads((out / "report.json").read_text())["parameters"][0]
+    assert abs(entry["value"] - 4.0) < 3 * entry["stderr"], entry
+    # a coordinates file (no speeds) leaves the start to the model
+    opensim_motion(osim, truth, times, tmp_path / "coordinates.sto")
+    assert spineid.io.states_start(tmp_path / "coordinates.sto", spineid.read_osim(truth)) \
+        is None
 
 
 def test_bad_names_and_data_are_refused_in_one_sentence_with_nothing_written(tmp_path, capsys):

@@ -203,6 +203,8 @@ def command_fit(arguments) -> int:
         max_misfit=misfit_fraction(arguments.max_misfit))
     _check_profiles(arguments.profile, problem.names)
     _print_columns(problem.measurements, problem.noise_read)
+    for path in problem.started_from_data:
+        print(f"{path}: the simulation starts from its first row (coordinates and speeds)")
     print(
         f"fitting {len(problem.names)} parameter(s) of {arguments.model} to "
         f"{', '.join(arguments.data)} ({problem.n_data} data values) with "

@@ -15,7 +15,7 @@ from ..kinematics._markers import body_coordinates, relative_poses, rigid_poses
 from ..kinematics._rotations import euler123_rotation
 from ._columns import STORAGE_SUFFIXES, UNITS, read_quantities
 from ._c3d import read_c3d
-from ._storage import MarkerTrajectories, read_trc
+from ._storage import MarkerTrajectories, read_storage, read_trc
 from ._tables import read_table, read_trajectory, write_table
 
 
@@ -448,3 +448,29 @@ def read_load_displacement(path, *, displacement: str | None = None, load: str |
                          "moment (N m) and a translation with a force (N)")
     return LoadDisplacementData(read.values["displacement"], read.values["load"],
                                 read.values.get("t"), str(path), read.read_as)
+
+
+def states_start(path, model):
+    """The start a states file gives a model read from OpenSim (`spineid.MultibodyTree`):
+    where an OpenSim storage file (`.sto`) holds `<path>/value` and `<path>/speed` of every
+    free coordinate, the model started from their first row (`MultibodyTree.starting_at`;
+    degrees converted for rotational coordinates where `inDegrees=yes`; locked and coupled
+    coordinates as the model has them). `None` for any other file or model, or a file without
+    every free coordinate's value and speed."""
+    if pathlib.Path(path).suffix.lower() not in STORAGE_SUFFIXES or not hasattr(
+            model, "starting_at") or getattr(model, "observed", "") != "coordinates":
+        return None
+    table = read_storage(path)
+    values = np.array(model.default_values, dtype=float)
+    speeds = np.array(model.opensim_speeds(*model.initial_state()), dtype=float)
+    for i in model.free:
+        name, unit = model.coordinate_names[i], model.coordinate_units[i]
+        found = []
+        for kind in ("value", "speed"):
+            labels = [label for label in table.columns if label.endswith(f"/{name}/{kind}")]
+            if len(labels) != 1:
+                return None
+            found.append(table.radians(labels[0])[0] if unit == "rad" else
+                         table.columns[labels[0]][0])
+        values[i], speeds[i] = found
+    return model.starting_at(values, speeds)

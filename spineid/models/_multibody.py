@@ -480,6 +480,14 @@ class MultibodyTree(AbstractLagrangianSystem):
         spins = jax.vmap(lambda d: axial(d @ r_f.T), in_axes=2, out_axes=1)(turns)
         return pull(force)[0] + spins.T @ torque
 
+    def starting_at(self, values, speeds) -> "MultibodyTree":
+        """This model started from every coordinate's `values` `(m,)` (rad, m) and OpenSim
+        `speeds` `(m,)` (an angular velocity for ball and free joints' rotations): its
+        default values and speeds replaced (dependent coordinates follow their couplers)."""
+        values = jnp.asarray(values, dtype=float)
+        return dataclasses.replace(self, default_values=values, default_speeds=coordinate_rates(
+            self.joints, values, jnp.asarray(speeds, dtype=float)))
+
     def initial_state(self):
         """The free coordinates' default values and speeds."""
         free = jnp.asarray(self.free, dtype=int)

@@ -14,7 +14,7 @@ import numpy as np
 
 from ...elements._parameters import apply_values, declared_parameters, select_parameters
 from ...io._columns import noise_in_si
-from ...io._measurements import MARKER_SUFFIXES, Measurement, read_measurement
+from ...io._measurements import MARKER_SUFFIXES, Measurement, read_measurement, states_start
 from ...models._mechanics import AbstractLagrangianSystem
 from ...simulation._modes import linear_modes
 from ...io._model_file import ModelFile, load_model_file
@@ -104,6 +104,7 @@ class FitProblem:
         self._check_data()
         self.noise = None if noise is None else check_noise(self.channels, noise)
         self.noise_read: dict = {}  # (`from_files`: how typed noise was read)
+        self.started_from_data: list = []  # (`from_files`: files whose first row is the start)
         self.noise_max = check_noise_max(self.channels, noise_max)
         self._check_unmeasured()
         self.noise_model = as_noise_model(noise_model)
@@ -143,7 +144,10 @@ class FitProblem:
         options, `noise_model` and `max_misfit`. `noise` and `noise_max` may be typed with
         their units (`{"x": "10um", "theta": "0.02deg"}`), and a bare number as text is in the
         unit of the channel's column (`spineid.io.quantity_in_si`); numbers are SI. How each
-        was read is kept in `noise_read` (`{channel: "10 um"}`)."""
+        was read is kept in `noise_read` (`{channel: "10 um"}`). A states file of a model read
+        from OpenSim that holds every free coordinate's value and speed starts its record's
+        simulation from its first row (`spineid.io.states_start`; listed in
+        `started_from_data`)."""
         model_file = load_model_file(model_path)
         if isinstance(data_paths, (str, pathlib.Path)):
             data_paths = [data_paths]
@@ -161,11 +165,18 @@ class FitProblem:
                                          initial=initial,
                                          own_markers=getattr(model, "observed", "") == "markers")
                         for p in data_paths]
+        # A states file that holds every free coordinate's value and speed gives the start
+        # of its own record (the model's defaults otherwise).
+        started = [states_start(p, model) for p in data_paths]
+        if any(start is not None for start in started) and "models" not in options:
+            options["models"] = [model if start is None else start for start in started]
         names, units_si = model.observable_names, model.observable_units
         noise, read = noise_in_si(noise, measurements, names, units_si)
         noise_max, _ = noise_in_si(noise_max, measurements, names, units_si, "--noise-max")
         problem = cls(model_file, measurements, free, noise, noise_max=noise_max, **options)
         problem.noise_read = read
+        problem.started_from_data = [str(p) for p, start in zip(data_paths, started)
+                                     if start is not None]
         return problem
 
     @property
