@@ -720,6 +720,33 @@ def test_opensim_reads_the_states_spineid_writes(tmp_path):
     q = ours.initial_state()[0]
     assert model.getCoordinateSet().get("C5_flexion").getValue(states.get(0)) == \
         pytest.approx(float(ours.coordinates(q)[6]))
+    # the markers of the same motion as a .trc (mm) OpenSim's TRCFileAdapter reads; they are
+    # where OpenSim places its markers in the states spineid wrote
+    markers = tmp_path / "markers.trc"
+    assert main(["simulate", str(start), "--out", str(markers)]) == 0
+    read = osim.TimeSeriesTableVec3(str(markers))  # (through its TRCFileAdapter)
+    assert read.getTableMetaDataAsString("Units") == "mm" and read.getNumRows() == 6
+    labels = list(read.getColumnLabels())
+    assert labels == [marker.name for marker in ours.markers]
+    row = read.getRowAtIndex(5)
+    # (a StatesTrajectory leaves a locked coordinate's value NaN: the last state set by hand)
+    state = model.initSystem()
+    written = spineid.io.read_storage(out)
+    for name in ours.coordinate_names:  # (coupled ones too; not the locked one)
+        coordinate = model.getCoordinateSet().get(name)
+        if not coordinate.getLocked(state):
+            column = next(c for c in written.columns if c.endswith(f"/{name}/value"))
+            coordinate.setValue(state, written.columns[column][5], False)
+    model.realizePosition(state)
+    for k, name in enumerate(labels):
+        where = model.getMarkerSet().get(name).getLocationInGround(state)
+        np.testing.assert_allclose([row[k].get(j) for j in range(3)],
+                                   [1e3 * where.get(j) for j in range(3)], atol=1e-9)
+    assert spineid.read_trc(markers).markers[labels[0]].shape == (6, 3)
+    # a model without markers writes none, and says so before simulating
+    assert main(["simulate", str(spineid.dataset_path("spatial_pair.toml")), "--out",
+                 str(tmp_path / "pair.trc")]) == 2
+    assert not (tmp_path / "pair.trc").exists()
 
 
 def test_chained_offset_frames_at_a_right_angle_place_bodies_as_opensim(tmp_path, small_neck):

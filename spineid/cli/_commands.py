@@ -103,10 +103,13 @@ def _loads_files(model_path: pathlib.Path) -> list[pathlib.Path]:
 
 
 def command_simulate(arguments) -> int:
-    """`spineid simulate MODEL [--out CSV|STO]`: simulate a model file, write its motion."""
+    """`spineid simulate MODEL [--out CSV|STO|TRC]`: simulate a model file, write its motion."""
     path = pathlib.Path(arguments.model)
     out = output_file(arguments.out or f"{path.stem}_trajectory.csv",  # before the work
                       arguments.overwrite, inputs=(path, *_loads_files(path)))
+    if out.suffix.lower() == ".trc" and not getattr(load_model_file(path).model, "markers", ()):
+        raise ValueError(f"{out}: a marker file (.trc) needs a model with markers (an OpenSim "
+                         "model's MarkerSet); write .sto, .mot or .csv")
     model, ts, poses, solution, seconds, _ = _simulate_file(
         path, windows=10, progress=_integration_progress, time_warm=False)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,7 @@ import secrets
 import threading
 import warnings
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -26,6 +27,7 @@ from .. import __version__
 from ..elements import apply_values
 from ..io import (
     export_model, write_model_file, write_storage, write_text_atomically, write_trajectory,
+    write_trc,
 )
 from ..io._exports import EXPORT_FORMATS
 from ..io._measurements import looks_like_ms
@@ -495,10 +497,14 @@ def write_recovery_outputs(result, problem, out: OutputFolder, plots: bool = Tru
 def write_motion(out: pathlib.Path, ts, observed, model, solution) -> None:
     """Write a simulated motion: an OpenSim storage file (`.sto`, `.mot`: the model's
     `storage_columns`, for a model read from OpenSim its states' labels, rad, m and their
-    rates) or a CSV of the observed channels `(k, c)` by the model's `observable_names`."""
+    rates), a marker file (`.trc`, mm: the markers of a model that has them) or a CSV of the
+    observed channels `(k, c)` by the model's `observable_names`."""
     if out.suffix.lower() in (".sto", ".mot"):
         columns = model.storage_columns(solution.q, solution.qdot)
         write_storage(out, ts, {label: np.asarray(v) for label, v in columns.items()},
                       name=out.stem)
+    elif out.suffix.lower() == ".trc":  # (a model with markers: command_simulate checks)
+        placed = np.asarray(jax.vmap(model.marker_positions)(solution.q))
+        write_trc(out, ts, {m.name: placed[:, k] for k, m in enumerate(model.markers)})
     else:
         write_trajectory(out, ts, observed, model.observable_names)

@@ -78,4 +78,5 @@ from ._storage import (
     read_trc as read_trc,
     StorageTable as StorageTable,
     write_storage as write_storage,
+    write_trc as write_trc,
 )

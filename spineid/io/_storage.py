@@ -1,5 +1,6 @@
 """OpenSim's data files: storage tables (`.sto`, `.mot`) and marker trajectories (`.trc`), read
-into SI arrays, and storage tables written for OpenSim users (docs/formats/data-files.md).
+into SI arrays, and storage tables and marker files written for OpenSim users
+(docs/formats/data-files.md).
 
 - **Storage (`.sto`, `.mot`).** A header of `key=value` lines (or `key value` in the old SIMM
   `.mot`: `name`, `datacolumns`, `datarows`, `range`), ended by a line `endheader`, then a row of
@@ -205,6 +206,46 @@ def write_storage(path, time, columns, *, in_degrees: bool = False,
     for k in range(time.size):
         lines.append("\t".join(repr(float(v)) for v in
                                [time[k], *(column[k] for column in values.values())]))
+    with atomic_path(path) as temporary:
+        temporary.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def write_trc(path, time, markers, *, units: str = "mm") -> pathlib.Path:
+    """Write marker positions `markers` (name -> `(k, 3)`, m, NaN where a marker is not seen)
+    against `time` (s, `(k,)`, finite and strictly increasing) as a `.trc` file (module
+    docstring) in `units` (`TRC_UNITS`; numbers to full precision, a gap an empty cell),
+    atomically. Its `DataRate` is one over the median time step. **Returns:** the path.
+    Raises `ValueError` for bad times, shapes, names (empty, tabs or line breaks) or units."""
+    path = pathlib.Path(path)
+    time = np.asarray(time, dtype=float)
+    if time.ndim != 1 or time.size < 2 or not np.all(np.isfinite(time)) or np.any(
+            np.diff(time) <= 0):
+        raise ValueError(f"{path}: time must be finite and strictly increasing (s, (k,), k >= 2)")
+    if units not in TRC_UNITS:
+        raise ValueError(f"{path}: units {units!r}: expected one of {list(TRC_UNITS)}")
+    values = {name: np.asarray(p, dtype=float) / TRC_UNITS[units] for name, p in markers.items()}
+    for name, p in values.items():
+        if p.shape != (time.size, 3):
+            raise ValueError(f"{path}: marker {name!r} has shape {p.shape}; expected "
+                             f"({time.size}, 3)")
+        if not name or any(c in name for c in "\t\r\n"):
+            raise ValueError(f"{path}: marker name {name!r}: names must be non-empty, without "
+                             "tabs or line breaks")
+    rate = 1.0 / float(np.median(np.diff(time)))
+    lines = [f"PathFileType\t4\t(X/Y/Z)\t{path.name}",
+             "DataRate\tCameraRate\tNumFrames\tNumMarkers\tUnits\tOrigDataRate\t"
+             "OrigDataStartFrame\tOrigNumFrames",
+             f"{rate:g}\t{rate:g}\t{time.size}\t{len(values)}\t{units}\t{rate:g}\t1\t"
+             f"{time.size}",
+             "\t".join(["Frame#", "Time"] + [f"{name}\t\t" for name in values]).rstrip("\t"),
+             "\t".join(["", ""] + [f"{axis}{k}" for k in range(1, len(values) + 1)
+                                   for axis in "XYZ"]),
+             ""]
+    for i, t in enumerate(time):
+        cells = [str(i + 1), repr(float(t))]
+        cells += ["" if math.isnan(v) else repr(float(v)) for p in values.values() for v in p[i]]
+        lines.append("\t".join(cells))
     with atomic_path(path) as temporary:
         temporary.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
