@@ -261,10 +261,10 @@ def test_the_smooth_misfit_test_keeps_its_false_alarm_rate_under_correlated_nois
 def test_pure_noise_on_a_channel_that_moves_little_is_no_misfit_too_large():
     # White residuals of 41 samples on a channel whose range is 12 noise sd (a marker over a
     # small motion): the smooth part of the noise alone exceeds 2% of the range in many
-    # records, but white noise explains it (p_white), so no verdict fails on it; a real
-    # smooth misfit of the same size beside less noise still does.
+    # records, but white noise explains it (p_white, an F test of the smoothed against the
+    # rough part), so no verdict fails on it; a real smooth misfit still does, on records
+    # as short as 15 samples.
     rng = np.random.default_rng(5)
-    t = np.linspace(0.0, 1.0, 41)
     alarms, beyond = 0, 0
     for _ in range(200):
         e = rng.standard_normal(41)
@@ -272,14 +272,19 @@ def test_pure_noise_on_a_channel_that_moves_little_is_no_misfit_too_large():
         beyond += found["rms"] > 0.02 * 12.0
         alarms += found["p_white"] < 0.01
     assert beyond > 40 and alarms <= 6, (beyond, alarms)  # (1% expected: 2 of 200)
-    rows = [rng.standard_normal((41, 1))]
-    verdict = assess_fit(rows, ("m_x",), 1, noise_given=False, sigma={"m_x": 1.0},
-                         ranges={"m_x": 12.0})
-    assert not verdict.misfit["m_x"]["too_large"]
-    bent = 0.5 * np.sin(2 * np.pi * t)[:, None] + 0.1 * rng.standard_normal((41, 1))
-    verdict = assess_fit([bent / 0.1], ("m_x",), 1, noise_given=False, sigma={"m_x": 0.1},
-                         ranges={"m_x": 12.0})
-    assert verdict.misfit["m_x"]["too_large"] and verdict.level == "does_not_describe"
+    noise_only = rng.standard_normal((41, 1))
+    verdict = assess_fit([noise_only], ("m_x",), 1, noise_given=False, sigma={"m_x": 1.0},
+                         ranges={"m_x": 6.0})
+    assert verdict.misfit["m_x"]["fraction_of_range"] > 0.02  # (beyond the tolerance ...)
+    assert not verdict.misfit["m_x"]["too_large"]  # (... but white noise explains it)
+    for n in (15, 41):
+        t = np.linspace(0.0, 1.0, n)
+        bent = 0.5 * np.sin(2 * np.pi * t)[:, None] + 0.1 * rng.standard_normal((n, 1))
+        verdict = assess_fit([bent / 0.1], ("m_x",), 1, noise_given=False,
+                             sigma={"m_x": 0.1}, ranges={"m_x": 12.0})
+        assert verdict.misfit["m_x"]["too_large"] and verdict.level == "does_not_describe"
+    # residuals exactly zero: nothing to test, no NaN
+    assert smooth_misfit([np.zeros(50)], ChannelNoise(0, (), 1.0, 1.0))["p_white"] == 1.0
 
 
 @pytest.mark.parametrize("noise, message", [

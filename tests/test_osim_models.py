@@ -323,6 +323,19 @@ _PRESCRIBED = """
     <Constant><value>0</value></Constant>
   </objects><groups /></FunctionSet>
 </PrescribedForce>
+<PrescribedForce name="lean">
+  <socket_frame>/bodyset/v1</socket_frame>
+  <FunctionSet name="forceFunctions"><objects>
+    <Constant><value>-1.2</value></Constant>
+    <Constant><value>0.4</value></Constant>
+    <Constant><value>0.9</value></Constant>
+  </objects><groups /></FunctionSet>
+  <FunctionSet name="pointFunctions"><objects>
+    <Constant><value>0.015</value></Constant>
+    <LinearFunction><coefficients>0.01 0.005</coefficients></LinearFunction>
+    <Constant><value>-0.01</value></Constant>
+  </objects><groups /></FunctionSet>
+</PrescribedForce>
 <PrescribedForce name="press">
   <socket_frame>/bodyset/v2</socket_frame>
   <pointIsGlobal>true</pointIsGlobal>
@@ -344,7 +357,7 @@ def test_prescribed_forces_move_the_bodies_as_in_opensim(tmp_path, small_neck):
     edited = tmp_path / "prescribed.osim"
     edited.write_text(text[:forces] + _PRESCRIBED + text[forces:])
     ours = spineid.read_osim(edited)
-    assert [load.name for load in ours.prescribed] == ["push", "pull", "press"]
+    assert [load.name for load in ours.prescribed] == ["push", "pull", "lean", "press"]
     model = osim.Model(str(edited))
     state = model.initSystem()
     rng = np.random.default_rng(8)
@@ -369,6 +382,14 @@ def test_prescribed_forces_move_the_bodies_as_in_opensim(tmp_path, small_neck):
         # the Lagrange form takes the same generalized forces
         lagrange = lagrange_form(ours, jnp.asarray(t), q, qdot)
         np.testing.assert_allclose(np.asarray(qddot), np.asarray(lagrange), rtol=1e-9)
+    # the forces' derivatives (a place in ground moves through the body as it turns) equal
+    # central differences
+    q, qdot = jnp.asarray([0.2, -0.3, 0.1, 0.25]), jnp.zeros(4)
+    applied = jax.jit(lambda x: ours.generalized_forces(0.3, x, qdot))
+    derivative = np.asarray(jax.jacfwd(applied)(q))
+    central = np.stack([(np.asarray(applied(q + 1e-6 * e)) - np.asarray(applied(q - 1e-6 * e)))
+                        / 2e-6 for e in np.eye(4)], axis=1)
+    np.testing.assert_allclose(derivative, central, atol=1e-7 * np.abs(central).max())
     # loads of an opensim model file are constant prescribed forces (the same as in the file)
     constant = ('<PrescribedForce name="c"><socket_frame>/bodyset/v2</socket_frame>'
                 '<forceIsGlobal>false</forceIsGlobal>' + "".join(
@@ -377,15 +398,21 @@ def test_prescribed_forces_move_the_bodies_as_in_opensim(tmp_path, small_neck):
                     + "</objects></FunctionSet>"
                     for kind, values in (("force", (1, -2, 0.5)), ("point", (0.01, 0, 0.02)),
                                          ("torque", (0, 0.1, -0.2))))
+                + "</PrescribedForce>"
+                + '<PrescribedForce name="d"><socket_frame>/bodyset/v1</socket_frame>' + "".join(
+                    f'<FunctionSet name="{kind}Functions"><objects>' + "".join(
+                        f"<Constant><value>{v}</value></Constant>" for v in values)
+                    + "</objects></FunctionSet>"
+                    for kind, values in (("force", (0, 3, -1)), ("point", (0.02, 0.01, 0))))
                 + "</PrescribedForce>")
     (tmp_path / "constant.osim").write_text(text[:forces] + constant + text[forces:])
     start = tmp_path / "loaded.toml"
     start.write_text(f'kind = "opensim"\nfile = "{small_neck}"\n\n[[loads]]\nbody = "v2"\n'
                      "force = [1, -2, 0.5]\npoint = [0.01, 0, 0.02]\ntorque = [0, 0.1, -0.2]\n"
-                     "in_ground = false\n")
+                     'in_ground = false\n\n[[loads]]\nbody = "v1"\nforce = [0, 3, -1]\n'
+                     "point = [0.02, 0.01, 0]\n")
     loaded = spineid.load_model_file(start).model
     in_file = spineid.read_osim(tmp_path / "constant.osim")
-    q, qdot = jnp.asarray([0.2, -0.3, 0.1, 0.25]), jnp.zeros(4)
     np.testing.assert_allclose(np.asarray(loaded.generalized_forces(0.5, q, qdot)),
                                np.asarray(in_file.generalized_forces(0.5, q, qdot)), atol=1e-14)
     start.write_text(f'kind = "opensim"\nfile = "{small_neck}"\n\n[[loads]]\nbody = "v3"\n')
@@ -639,7 +666,19 @@ def test_a_states_file_gives_the_start_of_its_record(tmp_path, capsys):
     table.addTableMetaDataString("inDegrees", "no")
     osim.STOFileAdapter.write(table, str(tmp_path / "states.sto"))
     ours = spineid.io.states_start(tmp_path / "states.sto", spineid.read_osim(truth))
-    np.testing.assert_allclose(np.asarray(ours.initial_state()[0]), [0.1, -0.05], atol=5e-4)
+    q0, qdot0 = ours.initial_state()
+    np.testing.assert_allclose(np.asarray(q0), [0.1, -0.05], atol=5e-4)
+    np.testing.assert_allclose(np.asarray(qdot0), [1.5, -0.8], atol=5e-4)
+    # the same states in degrees say so in their header; a record starting later gives none
+    states = np.array(rows)
+    spineid.io.write_storage(tmp_path / "degrees.sto", times, {
+        label: np.degrees(states[:, k]) for k, label in enumerate(labels)}, in_degrees=True)
+    in_degrees = spineid.io.states_start(tmp_path / "degrees.sto", spineid.read_osim(truth))
+    np.testing.assert_allclose(np.asarray(in_degrees.initial_state()[1]), np.asarray(qdot0),
+                               rtol=1e-12)
+    spineid.io.write_storage(tmp_path / "later.sto", times[1:], {
+        label: states[1:, k] for k, label in enumerate(labels)})
+    assert spineid.io.states_start(tmp_path / "later.sto", spineid.read_osim(truth)) is None
     out = tmp_path / "fit"
     assert main(["fit", str(truth), str(tmp_path / "states.sto"), "--free",
                  "bushing_1.rotational_stiffness[2]", "--noise-model", "white", "--out",
@@ -677,24 +716,27 @@ def test_bad_names_and_data_are_refused_in_one_sentence_with_nothing_written(tmp
     start.write_text(f'kind = "opensim"\nfile = "{neck}"\nlocked = ["C7_bending"]\n')
     assert main(["simulate", str(start), "--out", str(tmp_path / "m.sto")]) == 2
     assert "follow others through CoordinateCouplerConstraints" in capsys.readouterr().err
-    # a marker file that lacks one of the model's markers
-    markers = {f"{v}_{side}": np.zeros((11, 3)) for v in ("C7", "C6", "C5")
-               for side in ("anterior", "posterior", "left") if f"{v}_{side}" != "C6_left"}
-    trc = tmp_path / "walk.trc"
-    trc.write_text("PathFileType\t4\t(X/Y/Z)\twalk.trc\n"
-                   "DataRate\tCameraRate\tNumFrames\tNumMarkers\tUnits\tOrigDataRate\t"
-                   "OrigDataStartFrame\tOrigNumFrames\n"
-                   f"100\t100\t11\t{len(markers)}\tmm\t100\t1\t11\n"
-                   "Frame#\tTime\t" + "\t\t\t".join(markers) + "\n\t\t"
-                   + "\t".join(f"X{k}\tY{k}\tZ{k}" for k in range(1, len(markers) + 1)) + "\n\n"
-                   + "".join(f"{i + 1}\t{i / 100:g}\t" + "\t".join(["1"] * 3 * len(markers))
-                             + "\n" for i in range(11)))
-    assert len(spineid.read_trc(trc).markers) == 8
-    assert main(["fit", str(neck), str(trc), "--free", "bushings.rotational_stiffness",
+    # marker files: written by spineid's own writer (OpenSim reads it: below), with one of
+    # the model's markers missing (observed without it, said in a warning), with none of
+    # them, and beside a coordinates file
+    ours = spineid.read_osim(neck)
+    names = [marker.name for marker in ours.markers]
+    partial, foreign = tmp_path / "walk.trc", tmp_path / "other.trc"
+    spineid.io.write_trc(partial, np.linspace(0.0, 0.1, 11),
+                         {name: np.ones((11, 3)) for name in names if name != "C6_left"})
+    spineid.io.write_trc(foreign, np.linspace(0.0, 0.1, 11), {"RASI": np.ones((11, 3))})
+    with pytest.warns(UserWarning, match=r"markers \['C6_left'\] of the model are not in"):
+        seen = spineid.io.own_markers_seen(ours, [partial])
+    assert seen == [name for name in names if name != "C6_left"]
+    assert ours.observing_markers(seen).observable_names[-1] == "C5_left_z"
+    assert main(["fit", str(neck), str(foreign), "--free", "bushings.rotational_stiffness",
                  "--out", str(out)]) == 2
     error = capsys.readouterr().err
-    assert "the model's markers ['C6_left'] are not in the file" in error
+    assert "none of the model's markers" in error and "RASI" in error
     assert len(error.strip().splitlines()) == 1
+    assert main(["fit", str(neck), str(partial), str(data), "--free",
+                 "bushings.rotational_stiffness", "--out", str(out)]) == 2
+    assert "marker files (.trc, .c3d) and other data files" in capsys.readouterr().err
     assert not out.exists() and not (tmp_path / "m.sto").exists()
 
 

@@ -34,6 +34,7 @@ from ._measurements import (
     Measurement as Measurement,
     QuasiStaticTest as QuasiStaticTest,
     markers_measurement as markers_measurement,
+    own_markers_seen as own_markers_seen,
     states_start as states_start,
     MARKER_SUFFIXES as MARKER_SUFFIXES,
     read_load_displacement as read_load_displacement,

@@ -12,22 +12,22 @@ a deflection, other names) is refused by `polynomial_terms` in one sentence.
 import ast
 import math
 
-DEFLECTIONS = ("theta_x", "theta_y", "theta_z", "delta_x", "delta_y", "delta_z")
-"""The variables of an expression, in OpenSim's order of the deflection `dq`."""
+from ..models._tree_parts import DEFLECTIONS, LOADS, monomial
 
-EXPRESSIONS = ("Mx_expression", "My_expression", "Mz_expression", "Fx_expression",
-               "Fy_expression", "Fz_expression")
-"""The six expressions, in the same order: moments about frame 1's axes, then forces."""
+EXPRESSIONS = tuple(f"{load}_expression" for load in LOADS)
+"""The six expressions' properties, in OpenSim's order (moments about frame 1's axes, then
+forces)."""
 
 
 def polynomial_terms(text: str, where: str) -> dict[tuple[int, ...], float]:
-    """The expression `text` as `{exponents (6,): coefficient}` over `DEFLECTIONS` (terms
-    with a zero coefficient left out). Raises `ValueError` naming `where` and the expression
-    when it is not a polynomial of the deflections."""
+    """The expression `text` as `{exponents (6,): coefficient}` over `DEFLECTIONS` (a term
+    written with a zero coefficient, `0*theta_x^3`, is kept: a coefficient to fit; a zero
+    constant is left out). Raises `ValueError` naming `where` and the expression when it is
+    not a polynomial of the deflections."""
     source = (text or "0").strip().replace("^", "**")
     try:
         tree = ast.parse(source, mode="eval")
-        return {e: c for e, c in _expand(tree.body).items() if c != 0.0}
+        return {e: c for e, c in _expand(tree.body).items() if c != 0.0 or any(e)}
     except (SyntaxError, ValueError, TypeError, RecursionError) as error:
         detail = f" ({error})" if isinstance(error, ValueError) else ""
         raise ValueError(f"{where}: {text.strip()!r} is not a polynomial of "
@@ -105,8 +105,6 @@ def render_terms(terms: list[tuple[tuple[int, ...], float]]) -> str:
     (each coefficient at full precision, negative ones in parentheses); `0.0` for none."""
     pieces = []
     for exponents, coefficient in terms:
-        factors = [f"({coefficient!r})" if coefficient < 0 else repr(coefficient)]
-        factors += [name if power == 1 else f"{name}^{power}"
-                    for name, power in zip(DEFLECTIONS, exponents) if power]
-        pieces.append("*".join(factors))
+        number = f"({coefficient!r})" if coefficient < 0 else repr(coefficient)
+        pieces.append("*".join(filter(None, (number, monomial(exponents)))))
     return " + ".join(pieces) if pieces else "0.0"

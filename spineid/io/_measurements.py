@@ -202,6 +202,31 @@ def read_measurement(path, channels: Sequence[str], units: Sequence[str], *,
     return Measurement.from_csv(path, channels)
 
 
+def own_markers_seen(model, paths) -> list[str]:
+    """The names of `model`'s markers that every marker file of `paths` holds (a fit observes
+    those; a warning names the model's markers left out). Raises `ValueError` when `paths`
+    mix marker files with others, or no marker of the model is in them."""
+    suffixes = {pathlib.Path(p).suffix.lower() in MARKER_SUFFIXES for p in paths}
+    if len(suffixes) > 1:
+        raise ValueError(f"{[str(p) for p in paths]}: marker files (.trc, .c3d) and other data "
+                         "files in one fit; a model observes either its markers or its "
+                         "coordinates")
+    names = [marker.name for marker in model.markers]
+    seen = list(names)
+    for path in paths:
+        held = read_markers(path).markers
+        if not any(name in held for name in names):
+            raise ValueError(f"{path}: none of the model's markers {names} is in the file; "
+                             f"its markers: {list(held)}")
+        seen = [name for name in seen if name in held]
+    if not seen:
+        raise ValueError(f"{[str(p) for p in paths]}: no marker of the model is in every file")
+    if len(seen) < len(names):
+        warnings.warn(f"markers {[n for n in names if n not in seen]} of the model are not in "
+                      f"the data ({', '.join(map(str, paths))}): not observed", stacklevel=2)
+    return seen
+
+
 def marker_channels(path, channels: Sequence[str]) -> Measurement:
     """The channels `<marker>_x`, `_y`, `_z` (m, the file's laboratory axes) of a marker file
     (`read_markers`), as a model that observes its own markers names them
@@ -452,22 +477,32 @@ def read_load_displacement(path, *, displacement: str | None = None, load: str |
 
 def states_start(path, model):
     """The start a states file gives a model read from OpenSim (`spineid.MultibodyTree`):
-    where an OpenSim storage file (`.sto`) holds `<path>/value` and `<path>/speed` of every
-    free coordinate, the model started from their first row (`MultibodyTree.starting_at`;
-    degrees converted for rotational coordinates where `inDegrees=yes`; locked and coupled
-    coordinates as the model has them). `None` for any other file or model, or a file without
-    every free coordinate's value and speed."""
+    where an OpenSim storage file (`.sto`) whose first row is at t = 0 holds
+    `<path>/value` and `<path>/speed` of every free coordinate (its component path, or a
+    unique column ending in `/<name>/value`), the model started from that row
+    (`MultibodyTree.starting_at`; degrees converted for rotational coordinates where
+    `inDegrees=yes`; locked and coupled coordinates as the model has them). `None` for any
+    other file or model, a file without every free coordinate's value and speed, a first row
+    at another time (a fit simulates from t = 0), or angles whose unit the header does not
+    give (no `inDegrees`)."""
     if pathlib.Path(path).suffix.lower() not in STORAGE_SUFFIXES or not hasattr(
             model, "starting_at") or getattr(model, "observed", "") != "coordinates":
         return None
     table = read_storage(path)
+    if abs(float(table.time[0])) > 1e-9 * max(1.0, float(table.time[-1])):
+        return None
     values = np.array(model.default_values, dtype=float)
     speeds = np.array(model.opensim_speeds(*model.initial_state()), dtype=float)
+    paths = model.coordinate_paths or ()
     for i in model.free:
         name, unit = model.coordinate_names[i], model.coordinate_units[i]
+        if unit == "rad" and table.in_degrees is None:
+            return None
         found = []
         for kind in ("value", "speed"):
-            labels = [label for label in table.columns if label.endswith(f"/{name}/{kind}")]
+            exact = f"{paths[i]}/{kind}" if paths else None
+            labels = ([exact] if exact in table.columns else
+                      [label for label in table.columns if label.endswith(f"/{name}/{kind}")])
             if len(labels) != 1:
                 return None
             found.append(table.radians(labels[0])[0] if unit == "rad" else

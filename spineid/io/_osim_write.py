@@ -15,7 +15,9 @@ from ._osim import BUSHING_PROPERTIES, parameter_label
 
 def write_osim_values(model: MultibodyTree, path) -> pathlib.Path:
     """Write the OpenSim file `model` was read from (`model.source`) to `path` with its
-    bushings' properties set to the model's values: each number that changed is replaced in
+    bushings' properties (`BushingForce`s' four vectors; `ExpressionBasedBushingForce`s'
+    dampings, and each expression whose coefficients changed written anew as a sum of its
+    terms) set to the model's values: each number that changed is replaced in
     place (full float64 precision), every other byte of the file is kept (line ends included;
     a commented-out bushing is left alone). Returns the path; a model not read from a file, a
     file not readable as UTF-8 text, or a bushing no longer in it raises `ValueError`.
@@ -76,7 +78,7 @@ def _with_values(source, name, body: str, bushing) -> str:
         found = re.search(rf"<{prop}>([^<]*)</{prop}>", body)
         if found is None:  # (absent: OpenSim's default, zeros)
             if np.any(values != 0.0):
-                raise ValueError(f"{source}: BushingForce {name!r} has no <{prop}> to write "
+                raise ValueError(f"{source}: bushing force {name!r} has no <{prop}> to write "
                                  "its value into")
             continue
         tokens = re.split(r"(\s+)", found.group(1))

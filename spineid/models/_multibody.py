@@ -22,9 +22,11 @@ by a force, so the motion is that of the ideal constraint).
 Energies (the mechanics core derives the equations of motion, Liu 2001 eq 2-9):
 `T = sum_b 1/2 m_b |v_b|^2 + 1/2 w_b^T I_b w_b` (centre-of-mass velocity, body-axis angular
 velocity `w = axial(R^T R')`, inertia about the centre of mass in body axes);
-`U = -sum_b m_b g . x_b + sum_bushings 1/2 y^T K y` (and the coordinate limits' springs) and `R = sum 1/2 y'^T D y'`, with `y` the
-relative motion of a bushing's frame 2 in its frame 1 (Christophy et al. 2013 eq 17, OpenSim's
-`BushingForce`) and `y'` its rate along the motion.
+`U = -sum_b m_b g . x_b + sum_bushings 1/2 y^T K y` (and the coordinate limits' springs) and
+`R = sum 1/2 y'^T D y'`, with `y` the relative motion of a bushing's frame 2 in its frame 1
+(Christophy et al. 2013 eq 17, OpenSim's `BushingForce`) and `y'` its rate along the motion.
+Generalized forces: the coordinate limits' dampers, the springs of polynomial expression
+bushings (which need not have an energy) and prescribed loads of time.
 """
 
 import dataclasses
@@ -199,6 +201,12 @@ def _place(joint, values, rotations, origins):
     return rotations.at[joint.child].set(r_child), origins.at[joint.child].set(x_child)
 
 
+def _with_ground(rotations, origins):
+    # The bodies' placements with ground's last, so that body index -1 (GROUND) picks it.
+    return (jnp.concatenate([rotations, jnp.eye(3)[None]]),
+            jnp.concatenate([origins, jnp.zeros((1, 3))]))
+
+
 def _offset(offset):
     # An offset frame's (rotation, translation) in its body.
     translation, rotation = offset
@@ -207,7 +215,7 @@ def _offset(offset):
 
 class MultibodyTree(AbstractLagrangianSystem):
     """Rigid bodies on joints in joint coordinates (module docstring), with bushings and
-    gravity; no external loads. Generalized coordinates `q`: the free coordinates
+    gravity, prescribed loads. Generalized coordinates `q`: the free coordinates
     (`coordinate_names[i]` for `i` in `free`), rad or m; the motion starts from the
     coordinates' default values and speeds.
 
@@ -372,13 +380,11 @@ class MultibodyTree(AbstractLagrangianSystem):
                     + jnp.einsum("nia,ni->a", jacobian_w,
                                  jnp.einsum("nij,nj->ni", self.inertias, spin_bias)
                                  + jnp.cross(spins, momentum)))
-        forces = (self.generalized_forces(t, q, qdot) - inertial
-                  - (jax.grad(self._limit_energy)(q) if self.limits else 0.0))
-        for k, bushing in enumerate(self.elements):
-            # (a spring that is not conservative is in `generalized_forces` already)
-            load = bushing.damping_diagonal * deflection_rates[k]
-            if bushing.conservative:
-                load = load + bushing.spring_load(deflections[k])
+        forces = (prepared._applied_forces(t, q, qdot, springs=False) - inertial
+                  - (jax.grad(prepared._limit_energy)(q) if self.limits else 0.0))
+        for k, bushing in enumerate(prepared.elements):  # (every spring, through J_y)
+            load = (bushing.spring_load(deflections[k])
+                    + bushing.damping_diagonal * deflection_rates[k])
             forces = forces - jacobian_y[k].T @ load
         return solve_mass_matrix(mass, forces)
 
@@ -392,8 +398,7 @@ class MultibodyTree(AbstractLagrangianSystem):
         # evaluation (their body indices as arrays; -1, ground, at the identity).
         if not self.elements:
             return jnp.zeros((0, 6))
-        placed_r = jnp.concatenate([rotations, jnp.eye(3)[None]])  # (index -1: ground)
-        placed_x = jnp.concatenate([origins, jnp.zeros((1, 3))])
+        placed_r, placed_x = _with_ground(rotations, origins)
 
         def deflection(body1, frame1, body2, frame2):
             ends = []
@@ -441,9 +446,14 @@ class MultibodyTree(AbstractLagrangianSystem):
         (`ExpressionBushing`: `-J_y^T f(y)`) and the prescribed loads (`PrescribedLoad`, at
         time `t`: `J_p^T F + J_w^T T` with `p` the point they act at and `w` the frame's
         angular velocity)."""
+        return self._applied_forces(t, q, qdot, springs=True)
+
+    def _applied_forces(self, t, q, qdot, springs: bool):
+        # `generalized_forces`, with (`springs`) or without the springs of bushings that are
+        # not conservative (`accelerations` applies every spring through its J_y).
         total = sum((self._prescribed_force(load, t, q) for load in self.prescribed),
                     jnp.zeros_like(q))
-        if any(not bushing.conservative for bushing in self.elements):
+        if springs and any(not bushing.conservative for bushing in self.elements):
             deflections, pull = jax.vjp(self.bushing_deflections, q)
             loads = jnp.stack([jnp.zeros(6) if bushing.conservative else bushing.spring_load(y)
                                for bushing, y in zip(self.elements, deflections)])
@@ -468,17 +478,22 @@ class MultibodyTree(AbstractLagrangianSystem):
             return (rotations[load.body] @ rotation,
                     origins[load.body] + rotations[load.body] @ translation)
 
+        def placed(x):
+            placement = frame(x)
+            return placement, placement
+
+        # (the frame's placement and its Jacobian, (3, 3, n) and (3, n), in one pass)
+        (turns, moves), (r_f, x_f) = jax.jacfwd(placed, has_aux=True)(q)
         force, point, torque = load.values(t)
-        r_f, x_f = frame(q)
         if not load.force_global:
             force, torque = r_f @ force, r_f @ torque
         if load.point_global and load.point:  # (the frame's point that is there now)
             point = r_f.T @ (point - x_f)
-        point = jax.lax.stop_gradient(point)
-        _, pull = jax.vjp(lambda x: frame(x)[1] + frame(x)[0] @ point, q)
-        turns = jax.jacfwd(lambda x: frame(x)[0])(q)  # (3, 3, n_dof)
-        spins = jax.vmap(lambda d: axial(d @ r_f.T), in_axes=2, out_axes=1)(turns)
-        return pull(force)[0] + spins.T @ torque
+        # The velocity of the frame's point `point` is `J_p qdot`, its angular velocity
+        # `J_w qdot`: the load's virtual power gives `J_p^T F + J_w^T T`.
+        jacobian_p = moves + jnp.einsum("ijn,j->in", turns, point)
+        jacobian_w = jax.vmap(lambda d: axial(d @ r_f.T), in_axes=2, out_axes=1)(turns)
+        return jacobian_p.T @ force + jacobian_w.T @ torque
 
     def starting_at(self, values, speeds) -> "MultibodyTree":
         """This model started from every coordinate's `values` `(m,)` (rad, m) and OpenSim
@@ -506,17 +521,23 @@ class MultibodyTree(AbstractLagrangianSystem):
         if not self.markers:
             return jnp.zeros((0, 3))
         rotations, origins = self.body_transforms(q)
-        placed_r = jnp.concatenate([rotations, jnp.eye(3)[None]])  # (index -1: ground)
-        placed_x = jnp.concatenate([origins, jnp.zeros((1, 3))])
+        placed_r, placed_x = _with_ground(rotations, origins)
         bodies = jnp.asarray([marker.body for marker in self.markers])
         locations = jnp.stack([marker.location for marker in self.markers])
         return placed_x[bodies] + jnp.einsum("kij,kj->ki", placed_r[bodies], locations)
 
-    def observing_markers(self) -> "MultibodyTree":
-        """This model with its markers as what is observed (fits to marker trajectories,
-        `.trc`): channels `<marker>_x`, `_y`, `_z` in m. Raises `ValueError` for a model
-        without markers."""
-        return dataclasses.replace(self, observed="markers")
+    def observing_markers(self, names=None) -> "MultibodyTree":
+        """This model with its markers (or those named `names`, in the model's order) as what
+        is observed (fits to marker trajectories, `.trc`): channels `<marker>_x`, `_y`, `_z`
+        in m. Raises `ValueError` for a model without markers or a name not among them."""
+        markers = self.markers
+        if names is not None:
+            unknown = sorted(set(names) - {marker.name for marker in markers})
+            if unknown:
+                raise ValueError(f"markers {unknown} are not markers of the model; its "
+                                 f"markers: {[marker.name for marker in markers]}")
+            markers = tuple(marker for marker in markers if marker.name in set(names))
+        return dataclasses.replace(self, markers=markers, observed="markers")
 
     @property
     def observable_names(self) -> tuple[str, ...]:
@@ -556,5 +577,7 @@ class MultibodyTree(AbstractLagrangianSystem):
         q0, qdot0 = self.initial_state()
         deflected = bool(jnp.any(self.bushing_deflections(q0) != 0.0))
         limited = bool(self.limits) and bool(jnp.any(jax.grad(self._limit_energy)(q0) != 0.0))
+        # (a bushing's preload, an expression's constant term, or a load at the start)
+        forced = bool(jnp.any(self.generalized_forces(0.0, q0, qdot0) != 0.0))
         return bool(jnp.any(self.gravity != 0.0) or jnp.any(qdot0 != 0.0) or deflected
-                    or limited or self.prescribed)
+                    or limited or forced or self.prescribed)

@@ -1,6 +1,8 @@
 """The parts a `MultibodyTree` holds besides its joints: coordinate couplers, bushings,
-coordinate limits and markers (OpenSim's `CoordinateCouplerConstraint`, `BushingForce`,
-`CoordinateLimitForce` and `Marker`; module docstring of `spineid.models._multibody`)."""
+expression bushings, coordinate limits, markers and prescribed loads (OpenSim's
+`CoordinateCouplerConstraint`, `BushingForce`, `ExpressionBasedBushingForce`,
+`CoordinateLimitForce`, `Marker` and `PrescribedForce`; module docstring of
+`spineid.models._multibody`)."""
 
 import math
 from typing import ClassVar
@@ -27,7 +29,16 @@ class CoordinateCoupler(eqx.Module):
     scale: Float[Array, ""]
 
 
-class TreeBushing(eqx.Module):
+class _Damped(eqx.Module):
+    # A two-frame bushing's damper, `D = diag(translational, rotational)` in `y`'s order.
+
+    @property
+    def damping_diagonal(self) -> Float[Array, "6"]:
+        """`[translational, rotational]` damping, the diagonal of `D`."""
+        return jnp.concatenate([self.translational_damping, self.rotational_damping])
+
+
+class TreeBushing(_Damped):
     """OpenSim's `BushingForce` between a frame on body `body1` and one on body `body2`
     (static indices, `GROUND` for ground; frames `(translation (3,) m, rotation (3, 3))` in
     those bodies): the load `f = -K y - D y'` with `y = [p, beta]` the relative motion of
@@ -64,11 +75,6 @@ class TreeBushing(eqx.Module):
         """`[translational, rotational]` stiffness, the diagonal of `K` in `y`'s order."""
         return jnp.concatenate([self.translational_stiffness, self.rotational_stiffness])
 
-    @property
-    def damping_diagonal(self) -> Float[Array, "6"]:
-        """`[translational, rotational]` damping, the diagonal of `D`."""
-        return jnp.concatenate([self.translational_damping, self.rotational_damping])
-
     conservative: ClassVar[bool] = True
     """Its spring has an energy (`energy`); the model puts it in `potential_energy`."""
 
@@ -81,11 +87,22 @@ class TreeBushing(eqx.Module):
         return 0.5 * jnp.sum(self.stiffness_diagonal * y ** 2)
 
 
-_LOAD_UNITS = ("N m",) * 3 + ("N",) * 3  # (Mx, My, Mz, Fx, Fy, Fz)
-_DEFLECTION_UNITS = ("rad",) * 3 + ("m",) * 3  # (theta_x, ..., delta_z)
+DEFLECTIONS = ("theta_x", "theta_y", "theta_z", "delta_x", "delta_y", "delta_z")
+"""The variables of an `ExpressionBushing`'s expressions, in OpenSim's order of `dq`."""
+LOADS = ("Mx", "My", "Mz", "Fx", "Fy", "Fz")
+"""Its six expressions' loads, in the same order: moments about frame 1's axes, forces."""
+_LOAD_UNITS = ("N m",) * 3 + ("N",) * 3
+_DEFLECTION_UNITS = ("rad",) * 3 + ("m",) * 3
 
 
-class ExpressionBushing(eqx.Module):
+def monomial(exponents: tuple[int, ...]) -> str:
+    """The product of `DEFLECTIONS` to the powers `exponents` (6,) as OpenSim writes it,
+    `theta_x^3*delta_y`; `""` for none."""
+    return "*".join(name if power == 1 else f"{name}^{power}"
+                    for name, power in zip(DEFLECTIONS, exponents) if power)
+
+
+class ExpressionBushing(_Damped):
     """OpenSim's `ExpressionBasedBushingForce` with polynomial expressions: frames and
     deflection `y = [p, beta]` as `TreeBushing`'s; the spring's load is OpenSim's six
     expressions `[Mx, My, Mz, Fx, Fy, Fz](dq)` of `dq = [beta, p]` (`theta_x .. delta_z`),
@@ -118,11 +135,8 @@ class ExpressionBushing(eqx.Module):
     @property
     def terms(self) -> tuple[str, ...]:
         """Each coefficient's term in words, `Mx: theta_x^3` (the order of `coefficients`)."""
-        names = ("Mx", "My", "Mz", "Fx", "Fy", "Fz")
-        variables = ("theta_x", "theta_y", "theta_z", "delta_x", "delta_y", "delta_z")
-        return tuple(f"{names[o]}: " + ("*".join(
-            v if p == 1 else f"{v}^{p}" for v, p in zip(variables, e) if p) or "1")
-            for o, e in zip(self.outputs, self.exponents))
+        return tuple(f"{LOADS[o]}: {monomial(e) or '1'}"
+                     for o, e in zip(self.outputs, self.exponents))
 
     def parameter_fields(self):
         """The coefficients (each in its term's unit, unbounded) and the two dampings."""
@@ -133,11 +147,6 @@ class ExpressionBushing(eqx.Module):
                                "N m s/rad"),
                 ParameterField("translational_damping", "bushings.translational_damping",
                                "N s/m"))
-
-    @property
-    def damping_diagonal(self) -> Float[Array, "6"]:
-        """`[translational, rotational]` damping, the diagonal of `D`."""
-        return jnp.concatenate([self.translational_damping, self.rotational_damping])
 
     def spring_load(self, y: Float[Array, "6"]) -> Float[Array, "6"]:
         """The expressions' load `(6,)` in `y`'s order (`[Fx, Fy, Fz, Mx, My, Mz]`, N, N m)
@@ -170,7 +179,8 @@ class CoordinateLimit(eqx.Module):
     `upper` (or below `lower`) a spring whose stiffness rises from 0 to `upper_stiffness` (or
     `lower_stiffness`) over `transition` by SimTK's smooth step `10 s^3 - 15 s^4 + 6 s^5`, and a
     damper scaled by the same step: `f = -K_u(c) (c - upper) + K_l(c) (lower - c) - damping
-    (K_u(c)/K_u + K_l(c)/K_l) c'`, a generalized force on the coordinate. Fields in SI (the
+    (K_u(c)/K_u + K_l(c)/K_l) c'` on the coordinate: the springs through their energy
+    (`energy`, in the model's potential energy), the damper a generalized force. Fields in SI (the
     file's degrees converted for rotational coordinates): limits and `transition` in rad or m,
     stiffness in N m/rad or N/m, `damping` in N m s/rad or N s/m; `name` static."""
 

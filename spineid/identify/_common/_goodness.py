@@ -534,8 +534,9 @@ def smooth_misfit(series: Sequence[np.ndarray], noise: ChannelNoise) -> dict | N
     residuals' rough part (the residuals less their smooth part, whose variance `v` gives
     `v / w`): `rms = sqrt(max(T / m - v / w, 0))`. Noise correlated over `L` samples adds about
     `sd sqrt(L / w)` to it, a small part of a load range for tester data. `p_white`: the
-    same test were the residuals white noise of their own mean square, a test that does not
-    rest on the noise model either.
+    chance of a smoothed power as large beside the rough part's were the residuals white
+    noise (an F test of the two parts, `_white_excess_p`), which does not rest on the noise
+    model either.
 
     **Returns:** `{"rms", "p_value", "width", "p_white"}`, or `None` when no record is long
     enough."""
@@ -562,14 +563,34 @@ def smooth_misfit(series: Sequence[np.ndarray], noise: ChannelNoise) -> dict | N
     variance = 2.0 * m * (c[0] ** 2 + 2.0 * float(np.sum(c[1:] ** 2)))
     scale, dof = variance / (2.0 * mean), 2.0 * mean ** 2 / variance
     white = float(sum(r @ r for r in rough)) / m / width
-    # (the same test were the residuals white noise of their own mean square s^2: its
-    # smoothed values have the autocovariances s^2 (w - |l|) / w^2)
-    level = float(sum(np.sum(np.asarray(v, float) ** 2) for v in series)) / sum(
-        np.size(v) for v in series)
-    plain = level * (width - np.arange(width)) / width ** 2
-    plain_variance = 2.0 * m * (plain[0] ** 2 + 2.0 * float(np.sum(plain[1:] ** 2)))
-    plain_scale = plain_variance / (2.0 * m * plain[0])
     return {"rms": math.sqrt(max(statistic / m - white, 0.0)),
             "p_value": chi_square_sf(statistic / scale, dof), "width": width,
-            "p_white": chi_square_sf(statistic / max(plain_scale, 1e-300),
-                                     2.0 * (m * plain[0]) ** 2 / max(plain_variance, 1e-300))}
+            "p_white": _white_excess_p(statistic, float(sum(r @ r for r in rough)), m, width)}
+
+
+def _white_excess_p(smooth: float, rough: float, m: int, width: int) -> float:
+    # The chance, were the residuals white noise of unknown variance s^2, of a smoothed sum
+    # of squares `smooth` as large beside the rough part's `rough` (both over `m` windows of
+    # `width`). Each is a quadratic form in the noise whose two moments give a scaled
+    # chi-square (Satterthwaite): the smoothed values are `b * e` with `b = 1/w` over the
+    # window, the rough ones `a * e` with `a = e_h - b` (`h = w // 2`), autocovariances
+    # `s^2 sum_j b_j b_(j+l)` and likewise for `a`. Their ratio over the expected ratio is
+    # about F(d1, d2) (the two parts nearly independent: complementary filters), whose upper
+    # tail Paulson's normal approximation gives. Estimating s^2 from the rough part, not from
+    # all of the residuals, keeps a smooth misfit out of the reference level.
+    if not rough > 0.0:
+        return 1.0 if not smooth > 0.0 else 0.0
+    b = np.full(width, 1.0 / width)
+    a = -b.copy()
+    a[width // 2] += 1.0
+
+    def moments(f):
+        gamma = np.array([f[:width - l] @ f[l:] for l in range(width)])
+        return gamma[0], m * gamma[0] ** 2 / (gamma[0] ** 2 + 2.0 * float(gamma[1:] @ gamma[1:]))
+
+    (g_smooth, d1), (g_rough, d2) = moments(b), moments(a)
+    ratio = (smooth / g_smooth) / (rough / g_rough)  # (about 1 for white noise)
+    c1, c2 = 2.0 / (9.0 * d1), 2.0 / (9.0 * d2)
+    cube = ratio ** (1.0 / 3.0)
+    z = ((1.0 - c2) * cube - (1.0 - c1)) / math.sqrt(c2 * cube ** 2 + c1)
+    return 0.5 * math.erfc(z / math.sqrt(2.0))

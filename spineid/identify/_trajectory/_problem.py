@@ -14,7 +14,9 @@ import numpy as np
 
 from ...elements._parameters import apply_values, declared_parameters, select_parameters
 from ...io._columns import noise_in_si
-from ...io._measurements import MARKER_SUFFIXES, Measurement, read_measurement, states_start
+from ...io._measurements import (
+    MARKER_SUFFIXES, Measurement, own_markers_seen, read_measurement, states_start,
+)
 from ...models._mechanics import AbstractLagrangianSystem
 from ...simulation._modes import linear_modes
 from ...io._model_file import ModelFile, load_model_file
@@ -156,7 +158,7 @@ class FitProblem:
                 pathlib.Path(p).suffix.lower() in MARKER_SUFFIXES for p in data_paths):
             # A model with markers of its own (an OpenSim MarkerSet) observes them in marker
             # files: channels <marker>_x, _y, _z in ground.
-            model = model.observing_markers()
+            model = model.observing_markers(own_markers_seen(model, data_paths))
             model_file = dataclasses.replace(model_file, model=model)
         # (the initial pose only places a marker file's clusters)
         initial = np.asarray(model.observe(model.initial_state()[0])) if markers else None
@@ -167,8 +169,10 @@ class FitProblem:
                         for p in data_paths]
         # A states file that holds every free coordinate's value and speed gives the start
         # of its own record (the model's defaults otherwise).
-        started = [states_start(p, model) for p in data_paths]
-        if any(start is not None for start in started) and "models" not in options:
+        # (not where the columns or units are the user's, or the models given)
+        started = [None if columns or units or "models" in options else states_start(p, model)
+                   for p in data_paths]
+        if any(start is not None for start in started):
             options["models"] = [model if start is None else start for start in started]
         names, units_si = model.observable_names, model.observable_units
         noise, read = noise_in_si(noise, measurements, names, units_si)
