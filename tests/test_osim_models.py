@@ -75,7 +75,12 @@ def test_natural_cubic_spline_meets_its_definition():
     assert float(second(-3.0)) == 0.0
 
 
-_accelerations = eqx.filter_jit(lambda model, q, qdot: model.accelerations(0.0, q, qdot))
+_accelerations_at = eqx.filter_jit(lambda model, t, q, qdot: model.accelerations(t, q, qdot))
+
+
+def _accelerations(model, q, qdot):
+    # spineid's accelerations at t = 0 (compiled once per model layout).
+    return _accelerations_at(model, jnp.asarray(0.0), q, qdot)
 
 
 def _set_state(model, state, ours, q, qdot):
@@ -138,26 +143,32 @@ def _spatial_accelerations(ours, q, qdot, qddot):
     return jax.jvp(rates, (q, qdot), (qdot, qddot))[1]
 
 
-def test_accelerations_equal_opensims_at_random_states(every_joint):
-    ours = spineid.read_osim(every_joint)
-    model = osim.Model(str(every_joint))
+def _opensim_accelerations_agree(path, ours, seed, spread=0.5, times=(0.0,)):
+    # Body accelerations of spineid's equations against OpenSim's at random states (three
+    # at each of `times`, s; t an array: one compilation for them all).
+    model = osim.Model(str(path))
     state = model.initSystem()
-    rng = np.random.default_rng(5)
-    for _ in range(3):
-        q = jnp.asarray(rng.uniform(-0.5, 0.5, ours.n_dof))
+    rng = np.random.default_rng(seed)
+    for t in np.repeat(times, 3):
+        q = jnp.asarray(rng.uniform(-spread, spread, ours.n_dof))
         qdot = jnp.asarray(rng.uniform(-2.0, 2.0, ours.n_dof))
-        qddot = _accelerations(ours, q, qdot)
+        qddot = _accelerations_at(ours, jnp.asarray(t), q, qdot)
+        state.setTime(float(t))
         _set_state(model, state, ours, q, qdot)
         model.realizeAcceleration(state)
         spins, linear = _spatial_accelerations(ours, q, qdot, qddot)
-        scale = float(jnp.max(jnp.abs(linear)))
         for b, name in enumerate(ours.body_names):
             theirs = model.getBodySet().get(name).getAccelerationInGround(state)
             angular = np.array([theirs.get(0).get(i) for i in range(3)])
             origin = np.array([theirs.get(1).get(i) for i in range(3)])
             np.testing.assert_allclose(np.asarray(spins[b]), angular,
                                        atol=1e-11 * float(jnp.max(jnp.abs(spins))))
-            np.testing.assert_allclose(np.asarray(linear[b]), origin, atol=1e-11 * scale)
+            np.testing.assert_allclose(np.asarray(linear[b]), origin,
+                                       atol=1e-11 * float(jnp.max(jnp.abs(linear))))
+
+
+def test_accelerations_equal_opensims_at_random_states(every_joint):
+    _opensim_accelerations_agree(every_joint, spineid.read_osim(every_joint), seed=5)
 
 
 def _opensim_velocities(model, state, ours, q, qdot):
@@ -207,28 +218,6 @@ def _undamped(model):
     model = dataclasses.replace(model, limits=tuple(
         dataclasses.replace(limit, damping=jnp.zeros(())) for limit in model.limits))
     return spineid.apply_values(model, parameters, jnp.zeros(len(parameters)))
-
-
-def _opensim_accelerations_agree(path, ours, seed, spread=0.5):
-    # Body accelerations of spineid's equations against OpenSim's at random states.
-    model = osim.Model(str(path))
-    state = model.initSystem()
-    rng = np.random.default_rng(seed)
-    for _ in range(3):
-        q = jnp.asarray(rng.uniform(-spread, spread, ours.n_dof))
-        qdot = jnp.asarray(rng.uniform(-2.0, 2.0, ours.n_dof))
-        qddot = _accelerations(ours, q, qdot)
-        _set_state(model, state, ours, q, qdot)
-        model.realizeAcceleration(state)
-        spins, linear = _spatial_accelerations(ours, q, qdot, qddot)
-        for b, name in enumerate(ours.body_names):
-            theirs = model.getBodySet().get(name).getAccelerationInGround(state)
-            angular = np.array([theirs.get(0).get(i) for i in range(3)])
-            origin = np.array([theirs.get(1).get(i) for i in range(3)])
-            np.testing.assert_allclose(np.asarray(spins[b]), angular,
-                                       atol=1e-11 * float(jnp.max(jnp.abs(spins))))
-            np.testing.assert_allclose(np.asarray(linear[b]), origin,
-                                       atol=1e-11 * float(jnp.max(jnp.abs(linear))))
 
 
 def test_expression_based_bushings_move_as_in_opensim_and_are_written_back(tmp_path):
@@ -358,30 +347,12 @@ def test_prescribed_forces_move_the_bodies_as_in_opensim(tmp_path, small_neck):
     edited.write_text(text[:forces] + _PRESCRIBED + text[forces:])
     ours = spineid.read_osim(edited)
     assert [load.name for load in ours.prescribed] == ["push", "pull", "lean", "press"]
-    model = osim.Model(str(edited))
-    state = model.initSystem()
-    rng = np.random.default_rng(8)
-    step = eqx.filter_jit(lambda m, t, q, v: m.accelerations(t, q, v))
-    lagrange_form = eqx.filter_jit(spineid.generalized_accelerations)
-    for t in (0.3, 0.8):
-        q = jnp.asarray(rng.uniform(-0.4, 0.4, ours.n_dof))
-        qdot = jnp.asarray(rng.uniform(-1.0, 1.0, ours.n_dof))
-        qddot = step(ours, jnp.asarray(t), q, qdot)  # (an array: one compilation)
-        state.setTime(t)
-        _set_state(model, state, ours, q, qdot)
-        model.realizeAcceleration(state)
-        spins, linear = _spatial_accelerations(ours, q, qdot, qddot)
-        for b, name in enumerate(ours.body_names):
-            theirs = model.getBodySet().get(name).getAccelerationInGround(state)
-            np.testing.assert_allclose(np.asarray(spins[b]),
-                                       [theirs.get(0).get(i) for i in range(3)],
-                                       atol=1e-11 * float(jnp.max(jnp.abs(spins))))
-            np.testing.assert_allclose(np.asarray(linear[b]),
-                                       [theirs.get(1).get(i) for i in range(3)],
-                                       atol=1e-11 * float(jnp.max(jnp.abs(linear))))
-        # the Lagrange form takes the same generalized forces
-        lagrange = lagrange_form(ours, jnp.asarray(t), q, qdot)
-        np.testing.assert_allclose(np.asarray(qddot), np.asarray(lagrange), rtol=1e-9)
+    _opensim_accelerations_agree(edited, ours, seed=8, spread=0.4, times=(0.3, 0.8))
+    # the Lagrange form takes the same generalized forces
+    q, qdot, t = jnp.asarray([0.2, -0.3, 0.1, 0.25]), jnp.asarray([0.5, -1.0, 0.3, 0.0]), 0.8
+    lagrange = eqx.filter_jit(spineid.generalized_accelerations)(ours, jnp.asarray(t), q, qdot)
+    np.testing.assert_allclose(np.asarray(_accelerations_at(ours, jnp.asarray(t), q, qdot)),
+                               np.asarray(lagrange), rtol=1e-9)
     # the forces' derivatives (a place in ground moves through the body as it turns) equal
     # central differences
     q, qdot = jnp.asarray([0.2, -0.3, 0.1, 0.25]), jnp.zeros(4)
@@ -634,17 +605,17 @@ def test_a_fit_from_markers_opensim_wrote_uses_the_models_own_markerset(tmp_path
     assert len(sigma) == 9 and all(1.5e-4 < sd < 2.7e-4 for sd in sigma.values()), sigma
 
 
-def test_a_states_file_gives_the_start_of_its_record(tmp_path, capsys):
+def test_a_states_file_gives_the_start_of_its_record(tmp_path):
     # OpenSim's Manager started away from the file's defaults (values and speeds); its states
-    # sampled into a .sto with /value and /speed columns: the fit starts there, not at the
-    # defaults, and recovers the stiffness.
-    from spineid.cli import main
+    # sampled into a .sto with /value and /speed columns: a fit starts there, not at the
+    # defaults.
     truth = neck_model(osim, tmp_path, levels=1, locked=False)
     model = osim.Model(str(truth))
     state = model.initSystem()
     coordinates = model.getCoordinateSet()
     start = {"v1_flexion": (0.1, 1.5), "v1_rotation": (-0.05, -0.8)}
-    for name, (value, speed) in start.items():
+    # (the coupled bending set to follow, so that OpenSim's projection changes nothing)
+    for name, (value, speed) in start.items() | {"v1_bending": (0.3 * 0.1, 0.3 * 1.5)}.items():
         coordinates.get(name).setValue(state, value, False)
         coordinates.get(name).setSpeedValue(state, speed)
     manager = osim.Manager(model)
@@ -679,13 +650,13 @@ def test_a_states_file_gives_the_start_of_its_record(tmp_path, capsys):
     spineid.io.write_storage(tmp_path / "later.sto", times[1:], {
         label: states[1:, k] for k, label in enumerate(labels)})
     assert spineid.io.states_start(tmp_path / "later.sto", spineid.read_osim(truth)) is None
-    out = tmp_path / "fit"
-    assert main(["fit", str(truth), str(tmp_path / "states.sto"), "--free",
-                 "bushing_1.rotational_stiffness[2]", "--noise-model", "white", "--out",
-                 str(out)]) == 0
-    assert "starts from its first row" in capsys.readouterr().out
-    entry = json.loads((out / "report.json").read_text())["parameters"][0]
-    assert abs(entry["value"] - 4.0) < 3 * entry["stderr"], entry
+    # a fit's problem starts there: simulated from it, the model follows OpenSim's motion
+    # (from the file's defaults it would not: flexion 0.25 rad at rest)
+    problem = spineid.FitProblem.from_files(truth, [tmp_path / "states.sto"],
+                                            ["bushing_1.rotational_stiffness[2]"])
+    assert problem.started_from_data == [str(tmp_path / "states.sto")]
+    motion = spineid.simulate(problem.models[0], jnp.asarray(times))
+    np.testing.assert_allclose(np.asarray(motion.q), states[:, ::2], atol=1e-3)
     # a coordinates file (no speeds) leaves the start to the model
     opensim_motion(osim, truth, times, tmp_path / "coordinates.sto")
     assert spineid.io.states_start(tmp_path / "coordinates.sto", spineid.read_osim(truth)) \

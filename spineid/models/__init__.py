@@ -23,13 +23,18 @@ from ._mechanics import (
 )
 from ._pair import AbstractVertebralPair as AbstractVertebralPair
 from ._multibody import (
-    CoordinateCoupler as CoordinateCoupler,
     MultibodyTree as MultibodyTree,
     TransformAxis as TransformAxis,
-    TreeBushing as TreeBushing,
     TreeJoint as TreeJoint,
 )
-from ._tree_parts import CoordinateLimit as CoordinateLimit, TreeMarker as TreeMarker
+from ._tree_parts import (
+    CoordinateCoupler as CoordinateCoupler,
+    CoordinateLimit as CoordinateLimit,
+    ExpressionBushing as ExpressionBushing,
+    PrescribedLoad as PrescribedLoad,
+    TreeBushing as TreeBushing,
+    TreeMarker as TreeMarker,
+)
 from ._pinned_pair import PinnedPair as PinnedPair
 from ._planar_pair import PlanarBody as PlanarBody, PlanarPair as PlanarPair
 from ._spatial_chain import (
