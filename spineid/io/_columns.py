@@ -182,6 +182,13 @@ def _unit(name: str, option: str = "--units") -> tuple[str, float]:
     return UNITS[name]
 
 
+def state_label(labels, name: str, kind: str = "value") -> str | None:
+    """The one label of `labels` that is coordinate `name`'s `kind` (`value` or `speed`) in
+    an OpenSim states file (`/jointset/J/<name>/<kind>`), or `None` if none or several."""
+    found = [label for label in labels if label.endswith(f"/{name}/{kind}")]
+    return found[0] if len(found) == 1 else None
+
+
 def read_quantities(path, wanted: Mapping[str, str | tuple[str, ...]], *,
                     columns: Mapping[str, str] | None = None,
                     units: Mapping[str, str] | None = None, optional: Collection[str] = (),
@@ -223,9 +230,7 @@ def read_quantities(path, wanted: Mapping[str, str | tuple[str, ...]], *,
     if storage:  # (a coordinate's column in OpenSim's states files: `/jointset/J/C/value`)
         for name, column in source.items():
             if name not in columns and column not in present:
-                states = [label for label in present if label.endswith(f"/{name}/value")]
-                if len(states) == 1:
-                    source[name] = states[0]
+                source[name] = state_label(present, name) or column
     for name in optional:  # (one whose column was named must be there)
         if name not in columns and source[name] not in present:
             del source[name]

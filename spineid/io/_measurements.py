@@ -13,7 +13,7 @@ import numpy as np
 
 from ..kinematics._markers import body_coordinates, relative_poses, rigid_poses
 from ..kinematics._rotations import euler123_rotation
-from ._columns import STORAGE_SUFFIXES, UNITS, read_quantities
+from ._columns import STORAGE_SUFFIXES, UNITS, read_quantities, state_label
 from ._c3d import read_c3d
 from ._storage import MarkerTrajectories, read_storage, read_trc
 from ._tables import read_table, read_trajectory, write_table
@@ -501,11 +501,9 @@ def states_start(path, model):
         found = []
         for kind in ("value", "speed"):
             exact = f"{paths[i]}/{kind}" if paths else None
-            labels = ([exact] if exact in table.columns else
-                      [label for label in table.columns if label.endswith(f"/{name}/{kind}")])
-            if len(labels) != 1:
+            label = exact if exact in table.columns else state_label(table.columns, name, kind)
+            if label is None:
                 return None
-            found.append(table.radians(labels[0])[0] if unit == "rad" else
-                         table.columns[labels[0]][0])
+            found.append(table.radians(label)[0] if unit == "rad" else table.columns[label][0])
         values[i], speeds[i] = found
     return model.starting_at(values, speeds)
