@@ -200,7 +200,9 @@ def run_law(methods, budget, count):
         if method == "optimistix":
             continue
         if method != "scipy":  # compile once, not counted
-            spineid.fit_load_law(data, nodes=[low, breakpoints[0], high], free_breakpoints=True,
+            spineid.fit_load_law(data,
+                                 spineid.LawForm(nodes=[low, breakpoints[0], high],
+                                                 free_breakpoints=True),
                                  solver="auto" if method == "default" else "lm", noise="white")
         records = []
         clock = time.perf_counter()
@@ -213,7 +215,9 @@ def run_law(methods, budget, count):
             else:
                 # (white noise: the ordinary least-squares optimum the brute force finds; the
                 # default noise model would fit by generalized least squares, another cost)
-                fit = spineid.fit_load_law(data, nodes=[low, b, high], free_breakpoints=True,
+                fit = spineid.fit_load_law(data,
+                                           spineid.LawForm(nodes=[low, b, high],
+                                                           free_breakpoints=True),
                                            solver="auto" if method == "default" else "lm",
                                            noise="white")
                 cost, explains = 0.5 * float(np.sum(fit.residuals**2)), fit.explains_data

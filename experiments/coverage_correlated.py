@@ -87,8 +87,9 @@ def characterised(rng, kind, order=10):
 def fit(law, rng, kind, noise_model):
     x = np.linspace(0.0, 3.0, N)
     data = spineid.LoadDisplacementData(displacement=x * 1e-3, load=law(x) + noise(rng, kind))
-    return spineid.fit_load_law(data, "piecewise_linear", n_nodes=3, free_breakpoints=True,
-                                noise=noise_model)
+    return spineid.fit_load_law(data,
+                                spineid.LawForm("piecewise_linear", n_nodes=3,
+                                                free_breakpoints=True), noise=noise_model)
 
 
 def quantities(result):

@@ -31,6 +31,7 @@ Run: `python experiments/l5_s1_loop.py [--out DIR]`. Measured (one run, 2 cores)
 """
 
 import argparse
+import dataclasses
 import pathlib
 import time
 
@@ -80,9 +81,10 @@ def main():
     start_nodes = np.radians(truth + np.array([0.0, 0.4, -0.3, 0.5, -0.4, 0.0]))
     start_nodes[0], start_nodes[-1] = noisy.displacement.min(), noisy.displacement.max()
     start = time.perf_counter()
-    fit = spineid.fit_load_law(noisy, "piecewise_linear", start_nodes, free_breakpoints=True,
-                               smoothing=float(law.smoothing), damping=True, inertia=inertia,
-                               rate_window=9)
+    form = spineid.LawForm("piecewise_linear", start_nodes, free_breakpoints=True,
+                           smoothing=float(law.smoothing))
+    dynamics = spineid.LawDynamics(damping=True, inertia=inertia, rate_window=9)
+    fit = spineid.fit_load_law(noisy, form, dynamics=dynamics)
     print(f"fit in {time.perf_counter() - start:.2f} s")
     print(fit.summary())
     plot_law_fit(fit, noisy, out / "recovered_phases.png")
@@ -97,9 +99,8 @@ def main():
     exact_angle, _ = loop_data(model, ts, noise=(0.0, 0.01), seed=1)
     check_nodes = start_nodes.copy()
     check_nodes[0], check_nodes[-1] = exact_angle.displacement.min(), exact_angle.displacement.max()
-    check = spineid.fit_load_law(exact_angle, "piecewise_linear", check_nodes,
-                                 free_breakpoints=True, smoothing=float(law.smoothing),
-                                 damping=True, inertia=inertia, rate_window=1)
+    check = spineid.fit_load_law(exact_angle, dataclasses.replace(form, nodes=check_nodes),
+                                 dynamics=dataclasses.replace(dynamics, rate_window=1))
     print("noise on the moment only, plain differences: explains the data:",
           check.explains_data, f"(damper {check.damping:.4g} N m s/rad)")
 

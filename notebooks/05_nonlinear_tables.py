@@ -129,9 +129,12 @@ data = spineid.LoadDisplacementData(noisy_angle, noisy_moment, np.asarray(ts), "
 truth = np.degrees(np.asarray(law.displacement))
 start = np.radians(truth + np.array([0.0, 0.4, -0.3, 0.5, -0.4, 0.0]))
 start[0], start[-1] = noisy_angle.min(), noisy_angle.max()
-fit = spineid.fit_load_law(data, "piecewise_linear", start, free_breakpoints=True,
-                           smoothing=float(law.smoothing), damping=True, inertia=inertia,
-                           rate_window=9)
+# What is fitted (the law's form, and the test's dynamics) is kept apart from the data:
+form = spineid.LawForm("piecewise_linear", start, free_breakpoints=True,
+                       smoothing=float(law.smoothing))
+fit = spineid.fit_load_law(data, form, dynamics=spineid.LawDynamics(damping=True,
+                                                                     inertia=inertia,
+                                                                     rate_window=9))
 nodes = fit.derived["node_displacement"]
 print("breakpoint  database [deg]  recovered [deg]")
 for k in range(1, len(truth) - 1):
@@ -176,9 +179,8 @@ plt.show()
 # look like noise; this is the first thing to look at.
 
 # %%
-no_damper = spineid.fit_load_law(data, "piecewise_linear", start, free_breakpoints=True,
-                                 smoothing=float(law.smoothing), damping=False,
-                                 inertia=inertia, rate_window=9)
+no_damper = spineid.fit_load_law(data, form, dynamics=spineid.LawDynamics(inertia=inertia,
+                                                                           rate_window=9))
 figure, axes = plt.subplots(1, 2, figsize=(12, 3.8))
 axes[0].plot(np.asarray(ts), fit.residuals / fit.noise, ".", ms=1.5, label="with damper")
 axes[0].plot(np.asarray(ts), no_damper.residuals / fit.noise, ".", ms=1.5,
@@ -229,9 +231,9 @@ def two_phase(x):  # N, of x in mm: 40 N/mm, then 160 N/mm from 1.2 mm
 
 
 ramp = spineid.LoadDisplacementData(x_mm * 1e-3, two_phase(x_mm) + tester_noise())
+knee_law = spineid.LawForm("piecewise_linear", n_nodes=3, free_breakpoints=True)
 for noise_model in ("white", "auto"):
-    tester_fit = spineid.fit_load_law(ramp, "piecewise_linear", n_nodes=3,
-                                      free_breakpoints=True, noise=noise_model)
+    tester_fit = spineid.fit_load_law(ramp, knee_law, noise=noise_model)
     knee, error = tester_fit.derived["node_displacement"][1]
     print(f"{noise_model:6s} knee {knee * 1e3:.4f} +- {error * 1e3:.4f} mm (truth 1.2); "
           f"level: {tester_fit.goodness_of_fit.level}")
@@ -239,7 +241,7 @@ print(tester_fit.goodness_of_fit.summary())
 yielded = spineid.LoadDisplacementData(
     x_mm * 1e-3, np.where(x_mm < 2.4, two_phase(x_mm), two_phase(2.4) + 40.0 * (x_mm - 2.4))
     + tester_noise())
-wrong = spineid.fit_load_law(yielded, "piecewise_linear", n_nodes=3, free_breakpoints=True)
+wrong = spineid.fit_load_law(yielded, knee_law)
 print(wrong.goodness_of_fit.summary())
 spineid.plot_law_fit(wrong, yielded, "wrong_law.png", unit="mm")
 

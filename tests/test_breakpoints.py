@@ -96,10 +96,11 @@ def test_table_fit_escapes_the_wrong_basin_of_the_breakpoint():
     start = [x.min(), 0.6e-3, x.max()]
     # (ordinary least squares: the optimum the brute force finds; the default noise model
     # would weight the smooth residuals of this wrong law by an autoregression)
-    local = spineid.fit_load_law(data, "piecewise_linear", start, free_breakpoints=True,
-                                 solver="lm", noise="white")
-    default = spineid.fit_load_law(data, "piecewise_linear", start, free_breakpoints=True,
-                                   noise="white")
+    local = spineid.fit_load_law(data,
+                                 spineid.LawForm("piecewise_linear", start,
+                                                 free_breakpoints=True), solver="lm", noise="white")
+    default = spineid.fit_load_law(data, spineid.LawForm("piecewise_linear", start,
+                                                         free_breakpoints=True), noise="white")
     grid_cost, grid_breakpoint = brute_force(x, y, np.linspace(x.min(), x.max(), 6001)[1:-1])
 
     def sum_of_squares(fit):
@@ -117,29 +118,69 @@ def test_table_fit_escapes_the_wrong_basin_of_the_breakpoint():
     assert default.accepted is False and local.accepted is False
     # ... and so under the default noise model, whose autoregression takes up the misfit's
     # correlation but not its size.
-    assert spineid.fit_load_law(data, "piecewise_linear", start,
-                                free_breakpoints=True).accepted is False
+    form = spineid.LawForm("piecewise_linear", start, free_breakpoints=True)
+    assert spineid.fit_load_law(data, form).accepted is False
     # The default is the variable projection, named or given as an object.
     for solver in ("varpro", spineid.VariableProjection()):
-        again = spineid.fit_load_law(data, "piecewise_linear", start, free_breakpoints=True,
-                                     solver=solver, noise="white")
+        again = spineid.fit_load_law(data,
+                                     spineid.LawForm("piecewise_linear", start,
+                                                     free_breakpoints=True), solver=solver,
+                                     noise="white")
         np.testing.assert_allclose(again.values, default.values, rtol=1e-12)
 
 
-@pytest.mark.parametrize("arguments, error, message", [
-    (dict(kind="polynomial", solver="varpro"), ValueError, "has none"),
-    (dict(kind="piecewise_linear", solver=spineid.VariableProjection()), ValueError,
+@pytest.mark.parametrize("form, options, error, message", [
+    (dict(kind="polynomial"), dict(solver="varpro"), ValueError, "has none"),
+    (dict(n_nodes=3), dict(solver=spineid.VariableProjection()), ValueError,
      "free_breakpoints=False"),
-    (dict(kind="piecewise_linear", solver="scipy"), ValueError, "VariableProjection"),
-    (dict(kind="piecewise_linear", solver=spineid.Adam()), ValueError, "LevenbergMarquardt"),
-    (dict(kind="polynomial", degree=0), ValueError, "degree 0"),
-    (dict(kind="polynomial", degree=-2), ValueError, "degree -2"),
+    (dict(n_nodes=3), dict(solver="scipy"), ValueError, "VariableProjection"),
+    (dict(n_nodes=3), dict(solver=spineid.Adam()), ValueError, "LevenbergMarquardt"),
+    (dict(kind="polynomial", degree=0), {}, ValueError, "degree 0"),
+    (dict(kind="polynomial", degree=-2), {}, ValueError, "degree -2"),
+    (dict(kind="polynomial", n_nodes=3), {}, ValueError, "n_nodes does not apply"),
+    (dict(kind="tan_cos", smoothing=0.1, free_breakpoints=True), {}, ValueError,
+     "free_breakpoints, smoothing do not apply"),
+    (dict(kind="monotone_cubic", degree=2), {}, ValueError, "degree is polynomial's"),
+    (dict(kind="spline"), {}, ValueError, "expected one of"),
+    (dict(nodes=[0.0, 0.0, 1e-3]), {}, ValueError, "increasing"),
+    (dict(smoothing=-1.0), {}, ValueError, "smoothing -1"),
+    (dict(n_nodes=3), dict(free_breakpoints=True), ValueError, "option of spineid.LawForm"),
+    (dict(n_nodes=3), dict(rate_window=3), ValueError, "option of spineid.LawDynamics"),
+    (dict(n_nodes=3), dict(nodez=3), TypeError, "nodez"),
+    (dict(n_nodes=3), dict(dynamics=dict(damping=True)), ValueError, "LawDynamics"),
 ])
-def test_law_fit_solver_refusals_name_the_argument(arguments, error, message):
+def test_law_fit_refusals_name_the_argument(form, options, error, message):
     x = np.linspace(0.0, 1e-3, 50)
     data = spineid.LoadDisplacementData(x, 1e4 * x)
     with pytest.raises(error, match=message):
-        spineid.fit_load_law(data, n_nodes=3, **arguments)
+        spineid.fit_load_law(data, spineid.LawForm(**form), **options)
+
+
+@pytest.mark.parametrize("dynamics, message", [
+    (dict(rate_window=4), "odd"), (dict(rate_window=0), "rate_window 0"),
+    (dict(inertia=-1.0), "inertia -1"), (dict(inertia=float("nan")), "inertia nan"),
+])
+def test_bad_dynamics_are_refused(dynamics, message):
+    with pytest.raises(ValueError, match=message):
+        spineid.LawDynamics(**dynamics)
+
+
+def test_a_law_form_fits_every_record_alike_and_its_kind_alone_is_its_defaults():
+    # One form for a batch: the fits equal those of the form rebuilt for each record.
+    rng = np.random.default_rng(5)
+    x = np.linspace(0.0, 2e-3, 80)
+    records = [spineid.LoadDisplacementData(x, 5e3 * x + 40e3 * np.maximum(x - 0.8e-3, 0)
+                                            + 0.2 * rng.standard_normal(x.size))
+               for _ in range(2)]
+    form = spineid.LawForm(n_nodes=3, free_breakpoints=True)
+    for data in records:
+        shared = spineid.fit_load_law(data, form, noise=0.2)
+        again = spineid.fit_load_law(data, spineid.LawForm("piecewise_linear", n_nodes=3,
+                                                           free_breakpoints=True), noise=0.2)
+        np.testing.assert_array_equal(shared.values, again.values)
+    polynomial = [spineid.fit_load_law(records[0], law, noise=0.2)
+                  for law in ("polynomial", spineid.LawForm("polynomial", degree=3))]
+    np.testing.assert_array_equal(polynomial[0].values, polynomial[1].values)
 
 
 def test_variable_projection_takes_only_a_levenberg_marquardt():
@@ -153,8 +194,8 @@ def test_table_fit_of_a_two_phase_test_is_exact_and_explains_it():
     rng = np.random.default_rng(8)
     x = np.sort(rng.uniform(0.0, 2e-3, N))
     y = 5e3 * x + 45e3 * np.maximum(x - 0.7e-3, 0) + 0.2 * rng.standard_normal(N)
-    fit = spineid.fit_load_law(spineid.LoadDisplacementData(x, y), "piecewise_linear",
-                               n_nodes=3, free_breakpoints=True, noise=0.2)
+    fit = spineid.fit_load_law(spineid.LoadDisplacementData(x, y), spineid.LawForm(
+        "piecewise_linear", n_nodes=3, free_breakpoints=True), noise=0.2)
     assert fit.method.startswith("exact") and fit.explains_data
     (breakpoint, error), = fit.derived["node_displacement"][1:2]
     assert abs(breakpoint - 0.7e-3) < 4 * error

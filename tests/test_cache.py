@@ -70,8 +70,8 @@ logging.getLogger("jax._src.compiler").setLevel(logging.DEBUG)
 import spineid
 x = np.linspace(0.0, 3e-3, 500)
 y = 1e4 * x + 3e4 * np.maximum(x - 1e-3, 0) + np.sin(7919.0 * x)
-spineid.fit_load_law(spineid.LoadDisplacementData(x, y), n_nodes=3, free_breakpoints=True,
-                      solver="lm")
+spineid.fit_load_law(spineid.LoadDisplacementData(x, y),
+                     spineid.LawForm(n_nodes=3, free_breakpoints=True), solver="lm")
 """
     # (The law fit runs spineid's Levenberg-Marquardt solver object, as a trajectory fit does:
     # the same compiled solve, `_levenberg_marquardt_arrays`.)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import odr
 
-from spineid import fit_load_law
+from spineid import fit_load_law, LawForm
 from spineid.io._measurements import LoadDisplacementData
 
 SX, SY = 0.05e-3, 2.0  # m (the displacement's noise), N (the load's)
@@ -29,7 +29,7 @@ def orthogonal_distance(data, function, start):
 def test_a_straight_line_is_orthogonal_distance_regression():
     data = record(np.random.default_rng(0), lambda x: 10.0 + 80e3 * x)
     ends = [data.displacement.min(), data.displacement.max()]
-    fit = fit_load_law(data, "piecewise_linear", nodes=ends, noise=SY, displacement_noise=SX)
+    fit = fit_load_law(data, LawForm("piecewise_linear", ends), noise=SY, displacement_noise=SX)
     (intercept, slope), errors = orthogonal_distance(
         data, lambda b, x: b[0] + b[1] * x, [0.0, 7e4])
     np.testing.assert_allclose(fit.derived["slopes"][0][0], slope, rtol=1e-6)
@@ -41,7 +41,7 @@ def test_a_straight_line_is_orthogonal_distance_regression():
     assert fit.goodness_of_fit.level == "explains"
     # Ignoring the displacement noise attenuates the slope (by 3 of its errors here) and
     # states a third of its error.
-    plain = fit_load_law(data, "piecewise_linear", nodes=ends, noise=SY)
+    plain = fit_load_law(data, LawForm("piecewise_linear", ends), noise=SY)
     assert slope - plain.derived["slopes"][0][0] > 0.5 * errors[1]
     assert plain.derived["slopes"][0][1] < 0.6 * errors[1]
 
@@ -55,7 +55,7 @@ def test_a_two_phase_law_approximates_orthogonal_distance_regression():
     rng = np.random.default_rng(1)
     data = record(rng, two_phase, n=600)
     nodes = [data.displacement.min(), knee, data.displacement.max()]
-    fit = fit_load_law(data, "piecewise_linear", nodes=nodes, noise=SY, displacement_noise=SX)
+    fit = fit_load_law(data, LawForm("piecewise_linear", nodes), noise=SY, displacement_noise=SX)
     beta, errors = orthogonal_distance(
         data, lambda b, x: two_phase(x, b[1], b[2], b[0]), [0.0, 3e4, 1.2e5])
     slopes = np.array([value for value, _ in fit.derived["slopes"]])
@@ -67,7 +67,7 @@ def test_a_two_phase_law_approximates_orthogonal_distance_regression():
     assert np.all(np.abs(slopes - beta[1:]) < 2.0 * errors[1:])
     assert fit.goodness_of_fit.level == "explains"
     # The load noise estimated beside the displacement noise given.
-    estimated = fit_load_law(data, "piecewise_linear", nodes=nodes, displacement_noise=SX)
+    estimated = fit_load_law(data, LawForm("piecewise_linear", nodes), displacement_noise=SX)
     assert estimated.noise_estimated and 0.7 * SY < estimated.noise < 1.3 * SY
     assert estimated.accepted
 
@@ -80,10 +80,10 @@ def test_calibrated_errors_in_both_variables_over_repetitions():
     for _ in range(40):
         data = record(rng, lambda x: 120e3 * x, n=200)
         ends = [data.displacement.min(), data.displacement.max()]
-        fit = fit_load_law(data, "piecewise_linear", nodes=ends, noise=SY, displacement_noise=SX)
+        fit = fit_load_law(data, LawForm("piecewise_linear", ends), noise=SY, displacement_noise=SX)
         values.append(fit.derived["slopes"][0][0])
         errors.append(fit.derived["slopes"][0][1])
-        plain_errors.append(fit_load_law(data, "piecewise_linear", nodes=ends, noise=SY)
+        plain_errors.append(fit_load_law(data, LawForm("piecewise_linear", ends), noise=SY)
                             .derived["slopes"][0][1])
     spread = np.std(values)
     assert 0.75 < spread / np.mean(errors) < 1.3
@@ -98,7 +98,7 @@ def test_calibrated_errors_in_both_variables_over_repetitions():
 def test_bad_displacement_noise_is_refused(options, message):
     data = record(np.random.default_rng(3), lambda x: 80e3 * x)
     with pytest.raises(ValueError, match=message):
-        fit_load_law(data, "piecewise_linear", n_nodes=2, **options)
+        fit_load_law(data, LawForm("piecewise_linear", n_nodes=2), **options)
 
 
 def test_the_table_verb_takes_the_displacement_noise(tmp_path, capsys):
@@ -114,7 +114,8 @@ def test_the_table_verb_takes_the_displacement_noise(tmp_path, capsys):
     assert main([*arguments, "--out", str(tmp_path / "out"), "--displacement-noise", "5e-5"]) == 0
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     ends = [data.displacement.min(), data.displacement.max()]
-    expected = fit_load_law(data, "piecewise_linear", nodes=ends, noise=SY, displacement_noise=SX)
+    expected = fit_load_law(data, LawForm("piecewise_linear", ends), noise=SY,
+                            displacement_noise=SX)
     slope = report["derived"]["slopes"][0]
     assert report["displacement_noise"] == 5e-5
     np.testing.assert_allclose(slope["value"], expected.derived["slopes"][0][0], rtol=1e-8)

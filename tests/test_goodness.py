@@ -105,20 +105,24 @@ def two_phase_data(rng, noise):
 def test_load_law_verdict_tells_a_missing_breakpoint():
     rng = np.random.default_rng(11)
     data = two_phase_data(rng, 0.05)
-    right = spineid.fit_load_law(data, "piecewise_linear", np.array([-0.1, 0.02, 0.1]))
+    right = spineid.fit_load_law(data,
+                                 spineid.LawForm("piecewise_linear", np.array([-0.1, 0.02, 0.1])))
     assert right.explains_data is True
-    one_phase = spineid.fit_load_law(data, "piecewise_linear", np.array([-0.1, 0.1]))
+    one_phase = spineid.fit_load_law(data,
+                                     spineid.LawForm("piecewise_linear", np.array([-0.1, 0.1])))
     assert one_phase.explains_data is False
     # (the default noise model's autoregression takes up the residuals' correlation; the
     # smooth misfit's size is what flags the missing phase)
     assert one_phase.goodness_of_fit.level == "does_not_describe"
     assert one_phase.report()["goodness_of_fit"]["misfit"]["load"]["fraction_of_range"] > 0.05
-    white = spineid.fit_load_law(data, "piecewise_linear", np.array([-0.1, 0.1]), noise="white")
+    white = spineid.fit_load_law(data, spineid.LawForm("piecewise_linear", np.array([-0.1, 0.1])),
+                                 noise="white")
     assert white.report()["goodness_of_fit"]["whiteness"]["load"]["p_value"] < ALPHA
     # The same records in another row order: the verdict follows the displacement.
     order = rng.permutation(data.displacement.size)
     shuffled = spineid.LoadDisplacementData(data.displacement[order], data.load[order])
-    again = spineid.fit_load_law(shuffled, "piecewise_linear", np.array([-0.1, 0.1]))
+    again = spineid.fit_load_law(shuffled,
+                                 spineid.LawForm("piecewise_linear", np.array([-0.1, 0.1])))
     assert again.explains_data is False
 
 
@@ -127,9 +131,12 @@ def test_aic_with_the_noise_estimated_tells_models_apart_as_lmfit_would():
     # model; the AIC must come from the raw residuals (lmfit's unweighted `n ln(RSS / n) + 2 p`).
     rng = np.random.default_rng(12)
     data = two_phase_data(rng, 0.05)
-    fits = {"two phases": spineid.fit_load_law(data, "piecewise_linear",
-                                               np.array([-0.1, 0.02, 0.1])),
-            "one phase": spineid.fit_load_law(data, "piecewise_linear", np.array([-0.1, 0.1]))}
+    fits = {"two phases": spineid.fit_load_law(data,
+                                               spineid.LawForm("piecewise_linear",
+                                                               np.array([-0.1, 0.02, 0.1]))),
+            "one phase": spineid.fit_load_law(data,
+                                              spineid.LawForm("piecewise_linear",
+                                                              np.array([-0.1, 0.1])))}
     aic = {}
     for name, fit in fits.items():
         gof = fit.goodness_of_fit

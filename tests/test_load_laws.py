@@ -223,8 +223,9 @@ def quasi_static(noise, seed=0):
 def test_phases_recovered_from_a_quasi_static_test_with_calibrated_errors():
     data, law = quasi_static(0.05)
     start = np.radians([-5.8, -4.5, -2.0, 2.2, 6.4, 8.5])
-    fit = spineid.fit_load_law(data, "piecewise_linear", start, free_breakpoints=True,
-                               smoothing=0.002)
+    fit = spineid.fit_load_law(data,
+                               spineid.LawForm("piecewise_linear", start, free_breakpoints=True,
+                                               smoothing=0.002))
     assert fit.converged
     nodes = np.asarray(fit.law.displacement)
     breakpoints = nodes[1:-1] / DEG
@@ -263,8 +264,10 @@ def test_dynamic_loop_of_fig_4_24_gives_back_the_phases_and_the_damper():
     inertia = float(model.upper.inertia + model.upper.mass * arm @ arm)
     data = spineid.LoadDisplacementData(angle, moment, ts)
     start = np.radians([-5.8, -4.6, -2.0, 2.2, 6.4, 8.5])
-    fit = spineid.fit_load_law(data, "piecewise_linear", start, free_breakpoints=True,
-                               smoothing=0.002, damping=True, inertia=inertia)
+    fit = spineid.fit_load_law(data,
+                               spineid.LawForm("piecewise_linear", start, free_breakpoints=True,
+                                               smoothing=0.002),
+                               dynamics=spineid.LawDynamics(damping=True, inertia=inertia))
     np.testing.assert_allclose(np.asarray(fit.law.displacement)[1:-1] / DEG,
                                L5_S1_NODES_DEG[1:-1], atol=0.03)
     assert abs(fit.damping - 10.0) < 0.05
@@ -276,12 +279,12 @@ def test_an_exact_fit_is_never_judged_as_not_explaining_the_data():
     # 1e-6 of the load is noise, and is judged as such.
     x = np.linspace(-0.1, 0.1, 50)
     exact = spineid.fit_load_law(spineid.LoadDisplacementData(x, np.full(50, 2.0)),
-                                 "piecewise_linear", n_nodes=3)
+                                 spineid.LawForm("piecewise_linear", n_nodes=3))
     assert exact.goodness_of_fit.level == "explains"
     assert "an exact fit" in exact.summary() and not exact.goodness_of_fit.misfit
     noisy = spineid.fit_load_law(spineid.LoadDisplacementData(
-        x, 2.0 + 2e-6 * np.random.default_rng(1).normal(size=50)), "piecewise_linear",
-        n_nodes=3)
+        x, 2.0 + 2e-6 * np.random.default_rng(1).normal(size=50)),
+        spineid.LawForm("piecewise_linear", n_nodes=3))
     assert "an exact fit" not in noisy.summary()
     assert noisy.noise == pytest.approx(2e-6, rel=0.4)
 
@@ -399,8 +402,8 @@ def test_polynomial_law_fit_is_the_linear_least_squares_solution(solver):
     rng = np.random.default_rng(0)
     x = np.linspace(-1e-3, 1e-3, 400)
     y = 0.1 * (x / 1e-3) + 0.05 * (x / 1e-3) ** 3 + 1e-6 * rng.standard_normal(400)
-    fit = spineid.fit_load_law(spineid.LoadDisplacementData(x, y), "polynomial", degree=3,
-                               solver=solver)
+    fit = spineid.fit_load_law(spineid.LoadDisplacementData(x, y),
+                               spineid.LawForm("polynomial", degree=3), solver=solver)
     powers = np.stack([x, x**2, x**3], axis=1)
     exact, *_ = np.linalg.lstsq(powers, y, rcond=None)
     residual = y - powers @ exact
@@ -413,8 +416,8 @@ def test_table_nodes_must_be_fewer_than_points_and_extrapolation_is_said():
     x = np.linspace(0.0, 1e-3, 20)
     data = spineid.LoadDisplacementData(x, 1e4 * x)
     with pytest.raises(ValueError, match="20 nodes for 20 data points"):
-        spineid.fit_load_law(data, n_nodes=20)
-    fit = spineid.fit_load_law(data, nodes=[0.0, 0.5e-3, 2e-3])
+        spineid.fit_load_law(data, spineid.LawForm(n_nodes=20))
+    fit = spineid.fit_load_law(data, spineid.LawForm(nodes=[0.0, 0.5e-3, 2e-3]))
     assert any("outside the data" in w and "0.002" in w for w in fit.warnings)
 
 
@@ -429,10 +432,12 @@ def test_records_of_different_lengths_share_one_compilation_and_stay_exact(caplo
         x = np.linspace(-1e-3, 1e-3, n)
         return x, 0.1 * (x / 1e-3) + 0.05 * (x / 1e-3) ** 3 + 1e-3 * rng.standard_normal(n)
 
-    spineid.fit_load_law(spineid.LoadDisplacementData(*record(1400)), "polynomial", degree=3)
+    spineid.fit_load_law(spineid.LoadDisplacementData(*record(1400)),
+                         spineid.LawForm("polynomial", degree=3))
     x, y = record(1500)
     with jax.log_compiles(), caplog.at_level(logging.WARNING):
-        fit = spineid.fit_load_law(spineid.LoadDisplacementData(x, y), "polynomial", degree=3)
+        fit = spineid.fit_load_law(spineid.LoadDisplacementData(x, y),
+                                   spineid.LawForm("polynomial", degree=3))
     compiled = [r.getMessage() for r in caplog.records if "ompil" in r.getMessage()]
     assert not compiled, compiled
     powers = np.stack([x, x**2, x**3], axis=1)
@@ -451,7 +456,8 @@ def test_the_law_figure_speaks_the_units_the_columns_came_in():
     # "displacement [deg]" over metres read as radians, and a load without a unit).
     path = sorted(spineid.dataset_path("lab_shear_tests").glob("*.csv"))[0]
     data = spineid.io.read_load_displacement(path, displacement="Disp_mm", load="Force_N")
-    fit = spineid.fit_load_law(data, "piecewise_linear", n_nodes=3, free_breakpoints=True)
+    fit = spineid.fit_load_law(data, spineid.LawForm("piecewise_linear", n_nodes=3,
+                                                     free_breakpoints=True))
     figure = spineid.plot_law_fit(fit, data, None)
     load_axis, residual_axis = figure.axes[:2]
     assert load_axis.get_ylabel() == "load [N]"

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from spineid import AR, fit_load_law, White
+from spineid import AR, fit_load_law, LawForm, White
 from spineid.cli import main
 from spineid.identify._common._goodness import assess_fit, smooth_misfit
 from spineid.identify._common._failure import FAILED_RESIDUAL
@@ -142,7 +142,7 @@ def test_a_law_at_fixed_nodes_is_statsmodels_glsar_under_the_fitted_noise(noise)
     # errors its OLS HAC errors.
     data, nodes, X = _law_at_fixed_nodes(np.random.default_rng(5))
     y, n = data.load, data.load.size
-    fit = fit_load_law(data, "piecewise_linear", nodes, monotone=False, noise=noise)
+    fit = fit_load_law(data, LawForm("piecewise_linear", nodes, monotone=False), noise=noise)
     phi = np.array(fit.goodness_of_fit.noise_model["load"]["coefficients"])
     assert phi.size == (2 if noise == "ar:2" else phi.size) and phi.size >= 1
     peer = GLSAR(y, X, rho=phi).fit()
@@ -161,7 +161,7 @@ def test_a_law_under_coefficients_given_is_statsmodels_glsar_at_them(noise):
     # estimated, and the fit is statsmodels' GLSAR at exactly those coefficients.
     rng = np.random.default_rng(5)
     data, nodes, X = _law_at_fixed_nodes(rng)
-    fit = fit_load_law(data, "piecewise_linear", nodes, monotone=False, noise=noise)
+    fit = fit_load_law(data, LawForm("piecewise_linear", nodes, monotone=False), noise=noise)
     assert fit.goodness_of_fit.noise_model["load"]["coefficients"] == [0.5, 0.2]
     peer = GLSAR(data.load, X, rho=[0.5, 0.2]).fit()
     np.testing.assert_allclose(fit.values, peer.params, rtol=0, atol=1e-8)
@@ -169,7 +169,7 @@ def test_a_law_under_coefficients_given_is_statsmodels_glsar_at_them(noise):
     # The verdict whitens by the coefficients given: right ones explain the data (the noise
     # a small part of the range, as a tester's), wrong ones leave the innovations correlated.
     levels = [fit_load_law(_law_at_fixed_nodes(rng, sd=0.01, coefficients=[0.9])[0],
-                           "piecewise_linear", nodes, monotone=False,
+                           LawForm("piecewise_linear", nodes, monotone=False),
                            noise=given).goodness_of_fit for given in ("phi:0.9", "phi:0.05")]
     assert levels[0].level == "explains"
     assert levels[1].level != "explains" and levels[1].explains_data is False
@@ -183,8 +183,8 @@ def test_a_law_under_coefficients_given_is_statsmodels_glsar_at_them(noise):
 def test_coefficients_the_data_cannot_take_are_refused(noise, options, message):
     x = np.linspace(0, 1, 45)
     with pytest.raises(ValueError, match=message):
-        fit_load_law(LoadDisplacementData(displacement=x, load=x), "polynomial", degree=1,
-                     noise=noise, **options)
+        fit_load_law(LoadDisplacementData(displacement=x, load=x),
+                     LawForm("polynomial", degree=1), noise=noise, **options)
     with pytest.raises(ValueError, match="not both"):
         AR(1, coefficients=(0.5,))
 
@@ -201,8 +201,8 @@ def test_a_right_law_under_correlated_noise_is_accepted_with_errors_that_cover()
     rng = np.random.default_rng(7)
     covered, levels = [], []
     for _ in range(6):
-        fit = fit_load_law(_tester(rng, _phases), "piecewise_linear", n_nodes=3,
-                           free_breakpoints=True)
+        fit = fit_load_law(_tester(rng, _phases),
+                           LawForm("piecewise_linear", n_nodes=3, free_breakpoints=True))
         knee = fit.derived["node_displacement"][1]
         covered.append(abs(knee[0] - 0.7e-3) < 2.5 * knee[1])
         levels.append(fit.goodness_of_fit.level)
@@ -215,9 +215,9 @@ def test_white_errors_understate_what_the_noise_model_states():
     # AR(1) at 0.6: the errors of generalized least squares are about sqrt(1.6 / 0.4) = 2
     # times those computed as if the noise were white.
     data = _tester(np.random.default_rng(8), _phases)
-    white = fit_load_law(data, "piecewise_linear", n_nodes=3, free_breakpoints=True,
+    white = fit_load_law(data, LawForm("piecewise_linear", n_nodes=3, free_breakpoints=True),
                          noise="white")
-    auto = fit_load_law(data, "piecewise_linear", n_nodes=3, free_breakpoints=True)
+    auto = fit_load_law(data, LawForm("piecewise_linear", n_nodes=3, free_breakpoints=True))
     ratio = auto.stderr / white.stderr
     assert np.all((ratio > 1.5) & (ratio < 2.7)), ratio
     assert white.goodness_of_fit.explains_data is False  # (its residuals are not white)
@@ -232,21 +232,22 @@ def test_a_slightly_curved_law_is_described_and_a_missed_phase_is_flagged():
     def yielding(x):  # a third phase (a yield) the two-phase law cannot follow
         return np.where(x < 2.2, _phases(x), _phases(2.2) + 0.5 * (x - 2.2))
 
-    described = fit_load_law(_tester(rng, curved, sd=0.004), "piecewise_linear", n_nodes=3,
-                             free_breakpoints=True)
+    described = fit_load_law(_tester(rng, curved, sd=0.004),
+                             LawForm("piecewise_linear", n_nodes=3, free_breakpoints=True))
     misfit = described.goodness_of_fit.misfit["load"]
     # (an autoregression of high order takes up much of a smooth bend, so the line between
     # "explains" and "describes" is drawn weakly there; the size of the misfit is what counts)
     assert described.goodness_of_fit.level in ("explains", "describes") and described.accepted
     assert 0.003 < misfit["fraction_of_range"] < 0.02
-    flagged = fit_load_law(_tester(rng, yielding, sd=0.004), "piecewise_linear", n_nodes=3,
-                           free_breakpoints=True)
+    flagged = fit_load_law(_tester(rng, yielding, sd=0.004),
+                           LawForm("piecewise_linear", n_nodes=3, free_breakpoints=True))
     assert flagged.goodness_of_fit.level == "does_not_describe" and not flagged.accepted
     assert flagged.goodness_of_fit.misfit["load"]["fraction_of_range"] > 0.02
     assert "does NOT describe" in flagged.summary()
     # A lab that tolerates such a misfit says so
-    assert fit_load_law(_tester(rng, yielding, sd=0.004), "piecewise_linear", n_nodes=3,
-                        free_breakpoints=True, max_misfit=0.2).accepted
+    assert fit_load_law(_tester(rng, yielding, sd=0.004),
+                        LawForm("piecewise_linear", n_nodes=3, free_breakpoints=True),
+                        max_misfit=0.2).accepted
 
 
 def test_the_smooth_misfit_test_keeps_its_false_alarm_rate_under_correlated_noise():
@@ -295,10 +296,10 @@ def test_pure_noise_on_a_channel_that_moves_little_is_no_misfit_too_large():
 def test_a_noise_model_the_data_cannot_support_is_refused(noise, message):
     x = np.linspace(0, 1, 45)
     with pytest.raises(ValueError, match=message):
-        fit_load_law(LoadDisplacementData(displacement=x, load=x), "polynomial", degree=1,
+        fit_load_law(LoadDisplacementData(displacement=x, load=x), LawForm("polynomial", degree=1),
                      noise=noise)
     with pytest.raises(ValueError, match="max_misfit"):
-        fit_load_law(LoadDisplacementData(displacement=x, load=x), "polynomial", degree=1,
+        fit_load_law(LoadDisplacementData(displacement=x, load=x), LawForm("polynomial", degree=1),
                      max_misfit=0.0)
     with pytest.raises(ValueError, match="order"):
         AR(0)
@@ -356,8 +357,8 @@ def test_unevenly_sampled_records_are_refused_an_autoregression_or_taken_as_whit
     data = LoadDisplacementData(displacement=x, load=2e4 * x + rng.normal(0, 0.05, 300),
                                 time=time)
     with pytest.raises(ValueError, match="not evenly spaced in time"):
-        fit_load_law(data, "polynomial", degree=1, noise="ar:1")
-    fit = fit_load_law(data, "polynomial", degree=1)
+        fit_load_law(data, LawForm("polynomial", degree=1), noise="ar:1")
+    fit = fit_load_law(data, LawForm("polynomial", degree=1))
     assert fit.goodness_of_fit.noise_model["load"]["order"] == 0
     assert any("not evenly spaced" in warning for warning in fit.warnings)
 
@@ -369,7 +370,7 @@ def test_a_table_without_time_is_whitened_in_the_order_of_its_displacement():
     order = np.random.default_rng(15).permutation(data.displacement.size)
     shuffled = LoadDisplacementData(displacement=data.displacement[order],
                                     load=data.load[order])
-    fits = [fit_load_law(d, "piecewise_linear", n_nodes=3, free_breakpoints=True,
+    fits = [fit_load_law(d, LawForm("piecewise_linear", n_nodes=3, free_breakpoints=True),
                          noise="ar:1") for d in (data, shuffled)]
     # (to the noise's settling: its estimate is final within 2%)
     np.testing.assert_allclose(fits[1].values, fits[0].values, rtol=1e-6)

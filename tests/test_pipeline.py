@@ -129,7 +129,7 @@ def test_a_law_fit_is_one_result_and_cannot_be_changed():
     x = np.linspace(0.0, 1e-3, 60)
     data = spineid.LoadDisplacementData(
         x, 2e4 * x + np.random.default_rng(3).normal(0.0, 0.05, x.size))
-    fit = spineid.fit_load_law(data, "polynomial", degree=1)
+    fit = spineid.fit_load_law(data, spineid.LawForm("polynomial", degree=1))
     report = fit.report()
     for key in ("converged", "cost", "n_data", "seconds", "warnings", "goodness_of_fit"):
         assert key in report
@@ -244,8 +244,8 @@ def test_a_load_law_is_recovered_by_every_solver_it_takes(solver):
     rng = np.random.default_rng(11)
     x = np.linspace(-2e-3, 2e-3, 200)
     load = 3e4 * x + 2e9 * x**3 + rng.normal(0.0, 0.5, x.size)
-    fit = spineid.fit_load_law(spineid.LoadDisplacementData(x, load), "polynomial", degree=3,
-                               noise=0.5, solver=solver)
+    fit = spineid.fit_load_law(spineid.LoadDisplacementData(x, load),
+                               spineid.LawForm("polynomial", degree=3), noise=0.5, solver=solver)
     powers = np.stack([x, x**2, x**3], axis=1)
     exact = scipy.linalg.lstsq(powers, load)[0]
     np.testing.assert_allclose(fit.values, exact, rtol=1e-7, atol=1e-9 * np.abs(exact).max())

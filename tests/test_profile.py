@@ -24,8 +24,9 @@ def two_phase(n=400, seed=8):
 
 def test_profile_is_the_cramer_rao_interval_on_a_linear_problem():
     # A table at fixed nodes, not forced monotone: the loads enter linearly.
-    fit = spineid.fit_load_law(two_phase(), "piecewise_linear", [0.0, 0.7e-3, 2e-3],
-                               monotone=False, noise=0.2)
+    fit = spineid.fit_load_law(two_phase(),
+                               spineid.LawForm("piecewise_linear", [0.0, 0.7e-3, 2e-3],
+                                               monotone=False), noise=0.2)
     for name in fit.names:
         profile = fit.profile(name)
         assert profile.threshold == pytest.approx(3.8415, abs=1e-4)
@@ -48,7 +49,8 @@ def test_profile_is_the_cramer_rao_interval_on_a_linear_problem():
 def test_profile_of_a_fit_that_does_not_explain_the_data_says_it_means_nothing():
     # One straight line through two-phase data: the interval would be computed as usual, but
     # the likelihood it comes from assumes a model that explains the data.
-    fit = spineid.fit_load_law(two_phase(), "piecewise_linear", [0.0, 2e-3], monotone=False,
+    fit = spineid.fit_load_law(two_phase(),
+                               spineid.LawForm("piecewise_linear", [0.0, 2e-3], monotone=False),
                                noise=0.2)
     assert fit.explains_data is False
     profile = fit.profile(fit.names[-1])
@@ -116,8 +118,8 @@ def test_a_bound_ends_the_interval_where_the_data_do_not():
     rng = np.random.default_rng(3)
     x = np.sort(rng.uniform(0.0, 2e-3, 200))
     y = 5e3 * x - 4.95e3 * np.maximum(x - 1.0e-3, 0) + 0.2 * rng.standard_normal(200)
-    fit = spineid.fit_load_law(spineid.LoadDisplacementData(x, y), "piecewise_linear",
-                               [0.0, 1.0e-3, 2e-3], noise=0.2)
+    fit = spineid.fit_load_law(spineid.LoadDisplacementData(x, y),
+                               spineid.LawForm("piecewise_linear", [0.0, 1.0e-3, 2e-3]), noise=0.2)
     i = fit.names.index("rise[2]")
     assert 0 < fit.values[i] < 2 * fit.stderr[i]
     profile = fit.profile("rise[2]")

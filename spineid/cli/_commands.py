@@ -20,6 +20,8 @@ from ..identify import (
     RecoveryProblem,
     fit,
     fit_load_law,
+    LawDynamics,
+    LawForm,
     fit_segment,
     fit_stiffness_matrix,
     recover,
@@ -358,13 +360,13 @@ def command_table(arguments) -> int:
     _print_columns([], read)
     print(f"fitting a {arguments.law} law to {len(data.load)} points of {arguments.data}",
           flush=True)
-    result = fit_load_law(
-        data, arguments.law, numbers_argument(arguments.nodes, "--nodes"),
-        n_nodes=arguments.n_nodes, free_breakpoints=arguments.free_breakpoints,
-        smoothing=arguments.smoothing, monotone=not arguments.not_monotone,
-        degree=arguments.degree, damping=arguments.damping, inertia=arguments.inertia,
-        noise=noise.get("load", arguments.noise_model), max_misfit=max_misfit,
-        solver=arguments.solver, displacement_noise=noise.get("displacement"))
+    law = LawForm(arguments.law, numbers_argument(arguments.nodes, "--nodes"),
+                  n_nodes=arguments.n_nodes, free_breakpoints=arguments.free_breakpoints,
+                  smoothing=arguments.smoothing, monotone=not arguments.not_monotone,
+                  degree=arguments.degree)
+    result = fit_load_law(data, law, dynamics=LawDynamics(arguments.damping, arguments.inertia),
+                          noise=noise.get("load", arguments.noise_model), max_misfit=max_misfit,
+                          solver=arguments.solver, displacement_noise=noise.get("displacement"))
     out = arguments.output
     refuse_non_finite(result.report(), "law fit")  # before the first file is written
     contents = dict(result.report(), data=[{"source": data.source, "read_as": data.read_as}],

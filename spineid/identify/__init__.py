@@ -56,6 +56,7 @@ from ._kinds._stiffness_fit import (
     fit_stiffness_matrix as fit_stiffness_matrix,
     StiffnessFit as StiffnessFit,
 )
+from ._kinds._law_form import LawDynamics as LawDynamics, LawForm as LawForm
 from ._kinds._table_fit import fit_load_law as fit_load_law, LawFit as LawFit
 from ._recovery._recover import recover as recover, recover_grid as recover_grid
 from ._recovery._recovery_problem import (

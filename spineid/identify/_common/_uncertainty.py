@@ -191,22 +191,6 @@ def correlation_matrix(covariance: np.ndarray, stderr: np.ndarray) -> np.ndarray
         return np.asarray(covariance, dtype=float) / np.outer(stderr, stderr)
 
 
-def bounded_fisher_analysis(jacobian: np.ndarray, values: np.ndarray, transform, names: list[str]
-                            ) -> tuple[np.ndarray, Identifiability, np.ndarray]:
-    """`fisher_analysis` of a fit whose parameters map through a `Transform`: parameters within
-    1e-4 of their starting distance from a bound are left out, and each parameter's scale is
-    the larger of its value and that distance.
-
-    **Returns:** `(covariance, identifiability, on_bound)`; `on_bound` is `(p,)` bool.
-    """
-    values = np.asarray(values, dtype=float)
-    scales = np.maximum(np.abs(values), np.asarray(transform.scale))
-    on_bound = transform.at_bound(values, relative=1e-4)
-    covariance, identifiability = fisher_analysis(jacobian, values, scales, names,
-                                                  active=~on_bound)
-    return covariance, identifiability, on_bound
-
-
 def newey_west_lags(n: int) -> int:
     """The number of lags of a Newey-West covariance for `n` samples: `floor(4 (n/100)^(2/9))`
     (Newey and West 1994)."""

@@ -37,9 +37,10 @@ from ...io._model_file import ModelFile
 from ...models._loads import PLANAR_LOAD_COMPONENTS, SinusoidalLoad
 from ...models._spatial_pair import SPATIAL_LOAD_COMPONENTS
 from ...simulation._simulate import simulate
+from .._common._analysis import value_scales
 from .._common._result_family import json_number
 from .._common._uncertainty import fisher_analysis, RANK_RTOL
-from .._trajectory._objective import _scales, measured_sensitivities, resolved_scales
+from .._trajectory._objective import measured_sensitivities, resolved_scales
 from .._trajectory._problem import FitProblem
 from ._correlation import check_sampling, checked_correlation, design_sensitivities
 from ._linearity import check_linearity, LinearityCheck
@@ -544,7 +545,7 @@ def design(candidates: Sequence[Candidate], free: Sequence[str], noise: dict[str
     # candidates together resolve of it: one SI unit made 11 of the 21 entries of a full
     # bushing matrix look unidentifiable from any protocol.)
     scales = resolved_scales(np.concatenate([jacobians[label] for label in labels]), values,
-                             _scales(values, first.transform()))
+                             value_scales(values, first.transform()))
     information = {label: (jacobians[label] * scales).T @ (jacobians[label] * scales)
                    for label in labels}
     everything = sum(information.values())

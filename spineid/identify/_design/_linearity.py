@@ -14,9 +14,10 @@ import time
 
 import numpy as np
 
+from .._common._analysis import value_scales
 from .._common._result_family import json_number
 from .._common._uncertainty import fisher_analysis, numerical_rank
-from .._trajectory._objective import _scales, resolved_scales
+from .._trajectory._objective import resolved_scales
 from ._correlation import design_sensitivities
 
 LINEARITY_TOLERANCE = 0.2
@@ -49,7 +50,7 @@ def check_linearity(design, distance: float = 2.0, directions: int = 3) -> "Line
     values = np.asarray(design.values, dtype=float)
     nominal = sensitivities(values)
     scales = resolved_scales(nominal, values,
-                             _scales(values, experiments[0][0].transform()))
+                             value_scales(values, experiments[0][0].transform()))
     _, singular, vt = np.linalg.svd(nominal * scales, full_matrices=False)
     rank = numerical_rank(singular)
     if directions > rank:

@@ -56,12 +56,13 @@ import numpy as np
 
 from ..._arrays import floats
 from ...io._model_file import PRIOR_KINDS
+from .._common._analysis import value_scales
 from .._common._goodness import ALPHA, chi_square_sf
 from .._common._result_family import json_number
 from .._common._noise_model import ChannelNoise, coefficient_matrix
 from .._common._uncertainty import fisher_analysis, numerical_rank
 from .._trajectory._fit import _noise_array
-from .._trajectory._objective import _evaluate, _Objective, _scales, forward_objective, resolved_scales
+from .._trajectory._objective import _evaluate, _Objective, forward_objective, resolved_scales
 from .._trajectory._problem import FitProblem
 from .._trajectory._result import FitResult
 from ._diagnostics import diagnostics
@@ -449,7 +450,7 @@ def posterior(problem: FitProblem, *, fit: FitResult | None = None, priors: dict
                      "is stated too small), and its intervals are not to be trusted")
         warnings.warn("posterior: " + notes[-1], RuntimeWarning, stacklevel=2)
     _, identifiability = fisher_analysis(
-        sensitivity, start, resolved_scales(sensitivity, start, _scales(start, transform)),
+        sensitivity, start, resolved_scales(sensitivity, start, value_scales(start, transform)),
         problem.names)
     combinations = []
     for combination in identifiability.combinations:

@@ -28,9 +28,9 @@ import numpy as np
 
 from ...elements._parameters import apply_values
 from ...simulation._simulate import simulate
+from .._common._analysis import value_scales
 from .._common._result_family import json_number
 from .._common._uncertainty import fisher_analysis
-from .._trajectory._objective import _scales
 from .._trajectory._problem import FitProblem
 from ._design import (
     candidate_problem, Candidate, check_limit_values, CRITERIA, measured_data, peak_frequency,
@@ -218,7 +218,7 @@ class ProtocolProblem:
             targets = jnp.asarray([self.names.index(n) for n in criterion])
         kept = jnp.asarray([observed.index(c) for c in candidate.measured])
         sigma = jnp.asarray([noise[c] for c in candidate.measured])
-        self.scales = _scales(self.values, problem.transform())
+        self.scales = value_scales(self.values, problem.transform())
         ts, parameters, values = jnp.asarray(self.times), problem.parameters, self.values
 
         def weighted_prediction(theta, x):

@@ -30,6 +30,7 @@ from ...io._model_file import ModelFile
 from ...models._spatial_pair import SpatialPair
 from ...simulation._equilibrium import equilibrium, equilibrium_change
 from .._common._abstract_objective import AbstractObjective
+from .._common._analysis import analyse_parameters, not_converged_note, physical_jacobian
 from .._common._failure import failed, guarded
 from .._common._goodness import assess_fit
 from .._common._noise import (
@@ -41,7 +42,6 @@ from .._common._noise import (
 )
 from .._common._result_family import AbstractParameterFit
 from .._common._transform import Transform
-from .._common._uncertainty import bounded_fisher_analysis, standard_errors
 from .._solvers import LevenbergMarquardt, MultiStart
 from ._run import check_kind_solver, run_solver
 
@@ -185,40 +185,29 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
             notes.append(unsettled_note(change))
         solution, objective = fits[-1]
         converged, steps = solution.converged, steps + sum(f[0].steps for f in fits)
-    u = solution.value
-    values = np.asarray(transform.to_physical(u))
+    values, jacobian = physical_jacobian(solution.jacobian, solution.value, transform)
     predicted, equilibria = objective.predictions_from(solution.residuals)
-    # Chain rule from u to the physical parameters: d theta / d u is diagonal.
-    slope = np.asarray(jax.vmap(jax.grad(lambda v, i: transform.to_physical(v)[i]),
-                                in_axes=(None, 0))(u, jnp.arange(len(u))))
-    jacobian = np.asarray(solution.jacobian) / np.diag(slope)[None, :]
     names = [p.name for p in parameters]
-    covariance, identifiability, on_bound = bounded_fisher_analysis(jacobian, values, transform,
-                                                                    names)
-    stderr, correlation = standard_errors(covariance)
-    messages = list(identifiability.warnings) + notes
+    analysis = analyse_parameters(jacobian, values, names, [p.unit for p in parameters],
+                                  transform)
+    messages = list(analysis.warnings) + notes
     if not np.all(equilibria):
         messages.append("no equilibrium found for rows "
                         + ", ".join(str(i + 1) for i in np.flatnonzero(~equilibria))
                         + " at the fitted values")
-    if np.any(on_bound):
-        messages.append("on a bound (no standard error): "
-                        + ", ".join(n for n, b in zip(names, on_bound) if b))
     if not converged:
-        messages.append(f"Levenberg-Marquardt did not converge (the limit of "
-                        f"{local.max_steps} steps per pass reached, or no step lowered the "
-                        "cost)")
+        messages.append(not_converged_note(local.max_steps))
     residuals = (predicted - measured) / sigma
     return SegmentFit(
         names=names, units=[p.unit for p in parameters], start=start, values=values,
-        stderr=stderr, at_bound=on_bound, correlation=correlation,
+        stderr=analysis.stderr, at_bound=analysis.at_bound, correlation=analysis.correlation,
         cost=0.5 * float(np.sum(residuals**2)), n_data=int(measured.size), converged=converged,
         n_steps=steps, noise=dict(zip(DEFLECTION_COLUMNS, map(float, sigma))),
-        noise_estimated=sigma_given is None, identifiability=identifiability,
+        noise_estimated=sigma_given is None, identifiability=analysis.identifiability,
         predicted=predicted, measured=measured, equilibria_converged=equilibria,
         warnings=messages, seconds=time.perf_counter() - started,
         goodness_of_fit=assess_fit(
             [np.where(equilibria[:, None], residuals, np.inf)], DEFLECTION_COLUMNS,
-            identifiability.rank, noise_given=sigma_given is not None,
+            analysis.identifiability.rank, noise_given=sigma_given is not None,
             sigma=dict(zip(DEFLECTION_COLUMNS, map(float, sigma))),
             units=dict(zip(DEFLECTION_COLUMNS, ("m",) * 3 + ("rad",) * 3)), ordered=False))

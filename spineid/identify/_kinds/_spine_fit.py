@@ -36,15 +36,12 @@ from ...simulation._flexibility import (
     check_sweepable, DIRECTIONS, joint_axes, joint_names, moment_sweep,
 )
 from .._common._abstract_objective import AbstractObjective
+from .._common._analysis import analyse_parameters, not_converged_note
 from .._common._failure import compiled_check_message, failed, guarded
 from .._common._goodness import assess_fit
 from .._common._noise import check_noise, grouped_noise
 from .._common._result_family import AbstractParameterFit
-from .._common._uncertainty import (
-    correlation_matrix,
-    fisher_analysis,
-    standard_errors,
-)
+from .._common._uncertainty import correlation_matrix
 from .._solvers import check_solver, LevenbergMarquardt
 
 _CHANNELS = ("x", "y", "z", "a1", "a2", "a3")
@@ -329,12 +326,14 @@ def fit_spine_levels(chain: SpatialChain, loaded: str, moments, poses, *, observ
     values = np.exp(u)
     joints = joint_names(chain)
     labels = [f"{joint} {direction}" for joint in joints for direction in DIRECTIONS]
-    jacobian = np.asarray(solution.jacobian) / values[None, :]
-    covariance, identifiability = fisher_analysis(jacobian, values, values, labels)
-    stderr = standard_errors(covariance)[0]
+    # (no bounds: the scales are exp(u), so d scale / du is the scale itself)
+    analysis = analyse_parameters(np.asarray(solution.jacobian) / values[None, :], values,
+                                  labels, ["1"] * len(labels), scales=values)
+    covariance, identifiability = analysis.covariance, analysis.identifiability
+    stderr = analysis.stderr.copy()  # (NaN below for scales another optimum moves)
     residuals = np.asarray(solution.residuals).reshape(poses.shape)
     predicted = poses + residuals * sigma
-    messages = list(identifiability.warnings) + messages + skipped
+    messages = list(analysis.warnings) + messages + skipped
     # An optimum within the 95% profile threshold of the best (2 delta cost < 3.84) whose
     # value of a scale lies beyond 2 standard errors: that scale is not determined.
     undetermined = np.zeros(values.size, bool)
@@ -362,7 +361,7 @@ def fit_spine_levels(chain: SpatialChain, loaded: str, moments, poses, *, observ
             "between")
     correlation = correlation_matrix(covariance, stderr)
     if not bool(solution.converged):
-        messages.append("Levenberg-Marquardt did not converge")
+        messages.append(not_converged_note(solver.max_steps))
     if np.any(failed(residuals)):
         messages.append("some load steps found no equilibrium at the fitted scales")
     rows = [residuals[:, :, b].reshape(-1, 6) for b in range(len(observed))]

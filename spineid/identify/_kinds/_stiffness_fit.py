@@ -33,6 +33,7 @@ import numpy as np
 
 from ...io._measurements import LOAD_COLUMNS, QuasiStaticTest
 from ...kinematics._rotations import euler_basis
+from .._common._analysis import analyse_parameters
 from .._common._goodness import assess_fit, checked_max_misfit, MAX_MISFIT
 from .._common._noise import (
     noise_from_residuals,
@@ -44,7 +45,7 @@ from .._common._noise_model import (
     AR, channel_noises, check_order, checked_noise_model, drift_notes, whitened,
 )
 from .._common._result_family import AbstractResult, json_number
-from .._common._uncertainty import fisher_analysis, hac_covariance, Identifiability
+from .._common._uncertainty import hac_covariance, Identifiability
 
 
 AXES = ("tx", "ty", "tz", "rx", "ry", "rz")
@@ -271,8 +272,9 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
     residuals = (design @ values - targets[exact]) / marginal
     scales = np.maximum(np.abs(values), np.abs(values).max() * 1e-6 + 1e-300)
     names = [entry_name(i, j) for i, j in entries]
-    covariance, identifiability = fisher_analysis(a, values, scales, names)
-    stderr_entries = np.sqrt(np.diag(covariance))
+    analysis = analyse_parameters(a, values, names, [entry_unit(i, j) for i, j in entries],
+                                  scales=scales)
+    identifiability, stderr_entries = analysis.identifiability, analysis.stderr
     # Beside them, Newey-West errors of the weighted least-squares estimate (each load channel
     # a record in the order of the rows).
     robust = np.sqrt(np.diag(hac_covariance(
@@ -282,7 +284,7 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
     stderr_robust = None if robust is None else _symmetric(entries, values, robust)[1]
     effect = float(np.nanmax(np.abs(values - other) / stderr_entries)) \
         if np.any(np.isfinite(stderr_entries)) else math.nan
-    messages = list(identifiability.warnings) + notes
+    messages = list(analysis.warnings) + notes
     if noises:
         messages.extend(drift_notes(values, least_squares, robust,
                                     max(noise.order for noise in noises)))

@@ -6,13 +6,13 @@ recorded in time (the thesis' L5-S1 demonstration adds one, Liu 2001 section 4.3
 inertia `J` when the loads are the applied ones of a dynamic test. Rates come from the sampled
 `x(t)` by second-order finite differences.
 
-Parameters and what keeps the law monotone (`monotone=True`, the default for tables):
+Parameters and what keeps the law monotone (`LawForm.monotone`, the default for tables):
 - `piecewise_linear`: the load at the first node and the rises between nodes (rises >= 0);
-  with `free_breakpoints=True` also the interior nodes, through positive gaps (so the nodes
+  with `LawForm.free_breakpoints` also the interior nodes, through positive gaps (so the nodes
   stay ordered) between the fixed end nodes.
 - `monotone_cubic`: the node loads as above at fixed nodes (PCHIP keeps the curve monotone).
 - `polynomial`: the coefficients; `tan_cos`: the coefficient (>= 0).
-- `damping=True`: `c >= 0`.
+- `LawDynamics.damping`: `c >= 0`.
 With free breakpoints of a `piecewise_linear` table the breakpoints are first placed at the
 least-squares optimum by variable projection (`spineid.identify._kinds._breakpoints`: exact for one
 interior breakpoint, coordinate-wise for more), so the local solver starts in the optimum's basin
@@ -23,8 +23,8 @@ every fit uses; its gradient and step stops also end the drift of a parameter he
 bound, such as the rise of a flat neutral zone) in the unconstrained coordinates of `spineid.identify._common._transform.Transform`. The
 solver object (`spineid.VariableProjection`, `spineid.LevenbergMarquardt`, a
 `spineid.MultiStart` of it) chooses; standard
-errors and identifiability from the Fisher matrix (`fisher_analysis`), as for every fit of the
-identification engine.
+errors and identifiability from the Fisher matrix (`analyse_parameters`), as for every fit of
+the identification engine.
 """
 
 import dataclasses
@@ -43,6 +43,7 @@ from ...elements._load_laws import (
 from ...elements._parameters import Parameter
 from ...io._measurements import LoadDisplacementData
 from .._common._abstract_objective import AbstractObjective
+from .._common._analysis import analyse_parameters, not_converged_note
 from .._common._goodness import assess_fit, checked_max_misfit, MAX_MISFIT
 from .._common._noise import NOISE_SETTLED, settle_noise, unsettled_note
 from .._common._noise_model import (
@@ -53,11 +54,12 @@ from .._common._padding import pad, padded_length, weights
 from .._common._profile import Profiled
 from .._common._result_family import json_number
 from .._common._transform import Transform
-from .._common._uncertainty import bounded_fisher_analysis, hac_covariance, standard_errors
+from .._common._uncertainty import hac_covariance
 from .._solvers import LAW_SOLVER, LevenbergMarquardt, MultiStart, VariableProjection
 from ._breakpoints import best_breakpoints, design_matrix
 from ._errors_in_variables import (checked_displacement_noise, effective_sd, load_noise_beside,
                                    typical_noise)
+from ._law_form import LawDynamics, LawForm, misplaced_option
 from ._rates import measured_rates
 from ._run import check_kind_solver, run_solver
 
@@ -276,34 +278,26 @@ def _projected_start(data, nodes, velocity, known_load, smoothing):
 
 def fit_load_law(
     data: LoadDisplacementData,
-    kind: str = "piecewise_linear",
-    nodes=None,
+    law: LawForm | str = "piecewise_linear",
     *,
-    n_nodes: int = 6,
-    free_breakpoints: bool = False,
-    smoothing: float = 0.0,
-    monotone: bool = True,
-    degree: int = 3,
-    damping: bool = False,
-    inertia: float = 0.0,
-    rate_window: int = 1,
+    dynamics: LawDynamics | None = None,
     noise=None,
+    displacement_noise: float | None = None,
     max_misfit: float = MAX_MISFIT,
     solver="auto",
-    displacement_noise: float | None = None,
+    **misplaced,
 ) -> LawFit:
     """Fit a load law (module docstring) to `data` by least squares.
 
-    **Arguments:** `kind` (`LAW_KINDS`); `nodes`: displacements of the table nodes (`(k,)`,
-    increasing; default `n_nodes` evenly over the data; with `free_breakpoints` the start);
-    with `free_breakpoints` the interior nodes move and the end nodes stay;
-    `smoothing` of `piecewise_linear`; `monotone`: keep table loads non-decreasing; `degree` of
-    `polynomial`; `damping`: fit a damper `c` (needs `data.time`); `inertia`: known `J`
-    (kg m^2 or kg) of a dynamic test; `noise`: the load noise, estimated from the residuals
+    **Arguments:** `law`: a `spineid.LawForm` (its kind, nodes, free breakpoints, smoothing,
+    monotonicity, degree), or a kind's name for its defaults; `dynamics`: a
+    `spineid.LawDynamics` (a damper to fit, a known inertia, the rates' window; default none:
+    a quasi-static test); `noise`: the load noise, estimated from the residuals
     under a noise model (`spineid.identify._common._noise_model`): `None` or `"auto"` (the
     default: white where the residuals are, else the autoregressive order their BIC prefers),
     `"white"`, `"ar:P"` or `spineid.AR(P)`, `"phi:..."` or `spineid.AR(coefficients=phi)`
-    (the autoregression given: only its innovations' deviation estimated); or given, a standard deviation (load units, white);
+    (the autoregression given: only its innovations' deviation estimated); or given, a
+    standard deviation (load units, white);
     the fit is then generalized least squares under that model, in the order of the samples
     (time, or the displacement of a table without time); `max_misfit`: the tolerance of a
     smooth misfit, a fraction of the load's range (`GoodnessOfFit.level`);
@@ -312,20 +306,30 @@ def fit_load_law(
     at the least-squares optimum first, module docstring; its `inner` refines); `"lm"`
     (`spineid.LevenbergMarquardt(max_steps=500, rtol=1e-12, atol=1e-12, decrement_tol=0)`:
     a law fit is cheap, so it runs to the classical stops) or any `LevenbergMarquardt`,
-    which starts from `nodes` as given (a local optimum of the breakpoints is then possible);
-    or a `spineid.MultiStart` of a `LevenbergMarquardt`, from the given start and starts
-    drawn around it (`spineid/identify/_kinds/_run.py`); `displacement_noise`: the standard
-    deviation of the measured displacement (m or rad), for errors in both variables: each
-    residual weighted by its effective deviation `sqrt(sigma^2 + (M'(x) sigma_x)^2)`
+    which starts from the form's nodes as given (a local optimum of the breakpoints is then
+    possible); or a `spineid.MultiStart` of a `LevenbergMarquardt`, from the given start and
+    starts drawn around it (`spineid/identify/_kinds/_run.py`); `displacement_noise`: the
+    standard deviation of the measured displacement (m or rad), for errors in both variables:
+    each residual weighted by its effective deviation `sqrt(sigma^2 + (M'(x) sigma_x)^2)`
     (`spineid.identify._kinds._errors_in_variables`; the load noise is then white).
 
     **Returns:** a `LawFit`. Raises `ValueError` on unusable arguments (a `VariableProjection`
-    for a law without free breakpoints of a `piecewise_linear` table: nothing to project).
+    for a law without free breakpoints of a `piecewise_linear` table: nothing to project; an
+    option of the law or the dynamics given to `fit_load_law` itself, naming its object).
     """
+    if misplaced:
+        raise misplaced_option(next(iter(misplaced)))
+    law = LawForm(law) if isinstance(law, str) else law
+    if not isinstance(law, LawForm):
+        raise ValueError(f"law {law!r}: expected a spineid.LawForm or one of "
+                         f"{list(LAW_KINDS)}")
+    dynamics = LawDynamics() if dynamics is None else dynamics
+    if not isinstance(dynamics, LawDynamics):
+        raise ValueError(f"dynamics {dynamics!r}: expected a spineid.LawDynamics")
+    kind, free_breakpoints, smoothing = law.kind, law.free_breakpoints, law.smoothing
+    monotone, damping, inertia = law.monotone, dynamics.damping, dynamics.inertia
     clock = time.perf_counter()
     displacement_sd = checked_displacement_noise(displacement_noise)
-    if kind not in LAW_KINDS:
-        raise ValueError(f"law kind {kind!r}: expected one of {list(LAW_KINDS)}")
     projectable = kind == "piecewise_linear" and free_breakpoints
     if isinstance(solver, str) and solver in ("auto", "varpro", "lm"):
         solver = (VariableProjection() if solver == "varpro" or (solver == "auto" and projectable)
@@ -337,9 +341,9 @@ def fit_load_law(
                          "piecewise_linear law with free_breakpoints=True; this fit has none "
                          f"(kind {kind!r}, free_breakpoints={free_breakpoints})")
     velocity = acceleration = np.zeros_like(data.displacement)
-    if damping or inertia:
-        velocity, acceleration = measured_rates(data.displacement, data.time, rate_window,
-                                                data.source)
+    if dynamics.needs_rates:
+        velocity, acceleration = measured_rates(data.displacement, data.time,
+                                                dynamics.rate_window, data.source)
     n = data.displacement.size
     length = padded_length(n)  # shared by records of similar length: one compilation
     x, observed = jnp.asarray(pad(data.displacement, length)), jnp.asarray(pad(data.load, length))
@@ -354,12 +358,10 @@ def fit_load_law(
         parameters.append(Parameter(name, "law", unit, 0, "", None, lower))
         starts.append(start)
 
-    table = kind in ("piecewise_linear", "monotone_cubic")
+    table = law.table
     if table:
-        node_x = np.asarray(_default_nodes(data, n_nodes) if nodes is None else nodes, float)
-        if node_x.ndim != 1 or node_x.size < 2 or np.any(np.diff(node_x) <= 0):
-            raise ValueError(f"nodes {node_x.tolist()}: expected at least 2 increasing "
-                             "displacements")
+        node_x = np.asarray(_default_nodes(data, law.n_nodes) if law.nodes is None
+                            else law.nodes, float)
         if node_x.size >= data.displacement.size:
             raise ValueError(f"{node_x.size} nodes for {data.displacement.size} data points: "
                              "a table law needs fewer nodes than points")
@@ -399,9 +401,7 @@ def fit_load_law(
             else:
                 add(f"rise[{k}]", load_unit, float(rise))
     elif kind == "polynomial":
-        if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or degree < 1:
-            raise ValueError(f"degree {degree!r}: expected a whole number >= 1 (the number of "
-                             "polynomial coefficients)")
+        degree = law.degree
         # The coefficients enter linearly: start at their least-squares values (without the
         # damper), so that each has the scale of its own power of the displacement (a cubic
         # coefficient of a test in m is ~1e7 times the linear one) and the solver starts near
@@ -530,11 +530,11 @@ def fit_load_law(
         sigma, np.asarray(_tangent(model, theta))[:n], displacement_sd)
     rows = deviations[order][len(coefficients):]
     innovations = whitened(residuals[order], coefficients) / rows
-    names = [p.name for p in parameters]
-    covariance, identifiability, on_bound = bounded_fisher_analysis(
+    names, units = [p.name for p in parameters], [p.unit for p in parameters]
+    analysis = analyse_parameters(
         np.stack([whitened(column, coefficients) for column in jacobian[order].T], axis=1)
-        / rows[:, None], values, transform, names)
-    stderr, correlation = standard_errors(covariance)
+        / rows[:, None], values, names, units, transform)
+    identifiability, on_bound = analysis.identifiability, analysis.at_bound
     # Beside them, Newey-West errors of the ordinary least-squares estimate (robust to noise
     # correlated in any way over a few samples).
     ols_predicted, ols_jacobian = (np.asarray(a)[:n] for a in _linearised(model,
@@ -542,35 +542,31 @@ def fit_load_law(
     stderr_robust = None if displacement_sd is not None else np.sqrt(np.diag(hac_covariance(
         ols_jacobian, data.load - ols_predicted, [order],
         ~on_bound & identifiability.identifiable)))
-    law = build(theta)
+    fitted = build(theta)
     derived = {}
-    messages = notes + list(identifiability.warnings)
+    messages = notes + list(analysis.warnings)
     if stderr_robust is not None:
         messages.extend(drift_notes(values, least_squares, stderr_robust, channel_noise.order))
-    if np.any(on_bound):
-        messages.append("on a bound (no standard error): "
-                        + ", ".join(n for n, b in zip(names, on_bound) if b))
     if table:
         values_all, rows = (np.asarray(a) for a in _linearised(model, theta, derived=True))
         with_errors = [(float(v), identifiability.standard_error_of(row))
                        for v, row in zip(values_all, rows)]
-        k = len(law.displacement)
+        k = len(fitted.displacement)
         derived["node_displacement"] = with_errors[:k]
         derived["node_load"] = with_errors[k:2 * k]
         derived["slopes"] = with_errors[2 * k:]
         if monotone:
-            check_monotone(np.asarray(law.load_values), "fitted law")
+            check_monotone(np.asarray(fitted.load_values), "fitted law")
     if not converged:
-        messages.append(f"Levenberg-Marquardt did not converge (the limit of {local.max_steps} "
-                        "steps reached, or no step lowered the cost)")
-    units = [p.unit for p in parameters]
+        messages.append(not_converged_note(local.max_steps))
     held = _HeldLawRefit(residuals_at(sigma, coefficients), np.asarray(theta), local)
     return LawFit(
         refit=held, lower_bounds=np.array([p.lower for p in parameters]),
         upper_bounds=np.array([p.upper for p in parameters]),
-        kind=kind, law=law, damping=float(values[-1]) if damping else 0.0, names=names,
-        units=units, start=np.array(starts), values=values, stderr=stderr, at_bound=on_bound,
-        correlation=correlation, derived=derived, noise=float(channel_noise.marginal),
+        kind=kind, law=fitted, damping=float(values[-1]) if damping else 0.0, names=names,
+        units=units, start=np.array(starts), values=values, stderr=analysis.stderr,
+        at_bound=on_bound, correlation=analysis.correlation, derived=derived,
+        noise=float(channel_noise.marginal),
         stderr_robust=stderr_robust, seconds=time.perf_counter() - clock,
         noise_estimated=noise_estimated, cost=0.5 * float(np.sum(innovations ** 2)),
         n_data=int(residuals.size), converged=converged, identifiability=identifiability,

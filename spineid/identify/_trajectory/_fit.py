@@ -10,6 +10,7 @@ import time
 import jax.numpy as jnp
 import numpy as np
 
+from .._common._analysis import value_scales
 from .._common._failure import failed
 from .._common._noise import check_noise
 from .._common._uncertainty import Identifiability, fisher_analysis
@@ -21,7 +22,7 @@ from .._solvers import (
     MultipleShooting,
     MultiStart,
 )
-from ._objective import _evaluate, _scales, forward_objective, resolved_scales
+from ._objective import _evaluate, forward_objective, resolved_scales
 from ._problem import FitProblem
 from ._result import FitResult
 from ._run import _Run
@@ -101,5 +102,5 @@ def analyse(
             f"simulation_max_steps={problem.simulation_max_steps} (rtol "
             f"{problem.simulation_rtol:g}), so its sensitivities are not known there")
     jacobian = np.asarray(jacobian)
-    scales = resolved_scales(jacobian, theta, _scales(theta, transform))
+    scales = resolved_scales(jacobian, theta, value_scales(theta, transform))
     return fisher_analysis(jacobian, theta, scales, problem.names)

@@ -31,6 +31,7 @@ from ..._arrays import floats, traced
 from ...elements._parameters import Parameter, apply_values
 from ...simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL, SimulationResult, simulate
 from .._common._abstract_objective import AbstractObjective
+from .._common._analysis import value_scales
 from .._common._failure import failed, guarded
 from .._common._noise_model import autoregressive_orders, whiten_padded
 from .._common._padding import data_rows, padded_records, record_lengths, trimmed
@@ -258,10 +259,6 @@ def _cost(objective: _Objective, u):
     return 0.5 * jnp.sum(objective(u) ** 2)
 
 
-def _scales(theta, transform: Transform) -> np.ndarray:
-    return np.where(np.abs(theta) > 0, np.abs(theta), np.asarray(transform.scale))
-
-
 def resolved_scales(jacobian, values, scales) -> np.ndarray:
     """`scales` `(p,)` with each parameter whose value is zero (a coupling term of a stiffness
     matrix, an offset) given the magnitude that makes its column of the sensitivities
@@ -291,7 +288,7 @@ def sensitivity_scales(objective: _Objective, values, transform: Transform) -> T
     if not np.any(zero):
         return transform
     jacobian = np.asarray(_evaluate(objective, jnp.asarray(values))[0])
-    resolved = resolved_scales(jacobian, values, _scales(values, transform))
+    resolved = resolved_scales(jacobian, values, value_scales(values, transform))
     scale = np.where(zero, resolved, np.asarray(transform.scale))
     return eqx.tree_at(lambda t: t.scale, transform, jnp.asarray(scale))
 

@@ -25,7 +25,7 @@ from .._common._noise import (
     settle_noise,
     unsettled_note,
 )
-from .._common._uncertainty import fisher_analysis, standard_errors
+from .._common._analysis import analyse_parameters, StandardErrorBound
 from .._common._noise_model import AR, drift_notes
 from .._solvers import agreeing, agreement_note, MultipleShooting, MultiStart
 from ._correlated import correlated_fit, robust_errors, search_noise_models, usable_model
@@ -35,7 +35,6 @@ from ._objective import (
     _evaluate,
     _Objective,
     _objective,
-    _scales,
     sensitivity_scales,
 )
 from ._problem import FitProblem, integrated_implicitly, ringing_phase
@@ -51,9 +50,6 @@ from ._shooting import (
 # Most segment-state unknowns a default multiple shooting adds (all load cases together):
 # its Jacobian and normal matrix are dense.
 MAX_SHOOTING_STATES = 1024
-
-# A parameter closer to a bound than this fraction of its standard error counts as on it.
-BOUND_STDERR_FRACTION = 0.05
 
 
 
@@ -442,22 +438,14 @@ class _Run:
         simulation_failed = bool(np.any(failed(residuals)))
 
         names = problem.names
-        # The statistical stop leaves a parameter that heads for its bound within about 0.01 of
-        # its standard error from it (further iterations could gain nothing measurable): that close,
-        # it counts as on the bound, where the Cramer-Rao error does not apply.
-        unbounded_covariance, _ = fisher_analysis(jacobian, theta, _scales(theta, transform), names)
-        # (and within a tenth of its starting distance from it: a standard error far larger
-        # than the value, under noise given far too large, puts no value on its bound)
-        start, lower, upper = (np.asarray(a) for a in (transform.start, transform.lower,
-                                                       transform.upper))
-        at_bound = transform.at_bound(theta, within=np.minimum(
-            BOUND_STDERR_FRACTION * np.sqrt(np.diag(unbounded_covariance)),
-            0.1 * np.fmin(np.abs(start - lower), np.abs(upper - start))))
-        covariance, identifiability = fisher_analysis(
-            jacobian, theta, _scales(theta, transform), names, ~at_bound
-        )
-        stderr, correlation = standard_errors(covariance)  # NaN where not identifiable alone
-        warnings = list(identifiability.warnings)
+        # The statistical stop leaves a parameter that heads for its bound within a small
+        # fraction of its standard error from it: that close, it counts as on the bound.
+        analysis = analyse_parameters(jacobian, theta, names,
+                                      [p.unit for p in problem.parameters], transform,
+                                      StandardErrorBound())
+        at_bound, identifiability = analysis.at_bound, analysis.identifiability
+        covariance, stderr, correlation = analysis.covariance, analysis.stderr, analysis.correlation
+        warnings = list(analysis.warnings)
         stderr_robust = None
         if correlated is not None:  # (Newey-West errors of the white-weighted estimate)
             ols = _evaluate(white, jnp.asarray(correlated.least_squares))
@@ -472,12 +460,6 @@ class _Run:
             for p in problem.parameters
         ):
             warnings.append(VECTOR_MEASURE_NOTE)
-        for i in np.flatnonzero(at_bound):
-            warnings.append(
-                f"{names[i]} ended on its bound ({theta[i]:.3g} {problem.parameters[i].unit}, within "
-                f"{BOUND_STDERR_FRACTION:g} of a standard error of it); it is reported without a "
-                f"standard error."
-            )
         warnings.extend(self.notes)
         unfitted = None if noise_estimated else unfitted_note(
             n_steps, theta, problem.start, cost, problem.n_data,
@@ -490,11 +472,6 @@ class _Run:
         if simulation_failed:
             warnings.append("The simulation failed at the returned parameters; do not use them.")
             converged = False
-        if not np.any(np.abs(jacobian) > 0):
-            warnings.append(
-                "The data are insensitive to every free parameter (zero sensitivity): nothing "
-                "excites the joint in a way these parameters affect."
-            )
         scale = sigma if correlated is None else correlated.marginal  # (the errors' own sd)
         message = "converged" if converged else (
             "the solver stopped without meeting its tolerances (max_steps reached or failed); "
