@@ -133,6 +133,35 @@ def test_a_profile_under_the_noise_model_agrees_with_its_standard_error(correlat
     assert profile.lower_cost is None
 
 
+def test_gaps_in_a_channel_left_white_keep_the_coefficients_given_for_the_others(pair):
+    # Coefficients given for x and y, theta white with three values not measured: the
+    # autoregressions stand (they need whole records only where they run), and the errors are
+    # the Cramer-Rao bound of the dense covariance over the values measured.
+    noise = _ar1(np.random.default_rng(7), 201, 0.6)
+    noise[:, 2] = np.random.default_rng(8).normal(size=201) * SD[2]
+    gaps = [40, 41, 120]
+    noise[gaps, 2] = np.nan
+    result = spineid.fit(_problem(pair, noise, noise_model=spineid.AR(
+        coefficients={"x": 0.6, "y": 0.6})), "lm")
+    models = result.goodness_of_fit.noise_model
+    assert models["x"]["coefficients"] == [0.6] and models["theta"]["order"] == 0
+    assert not any("taken as white" in w for w in result.warnings)
+    unit = _problem(pair, np.zeros_like(pair[2]), noise=dict.fromkeys(CHANNELS, 1.0))
+    jacobian = measured_sensitivities(unit, CHANNELS, result.values).reshape(201, 3, -1)
+    measured = np.setdiff1d(np.arange(201), gaps)
+    fisher = jacobian[measured, 2].T @ jacobian[measured, 2] / models["theta"]["innovation_sd"]**2
+    for c, channel in enumerate(CHANNELS[:2]):
+        gamma = arma_acovf([1.0, -0.6], [1.0], 201, sigma2=models[channel]["innovation_sd"] ** 2)
+        covariance = gamma[np.abs(np.subtract.outer(np.arange(201), np.arange(201)))]
+        fisher = fisher + jacobian[:, c].T @ np.linalg.solve(covariance, jacobian[:, c])
+    np.testing.assert_allclose(result.stderr, np.sqrt(np.diag(np.linalg.inv(fisher))),
+                               rtol=0.02)
+    # A gap where an autoregression runs is refused, naming its channel.
+    noise[60, 0] = np.nan
+    with pytest.raises(ValueError, match=r"not measured \(NaN\) in x;"):
+        _problem(pair, noise, noise_model=spineid.AR(coefficients={"x": 0.6, "y": 0.6}))
+
+
 @pytest.mark.parametrize("options, data, message", [
     (dict(noise_model="ar:2", noise=dict(zip(CHANNELS, SD))), None, "not both"),
     (dict(noise_model="ar:30"), None, "whole number from 1 to 20"),

@@ -392,25 +392,49 @@ def checked_noise_model(spec, noise_given: bool, measurements: Sequence, what: s
                          "noise model, not both")
     check_order(model, [len(m.ts) for m in measurements], what)
     sampled_noise_model(model, [m.ts for m in measurements], what)
-    if any(np.isnan(np.asarray(m.values, dtype=float)).any() for m in measurements):
-        raise ValueError(f"{what} {model.name}: the data have values not measured (NaN); an "
-                         "autoregression needs whole records: use white")
+    gaps = gaps_under(model, measurements, channels)
+    if gaps:
+        raise ValueError(f"{what} {model.name}: the data have values not measured (NaN) in "
+                         f"{', '.join(gaps)}; an autoregression needs whole records: use white "
+                         "there")
     return model
 
 
-def usable_noise_model(model: AbstractNoiseModel, noise_given: bool, measurements: Sequence
+def gaps_under(model: AbstractNoiseModel, measurements: Sequence,
+               channels: Sequence[str] | None = None) -> list[str]:
+    """The channels whose values are not all measured (`NaN`) although `model` runs an
+    autoregression over them, which needs whole records: every channel of an `AR` but one
+    whose coefficients are given per channel as white (not named); channels named by their
+    position (`"column k"`) where `channels` is not given. Empty where the noise is white."""
+    if not isinstance(model, AR):
+        return []
+    names = list(channels) if channels is not None else None
+    gaps = []
+    for m in measurements:
+        values = np.asarray(m.values, dtype=float).reshape(len(m.ts), -1)
+        for k in np.flatnonzero(np.isnan(values).any(axis=0)):
+            name = names[k] if names is not None else f"column {k + 1}"
+            white = (model.per_channel and names is not None and model.given(name) == ())
+            if not white and name not in gaps:
+                gaps.append(name)
+    return gaps
+
+
+def usable_noise_model(model: AbstractNoiseModel, noise_given: bool, measurements: Sequence,
+                       channels: Sequence[str] | None = None
                        ) -> tuple[AbstractNoiseModel, str | None]:
-    """The noise model a fit of `measurements` runs under, and a note where it is not `model`:
-    `(model, note or None)`. Given noise is white; `"auto"` on records not evenly sampled, or
-    with values not measured, falls back to white (a given order is refused before:
-    `checked_noise_model`)."""
+    """The noise model a fit of `measurements` (channels `channels`) runs under, and a note
+    where it is not `model`: `(model, note or None)`. Given noise is white; `"auto"` on records
+    not evenly sampled, or with values not measured where it would run an autoregression
+    (`gaps_under`), falls back to white (a given order is refused before:
+    `checked_noise_model`); coefficients given per channel keep their white channels' gaps."""
     if noise_given:
         return White(), None
     model, note = sampled_noise_model(model, [m.ts for m in measurements], "noise_model")
-    if isinstance(model, AR) and any(np.isnan(np.asarray(m.values, dtype=float)).any()
-                                     for m in measurements):
-        return White(), ("the data have values not measured (NaN): the noise is taken as white "
-                         "(an autoregression needs whole records)")
+    gaps = gaps_under(model, measurements, channels)
+    if gaps:
+        return White(), (f"the data have values not measured (NaN) in {', '.join(gaps)}: the "
+                         "noise is taken as white (an autoregression needs whole records)")
     return model, note
 
 

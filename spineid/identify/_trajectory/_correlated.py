@@ -37,7 +37,7 @@ from ._problem import FitProblem
 def usable_model(problem: FitProblem):
     """`usable_noise_model` of `problem`'s noise model and data."""
     return usable_noise_model(problem.noise_model, problem.noise is not None,
-                              problem.measurements)
+                              problem.measurements, problem.channels)
 
 
 def noises_of(problem: FitProblem, blocks: list[np.ndarray], model, orders=None,
