@@ -24,6 +24,8 @@ Butterworth at 40 Hz, zero phase). The same statistics per stiffness (the noise 
 its dampers (Levenberg-Marquardt from the file's stiffnesses). `--part trajectory-given`: the
 same fits under the noise model a lab gives after recording a still specimen
 (`tracking_characterised`: rho known, or each channel's AR(10) of the filtered noise).
+`--part trajectory-exact`: the same fit under filtered noise, linearised at the truth, against
+the Cramer-Rao bound of the filter's exact covariance (`trajectory_exact_part`).
 
 Stiffness matrices (`--part stiffness`): a tester's sweep of 1000 rows moving all six degrees of
 freedom at once (1 mm, 8 degrees; sinusoids of 1-3.5 cycles), the loads of Christophy et al.'s
@@ -33,7 +35,7 @@ entries, the noise estimated). Calibration and coverage are summarised over the 
 (median and range); the wrong model is a joint twice as stiff at the extremes of each motion.
 
 Run: `python experiments/coverage_correlated.py [--repetitions 200] [--part
-table|trajectory|trajectory-verdicts|trajectory-given|stiffness]`.
+table|trajectory|trajectory-verdicts|trajectory-given|trajectory-exact|stiffness]`.
 The measured tables are in docs/goodness-of-fit.md.
 """
 
@@ -142,6 +144,82 @@ def tracking_characterised(rng, kind, order=10):
         gamma, _ = autocovariances([record[:, c]], order)
         given[channel] = tuple(levinson_durbin(gamma, order)[order][0])
     return spineid.AR(coefficients=given)
+
+
+def filtered_correlation(n):
+    """The exact correlation `(n, n)` of `tracking_noise(..., "filtered")`: the zero-phase
+    filter is linear, so a record is `M w` for white `w` and its covariance `M M^T` (`M`:
+    filtfilt applied to the identity's columns, cropped as the draws are), here scaled to a
+    mean variance of 1 (the draws are scaled to their own sample deviation, which this takes
+    as the variance)."""
+    b, a = signal.butter(4, 40.0 / 500.0)
+    operator = signal.filtfilt(b, a, np.eye(n + 400), axis=0)[200:-200]
+    covariance = operator @ operator.T
+    return covariance / np.mean(np.diag(covariance))
+
+
+def trajectory_exact_part(repetitions, rng):
+    """The errors of the trajectory fit under filtered noise against those of the noise's exact
+    covariance, for the fit linearised at the truth (the residuals' sensitivities `J`, the
+    estimate's error `(A^T A)^-1 A^T b` with `A` and `b` the whitened `J` and noise): the
+    Cramer-Rao bound of the exact covariance (the best any fit can do), the true spread of the
+    white-weighted estimate (sandwich) and, repetition by repetition, the estimate under
+    `auto` (each channel's autoregression chosen and estimated from the record by spineid's own
+    `fit_channel_noise`, as the fit does from its residuals): its spread, its reported errors,
+    their calibration and coverage. No nonlinear fit runs: this isolates what the noise model
+    costs from what the nonlinear fit adds (the fits' own calibration is `--part trajectory`)."""
+    from spineid.identify._common._noise_model import AR, fit_channel_noise, whitened
+    from spineid.identify._trajectory._objective import measured_sensitivities
+
+    channels = ("x", "y", "theta")
+    model_file = spineid.load_model_file(spineid.dataset_path("axial_4_springs.toml"))
+    ts = np.linspace(0.0, 0.5, 501)
+    clean = np.array([model_file.model.observe(q)
+                      for q in spineid.simulate(model_file.model, ts).q])
+    unit = spineid.FitProblem(model_file, spineid.Measurement(ts, clean, channels),
+                              ["stiffness"], noise=dict.fromkeys(channels, 1.0))
+    truth = np.array([p.value(model_file.model) for p in unit.parameters])
+    jacobian = measured_sensitivities(unit, channels, truth).reshape(ts.size, 3, -1)
+    correlation = filtered_correlation(ts.size)
+    fisher = sum(jacobian[:, c].T @ np.linalg.solve(TRACKING_SD[c] ** 2 * correlation,
+                                                    jacobian[:, c]) for c in range(3))
+    exact = np.sqrt(np.diag(np.linalg.inv(fisher)))
+    weighted = np.concatenate([jacobian[:, c] / TRACKING_SD[c] for c in range(3)])
+    bread = np.linalg.inv(weighted.T @ weighted)
+    meat = sum(jacobian[:, c].T @ correlation @ jacobian[:, c] / TRACKING_SD[c] ** 2
+               for c in range(3))
+    white_spread = np.sqrt(np.diag(bread @ meat @ bread))
+    white_reported = np.sqrt(np.diag(bread))
+    errors, reported, orders = [], [], []
+    for _ in range(repetitions):
+        noise = tracking_noise(rng, "filtered", ts.size)
+        rows_a, rows_b = [], []
+        for c, channel in enumerate(channels):
+            estimate = fit_channel_noise([noise[:, c]], AR(), len(truth) / 3, channel)
+            orders.append(estimate.order)
+            rows_a.append(whitened(jacobian[:, c], estimate.coefficients) / estimate.innovation)
+            rows_b.append(whitened(noise[:, c], estimate.coefficients) / estimate.innovation)
+        a, b = np.concatenate(rows_a), np.concatenate(rows_b)
+        covariance = np.linalg.inv(a.T @ a)
+        errors.append(covariance @ a.T @ b)
+        reported.append(np.sqrt(np.diag(covariance)))
+    errors, reported = np.array(errors), np.array(reported)
+    spread = errors.std(axis=0)
+
+    def listed(values, digits=2):
+        return ", ".join(f"{v:.{digits}f}" for v in values)
+
+    print(f"\ntrajectory fit under filtered noise, linearised ({repetitions} noise records; "
+          f"stiffnesses in N/m):")
+    print(f"  Cramer-Rao bound of the exact covariance:  {listed(exact)}")
+    print(f"  white weights: true spread {listed(white_spread)}, reported "
+          f"{listed(white_reported)} (calibration {listed(white_spread / white_reported)})")
+    print(f"  auto: true spread {listed(spread)}, mean reported {listed(reported.mean(axis=0))}"
+          f" (calibration {listed(spread / reported.mean(axis=0))}, coverage "
+          f"{listed(100 * np.mean(np.abs(errors) < 1.96 * reported, axis=0), 0)}%)")
+    print(f"  auto's spread over the exact bound {listed(spread / exact)}; its reported errors "
+          f"over the bound {listed(reported.mean(axis=0) / exact)}; orders chosen: "
+          + ", ".join(f"{k}: {orders.count(k)}" for k in sorted(set(orders))))
 
 
 def trajectory_part(repetitions, rng, verdicts_only=False, models=("auto", "white")):
@@ -267,7 +345,8 @@ def main():
     parser.add_argument("--repetitions", type=int, default=200)
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--part", choices=("table", "trajectory", "trajectory-verdicts",
-                                           "trajectory-given", "stiffness", "all"),
+                                           "trajectory-given", "trajectory-exact", "stiffness",
+                                           "all"),
                         default="all", help="trajectory-verdicts: the wrong trajectory model "
                                             "and the times only; trajectory-given: the rows "
                                             "of the noise model given only")
@@ -278,6 +357,9 @@ def main():
         stiffness_part(arguments.repetitions, rng)
         if arguments.part == "stiffness":
             return
+    if arguments.part == "trajectory-exact":
+        trajectory_exact_part(arguments.repetitions, rng)
+        return
     if arguments.part != "table":
         trajectory_part(arguments.repetitions, rng, arguments.part == "trajectory-verdicts",
                         ("given",) if arguments.part == "trajectory-given" else
