@@ -299,6 +299,9 @@ def test_noise_typed_with_units_or_in_the_columns_units_is_the_noise_in_si(tmp_p
                                                      "theta": "0.0001 rad"}
     assert "noise given: x 5 um, y 0.005 mm, theta 0.0001 rad" in printed["units"]
     assert "noise given: x 5e-06 m (SI)" in printed["si"]
+    # The summary gives each channel's noise in the unit its column was in.
+    assert "noise sigma (given): x=0.005 mm, y=0.005 mm, theta=0.00573 deg" in printed["bare"]
+    assert "noise sigma (given): x=5e-06, y=5e-06, theta=0.0001" in printed["si"]
     # A unit of the wrong kind, or a bare number for files whose columns disagree: refused.
     assert main(["fit", str(model), *runs["units"][:3], "--noise", "x=5deg,y=5um,theta=1e-4",
                  "--out", str(tmp_path / "wrong"), *common]) == 2

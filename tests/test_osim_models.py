@@ -572,7 +572,7 @@ def test_a_lab_fits_its_bushings_from_opensim_motion_and_opensim_runs_the_result
         assert np.max(np.abs(refit[name] - values_)) < 5e-4
 
 
-def test_a_fit_from_markers_opensim_wrote_uses_the_models_own_markerset(tmp_path):
+def test_a_fit_from_markers_opensim_wrote_uses_the_models_own_markerset(tmp_path, capsys):
     # Marker trajectories (.trc in mm, written by OpenSim's TRCFileAdapter from its Manager's
     # motion, 0.2 mm noise): the .osim's MarkerSet is what is observed, no --markers needed.
 
@@ -603,6 +603,10 @@ def test_a_fit_from_markers_opensim_wrote_uses_the_models_own_markerset(tmp_path
     # the noise estimated is the markers' (0.2 mm), per channel
     sigma = report["noise"]["sigma"]
     assert len(sigma) == 9 and all(1.5e-4 < sd < 2.7e-4 for sd in sigma.values()), sigma
+    # and printed in the marker file's unit
+    printed = re.search(r"noise sigma \(estimated from residuals\): (.*)", capsys.readouterr().out)
+    assert printed and all(part.endswith(" mm") and 0.15 < float(part.split("=")[1][:-3]) < 0.27
+                           for part in printed.group(1).split(", ")), printed
 
 
 def test_a_states_file_gives_the_start_of_its_record(tmp_path):

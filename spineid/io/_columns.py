@@ -123,12 +123,16 @@ def quantity_in_si(text, si_unit: str, column_unit: str | None = None,
 
 def column_unit(measurements, channel: str, what: str) -> str | None:
     """The unit of the column `channel` was read from in every one of `measurements` (their
-    `read_as`), or `None` where each is in SI (spineid's own column names); a `ValueError`
+    `read_as`; for a model's markers, the marker file's unit), or `None` where each is in SI
+    (spineid's own column names); a `ValueError`
     naming `what` where the files disagree (a bare number would mean two things)."""
     found = set()
     for measurement in measurements:
-        entry = (getattr(measurement, "read_as", None) or {}).get(channel)
+        read_as = getattr(measurement, "read_as", None) or {}
+        entry = read_as.get(channel)
         unit = None if entry is None else entry.get("unit")
+        if "model" in (read_as.get("markers") or {}):  # (a model's markers: one unit for all)
+            unit = read_as.get("units")
         # (a column in an SI unit, such as an OpenSim file's metres, reads as SI does)
         found.add(None if unit not in UNITS or UNITS[unit][1] == 1.0 else unit)
     if len(found) > 1:

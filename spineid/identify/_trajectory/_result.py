@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...elements._planar_springs import VectorSprings
+from ...io._columns import column_unit, UNITS
 from ...io._measurements import Measurement
 from ...kinematics._planar import body_point_position
 from .._common._profile import Profiled
@@ -67,14 +68,28 @@ class FitResult(Profiled):
             "data": [{"source": m.source, "read_as": m.read_as} for m in self.measurements],
         }
 
+    def _noise_in_lab_units(self) -> list[str]:
+        # Each channel's noise in the unit its data were read in (mm, deg, ...), where every
+        # file gave it in the same one; bare SI otherwise.
+        shown = []
+        for channel, sigma in self.noise.items():
+            try:
+                unit = column_unit(self.measurements, channel, "noise")
+            except ValueError:  # (files in different units)
+                unit = None
+            shown.append(f"{channel}={sigma / UNITS[unit][1]:.3g} {unit}" if unit
+                         else f"{channel}={sigma:.3g}")
+        return shown
+
     def summary(self) -> str:
-        """A human-readable table of the fit."""
+        """A human-readable table of the fit (each channel's noise in the unit its data came
+        in, where the files say one)."""
         lines = [
             f"fit with {self.solver}: {'converged' if self.converged else 'NOT converged'} "
             f"after {self.n_steps} steps in {self.seconds:.2f} s; cost {self.cost:.6g} "
             f"({self.n_data} data values)",
             "noise sigma " + ("(estimated from residuals)" if self.noise_estimated else "(given)")
-            + ": " + ", ".join(f"{k}={v:.3g}" for k, v in self.noise.items()),
+            + ": " + ", ".join(self._noise_in_lab_units()),
             "",
             *self.parameter_table(),
         ]
