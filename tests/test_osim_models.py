@@ -609,6 +609,22 @@ def test_a_fit_from_markers_opensim_wrote_uses_the_models_own_markerset(tmp_path
                            for part in printed.group(1).split(", ")), printed
 
 
+def test_a_coordinates_file_with_a_gap_is_read_and_gives_no_start(tmp_path):
+    # A value not measured in a coordinate's column is the fit's business (NaN); looking for a
+    # start in the same file must not refuse it (it did: the start's reader allowed no gap).
+    model_file = spineid.load_model_file(spineid.dataset_path("neck_bushings.osim"))
+    names = model_file.model.observable_names
+    values = np.zeros((21, len(names)))
+    values[5, 0] = np.nan
+    path = tmp_path / "gaps.sto"
+    spineid.io.write_storage(path, np.linspace(0.0, 0.2, 21), dict(zip(names, values.T)),
+                             in_degrees=False)
+    problem = spineid.FitProblem.from_files(spineid.dataset_path("neck_bushings.osim"), [path],
+                                            free=[model_file.parameters[0].name])
+    assert problem.started_from_data == []
+    assert np.isnan(problem.measurements[0].values[5, 0])
+
+
 def test_a_states_file_gives_the_start_of_its_record(tmp_path):
     # OpenSim's Manager started away from the file's defaults (values and speeds); its states
     # sampled into a .sto with /value and /speed columns: a fit starts there, not at the

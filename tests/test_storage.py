@@ -168,6 +168,18 @@ def test_files_that_do_not_parse_are_refused_naming_the_line(tmp_path, name, tex
         reader(path)
 
 
+def test_values_not_measured_are_read_only_where_allowed(tmp_path):
+    path = write(tmp_path, "gaps.sto", GOOD_HEADER + "time\tq\tr\n0\t\t1\n1\t2\tnan\n2\t3\t4\n")
+    every = spineid.read_storage(path, missing=True)
+    assert np.isnan(every.columns["q"][0]) and np.isnan(every.columns["r"][1])
+    with pytest.raises(ValueError, match="line 5, column q: expected a number"):
+        spineid.read_storage(path, missing=["r"])
+    # The time is never missing.
+    gap_in_time = write(tmp_path, "t.sto", GOOD_HEADER + "time\tq\n0\t1\n\t2\n2\t3\n")
+    with pytest.raises(ValueError, match="line 6"):
+        spineid.read_storage(gap_in_time, missing=True)
+
+
 def test_write_storage_refuses_unusable_columns(tmp_path):
     with pytest.raises(ValueError, match="column 'q' has shape"):
         spineid.write_storage(tmp_path / "a.sto", TIME, {"q": TIME[:-1]})

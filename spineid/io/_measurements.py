@@ -482,13 +482,15 @@ def states_start(path, model):
     unique column ending in `/<name>/value`), the model started from that row
     (`MultibodyTree.starting_at`; degrees converted for rotational coordinates where
     `inDegrees=yes`; locked and coupled coordinates as the model has them). `None` for any
-    other file or model, a file without every free coordinate's value and speed, a first row
-    at another time (a fit simulates from t = 0), or angles whose unit the header does not
-    give (no `inDegrees`)."""
+    other file or model, a file without every free coordinate's value and speed (or with one
+    of them not measured in its first row), a first row at another time (a fit simulates from
+    t = 0), or angles whose unit the header does not give (no `inDegrees`). Values not
+    measured elsewhere in the file are the fit's business (`read_measurement`), not the
+    start's."""
     if pathlib.Path(path).suffix.lower() not in STORAGE_SUFFIXES or not hasattr(
             model, "starting_at") or getattr(model, "observed", "") != "coordinates":
         return None
-    table = read_storage(path)
+    table = read_storage(path, missing=True)
     if abs(float(table.time[0])) > 1e-9 * max(1.0, float(table.time[-1])):
         return None
     values = np.array(model.default_values, dtype=float)
@@ -505,5 +507,7 @@ def states_start(path, model):
             if label is None:
                 return None
             found.append(table.radians(label)[0] if unit == "rad" else table.columns[label][0])
+        if not np.all(np.isfinite(found)):
+            return None
         values[i], speeds[i] = found
     return model.starting_at(values, speeds)

@@ -108,10 +108,10 @@ def _strictly_increasing(path, time: np.ndarray, line_numbers: list[int]):
                          f"(unsorted or repeated time {float(time[bad])!r})")
 
 
-def read_storage(path, missing: Collection[str] = ()) -> StorageTable:
+def read_storage(path, missing: Collection[str] | bool = ()) -> StorageTable:
     """Read an OpenSim storage file (`.sto` or `.mot`, versions 1-3 and the old SIMM `.mot`
-    header; module docstring). Columns labelled in `missing` may hold values not measured (an
-    empty cell or `NaN`: NaN).
+    header; module docstring). Columns labelled in `missing` (or every column, for `True`)
+    may hold values not measured (an empty cell or `NaN`: NaN); the time never.
 
     **Returns:** a `StorageTable` (times in s; columns as stored: convert angles with
     `StorageTable.radians`). Raises `ValueError` naming the file and line for a missing
@@ -161,7 +161,8 @@ def read_storage(path, missing: Collection[str] = ()) -> StorageTable:
         if len(cells) != len(labels):
             raise ValueError(f"{path}: line {index + 1}: expected {len(labels)} values "
                              f"({len(labels)} column labels), got {len(cells)}")
-        rows.append([_number(path, index + 1, cell, label, label in missing)
+        rows.append([_number(path, index + 1, cell, label, label != labels[0] and (
+                         missing is True or (missing is not False and label in missing)))
                      for cell, label in zip(cells, labels)])
         numbers.append(index + 1)
     if len(rows) < 2:
