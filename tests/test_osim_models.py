@@ -625,6 +625,22 @@ def test_a_coordinates_file_with_a_gap_is_read_and_gives_no_start(tmp_path):
     assert np.isnan(problem.measurements[0].values[5, 0])
 
 
+def test_a_marker_file_is_read_once_for_its_markers_and_its_channels(tmp_path, monkeypatch):
+    from spineid.io import _measurements
+
+    model = spineid.load_model_file(spineid.dataset_path("neck_bushings.osim")).model
+    path = spineid.io.write_trc(tmp_path / "m.trc", np.linspace(0.0, 0.1, 11),
+                                {m.name: np.zeros((11, 3)) for m in model.markers})
+    reads = []
+    original = _measurements.read_markers
+    monkeypatch.setattr(_measurements, "read_markers",
+                        lambda p: reads.append(str(p)) or original(p))
+    problem = spineid.FitProblem.from_files(spineid.dataset_path("neck_bushings.osim"), [path],
+                                            free=["C7_C6_bushing.rotational_stiffness[2]"])
+    assert reads == [str(path)]
+    assert problem.channels[:3] == tuple(f"{model.markers[0].name}_{a}" for a in "xyz")
+
+
 def test_a_states_file_gives_the_start_of_its_record(tmp_path):
     # OpenSim's Manager started away from the file's defaults (values and speeds); its states
     # sampled into a .sto with /value and /speed columns: a fit starts there, not at the

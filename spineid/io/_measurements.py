@@ -174,18 +174,20 @@ def read_measurement(path, channels: Sequence[str], units: Sequence[str], *,
                      column_units: Mapping[str, str] | None = None,
                      markers: Mapping[str, Sequence[str]] | None = None,
                      initial: Sequence[float] | None = None,
-                     own_markers: bool = False) -> Measurement:
+                     own_markers: bool = False, parsed: Mapping | None = None) -> Measurement:
     """A trajectory file read for a model's `channels` (SI `units`): a CSV with spineid's own
     column names in SI (`Measurement.from_csv`), or, with `columns` or `column_units` given or
     for an OpenSim storage file (`.sto`, `.mot`), a file with its own (`Measurement.from_file`),
     or a marker file (`.trc`, `.c3d`) with `markers` (`{"upper": names, "lower": names}`,
     `lower` optional) and the model's `initial` channel values (`markers_measurement`), or,
     with `own_markers` (a model observing markers of its own, `<marker>_x`, ...), by
-    `marker_channels`. `markers` given for a file that holds no markers is refused."""
+    `marker_channels` (from the file's markers already read, where `parsed` holds them:
+    `{path: MarkerTrajectories}`, as `own_markers_seen` fills it). `markers` given for a file
+    that holds no markers is refused."""
     suffix = pathlib.Path(path).suffix.lower()
     if suffix in MARKER_SUFFIXES:
         if own_markers:
-            return marker_channels(path, channels)
+            return marker_channels(path, channels, (parsed or {}).get(str(path)))
         if not markers:
             raise ValueError(f"{path}: a marker file ({suffix}) needs the markers of each body: "
                              "--markers 'upper=A,B,C[;lower=D,E,F]' (or a model with markers "
@@ -202,10 +204,12 @@ def read_measurement(path, channels: Sequence[str], units: Sequence[str], *,
     return Measurement.from_csv(path, channels)
 
 
-def own_markers_seen(model, paths) -> list[str]:
+def own_markers_seen(model, paths, parsed: dict | None = None) -> list[str]:
     """The names of `model`'s markers that every marker file of `paths` holds (a fit observes
-    those; a warning names the model's markers left out). Raises `ValueError` when `paths`
-    mix marker files with others, or no marker of the model is in them."""
+    those; a warning names the model's markers left out); each file read is kept in `parsed`
+    (`{str(path): MarkerTrajectories}`) where one is given, so that it is read once. Raises
+    `ValueError` when `paths` mix marker files with others, or no marker of the model is in
+    them."""
     suffixes = {pathlib.Path(p).suffix.lower() in MARKER_SUFFIXES for p in paths}
     if len(suffixes) > 1:
         raise ValueError(f"{[str(p) for p in paths]}: marker files (.trc, .c3d) and other data "
@@ -214,7 +218,10 @@ def own_markers_seen(model, paths) -> list[str]:
     names = [marker.name for marker in model.markers]
     seen = list(names)
     for path in paths:
-        held = read_markers(path).markers
+        trajectories = read_markers(path)
+        if parsed is not None:
+            parsed[str(path)] = trajectories
+        held = trajectories.markers
         if not any(name in held for name in names):
             raise ValueError(f"{path}: none of the model's markers {names} is in the file; "
                              f"its markers: {list(held)}")
@@ -227,12 +234,13 @@ def own_markers_seen(model, paths) -> list[str]:
     return seen
 
 
-def marker_channels(path, channels: Sequence[str]) -> Measurement:
+def marker_channels(path, channels: Sequence[str], trajectories=None) -> Measurement:
     """The channels `<marker>_x`, `_y`, `_z` (m, the file's laboratory axes) of a marker file
-    (`read_markers`), as a model that observes its own markers names them
-    (`MultibodyTree.observing_markers`); a marker not seen in a frame is a value not measured
-    (NaN). Raises `ValueError` naming the model's markers the file lacks and listing its own."""
-    trajectories = read_markers(path)
+    (`read_markers`, or its `trajectories` already read), as a model that observes its own
+    markers names them (`MultibodyTree.observing_markers`); a marker not seen in a frame is a
+    value not measured (NaN). Raises `ValueError` naming the model's markers the file lacks
+    and listing its own."""
+    trajectories = read_markers(path) if trajectories is None else trajectories
     wanted = [channel.rsplit("_", 1) for channel in channels]
     absent = sorted({name for name, _ in wanted if name not in trajectories.markers})
     if absent:

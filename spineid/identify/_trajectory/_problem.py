@@ -154,18 +154,20 @@ class FitProblem:
         if isinstance(data_paths, (str, pathlib.Path)):
             data_paths = [data_paths]
         model = model_file.model
+        parsed = {}  # (marker files read once: which markers they hold, then their channels)
         if not markers and getattr(model, "markers", ()) and any(
                 pathlib.Path(p).suffix.lower() in MARKER_SUFFIXES for p in data_paths):
             # A model with markers of its own (an OpenSim MarkerSet) observes them in marker
             # files: channels <marker>_x, _y, _z in ground.
-            model = model.observing_markers(own_markers_seen(model, data_paths))
+            model = model.observing_markers(own_markers_seen(model, data_paths, parsed))
             model_file = dataclasses.replace(model_file, model=model)
         # (the initial pose only places a marker file's clusters)
         initial = np.asarray(model.observe(model.initial_state()[0])) if markers else None
         measurements = [read_measurement(p, model.observable_names, model.observable_units,
                                          columns=columns, column_units=units, markers=markers,
                                          initial=initial,
-                                         own_markers=getattr(model, "observed", "") == "markers")
+                                         own_markers=getattr(model, "observed", "") == "markers",
+                                         parsed=parsed)
                         for p in data_paths]
         # A states file that holds every free coordinate's value and speed gives the start
         # of its own record (the model's defaults otherwise).
