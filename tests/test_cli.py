@@ -221,6 +221,41 @@ def test_os_errors_are_one_line(tmp_path, capsys):
     assert error.count("\n") == 1 and str(tmp_path) in error and "Traceback" not in error
 
 
+def test_a_stop_sent_again_once_or_until_answered(monkeypatch):
+    # The resender behind lost stops: once after its delay, or again and again until the run
+    # answers, one repeating sender per run and signal, nothing once the run has ended.
+    import signal
+    import time
+
+    from spineid.cli import _main
+
+    received = []
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: received.append(signum))
+    monkeypatch.setattr(_main, "_RUN_NUMBER", [12345])
+    monkeypatch.setattr(_main, "_persisting", set())
+    _main._RUNNING.set()
+    try:
+        _main._resend(signal.SIGUSR1, 0.02)
+        time.sleep(0.3)
+        assert received == [signal.SIGUSR1]
+        _main._resend(signal.SIGUSR1, 0.02, repeat=True)
+        _main._resend(signal.SIGUSR1, 0.02, repeat=True)  # (the same run: no second sender)
+        assert _main._persisting == {(12345, signal.SIGUSR1)}
+        deadline = time.monotonic() + 10.0
+        while len(received) < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(received) >= 4  # (sent again and again)
+        _main._ANSWERING.set()
+        time.sleep(0.2)  # (a send under way lands)
+        sent = len(received)
+        time.sleep(0.2)
+        assert len(received) == sent  # (answered: no more)
+    finally:
+        _main._ANSWERING.clear()
+        _main._RUNNING.clear()
+        signal.signal(signal.SIGUSR1, previous)
+
+
 def test_the_console_stopped_by_sigterm_ends_with_143_and_one_line(tmp_path):
     # The console ends a stopped run at once (`os._exit`), not through the interpreter's
     # teardown, where native threads of the computation cut short may still run (an abort,

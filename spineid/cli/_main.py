@@ -223,21 +223,6 @@ _SIGNAL_AGAIN_S = 0.05
 _SENDING = _thread.allocate_lock()
 
 
-def _send_again(signum: int) -> None:
-    # (to the main thread itself, so that a wait there is interrupted; from a bare `_thread`
-    # thread, which takes none of `threading`'s locks that a garbage-collection callback may
-    # have interrupted)
-    number, main_thread = _RUN_NUMBER[0], threading.main_thread().ident
-
-    def send():
-        time.sleep(_SIGNAL_AGAIN_S)
-        with _SENDING:
-            if _RUN_NUMBER[0] == number and _RUNNING.is_set() and not _ANSWERING.is_set():
-                signal.pthread_kill(main_thread, signum)
-
-    _thread.start_new_thread(send, ())
-
-
 # A stop raised is sent again every this many seconds until the run answers it: a raise can be
 # lost where neither Python nor `sys.unraisablehook` reports it (a signal the kernel gave to
 # another thread, while the main thread sleeps in a system call that then is not interrupted;
@@ -246,21 +231,28 @@ _SIGNAL_PERSIST_S = _SIGNAL_QUIET_S + 0.5
 _persisting = set()
 
 
-def _persist(signum: int) -> None:
-    # (one sender per run and signal, from a bare `_thread` thread as in `_send_again`)
+def _resend(signum: int, delay: float, repeat: bool = False) -> None:
+    # `signum` to the run's main thread again after `delay` s (to the main thread itself, so
+    # that a wait there is interrupted), and with `repeat` every `delay` s after until the run
+    # answers it, ends or another starts (one such sender per run and signal); from a bare
+    # `_thread` thread, which takes none of `threading`'s locks that a garbage-collection
+    # callback may have interrupted.
     number, main_thread = _RUN_NUMBER[0], threading.main_thread().ident
-    if (number, signum) in _persisting:
-        return
-    _persisting.add((number, signum))
+    if repeat:
+        if (number, signum) in _persisting:
+            return
+        _persisting.add((number, signum))
 
     def send():
         while True:
-            time.sleep(_SIGNAL_PERSIST_S)
+            time.sleep(delay)
             with _SENDING:
                 if (_RUN_NUMBER[0] != number or not _RUNNING.is_set()
                         or _ANSWERING.is_set()):
                     return
                 signal.pthread_kill(main_thread, signum)
+            if not repeat:
+                return
 
     _thread.start_new_thread(send, ())
 
@@ -273,7 +265,7 @@ def _answering_dropped_stops(hook):
         if signum is None or not _RUNNING.is_set():
             return hook(report)
         _last_raised[0] = -math.inf  # (the stop was lost: the next one is raised)
-        _send_again(signum)
+        _resend(signum, _SIGNAL_AGAIN_S)
 
     return unraisable
 
@@ -284,11 +276,11 @@ def _raise_once(stop) -> None:
         return
     if isinstance(sys.exc_info()[1], tuple(_STOP_SIGNALS)):
         return  # (a stop is unwinding: its clean-up, a batch waiting for its running chunks, is
-        # not cut short; `_persist` sends again only a stop that was lost)
+        # not cut short; `_resend` repeats only a stop that was lost)
     _last_raised[0] = now
     if stop in (_Terminated, KeyboardInterrupt) and figures.defer(stop):
         return  # (raised when the figure being drawn is done)
-    _persist(_STOP_SIGNALS[stop])
+    _resend(_STOP_SIGNALS[stop], _SIGNAL_PERSIST_S, repeat=True)
     raise stop
 
 
