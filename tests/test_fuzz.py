@@ -203,7 +203,11 @@ TABLE_OPTIONS = [[], ["--n-nodes", "3", "--free-breakpoints"], ["--n-nodes", "1"
                  ["--law", "polynomial", "--degree", "2"], ["--nodes", "-1,0,1"],
                  ["--nodes", "0.05,0.01"], ["--smoothing", "1e300"], ["--noise", "1e-300"],
                  ["--noise", "nan"], ["--inertia", "-1"], ["--damping"],
-                 ["--law", "tan_cos"], ["--law", "monotone_cubic", "--n-nodes", "4"]]
+                 ["--law", "tan_cos"], ["--law", "monotone_cubic", "--n-nodes", "4"],
+                 ["--law", "polynomial", "--n-nodes", "3"], ["--law", "tan_cos",
+                                                             "--free-breakpoints"],
+                 ["--law", "monotone_cubic", "--smoothing", "0.01"],
+                 ["--law", "polynomial", "--nodes", "0,0.05"]]
 
 
 @SETTINGS
