@@ -23,7 +23,8 @@ def _whole(name: str, value, least: int) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class LawForm:
-    """The load law a fit fits (`spineid.fit_load_law`; Liu 2001 eq. 4.3 for the tables).
+    """The load law a fit fits (`spineid.fit_load_law`): the tables are Liu's stiffness phases
+    (2001, section 4.3), `tan_cos` Fritzkowski and Walczak's eq 35.
 
     **Fields:** `kind` (one of `piecewise_linear`, `monotone_cubic`, `tan_cos`,
     `polynomial`); for the two tables: `nodes` (displacements of the nodes, m or rad, `(k,)`
