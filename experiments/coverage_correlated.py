@@ -118,11 +118,19 @@ def row(kind, model, values, errors, accepted, truth, repetitions):
 TRACKING_SD = np.array([5e-6, 5e-6, np.radians(0.01)])  # m, m, rad: the tracking noise
 
 
+TRACKING_FILTER = signal.butter(4, 40.0 / 500.0)  # 40 Hz at 1 kHz (Nyquist 500 Hz)
+
+
+def filtered(white):
+    # The tracking filter (zero phase) over white noise `(n + 400, ...)`, its ends cropped.
+    return signal.filtfilt(*TRACKING_FILTER, white, axis=0)[200:-200]
+
+
 def tracking_noise(rng, kind, n):
-    # (n, 3) noise of the three channels, each of standard deviation TRACKING_SD.
+    # (n, 3) noise of the three channels, each of standard deviation TRACKING_SD (a filtered
+    # record scaled to its own sample deviation).
     if kind == "filtered":
-        b, a = signal.butter(4, 40.0 / 500.0)  # 40 Hz at 1 kHz (Nyquist 500 Hz)
-        e = signal.filtfilt(b, a, rng.normal(size=(n + 400, 3)), axis=0)[200:-200]
+        e = filtered(rng.normal(size=(n + 400, 3)))
         return TRACKING_SD * e / np.std(e, axis=0)
     rho = float(kind.split()[-1])
     a = rng.normal(size=(n + 300, 3)) * np.sqrt(1 - rho ** 2)
@@ -146,21 +154,10 @@ def tracking_characterised(rng, kind, order=10):
     return spineid.AR(coefficients=given)
 
 
-def filtered_correlation(n):
-    """The exact correlation `(n, n)` of `tracking_noise(..., "filtered")`: the zero-phase
-    filter is linear, so a record is `M w` for white `w` and its covariance `M M^T` (`M`:
-    filtfilt applied to the identity's columns, cropped as the draws are), here scaled to a
-    mean variance of 1 (the draws are scaled to their own sample deviation, which this takes
-    as the variance)."""
-    b, a = signal.butter(4, 40.0 / 500.0)
-    operator = signal.filtfilt(b, a, np.eye(n + 400), axis=0)[200:-200]
-    covariance = operator @ operator.T
-    return covariance / np.mean(np.diag(covariance))
-
-
 def trajectory_exact_part(repetitions, rng):
     """The errors of the trajectory fit under filtered noise against those of the noise's exact
-    covariance, for the fit linearised at the truth (the residuals' sensitivities `J`, the
+    covariance (records drawn through the filter's operator, so that their covariance is
+    exactly it), for the fit linearised at the truth (the residuals' sensitivities `J`, the
     estimate's error `(A^T A)^-1 A^T b` with `A` and `b` the whitened `J` and noise): the
     Cramer-Rao bound of the exact covariance (the best any fit can do), the true spread of the
     white-weighted estimate (sandwich) and, repetition by repetition, the estimate under
@@ -180,7 +177,14 @@ def trajectory_exact_part(repetitions, rng):
                               ["stiffness"], noise=dict.fromkeys(channels, 1.0))
     truth = np.array([p.value(model_file.model) for p in unit.parameters])
     jacobian = measured_sensitivities(unit, channels, truth).reshape(ts.size, 3, -1)
-    correlation = filtered_correlation(ts.size)
+    # The filter is linear: a record is `M w` for white `w`, of covariance `M M^T` (`M`: the
+    # filter applied to the identity's columns), scaled here to a mean variance of 1. (The
+    # records below take that scale; those of the fits' parts are scaled to their own sample
+    # deviation, which for noise this smooth is about 4% below the true one.)
+    operator = filtered(np.eye(ts.size + 400))
+    scale = np.sqrt(np.mean(np.sum(operator ** 2, axis=1)))
+    operator = operator / scale
+    correlation = operator @ operator.T
     fisher = sum(jacobian[:, c].T @ np.linalg.solve(TRACKING_SD[c] ** 2 * correlation,
                                                     jacobian[:, c]) for c in range(3))
     exact = np.sqrt(np.diag(np.linalg.inv(fisher)))
@@ -192,7 +196,7 @@ def trajectory_exact_part(repetitions, rng):
     white_reported = np.sqrt(np.diag(bread))
     errors, reported, orders = [], [], []
     for _ in range(repetitions):
-        noise = tracking_noise(rng, "filtered", ts.size)
+        noise = TRACKING_SD * (operator @ rng.normal(size=(ts.size + 400, 3)))
         rows_a, rows_b = [], []
         for c, channel in enumerate(channels):
             estimate = fit_channel_noise([noise[:, c]], AR(), len(truth) / 3, channel)

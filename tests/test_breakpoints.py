@@ -137,10 +137,14 @@ def test_table_fit_escapes_the_wrong_basin_of_the_breakpoint():
     (dict(n_nodes=3), dict(solver=spineid.Adam()), ValueError, "LevenbergMarquardt"),
     (dict(kind="polynomial", degree=0), {}, ValueError, "degree 0"),
     (dict(kind="polynomial", degree=-2), {}, ValueError, "degree -2"),
-    (dict(kind="polynomial", n_nodes=3), {}, ValueError, "n_nodes does not apply"),
+    (dict(kind="polynomial", n_nodes=3), {}, ValueError,
+     "n_nodes applies to piecewise_linear and monotone_cubic only"),
     (dict(kind="tan_cos", smoothing=0.1, free_breakpoints=True), {}, ValueError,
-     "free_breakpoints, smoothing do not apply"),
-    (dict(kind="monotone_cubic", degree=2), {}, ValueError, "degree is polynomial's"),
+     "free_breakpoints applies to .* only; smoothing applies to piecewise_linear only"),
+    (dict(kind="monotone_cubic", degree=2), {}, ValueError, "degree applies to polynomial"),
+    (dict(kind="polynomial", monotone=False), {}, ValueError, "monotone applies to"),
+    (dict(nodes=[0.0, 1e-3], n_nodes=3), {}, ValueError, "not both"),
+    (dict(free_breakpoints="yes"), {}, ValueError, "expected True or False"),
     (dict(kind="spline"), {}, ValueError, "expected one of"),
     (dict(nodes=[0.0, 0.0, 1e-3]), {}, ValueError, "increasing"),
     (dict(smoothing=-1.0), {}, ValueError, "smoothing -1"),
@@ -159,28 +163,30 @@ def test_law_fit_refusals_name_the_argument(form, options, error, message):
 @pytest.mark.parametrize("dynamics, message", [
     (dict(rate_window=4), "odd"), (dict(rate_window=0), "rate_window 0"),
     (dict(inertia=-1.0), "inertia -1"), (dict(inertia=float("nan")), "inertia nan"),
+    (dict(damping=2), "expected True or False"),
+    (dict(rate_window=9), "neither"),
 ])
 def test_bad_dynamics_are_refused(dynamics, message):
     with pytest.raises(ValueError, match=message):
         spineid.LawDynamics(**dynamics)
 
 
-def test_a_law_form_fits_every_record_alike_and_its_kind_alone_is_its_defaults():
-    # One form for a batch: the fits equal those of the form rebuilt for each record.
+def test_one_law_form_fits_every_record_of_a_batch_to_its_own_optimum():
+    # One form for a batch of records with different knees: each fit's knee is its record's
+    # brute-force least-squares breakpoint; a kind's name alone is its defaults (a cubic: the
+    # linear least squares of the powers).
     rng = np.random.default_rng(5)
     x = np.linspace(0.0, 2e-3, 80)
-    records = [spineid.LoadDisplacementData(x, 5e3 * x + 40e3 * np.maximum(x - 0.8e-3, 0)
-                                            + 0.2 * rng.standard_normal(x.size))
-               for _ in range(2)]
     form = spineid.LawForm(n_nodes=3, free_breakpoints=True)
-    for data in records:
-        shared = spineid.fit_load_law(data, form, noise=0.2)
-        again = spineid.fit_load_law(data, spineid.LawForm("piecewise_linear", n_nodes=3,
-                                                           free_breakpoints=True), noise=0.2)
-        np.testing.assert_array_equal(shared.values, again.values)
-    polynomial = [spineid.fit_load_law(records[0], law, noise=0.2)
-                  for law in ("polynomial", spineid.LawForm("polynomial", degree=3))]
-    np.testing.assert_array_equal(polynomial[0].values, polynomial[1].values)
+    for knee in (0.6e-3, 1.3e-3):
+        y = 5e3 * x + 40e3 * np.maximum(x - knee, 0) + 0.2 * rng.standard_normal(x.size)
+        fit = spineid.fit_load_law(spineid.LoadDisplacementData(x, y), form, noise="white")
+        _, best = brute_force(x, y, np.linspace(x[1], x[-2], 4001))
+        assert fit.law.displacement[1] == pytest.approx(best, abs=1e-6)
+    cubic = spineid.fit_load_law(spineid.LoadDisplacementData(x, y), "polynomial", noise=0.2)
+    powers = np.stack([x, x**2, x**3], axis=1)
+    np.testing.assert_allclose(cubic.values, np.linalg.lstsq(powers, y, rcond=None)[0],
+                               rtol=1e-6)
 
 
 def test_variable_projection_takes_only_a_levenberg_marquardt():

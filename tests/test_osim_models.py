@@ -609,20 +609,39 @@ def test_a_fit_from_markers_opensim_wrote_uses_the_models_own_markerset(tmp_path
                            for part in printed.group(1).split(", ")), printed
 
 
-def test_a_coordinates_file_with_a_gap_is_read_and_gives_no_start(tmp_path):
-    # A value not measured in a coordinate's column is the fit's business (NaN); looking for a
-    # start in the same file must not refuse it (it did: the start's reader allowed no gap).
-    model_file = spineid.load_model_file(spineid.dataset_path("neck_bushings.osim"))
-    names = model_file.model.observable_names
-    values = np.zeros((21, len(names)))
-    values[5, 0] = np.nan
-    path = tmp_path / "gaps.sto"
-    spineid.io.write_storage(path, np.linspace(0.0, 0.2, 21), dict(zip(names, values.T)),
-                             in_degrees=False)
-    problem = spineid.FitProblem.from_files(spineid.dataset_path("neck_bushings.osim"), [path],
-                                            free=[model_file.parameters[0].name])
-    assert problem.started_from_data == []
-    assert np.isnan(problem.measurements[0].values[5, 0])
+@pytest.mark.parametrize("gap, starts", [("none", True), ("later", True), ("first row", False),
+                                         ("coordinates file", False)])
+def test_a_states_file_with_a_gap_is_read_and_starts_only_from_a_whole_first_row(
+        tmp_path, gap, starts):
+    # The start from the data needs every free coordinate's value and speed in its first row; a
+    # gap elsewhere is the fit's business (a coordinates file's NaN: the search for a start
+    # read the file refusing any gap, and failed the whole fit).
+    model = spineid.load_model_file(spineid.dataset_path("neck_bushings.osim")).model
+    paths = model.coordinate_paths
+    time = np.linspace(0.0, 0.2, 21)
+    columns = {}
+    for i in model.free:
+        value, speed = np.full(21, 0.01 * (i + 1)), np.full(21, 0.1)
+        if gap == "coordinates file":
+            columns[model.coordinate_names[i]] = value
+        else:
+            columns[f"{paths[i]}/value"], columns[f"{paths[i]}/speed"] = value, speed
+    first = next(iter(columns))
+    columns[first] = columns[first].copy()
+    if gap == "later":
+        columns[first][5] = np.nan
+    elif gap in ("first row", "coordinates file"):
+        columns[first][0 if gap == "first row" else 5] = np.nan
+    path = spineid.io.write_storage(tmp_path / "states.sto", time, columns, in_degrees=False)
+    started = spineid.io.states_start(path, model)
+    assert (started is not None) == starts
+    if starts:  # (the model's coordinates are its free ones)
+        assert float(started.initial_state()[0][1]) == pytest.approx(0.01 * (model.free[1] + 1))
+    if gap in ("none", "coordinates file"):  # (a states file's value columns take no gap)
+        problem = spineid.FitProblem.from_files(spineid.dataset_path("neck_bushings.osim"),
+                                                [path], free=["bushings.rotational_stiffness"])
+        assert problem.started_from_data == ([str(path)] if starts else [])
+        assert np.isnan(problem.measurements[0].values).sum() == (gap != "none")
 
 
 def test_a_marker_file_is_read_once_for_its_markers_and_its_channels(tmp_path, monkeypatch):
@@ -635,10 +654,15 @@ def test_a_marker_file_is_read_once_for_its_markers_and_its_channels(tmp_path, m
     original = _measurements.read_markers
     monkeypatch.setattr(_measurements, "read_markers",
                         lambda p: reads.append(str(p)) or original(p))
+    channels = [f"{m.name}_{a}" for m in model.markers for a in "xyz"]
     problem = spineid.FitProblem.from_files(spineid.dataset_path("neck_bushings.osim"), [path],
-                                            free=["C7_C6_bushing.rotational_stiffness[2]"])
+                                            free=["C7_C6_bushing.rotational_stiffness[2]"],
+                                            noise=dict.fromkeys(channels, "0.2"))
     assert reads == [str(path)]
-    assert problem.channels[:3] == tuple(f"{model.markers[0].name}_{a}" for a in "xyz")
+    assert list(problem.channels) == channels
+    # A bare noise is in the marker file's unit (mm here), as for any column with a unit.
+    assert problem.noise[channels[0]] == pytest.approx(2e-4)
+    assert problem.noise_read[channels[0]].startswith("0.2 mm")
 
 
 def test_a_states_file_gives_the_start_of_its_record(tmp_path):

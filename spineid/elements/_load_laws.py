@@ -30,6 +30,9 @@ from ._parameters import ParameterField
 LAW_KINDS = ("piecewise_linear", "monotone_cubic", "tan_cos", "polynomial")
 """The `kind` names of the laws in model files, `spineid table` and `fit_load_law`."""
 
+TABLE_KINDS = ("piecewise_linear", "monotone_cubic")
+"""The law kinds that are tables of node loads (a fit may move their nodes)."""
+
 
 class AbstractLoadLaw(eqx.Module):
     """A load-displacement law `M(x)` of one degree of freedom with stored energy `E(x)`."""

@@ -118,9 +118,11 @@ def analyse_parameters(jacobian, values, names: list[str], units: list[str], tra
                              tuple(warnings))
 
 
-def not_converged_note(max_steps: int | None = None) -> str:
+def not_converged_note(max_steps: int | None = None, per_pass: bool = True) -> str:
     """The note of a local solve that stopped before its tolerances: at its step limit
-    `max_steps` (per pass), or on a step that lowered nothing."""
-    limit = "its step limit" if max_steps is None else f"the limit of {max_steps} steps per pass"
+    `max_steps` (of each pass, for a fit refitted as its noise settles: `per_pass`), or on a
+    step that lowered nothing."""
+    limit = ("its step limit" if max_steps is None else f"the limit of {max_steps} steps"
+             + (" per pass" if per_pass else ""))
     return (f"Levenberg-Marquardt did not converge ({limit} reached, or no step lowered the "
             "cost)")

@@ -9,10 +9,20 @@ import math
 
 import numpy as np
 
-from ...elements._load_laws import LAW_KINDS
+from ...elements._load_laws import LAW_KINDS, TABLE_KINDS
 
-TABLE_KINDS = ("piecewise_linear", "monotone_cubic")
-"""The law kinds that are tables of node loads (their nodes may move: `free_breakpoints`)."""
+
+APPLIES = {"nodes": TABLE_KINDS, "n_nodes": TABLE_KINDS, "free_breakpoints": TABLE_KINDS,
+           "monotone": TABLE_KINDS, "smoothing": ("piecewise_linear",),
+           "degree": ("polynomial",)}
+"""The law kinds each option of `LawForm` applies to (given otherwise than its default for
+another kind, it is refused)."""
+
+
+def _flag(name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} {value!r}: expected True or False")
+    return bool(value)
 
 
 def _whole(name: str, value, least: int) -> int:
@@ -35,8 +45,9 @@ class LawForm:
     phase); for `polynomial` only: `degree` (the number of coefficients, `M(x) = sum_k a_k
     x^k`, k = 1..degree; default 3).
 
-    Options that do not apply to the kind, given other than their defaults, raise
-    `ValueError` naming the kinds they apply to; so do bad values.
+    Options that do not apply to the kind (`APPLIES`), given other than their defaults,
+    raise `ValueError` naming the kinds they apply to; so do bad values, and `nodes` given
+    with `n_nodes`.
     """
 
     kind: str = "piecewise_linear"
@@ -50,7 +61,6 @@ class LawForm:
     def __post_init__(self):
         if self.kind not in LAW_KINDS:
             raise ValueError(f"law kind {self.kind!r}: expected one of {list(LAW_KINDS)}")
-        table = self.kind in TABLE_KINDS
         if self.nodes is not None:
             nodes = np.asarray(self.nodes, dtype=float)
             if nodes.ndim != 1 or nodes.size < 2 or np.any(~(np.diff(nodes) > 0)):
@@ -63,17 +73,19 @@ class LawForm:
         if not (math.isfinite(smoothing) and smoothing >= 0):
             raise ValueError(f"smoothing {self.smoothing!r}: expected a distance >= 0")
         object.__setattr__(self, "smoothing", smoothing)
-        misplaced = [name for name, applies, given in (
-            ("nodes", table, self.nodes is not None), ("n_nodes", table, self.n_nodes != 6),
-            ("free_breakpoints", table, self.free_breakpoints),
-            ("smoothing", self.kind == "piecewise_linear", smoothing > 0),
-            ("degree", self.kind == "polynomial", self.degree != 3)) if given and not applies]
+        for name in ("free_breakpoints", "monotone"):
+            _flag(name, getattr(self, name))
+        if self.nodes is not None and self.n_nodes != 6:
+            raise ValueError(f"nodes {list(self.nodes)} and n_nodes {self.n_nodes}: give the "
+                             "nodes or their number, not both")
+        given = {"nodes": self.nodes is not None, "n_nodes": self.n_nodes != 6,
+                 "free_breakpoints": self.free_breakpoints, "monotone": not self.monotone,
+                 "smoothing": smoothing > 0, "degree": self.degree != 3}
+        misplaced = [name for name, kinds in APPLIES.items()
+                     if given[name] and self.kind not in kinds]
         if misplaced:
-            raise ValueError(f"law kind {self.kind!r}: {', '.join(misplaced)} "
-                             f"{'does' if len(misplaced) == 1 else 'do'} not apply to it "
-                             "(nodes, n_nodes and free_breakpoints are a table's: "
-                             "piecewise_linear or monotone_cubic; smoothing is "
-                             "piecewise_linear's; degree is polynomial's)")
+            raise ValueError(f"law kind {self.kind!r}: " + "; ".join(
+                f"{name} applies to {' and '.join(APPLIES[name])} only" for name in misplaced))
 
     @property
     def table(self) -> bool:
@@ -89,14 +101,15 @@ class LawDynamics:
     time), `inertia` (a known `J`, kg m^2 for rotations or kg for translations, when the loads
     are the applied ones of a dynamic test; default 0), `rate_window` (an odd number of
     samples: the rates by local quadratic fits over it, Savitzky and Golay; 1, the default,
-    by second-order differences). The default, no damper and no inertia, is a quasi-static
-    test."""
+    by second-order differences; only with a damper or an inertia). The default, no damper
+    and no inertia, is a quasi-static test. Bad values raise `ValueError`."""
 
     damping: bool = False
     inertia: float = 0.0
     rate_window: int = 1
 
     def __post_init__(self):
+        _flag("damping", self.damping)
         inertia = float(self.inertia)
         if not (math.isfinite(inertia) and inertia >= 0):
             raise ValueError(f"inertia {self.inertia!r}: expected a known inertia >= 0")
@@ -105,6 +118,9 @@ class LawDynamics:
         if window % 2 == 0:
             raise ValueError(f"rate_window {window}: expected an odd number of samples")
         object.__setattr__(self, "rate_window", window)
+        if window != 1 and not self.needs_rates:
+            raise ValueError(f"rate_window {window}: the rates serve a damper or an inertia; "
+                             "this model of the load has neither")
 
     @property
     def needs_rates(self) -> bool:

@@ -361,7 +361,7 @@ def fit_spine_levels(chain: SpatialChain, loaded: str, moments, poses, *, observ
             "between")
     correlation = correlation_matrix(covariance, stderr)
     if not bool(solution.converged):
-        messages.append(not_converged_note(solver.max_steps))
+        messages.append(not_converged_note(solver.max_steps, per_pass=False))
     if np.any(failed(residuals)):
         messages.append("some load steps found no equilibrium at the fitted scales")
     rows = [residuals[:, :, b].reshape(-1, 6) for b in range(len(observed))]

@@ -38,7 +38,8 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 from ...elements._load_laws import (
-    LAW_KINDS, MonotoneCubicLaw, PiecewiseLinearLaw, PolynomialLaw, TanCosLaw, check_monotone,
+    LAW_KINDS, MonotoneCubicLaw, PiecewiseLinearLaw, PolynomialLaw, TABLE_KINDS, TanCosLaw,
+    check_monotone,
 )
 from ...elements._parameters import Parameter
 from ...io._measurements import LoadDisplacementData
@@ -93,7 +94,7 @@ class LawFit(Profiled):
         """The fitted law as a model-file `law` table (docs/formats/model-files.md), e.g. for
         `[[torsion]]`."""
         law = self.law
-        if self.kind in ("piecewise_linear", "monotone_cubic"):
+        if self.kind in TABLE_KINDS:
             table = {"kind": self.kind,
                      "displacement": np.asarray(law.displacement).tolist(),
                      "load": np.asarray(law.load_values).tolist()}
@@ -152,7 +153,7 @@ class _LawModel(eqx.Module):
 
     def law(self, theta):
         """The law (`spineid.elements` load law) at parameters `theta`."""
-        if self.kind in ("piecewise_linear", "monotone_cubic"):
+        if self.kind in TABLE_KINDS:
             node_x = self.node_x
             moving = node_x.size - 2 if self.free_breakpoints else 0
             if self.free_breakpoints:

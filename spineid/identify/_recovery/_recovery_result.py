@@ -336,7 +336,8 @@ def _finish(problem, solver, atoms, method, positions_free, converged, certified
         # then the noise model's Cramer-Rao bound, which the white-weighted estimate attains
         # where the sensitivities vary slowly against the noise's correlation, Grenander 1954;
         # where they do not, they are somewhat too small).
-        model, note = usable_noise_model(problem.noise_model, False, problem.measurements)
+        model, note = usable_noise_model(problem.noise_model, False, problem.measurements,
+                                         problem.channels)
         warnings += [note] if note else []
         blocks = _blocks(problem, analysis["residuals"], sigma)
         fitted = channel_noises(problem.channels, problem.channel_ranges(),

@@ -9,7 +9,8 @@ import numpy as np
 
 from ..._arrays import floats
 from ...elements._load_laws import (
-    check_monotone, LAW_KINDS, MonotoneCubicLaw, PiecewiseLinearLaw, PolynomialLaw, TanCosLaw,
+    check_monotone, LAW_KINDS, MonotoneCubicLaw, PiecewiseLinearLaw, PolynomialLaw, TABLE_KINDS,
+    TanCosLaw,
 )
 from ...elements._bushings import UPPER
 from ...elements._parameters import (
@@ -95,7 +96,7 @@ def load_law(table, key: str, check: "DocumentChecker"):
     check.keys(table, key, {"kind", "displacement", "load", "smoothing", "coefficient",
                             "coefficients"}, {"kind"})
     kind = check.choice(table, "kind", f"{key}.kind", LAW_KINDS)
-    if kind in ("piecewise_linear", "monotone_cubic"):
+    if kind in TABLE_KINDS:
         allowed = {"kind", "displacement", "load"} | ({"smoothing"} if kind == "piecewise_linear"
                                                      else set())
         check.keys(table, key, allowed, {"displacement", "load"})
