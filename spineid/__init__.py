@@ -148,6 +148,7 @@ from .simulation import (  # noqa: E402
     linear_modes as linear_modes,
     LinearModes as LinearModes,
     load_steps as load_steps,
+    MEBDF as MEBDF,
     moment_sweep as moment_sweep,
     pose_change as pose_change,
     segment_flexibility as segment_flexibility,

@@ -1,0 +1,109 @@
+"""Cash's modified extended BDF (spineid/simulation/_mebdf.py) as a diffrax solver: its
+coefficients against the textbook ones and polynomial exactness on uneven times, its order of
+convergence measured from an exact start, the Robertson problem against scipy's Radau at a
+tight tolerance, and jit, vmap and gradients against the analytic derivative."""
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+import spineid
+from spineid.simulation._mebdf import bdf_coefficients, extended_coefficients
+
+pytestmark = pytest.mark.xdist_group("mebdf")
+
+
+def test_coefficients_are_the_textbook_ones_and_exact_on_uneven_times():
+    even = jnp.array([0.0, -1.0, -2.0, -3.0, -4.0])
+    a, b = bdf_coefficients(even, 2)  # BDF2: y2 - 4/3 y1 + 1/3 y0 = 2/3 h f2
+    np.testing.assert_allclose(a, [1.0, -4 / 3, 1 / 3, 0.0, 0.0], atol=1e-14)
+    assert float(b) == pytest.approx(2 / 3)
+    ahat, b1, b2 = extended_coefficients(even, 1)  # Cash's EBDF2: h (3/2 f1 - 1/2 f2)
+    np.testing.assert_allclose(ahat, [1.0, -1.0, 0.0, 0.0, 0.0], atol=1e-14)
+    assert (float(b1), float(b2)) == pytest.approx((1.5, -0.5))
+    # Uneven past times: every polynomial of the formula's degree is differentiated exactly.
+    s = jnp.array([0.0, -0.7, -1.9, -2.4, -3.8])
+    for q in (1, 2, 3, 4):
+        a, b = bdf_coefficients(s, q)
+        ahat, b1, b2 = extended_coefficients(s, q, r=1.3)
+        for degree in range(q + 2):
+            c = np.random.default_rng(degree).normal(size=degree + 1)
+            y, dy = np.polynomial.Polynomial(c), np.polynomial.Polynomial(c).deriv()
+            if degree <= q:
+                assert float(jnp.dot(a, y(np.asarray(s)))) == pytest.approx(
+                    float(b) * dy(0.0), abs=1e-10)
+            assert float(jnp.dot(ahat, y(np.asarray(s)))) == pytest.approx(
+                float(b1) * dy(0.0) + float(b2) * dy(1.3), abs=1e-10)
+
+
+def _forced(t, y, args):
+    return jnp.array([-y[0] + jnp.sin(3 * t)])
+
+
+def _exact(t):
+    return 1.3 * np.exp(-t) + (np.sin(3 * t) - 3 * np.cos(3 * t)) / 10
+
+
+@pytest.mark.parametrize("order", [1, 2, 3, 4])
+def test_the_order_of_convergence_is_the_correctors(order):
+    # Constant steps from an exact history (so that no start-up steps of lower order count):
+    # the global error falls as h^(order + 1).
+    def error(n):
+        h = 1.0 / n
+        times = -h * np.arange(order)
+        state = (jnp.asarray(times), jnp.asarray(_exact(times))[:, None], jnp.array(order))
+        solution = diffrax.diffeqsolve(
+            diffrax.ODETerm(_forced), spineid.MEBDF(order, rtol=1e-14, atol=1e-15,
+                                                   max_iterations=30),
+            jnp.asarray(0.0), jnp.asarray(1.0), jnp.asarray(h), jnp.array([_exact(0.0)]),
+            stepsize_controller=diffrax.ConstantStepSize(), solver_state=state, made_jump=False)
+        # (times as arrays: one compilation for every step size)
+        return abs(float(solution.ys[-1, 0]) - _exact(1.0))
+
+    errors = [error(n) for n in (20, 40, 80)]
+    slopes = np.log2(np.array(errors[:-1]) / np.array(errors[1:]))
+    assert np.all(np.abs(slopes - (order + 1)) < 0.35), slopes
+
+
+def _robertson(t, y, args):
+    return jnp.array([-0.04 * y[0] + 1e4 * y[1] * y[2],
+                      0.04 * y[0] - 1e4 * y[1] * y[2] - 3e7 * y[1] ** 2, 3e7 * y[1] ** 2])
+
+
+def test_the_stiff_robertson_problem_agrees_with_scipys_radau():
+    reference = solve_ivp(lambda t, y: np.asarray(_robertson(t, y, None)), (0.0, 40.0),
+                          [1.0, 0.0, 0.0], method="Radau", rtol=1e-12,
+                          atol=[1e-14, 1e-18, 1e-14],
+                          jac=lambda t, y: np.asarray(jax.jacfwd(
+                              lambda z: _robertson(t, z, None))(y))).y[:, -1]
+    solution = diffrax.diffeqsolve(
+        diffrax.ODETerm(_robertson), spineid.MEBDF(rtol=1e-9, atol=1e-13), 0.0, 40.0, 1e-6,
+        jnp.array([1.0, 0.0, 0.0]),
+        stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=1e-10))
+    np.testing.assert_allclose(np.asarray(solution.ys[-1]), reference, rtol=1e-5)
+    assert int(solution.stats["num_accepted_steps"]) < 2000
+
+
+def test_jit_vmap_and_gradients_agree_with_the_analytic_solution():
+    def y_end(rate, y0):
+        solution = diffrax.diffeqsolve(
+            diffrax.ODETerm(lambda t, y, args: -args * y), spineid.MEBDF(3), 0.0, 1.0, 0.01,
+            y0, args=rate, stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-10))
+        return solution.ys[-1, 0]
+
+    rates = jnp.array([0.5, 2.0, 10.0])
+    ends = jax.jit(jax.vmap(y_end, in_axes=(0, None)))(rates, jnp.array([1.0]))
+    np.testing.assert_allclose(ends, np.exp(-np.asarray(rates)), rtol=1e-6)
+    gradient = jax.grad(y_end)(2.0, jnp.array([1.0]))  # d/dk exp(-k) = -exp(-k)
+    assert float(gradient) == pytest.approx(-np.exp(-2.0), rel=1e-5)
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(max_order=0), "max_order 0"), (dict(max_order=6), "from 1 to 5"),
+    (dict(max_iterations=0), "max_iterations 0")])
+def test_bad_options_are_refused(options, message):
+    with pytest.raises(ValueError, match=message):
+        spineid.MEBDF(**options)
