@@ -102,7 +102,8 @@ def test_assignments_are_parsed_and_refused_by_name():
 
 def test_every_unit_converts_to_its_si_unit():
     # Each factor against an independent statement of the unit.
-    inch_free = {"s": 1, "ms": 0.001, "m": 1, "cm": 0.01, "mm": 0.001, "um": 1e-6, "rad": 1,
+    inch_free = {"s": 1, "ms": 0.001, "m": 1, "dm": 0.1, "cm": 0.01, "mm": 0.001, "um": 1e-6,
+                 "rad": 1,
                  "deg": math.pi / 180, "N": 1, "kN": 1000, "Nm": 1, "Nmm": 0.001}
     assert {name: factor for name, (_, factor) in UNITS.items()} == pytest.approx(inch_free)
 

@@ -47,7 +47,7 @@ def _exact(t):
     return 1.3 * np.exp(-t) + (np.sin(3 * t) - 3 * np.cos(3 * t)) / 10
 
 
-@pytest.mark.parametrize("order", [1, 2, 3, 4])
+@pytest.mark.parametrize("order", [1, 2, 3, 4, 5])
 def test_the_order_of_convergence_is_the_correctors(order):
     # Constant steps from an exact history (so that no start-up steps of lower order count):
     # the global error falls as h^(order + 1).
@@ -66,6 +66,19 @@ def test_the_order_of_convergence_is_the_correctors(order):
     errors = [error(n) for n in (20, 40, 80)]
     slopes = np.log2(np.array(errors[:-1]) / np.array(errors[1:]))
     assert np.all(np.abs(slopes - (order + 1)) < 0.35), slopes
+
+
+def test_adaptive_steps_and_values_between_them_follow_the_solution():
+    # Steps chosen by the controller (so the superfuture stage's history is uneven), values
+    # saved between them (the Hermite dense output): within the tolerance's order.
+    ts = jnp.linspace(0.0, 3.0, 601)
+    solution = diffrax.diffeqsolve(
+        diffrax.ODETerm(_forced), spineid.MEBDF(), 0.0, 3.0, 0.01, jnp.array([_exact(0.0)]),
+        stepsize_controller=diffrax.PIDController(rtol=1e-7, atol=1e-9),
+        saveat=diffrax.SaveAt(ts=ts))
+    assert int(solution.stats["num_accepted_steps"]) < len(ts)  # (most values interpolated)
+    np.testing.assert_allclose(np.asarray(solution.ys[:, 0]), _exact(np.asarray(ts)),
+                               atol=2e-6)
 
 
 def _robertson(t, y, args):
@@ -99,6 +112,12 @@ def test_jit_vmap_and_gradients_agree_with_the_analytic_solution():
     np.testing.assert_allclose(ends, np.exp(-np.asarray(rates)), rtol=1e-6)
     gradient = jax.grad(y_end)(2.0, jnp.array([1.0]))  # d/dk exp(-k) = -exp(-k)
     assert float(gradient) == pytest.approx(-np.exp(-2.0), rel=1e-5)
+    # Forward mode, as spineid's fits differentiate their simulations.
+    forward = jax.jacfwd(lambda rate: diffrax.diffeqsolve(
+        diffrax.ODETerm(lambda t, y, args: -args * y), spineid.MEBDF(3), 0.0, 1.0, 0.01,
+        jnp.array([1.0]), args=rate, adjoint=diffrax.ForwardMode(),
+        stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-10)).ys[-1, 0])(2.0)
+    assert float(forward) == pytest.approx(-np.exp(-2.0), rel=1e-5)
 
 
 @pytest.mark.parametrize("options, message", [

@@ -30,7 +30,8 @@ from ._tables import read_table
 # Unit names (a column's suffix or a `--units` value) -> (SI unit, factor to SI).
 UNITS = {
     "s": ("s", 1.0), "ms": ("s", 1e-3),
-    "m": ("m", 1.0), "cm": ("m", 1e-2), "mm": ("m", 1e-3), "um": ("m", 1e-6),
+    "m": ("m", 1.0), "dm": ("m", 1e-1), "cm": ("m", 1e-2), "mm": ("m", 1e-3),
+    "um": ("m", 1e-6),
     "rad": ("rad", 1.0), "deg": ("rad", math.pi / 180.0),
     "N": ("N", 1.0), "kN": ("N", 1e3),
     "Nm": ("N m", 1.0), "Nmm": ("N m", 1e-3),
