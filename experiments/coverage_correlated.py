@@ -34,12 +34,18 @@ eq 24 matrix (`spineid.K_F_E`) with load-cell noise (2 N, 0.05 N m) AR(1) at rho
 entries, the noise estimated). Calibration and coverage are summarised over the 21 entries
 (median and range); the wrong model is a joint twice as stiff at the extremes of each motion.
 
+Segment fits (`--part segment`): the C5-C6 segment's nine load cases recorded one after another
+as ramps (90 rows, `segment_record`), the displacements' noise (5 um, 0.01 degree) AR(1) or
+filtered along the rows; the facet and bushing stiffnesses fitted through the equilibria
+(`segment_part`).
+
 Run: `python experiments/coverage_correlated.py [--repetitions 200] [--part
-table|trajectory|trajectory-verdicts|trajectory-given|trajectory-exact|stiffness]`.
+table|trajectory|trajectory-verdicts|trajectory-given|trajectory-exact|stiffness|segment]`.
 The measured tables are in docs/goodness-of-fit.md.
 """
 
 import argparse
+import dataclasses
 import time
 import tomllib
 
@@ -48,6 +54,7 @@ import numpy as np
 from scipy import signal
 
 import spineid
+from spineid.elements._parameters import select_parameters
 from spineid.identify._common._noise_model import autocovariances, levinson_durbin
 
 N = 1500
@@ -294,7 +301,7 @@ def sweep_loads(rng, kind, stiffening=0.0, n=1000):
     loads[:, 3:] = np.einsum("nji,nj->ni", duals, f[:, 3:])
     sd = np.array([2.0, 2.0, 2.0, 0.05, 0.05, 0.05])
     if kind == "filtered":
-        b, a = signal.butter(4, 0.1)
+        b, a = signal.butter(4, 0.25)
         e = signal.filtfilt(b, a, rng.normal(size=(n + 400, 6)), axis=0)[200:-200]
         e /= np.std(e, axis=0)
     else:
@@ -302,6 +309,92 @@ def sweep_loads(rng, kind, stiffening=0.0, n=1000):
         e = signal.lfilter([np.sqrt(1 - rho ** 2)], [1.0, -rho],
                            rng.normal(size=(n + 300, 6)), axis=0)[300:]
     return spineid.QuasiStaticTest(loads + sd * e, y)
+
+
+def ranged_row(kind, model, values, errors, accepted, truth, repetitions):
+    # Calibration and coverage of many parameters: their median and range.
+    values, errors = np.array(values), np.array(errors)
+    calibration = np.std(values, axis=0) / np.mean(errors, axis=0)
+    coverage = np.mean(np.abs(values - truth) < 1.96 * errors, axis=0)
+    print(f"{kind:14s} {model:6s} "
+          f"{np.median(calibration):.2f} ({calibration.min():.2f}-"
+          f"{calibration.max():.2f}){'':14s} "
+          f"{100 * np.median(coverage):.0f}% ({100 * coverage.min():.0f}-"
+          f"{100 * coverage.max():.0f}%){'':14s} "
+          f"{100 * accepted / repetitions:.0f}%", flush=True)
+
+
+SEGMENT_LEVELS = 10  # load levels of each case's ramp
+
+
+def segment_record(rng, kind, model_file):
+    """A tester's continuous record of the C5-C6 segment (datasets/c5_c6.toml): the nine load
+    cases one after another, each ramped over `SEGMENT_LEVELS` levels (10-100% of 20 N and
+    1.8 N m; 90 rows), its displacements' noise (5 um, 0.01 degree) AR(1) along the rows, or
+    white noise filtered by a 4th-order Butterworth low-pass at a quarter of the rows' Nyquist
+    rate (zero phase: correlated over about four rows)."""
+    model = model_file.model
+    levels = np.linspace(0.1, 1.0, SEGMENT_LEVELS)
+    loads = np.concatenate([np.outer(levels, case) for case in spineid.load_cases()])
+    solved, displacements, *_ = spineid.solve_load_cases(model, loads)
+    assert np.all(np.asarray(solved))
+    n, sd = len(loads), np.array([5e-6] * 3 + [np.radians(0.01)] * 3)
+    if kind == "filtered":
+        b, a = signal.butter(4, 0.25)
+        e = signal.filtfilt(b, a, rng.normal(size=(n + 400, 6)), axis=0)[200:-200]
+        e /= np.std(e, axis=0)
+    else:
+        rho = float(kind.split()[-1])
+        e = signal.lfilter([np.sqrt(1 - rho ** 2)], [1.0, -rho],
+                           rng.normal(size=(n + 300, 6)), axis=0)[300:]
+    return spineid.QuasiStaticTest(loads, np.asarray(displacements) + sd * e)
+
+
+def segment_part(repetitions, rng):
+    """Segment fits through the equilibria (`spineid.fit_segment`) of `segment_record`s: the
+    facet and the six bushing stiffnesses free, started 20% high; the wrong model is the
+    segment without its facets (their stiffness a hundredth of the file's), its bushing
+    stiffnesses fitted. `auto 5%`: the default noise model with a smooth-misfit tolerance of 5%
+    (`--max-misfit 5%`): the axial displacement `dy` moves in two of the nine cases only, and
+    strongly correlated noise leaves a smooth part of 2-3% of its range."""
+    model_file = spineid.load_model_file(spineid.dataset_path("c5_c6.toml"))
+    free = ["facets.stiffness", "bushing.stiffness"]
+    parameters = select_parameters(model_file.parameters, free)
+    truth = np.array([p.value(model_file.model) for p in parameters])
+    started = dataclasses.replace(model_file, model=spineid.apply_values(
+        model_file.model, parameters, 1.2 * truth))
+    print(f"{'noise':14s} {'fit':6s} {'calibration (median, range)':30s} "
+          f"{'coverage 95% (median, range)':32s} accepted")
+    for kind in ("AR(1) rho 0.3", "AR(1) rho 0.6", "AR(1) rho 0.9", "filtered"):
+        records = [segment_record(rng, kind, model_file) for _ in range(repetitions)]
+        for model in ("auto", "white", "auto 5%"):
+            values, errors, accepted = [], [], 0
+            for record in records:
+                result = spineid.fit_segment(started, record, free, noise_model=model.split()[0],
+                                             max_misfit=0.05 if "5%" in model else 0.02)
+                values.append(result.values)
+                errors.append(result.stderr)
+                accepted += bool(result.accepted)
+            ranged_row(kind, model, values, errors, accepted, truth, repetitions)
+    (facet,) = select_parameters(model_file.parameters, ["facets.stiffness"])
+    without = dataclasses.replace(model_file, model=spineid.apply_values(
+        model_file.model, [facet], [0.01 * facet.value(model_file.model)]))
+    for kind in ("AR(1) rho 0.6", "filtered"):
+        flagged = sum(spineid.fit_segment(
+            without, segment_record(rng, kind, model_file), ["bushing.stiffness"]
+        ).goodness_of_fit.level == "does_not_describe" for _ in range(repetitions))
+        print(f"wrong model (the facets left out), {kind}: flagged "
+              f"{100 * flagged / repetitions:.0f}% of {repetitions}")
+    seconds = {}
+    record = segment_record(rng, "AR(1) rho 0.6", model_file)
+    for model in ("white", "auto"):
+        spineid.fit_segment(started, record, free, noise_model=model)  # (compiled)
+        clock = time.perf_counter()
+        for _ in range(5):
+            spineid.fit_segment(started, record, free, noise_model=model)
+        seconds[model] = (time.perf_counter() - clock) / 5
+    print(f"time per segment fit (90 rows), warm: white {seconds['white']:.2f} s, auto "
+          f"{seconds['auto']:.2f} s (ratio {seconds['auto'] / seconds['white']:.2f})")
 
 
 def stiffness_part(repetitions, rng):
@@ -318,15 +411,7 @@ def stiffness_part(repetitions, rng):
                 values.append([result.matrix[i, j] for i, j in entries])
                 errors.append([result.stderr[i, j] for i, j in entries])
                 accepted += bool(result.accepted)
-            values, errors = np.array(values), np.array(errors)
-            calibration = np.std(values, axis=0) / np.mean(errors, axis=0)
-            coverage = np.mean(np.abs(values - truth) < 1.96 * errors, axis=0)
-            print(f"{kind:14s} {model:6s} "
-                  f"{np.median(calibration):.2f} ({calibration.min():.2f}-"
-                  f"{calibration.max():.2f}){'':14s} "
-                  f"{100 * np.median(coverage):.0f}% ({100 * coverage.min():.0f}-"
-                  f"{100 * coverage.max():.0f}%){'':14s} "
-                  f"{100 * accepted / repetitions:.0f}%", flush=True)
+            ranged_row(kind, model, values, errors, accepted, truth, repetitions)
     for kind in ("AR(1) rho 0.6", "filtered"):
         flagged = sum(spineid.fit_stiffness_matrix(sweep_loads(rng, kind, 1.0)).goodness_of_fit
                       .level == "does_not_describe" for _ in range(repetitions))
@@ -350,7 +435,7 @@ def main():
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--part", choices=("table", "trajectory", "trajectory-verdicts",
                                            "trajectory-given", "trajectory-exact", "stiffness",
-                                           "all"),
+                                           "segment", "all"),
                         default="all", help="trajectory-verdicts: the wrong trajectory model "
                                             "and the times only; trajectory-given: the rows "
                                             "of the noise model given only")
@@ -360,6 +445,10 @@ def main():
     if arguments.part in ("stiffness", "all"):
         stiffness_part(arguments.repetitions, rng)
         if arguments.part == "stiffness":
+            return
+    if arguments.part in ("segment", "all"):
+        segment_part(arguments.repetitions, rng)
+        if arguments.part == "segment":
             return
     if arguments.part == "trajectory-exact":
         trajectory_exact_part(arguments.repetitions, rng)

@@ -321,6 +321,7 @@ def test_interrupt_and_sigterm_end_with_one_line_and_no_partial_file(tmp_path, c
     (["whiplash", "--t-end", "1e5"], "at most 600"),
     (["whiplash", "--rtol=-1e-5"], "--rtol"),
     (["whiplash", "--rtol", "0"], "--rtol"),
+    (["whiplash", "--integrator", "rk4"], "expected one of kvaerno4, kvaerno5, mebdf"),
     (["segment", "--force", "-3"], "--force"),
     (["recover", "M", "D", "--out", "o", "--grid", "1"], "--grid"),
     (["fit", "M", "D", "--free", "s", "--out", "o", "--starts", "1000000000"],

@@ -54,7 +54,8 @@ def test_the_order_of_convergence_is_the_correctors(order):
     def error(n):
         h = 1.0 / n
         times = -h * np.arange(order)
-        state = (jnp.asarray(times), jnp.asarray(_exact(times))[:, None], jnp.array(order))
+        state = (jnp.asarray(times), jnp.asarray(_exact(times))[:, None], jnp.array(order),
+                 jnp.zeros(1))  # (the last slope: an implicit term's dense output only)
         solution = diffrax.diffeqsolve(
             diffrax.ODETerm(_forced), spineid.MEBDF(order, rtol=1e-14, atol=1e-15,
                                                    max_iterations=30),
@@ -126,3 +127,121 @@ def test_jit_vmap_and_gradients_agree_with_the_analytic_solution():
 def test_bad_options_are_refused(options, message):
     with pytest.raises(ValueError, match=message):
         spineid.MEBDF(**options)
+
+
+def test_the_implicit_form_agrees_with_the_exact_solution_of_coupled_oscillators():
+    # M q'' = -K q with a full mass matrix, as first-order equations [I 0; 0 M] y' = [v; -K q]:
+    # MEBDF never inverts M; the exact solution is the matrix exponential of the explicit
+    # system (scipy), and any other diffrax solver gets the explicit form from the term.
+    from scipy.linalg import expm
+
+    mass = np.array([[2.0, 0.5], [0.5, 1.0]])
+    stiffness = np.array([[30.0, -10.0], [-10.0, 20.0]])
+    big = np.block([[np.eye(2), np.zeros((2, 2))], [np.zeros((2, 2)), mass]])
+    term = spineid.ImplicitTerm(
+        lambda t, y, args: jnp.asarray(big),
+        lambda t, y, args: jnp.concatenate([y[2:], -jnp.asarray(stiffness) @ y[:2]]))
+    y0 = jnp.array([0.1, -0.05, 0.0, 0.2])
+    ts = np.linspace(0.0, 2.0, 9)
+    exact = np.stack([expm(t * np.block([[np.zeros((2, 2)), np.eye(2)],
+                                         [-np.linalg.solve(mass, stiffness), np.zeros((2, 2))]]))
+                      @ np.asarray(y0) for t in ts])
+    for solver in (spineid.MEBDF(), diffrax.Tsit5()):
+        solution = diffrax.diffeqsolve(
+            term, solver, 0.0, 2.0, 1e-3, y0, saveat=diffrax.SaveAt(ts=jnp.asarray(ts)),
+            stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-10))
+        np.testing.assert_allclose(np.asarray(solution.ys), exact, atol=2e-6)
+
+
+def _pendulum(t, y, args):
+    # The pendulum of unit length as an index-1 DAE in Cartesian coordinates: x, y, u, v and
+    # the multiplier l (force over length), its constraint x^2 + y^2 = 1 differentiated twice.
+    x, z, u, v, multiplier = y
+    g = 9.81
+    return jnp.array([u, v, -multiplier * x, -multiplier * z - g,
+                      u ** 2 + v ** 2 - multiplier * (x ** 2 + z ** 2) - g * z])
+
+
+def test_an_index_one_dae_keeps_its_constraint_and_follows_the_pendulums_angle():
+    # The oracle: scipy's Radau on the pendulum's angle, theta'' = -g sin(theta), tight.
+    theta0, ts = 0.6, np.linspace(0.0, 2.0, 11)
+    angle = solve_ivp(lambda t, s: [s[1], -9.81 * np.sin(s[0])], (0.0, 2.0), [theta0, 0.0],
+                      method="Radau", rtol=1e-12, atol=1e-12, t_eval=ts).y[0]
+    mass = jnp.diag(jnp.array([1.0, 1.0, 1.0, 1.0, 0.0]))  # (the last row is algebraic)
+    start = jnp.array([np.sin(theta0), -np.cos(theta0), 0.0, 0.0, 9.81 * np.cos(theta0)])
+    solution = diffrax.diffeqsolve(
+        spineid.ImplicitTerm(lambda t, y, args: mass, _pendulum), spineid.MEBDF(), 0.0, 2.0,
+        1e-4, start, saveat=diffrax.SaveAt(ts=jnp.asarray(ts)),
+        stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-10))
+    ys = np.asarray(solution.ys)
+    np.testing.assert_allclose(np.arctan2(ys[:, 0], -ys[:, 1]), angle, atol=1e-5)
+    assert np.max(np.abs(ys[:, 0] ** 2 + ys[:, 1] ** 2 - 1.0)) < 1e-5
+    # The multiplier is the string's tension over the mass: g cos(theta) + theta'^2.
+    rate = np.gradient(angle, ts)  # (coarse: checks the algebraic variable follows, 2%)
+    np.testing.assert_allclose(ys[:, 4], 9.81 * np.cos(angle) + rate ** 2, rtol=0.05, atol=0.3)
+
+
+def test_terms_it_cannot_integrate_are_refused():
+    with pytest.raises(ValueError, match="ODETerm or a spineid.ImplicitTerm, not ControlTerm"):
+        diffrax.diffeqsolve(diffrax.ControlTerm(lambda t, y, args: -y,
+                                                lambda t0, t1=None: t0 if t1 is None else t1 - t0),
+                            spineid.MEBDF(), 0.0, 1.0, 0.1, jnp.array([1.0]))
+    with pytest.raises(ValueError, match="takes a 1-D array"):
+        diffrax.diffeqsolve(spineid.ImplicitTerm(lambda t, y, a: jnp.eye(2), lambda t, y, a: -y),
+                            spineid.MEBDF(), 0.0, 1.0, 0.1, jnp.ones((2, 2)))
+
+
+@pytest.mark.parametrize("term", [
+    diffrax.ODETerm(lambda t, y, args: -y * (1.0 + t)),
+    spineid.ImplicitTerm(lambda t, y, args: 2.0 * jnp.eye(1),
+                         lambda t, y, args: -2.0 * y * (1.0 + t))])
+def test_backwards_in_time(term):
+    # y' = -(1 + t) y from t = 1 back to t = 0: y(0) = y(1) exp(3/2) (diffrax reverses time
+    # for its solver; before, MEBDF ignored the direction).
+    solution = diffrax.diffeqsolve(term, spineid.MEBDF(), 1.0, 0.0, -0.01, jnp.array([1.0]),
+                                   stepsize_controller=diffrax.PIDController(rtol=1e-9,
+                                                                             atol=1e-12))
+    assert float(solution.ys[-1, 0]) == pytest.approx(np.exp(1.5), rel=1e-7)
+
+
+@pytest.mark.parametrize("name, bound", [("van der Pol (mu 1000)", 1e-3), ("HIRES", 1e-5)])
+def test_stiff_benchmarks_agree_with_scipys_radau(name, bound):
+    # At rtol 1e-6 against scipy's Radau at 1e-10 (experiments/integrators.py, which also
+    # measured scipy's BDF at 1e-6: 1.9e-4 and 8.7e-6, in more steps): the global error stays
+    # within the bound, relative to each component's size.
+    import sys
+    import pathlib
+
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "experiments"))
+    from integrators import mebdf_solve, PROBLEMS, reference
+
+    problem = PROBLEMS[name]
+    exact = reference(problem, 1e-10)
+    end, steps = mebdf_solve(problem, 1e-6)()
+    assert np.max(np.abs(np.asarray(end) - exact) / (problem[3] + np.abs(exact))) < bound
+    assert int(steps) < 2000
+
+
+def test_the_head_neck_chains_implicit_equations_follow_its_simulation():
+    # The chain's equations of motion in their implicit form (Kane's mass matrix never
+    # inverted) through 0.15 s of the whiplash pulse, against `spineid.simulate` of the explicit
+    # form by Kvaerno5 at a tight tolerance.
+    chain = spineid.load_model_file(spineid.dataset_path("head_neck.toml")).model
+    ts = jnp.linspace(0.0, 0.15, 7)
+    reference = spineid.simulate(chain, ts, solver=diffrax.Kvaerno5(), rtol=1e-10, atol=1e-12)
+    n = chain.n_dof
+    solution = diffrax.diffeqsolve(
+        spineid.lagrangian_implicit_term(), spineid.MEBDF(), 0.0, 0.15, 1e-5,
+        jnp.concatenate(chain.initial_state()), args=chain, saveat=diffrax.SaveAt(ts=ts),
+        stepsize_controller=diffrax.PIDController(rtol=1e-7, atol=1e-9,
+                                                  jump_ts=chain.jump_times()))
+    np.testing.assert_allclose(np.asarray(solution.ys[:, :n]), np.asarray(reference.q),
+                               atol=1e-6)
+    # Both forms are the same equations: f = M qddot.
+    q, qdot = jnp.full(n, 0.05), jnp.full(n, -0.3)
+    mass, forces = chain.equations_of_motion(0.05, q, qdot)
+    np.testing.assert_allclose(np.asarray(mass @ chain.accelerations(0.05, q, qdot)),
+                               np.asarray(forces), rtol=1e-10, atol=1e-10)
+    mass, forces = spineid.lagrange_equations(chain, 0.05, q, qdot)  # (from the energies)
+    np.testing.assert_allclose(np.asarray(jnp.linalg.solve(mass, forces)),
+                               np.asarray(chain.accelerations(0.05, q, qdot)), rtol=1e-8)

@@ -18,6 +18,7 @@ from spineid import (
 )
 from spineid.elements._parameters import select_parameters
 from spineid.io import dumps_toml, read_quasi_static, read_toml
+from spineid.identify._common._noise_model import stationary_errors
 from spineid.studies._segment import MAIN_COMPONENT
 from spineid.simulation._equilibrium import equilibrium_residual
 
@@ -174,6 +175,73 @@ def test_segment_fit_by_a_multistart_reaches_the_optimum_of_the_near_start(segme
     assert any(w.startswith("solved by multistart(lm) (") for w in far.warnings)
 
 
+def _ramped_record(model_file, levels, rng, phi):
+    # A tester's continuous record: the unloaded pose, then the nine cases one after another,
+    # each ramped over `levels`; the displacements' noise (5 um, 0.01 deg) AR(1) along the rows.
+    loads = np.concatenate([np.zeros((1, 6))]
+                           + [np.outer(levels, case) for case in load_cases()])
+    solved, displacements, *_ = spineid.solve_load_cases(model_file.model, loads)
+    assert np.all(np.asarray(solved))
+    sd = np.array([5e-6] * 3 + [np.radians(0.01)] * 3)
+    noise = np.stack([stationary_errors([phi], s, len(loads), rng) for s in sd], axis=1)
+    return loads, np.asarray(displacements), QuasiStaticTest(loads, displacements + noise)
+
+
+def test_segment_fit_of_a_record_under_correlated_noise(segment):
+    # A record of 55 rows with AR(1) noise (phi 0.8): the default noise model finds an
+    # autoregression in every channel and accepts the fit, with Newey-West errors beside; fitted
+    # as AR(1), its errors equal the Cramer-Rao bound of the dense AR(1) covariance at the noise
+    # it estimated (statsmodels' autocovariances), through central differences of the
+    # equilibria: no part of the fit's whitening or implicit-function Jacobian. (The first row
+    # is the unloaded pose, whose displacement no stiffness changes, so the bound of the exact
+    # likelihood is that of the conditional one the fit maximises.)
+    import dataclasses
+
+    from statsmodels.tsa.arima_process import arma_acovf
+
+    model_file, _ = segment
+    rng = np.random.default_rng(11)
+    loads, _, test = _ramped_record(model_file, np.linspace(1 / 6, 1.0, 6), rng, 0.8)
+    free = ["facets.stiffness", "bushing.stiffness"]
+    parameters = select_parameters(model_file.parameters, free)
+    truth = np.array([float(p.get(model_file.model)) for p in parameters])
+    started = dataclasses.replace(model_file, model=spineid.apply_values(
+        model_file.model, parameters, 1.2 * truth))
+    auto = fit_segment(started, test, free)
+    assert auto.accepted and auto.goodness_of_fit.level in ("explains", "describes")
+    orders = {c: m["order"] for c, m in auto.goodness_of_fit.noise_model.items()}
+    assert all(order >= 1 for order in orders.values()), orders
+    assert np.all(np.isfinite(auto.stderr_robust)) and np.all(auto.stderr_robust > 0)
+    assert np.all(np.abs(auto.values - truth) < 3 * auto.stderr)
+    assert "robust" in auto.summary()
+
+    fit = fit_segment(started, test, free, noise_model="ar:1")
+    steps = 1e-4 * fit.values
+    derivatives = []
+    for k, step in enumerate(steps):
+        moved = [spineid.solve_load_cases(spineid.apply_values(
+            model_file.model, parameters, fit.values + sign * step * np.eye(7)[k]), loads)[1]
+            for sign in (1.0, -1.0)]
+        derivatives.append((np.asarray(moved[0]) - np.asarray(moved[1])) / (2 * step))
+    jacobian = np.stack(derivatives, axis=-1)  # (rows, 6, p)
+    information = np.zeros((7, 7))
+    for c, noise in enumerate(fit.goodness_of_fit.noise_model.values()):
+        (phi,) = noise["coefficients"]
+        gamma = arma_acovf([1.0, -phi], [1.0], nobs=len(loads),
+                           sigma2=noise["innovation_sd"] ** 2)
+        covariance = gamma[np.abs(np.subtract.outer(np.arange(len(loads)),
+                                                    np.arange(len(loads))))]
+        information += jacobian[:, c].T @ np.linalg.solve(covariance, jacobian[:, c])
+    np.testing.assert_allclose(fit.stderr, np.sqrt(np.diag(np.linalg.inv(information))),
+                               rtol=1e-4)
+    # Too high an order for the rows, or a noise model beside given noise: refused.
+    with pytest.raises(ValueError, match="noise_model ar:6: the shortest record has 55"):
+        fit_segment(started, test, free, noise_model="ar:6")
+    with pytest.raises(ValueError, match="noise_model ar:1: the noise given is white"):
+        fit_segment(started, test, free, noise=dict.fromkeys(("dx", "dy", "dz"), 5e-6)
+                    | dict.fromkeys(("b1", "b2", "b3"), 1e-4), noise_model="ar:1")
+
+
 def test_segment_fit_refuses_solvers_it_cannot_run(segment):
     model_file, study = segment
     test = QuasiStaticTest(study.loads, study.displacements)
@@ -204,6 +272,13 @@ def test_segment_command_runs_the_nine_cases_and_fits(tmp_path, capsys):
     assert report["parameters"][0]["value"] == pytest.approx(2.0e5, rel=1e-6)
     again = read_toml(fitted / "fitted.toml")
     assert [t["stiffness"] for t in again["facets"]] == pytest.approx([2.0e5, 2.0e5], rel=1e-6)
+    # A noise model the nine rows cannot support (ten rows per order): refused, nothing written.
+    capsys.readouterr()
+    assert main(["segment", str(start), "--out", str(tmp_path / "ar"), "--fit",
+                 str(out / "cases.csv"), "--free", "facets.stiffness", "--noise-model",
+                 "ar:1"]) == 2
+    assert "noise_model ar:1: the shortest record has 9 samples" in capsys.readouterr().err
+    assert not (tmp_path / "ar" / "report.json").exists()
     # Loads far beyond the segment's: cases without equilibrium are flagged (exit 1) and left
     # out of cases.csv (before, their poses, kilometres away, were written as data).
     capsys.readouterr()

@@ -5,11 +5,13 @@ verbs share (docs/cli.md)."""
 import argparse
 import math
 
+import diffrax
 import numpy as np
 
 from ..identify._common._goodness import MAX_MISFIT
 from ..identify._common._noise_model import as_noise_model
 from ..io._columns import KINDS, parse_quantity, quantity_in_si, UNITS
+from ..simulation import MEBDF
 
 
 def _number_or(text: str, default: float) -> float:
@@ -184,3 +186,17 @@ def add_noise_model(parser, what: str = "each channel's noise",
         "--max-misfit", type=misfit_option, default=None, metavar="P%" if "load" not in misfit
         else "P%|LOAD", help=f"the largest smooth misfit a fit may leave and still be "
                              f"accepted: {misfit}; default 2%%")
+
+
+INTEGRATORS = {"kvaerno4": diffrax.Kvaerno4, "kvaerno5": diffrax.Kvaerno5, "mebdf": MEBDF}
+"""`--integrator`'s names and the diffrax solvers they make (MEBDF: `spineid.MEBDF()`, the seed
+paper's method; docs/validation.md measures them on the head-neck chain)."""
+
+
+def integrator_option(text: str):
+    """`--integrator`: a solver of `INTEGRATORS` by name, made with its defaults."""
+    try:
+        return INTEGRATORS[text.strip().lower()]()
+    except KeyError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected one of "
+                                         f"{', '.join(INTEGRATORS)}") from None

@@ -417,10 +417,10 @@ def command_whiplash(arguments) -> int:
     model_file = _model_file_of_kind(path, "head_neck", "whiplash")
     chain = model_file.model
     out = arguments.output
-    print(f"spineid whiplash: {path}, 0-{arguments.t_end:g} s (Kvaerno4, rtol "
-          f"{arguments.rtol:g}) -> {out}/", flush=True)
+    print(f"spineid whiplash: {path}, 0-{arguments.t_end:g} s "
+          f"({type(arguments.integrator).__name__}, rtol {arguments.rtol:g}) -> {out}/", flush=True)
     study = whiplash_study(chain, arguments.t_end, rtol=arguments.rtol,
-                           max_steps=arguments.max_steps,
+                           max_steps=arguments.max_steps, solver=arguments.integrator,
                            progress=_integration_progress(arguments.t_end))
     summary = study.summary()
     if arguments.sensitivity:
@@ -476,18 +476,16 @@ def command_segment(arguments) -> int:
     optionally a fit of its parameters to a quasi-static test."""
     path = pathlib.Path(arguments.model or dataset_path("c5_c6.toml"))
     model_file = _model_file_of_kind(path, "spatial_pair", "segment")
-    pair = model_file.model
     if arguments.fit and not arguments.free:
         raise ValueError("--fit needs at least one --free group (e.g. facets.stiffness)")
     document = model_file.document
-    facet_names = [t.get("name", f"facets[{i}]") for i, t in enumerate(document.get("facets", []))]
-    ligament_names = [t.get("name", f"ligaments[{i}]")
-                      for i, t in enumerate(document.get("ligaments", []))]
+    facet_names, ligament_names = ([t.get("name", f"{group}[{i}]") for i, t in enumerate(
+        document.get(group, []))] for group in ("facets", "ligaments"))
     out = arguments.output
     print(f"spineid segment: {path}, nine load cases ({arguments.force:g} N, "
           f"{arguments.moment:g} N m) -> {out}/", flush=True)
-    study = segment_study(pair, arguments.force, arguments.moment, facet_names, ligament_names,
-                          timed=True)
+    study = segment_study(model_file.model, arguments.force, arguments.moment, facet_names,
+                          ligament_names, timed=True)
     summary = study.summary()
     print(f"  {'case':4s} {'dx':>8s} {'dy':>8s} {'dz':>8s} {'b1':>7s} {'b2':>7s} {'b3':>7s}  "
           f"(mm, deg)  facet forces [N]")
@@ -510,7 +508,8 @@ def command_segment(arguments) -> int:
         print(f"fitting {', '.join(arguments.free)} to {arguments.fit} through the equilibria "
               "(the first step waits for their compilation, about 20 s) ...", flush=True)
         result = fit_segment(model_file, test, arguments.free, parse_noise(arguments.noise),
-                             progress=True)
+                             noise_model=arguments.noise_model, progress=True,
+                             max_misfit=misfit_fraction(arguments.max_misfit))
         refuse_non_finite(result.report(), "segment fit")
         refuse_unphysical(result.names, result.values, "segment fit")
         print(result.summary())

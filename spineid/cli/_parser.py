@@ -7,7 +7,7 @@ import math
 from ..elements._load_laws import LAW_KINDS
 from ..identify._solvers import DEFAULT_SOLVER, SOLVER_NAMES
 from . import _commands as verbs
-from ._arguments import add_noise_model, quantity_text
+from ._arguments import add_noise_model, integrator_option, quantity_text
 from ._posterior_command import command_posterior
 from ._spine_command import (command_spine_flexibility, command_spine_instrument,
                              command_spine_levels)
@@ -327,6 +327,10 @@ def build_parser() -> argparse.ArgumentParser:
                                  help="simulated time (s, default 5)")
     whiplash_parser.add_argument("--rtol", type=TOLERANCE, default=1e-5,
                                  help="relative tolerance of the integrator (default 1e-5)")
+    whiplash_parser.add_argument("--integrator", type=integrator_option, default="kvaerno4",
+                                 metavar="kvaerno4|kvaerno5|mebdf",
+                                 help="the integrator: kvaerno4 (default), kvaerno5 or mebdf "
+                                      "(Cash's modified extended BDF, the seed paper's)")
     whiplash_parser.add_argument("--max-steps", type=POSITIVE_INT, default=200_000,
                                  help="the most integrator steps of the whole run (default "
                                       "200000; the bundled chain takes about 1600 to 5 s)")
@@ -354,6 +358,8 @@ def build_parser() -> argparse.ArgumentParser:
     segment_parser.add_argument("--noise", metavar="dx=SIGMA,...",
                                 help="displacement noise of dx,dy,dz (m) and b1,b2,b3 (rad); "
                                      "default: estimated from the residuals")
+    add_noise_model(segment_parser, "each displacement channel's noise (rows in the order "
+                    "recorded; a test of ten rows or more)")
     segment_parser.set_defaults(run=verbs.command_segment)
     spine_parser = commands.add_parser(
         "spine", help="analyses of a whole spine (a spatial_chain model, Liu's T1-L5 spine by "

@@ -17,6 +17,7 @@ from ._mechanics import (
     AbstractLagrangianSystem as AbstractLagrangianSystem,
     generalized_accelerations as generalized_accelerations,
     inverse_dynamics as inverse_dynamics,
+    lagrange_equations as lagrange_equations,
     lagrangian_vector_field as lagrangian_vector_field,
     mass_matrix as mass_matrix,
     mechanical_energy as mechanical_energy,

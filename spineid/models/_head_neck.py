@@ -302,9 +302,14 @@ class HeadNeckChain(AbstractLagrangianSystem):
         return jnp.array([self.pulse.t_peak, self.pulse.t_end])
 
     def accelerations(self, t, q, qdot) -> Float[Array, " n"]:
-        """Generalized accelerations `(n,)` (rad/s^2) from the same energies as
-        `generalized_accelerations`, projected like Kane's equations: with the mass-centre
-        Jacobians `J_i = dS_i/dq` `(2, n)` and the centre accelerations at `qddot = 0`,
+        """Generalized accelerations `(n,)` (rad/s^2): `equations_of_motion` solved."""
+        return jnp.linalg.solve(*self.equations_of_motion(t, q, qdot))
+
+    def equations_of_motion(self, t, q, qdot):
+        """The mass matrix `(n, n)` (kg m^2) and forces `(n,)` (N m) of `M qddot = f` from the
+        same energies as `lagrange_equations`, projected like Kane's equations: with the
+        mass-centre Jacobians `J_i = dS_i/dq` `(2, n)` and the centre accelerations at
+        `qddot = 0`,
         `a0_i = d2/ds2 S_i(t + s, q + s qdot)` (base acceleration and centripetal terms),
         `(sum_i m_i J_i^T J_i + diag(I)) qddot = -dU/dq - dR/dqdot - sum_i m_i J_i^T a0_i`
         (eqs 37-46; the mass matrix is eq 43-44's `a_ij`). The same equations as the Hessian
@@ -322,7 +327,7 @@ class HeadNeckChain(AbstractLagrangianSystem):
             + jnp.diag(self.inertias)
         rhs = (active_forces(self, t, q, qdot)
                - jnp.einsum("i,iak,ia->k", self.masses, jacobian, bias))
-        return jnp.linalg.solve(mass, rhs)
+        return mass, rhs
 
     def initial_state(self):
         return jnp.zeros(self.n_dof), jnp.zeros(self.n_dof)

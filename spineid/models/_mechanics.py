@@ -105,6 +105,14 @@ class AbstractLagrangianSystem(eqx.Module):
         with an equivalent, cheaper form of the same equations; simulations call this."""
         return generalized_accelerations(self, t, q, qdot)
 
+    def equations_of_motion(self, t, q, qdot) -> tuple[Float[Array, "n n"], Float[Array, " n"]]:
+        """Lagrange's equations in their implicit form `M(t, q) qddot = f(t, q, qdot)`: the mass
+        matrix `M` `(n_dof, n_dof)` (kg, kg m, kg m^2 by coordinate) and `f` `(n_dof,)` (N,
+        N m), never solved here (Liu 2001 eq 2-9; `lagrange_equations`). A model may override
+        this with an equivalent form, as its `accelerations`; `spineid.MEBDF` integrates it
+        without inverting `M` (`spineid.lagrangian_implicit_term`)."""
+        return lagrange_equations(self, t, q, qdot)
+
 
 def mass_matrix(system: AbstractLagrangianSystem, t, q, qdot) -> Float[Array, "n n"]:
     """Generalized mass matrix `M = d2T/dqdot2` at `(t, q, qdot)`, shape `(n_dof, n_dof)`."""
@@ -131,6 +139,16 @@ def generalized_accelerations(
 
     **Returns:** `qddot`, shape `(n_dof,)`.
     """
+    return solve_mass_matrix(*lagrange_equations(system, t, q, qdot))
+
+
+def lagrange_equations(
+    system: AbstractLagrangianSystem, t, q: Float[Array, " n"], qdot: Float[Array, " n"]
+) -> tuple[Float[Array, "n n"], Float[Array, " n"]]:
+    """Lagrange's equations (module docstring; Liu 2001 eq 2-9) as `M qddot = f`: the mass
+    matrix `M = d2T/dqdot2` `(n_dof, n_dof)` and `f = Q - dU/dq - dR/dqdot + dT/dq - (dp/dq)
+    qdot - dp/dt` `(n_dof,)` (`p = dT/dqdot`), from the system's energies at time `t` (s),
+    coordinates `q` and velocities `qdot` `(n_dof,)`."""
     t = jnp.asarray(t, dtype=q.dtype)
     momentum = jax.grad(system.kinetic_energy, argnums=2)
 
@@ -142,7 +160,7 @@ def generalized_accelerations(
     rhs = (active_forces(system, t, q, qdot)
            + jax.grad(system.kinetic_energy, argnums=1)(t, q, qdot)
            - momentum_rate)
-    return solve_mass_matrix(mass, rhs)
+    return mass, rhs
 
 
 _UNROLLED_SOLVE_MAX_DOF = 6

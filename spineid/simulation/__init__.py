@@ -28,7 +28,11 @@ from ._flexibility import (
     segment_pair as segment_pair,
     spine_flexibility as spine_flexibility,
 )
-from ._mebdf import MEBDF as MEBDF
+from ._mebdf import (
+    ImplicitTerm as ImplicitTerm,
+    lagrangian_implicit_term as lagrangian_implicit_term,
+    MEBDF as MEBDF,
+)
 from ._modes import linear_modes as linear_modes, LinearModes as LinearModes
 from ._simulate import (
     default_solver as default_solver,

@@ -14,7 +14,14 @@ MEBDF code of Abdulla and Cash (Fritzkowski and Walczak, section 2.3). One step 
 
 All three stages solve `z - h b f(t, z) = c` with one iteration matrix `I - h b J` (`J` the
 Jacobian of `f` at the step's start, computed once per step and factorised once): the chord
-(modified Newton) iteration of MEBDFV. The coefficients are those of polynomial exactness on
+(modified Newton) iteration of MEBDFV. Under the implicit form the third stage takes the derivatives at
+`ybar_(n+1)` and `ybar_(n+2)` as their BDF stages define them, `(ybar - c) / (h b)` (what
+`f(ybar)` is for an explicit ODE, to the iteration's tolerance), which is what lets the same
+stages solve the implicit form `M(t, y) y' = f(t, y)` (`ImplicitTerm`) without inverting `M`: each stage solves
+`M(t, z) (z - c) = h b f(t, z)` with the iteration matrix `M_0 - h b J` (`M_0` at the step's
+start; the term `dM/dy (z - c)`, of order `h`, left out of it as MEBDFV leaves it), and with a
+singular `M` this is a semi-explicit DAE of index 1 (Hairer and Wanner, section VI.1: BDF-type
+methods applied to `M y' = f`). The coefficients are those of polynomial exactness on
 the actual past times (variable-coefficient form: no interpolation of the history when the
 step size changes), from small linear systems solved in each step. The local error estimate
 is `y_(n+1) - ybar_(n+1)`, the order-`q` BDF's error against the order-`q + 1` result, so
@@ -22,9 +29,11 @@ the step-size controller sees error order `q + 1`. The order rises from 1 at the
 after a jump) by one per accepted step to `order`, as the history fills.
 
 What this solver is, and is not yet (issue 54 asks for more): explicit ODEs `y' = f(t, y)`
-(`diffrax.ODETerm`), variable step, the order given (`max_order`, 1-5; it ramps up at the
-start); no
-choice of order by the error estimates, no implicit form `M y' = f`, no DAEs. A chord
+(`diffrax.ODETerm`), the implicit form `M(t, y) y' = f(t, y)` and semi-explicit DAEs of index
+1 (`ImplicitTerm`; index 2 and 3 only after the user reduces the index, as the pendulum's
+constraint differentiated twice; the constraint then drifts at the tolerance's level), variable
+step, the order given (`max_order`, 1-5; it ramps up at the start); no choice of order by the
+error estimates. A chord
 iteration that does not converge rejects the step (the controller then shrinks it). The
 controller is told the full order's error order even while the order ramps up; the second
 stage evaluates `f` one step past the step's end, so a step that ends at a jump (`jump_ts`)
@@ -83,6 +92,53 @@ def extended_coefficients(s, q, r=1.0):
     return jnp.concatenate([jnp.ones(1, s.dtype), x[:k]]), x[k], x[k + 1]
 
 
+class ImplicitTerm(diffrax.AbstractTerm):
+    """The equations `M(t, y) y' = f(t, y)` of `y` `(n,)` (a 1-D array): `mass(t, y, args)` the
+    `(n, n)` matrix `M`, `vector_field(t, y, args)` the `(n,)` right-hand side `f` (the
+    equations of motion in their Lagrangian form, `M(q) q'' = f(q, q')`, as first-order
+    equations; a DAE where `M` is singular: zero rows for the algebraic equations `0 = g(t,
+    y)`). `spineid.MEBDF` solves it without inverting `M` (module docstring); to every other
+    diffrax solver it is the explicit ODE `y' = M^-1 f` (`vf` solves with `M`: NaN for a
+    DAE, whose singular `M` only MEBDF integrates)."""
+
+    mass: object
+    vector_field: object
+
+    def vf(self, t, y, args):
+        return jnp.linalg.solve(self.mass(t, y, args), self.vector_field(t, y, args))
+
+    def contr(self, t0, t1, **kwargs):
+        del kwargs
+        return t1 - t0
+
+    def prod(self, vf, control):
+        return jax.tree_util.tree_map(lambda v: control * v, vf)
+
+
+def _lagrangian_mass(t, y, system):
+    # blockdiag(I, M(t, q)) of the state `y = (q, qdot)` `(2n,)`.
+    n = y.shape[0] // 2
+    mass, _ = system.equations_of_motion(t, y[:n], y[n:])
+    return jnp.block([[jnp.eye(n, dtype=y.dtype), jnp.zeros((n, n), y.dtype)],
+                      [jnp.zeros((n, n), y.dtype), mass]])
+
+
+def _lagrangian_forces(t, y, system):
+    # (qdot, f(t, q, qdot)) of the state `y = (q, qdot)` `(2n,)`.
+    n = y.shape[0] // 2
+    return jnp.concatenate([y[n:], system.equations_of_motion(t, y[:n], y[n:])[1]])
+
+
+def lagrangian_implicit_term() -> ImplicitTerm:
+    """The equations of motion of any spineid model in their implicit form, `M(t, q) qddot =
+    f(t, q, qdot)` as first-order equations of the state `y = (q, qdot)` `(2 n_dof,)`:
+    `blockdiag(I, M) y' = (qdot, f)` (the model's `equations_of_motion`, Liu 2001 eq 2-9; the
+    head-neck chain's in Kane's form, eqs 37-46). The model is the solve's `args`:
+    `diffrax.diffeqsolve(spineid.lagrangian_implicit_term(), spineid.MEBDF(), t0, t1, dt0,
+    jnp.concatenate(model.initial_state()), args=model, ...)`; MEBDF never inverts `M`."""
+    return ImplicitTerm(_lagrangian_mass, _lagrangian_forces)
+
+
 class MEBDF(diffrax.AbstractAdaptiveSolver):
     """Cash's modified extended BDF (module docstring), for `diffrax.diffeqsolve` with an
     adaptive step-size controller (`diffrax.PIDController`) or constant steps.
@@ -92,17 +148,21 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
     component of the last correction within `atol + rtol |z|`; keep them about ten times
     tighter than the controller's); `max_iterations` (chord iterations per stage before the
     step is rejected). The state carries the history (the last `max_order` accepted times and
-    values, and how many are filled).
+    values, and how many are filled) and the slope at the last accepted point (an implicit
+    term's dense output).
 
     Use: `diffrax.diffeqsolve(diffrax.ODETerm(f), spineid.MEBDF(), t0, t1, dt0, y0,
-    stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=1e-9))`; jit, vmap and
+    stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=1e-9))`, or with
+    `spineid.ImplicitTerm(mass, f)` for `M y' = f` and index-1 DAEs (give `dt0`: the first
+    step's size cannot be guessed from a singular `M`, and start from consistent values,
+    `0 = g(t0, y0)`); jit, vmap and
     differentiation (reverse mode, and forward mode with `adjoint=diffrax.ForwardMode()`:
     the chord loop is a bounded `eqx.internal.while_loop`) work as with diffrax's own
     solvers. Values between steps (`SaveAt(ts=...)`) come from the cubic Hermite polynomial
     through each step's ends and slopes (third order, whatever the step's order).
     """
 
-    term_structure: ClassVar = diffrax.ODETerm
+    term_structure: ClassVar = diffrax.AbstractTerm  # (ODETerm or ImplicitTerm: `step`)
     interpolation_cls: ClassVar = diffrax.ThirdOrderHermitePolynomialInterpolation
 
     max_order: int = eqx.field(static=True, default=4)
@@ -127,15 +187,22 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
         return self.max_order + 1
 
     def init(self, terms, t0, t1, y0, args):
-        del terms, t1, args
+        del t1
+        terms, direction = _unwrapped(terms)
+        _check_term(terms, y0)
         flat, _ = ravel_pytree(y0)
         k = self.max_order
         times = jnp.full(k, t0, dtype=flat.dtype)
         values = jnp.zeros((k, flat.size), flat.dtype).at[0].set(flat)
-        return times, values, jnp.array(1)
+        # The slope at the last accepted point (the dense output's, under an implicit term):
+        # at the start `M y' = f` by least squares (a DAE's algebraic slopes then 0).
+        slope = (direction * jnp.linalg.lstsq(terms.mass(direction * t0, y0, args),
+                                              terms.vector_field(direction * t0, y0, args))[0]
+                 if isinstance(terms, ImplicitTerm) else jnp.zeros_like(flat))
+        return times, values, jnp.array(1), slope
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
-        times, values, count = solver_state
+        times, values, count, slope0 = solver_state
         flat0, unravel = ravel_pytree(y0)
         k = self.max_order
         dtype = flat0.dtype
@@ -144,9 +211,22 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
         times, values = times.at[0].set(t0), values.at[0].set(flat0)
         q = jnp.clip(count, 1, k)
         h = t1 - t0
+        inner, direction = _unwrapped(terms)
+        implicit = isinstance(inner, ImplicitTerm)
 
-        def f(t, z):
-            return ravel_pytree(terms.vf(t, unravel(z), args))[0]
+        # (In the solver's time `tau = direction t`: `dy/dtau = direction y'`.)
+        if implicit:
+            def f(t, z):
+                return direction * inner.vector_field(direction * t, z, args)
+
+            def mass(t, z):
+                return inner.mass(direction * t, z, args)
+        else:
+            def f(t, z):
+                return direction * ravel_pytree(terms.vf(t, unravel(z), args))[0]
+
+            def mass(t, z):
+                return jnp.eye(flat0.size, dtype=dtype)
 
         j = jnp.arange(1, k + 1)
         past = jnp.where(j <= count, (times - t1) / h, -(j + 0.5))  # scaled past times
@@ -157,14 +237,15 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
         a2, b2 = bdf_coefficients(s2, q)
         ahat, bhat1, bhat2 = extended_coefficients(s1, q)
 
-        f0, jacobian = f(t0, flat0), jax.jacfwd(lambda z: f(t0, z))(flat0)
-        iteration = jsl.lu_factor(jnp.eye(flat0.size, dtype=dtype) - h * b1 * jacobian)
+        jacobian = jax.jacfwd(lambda z: f(t0, z))(flat0)
+        iteration = jsl.lu_factor(mass(t0, flat0) - h * b1 * jacobian)
 
         def solve(t, b, known, start):
-            # z - h b f(t, z) = known, by the chord iteration with `iteration`.
+            # M(t, z) (z - known) = h b f(t, z), by the chord iteration with `iteration`.
             def body(state):
                 z, _, k_done = state
-                correction = jsl.lu_solve(iteration, known + h * b * f(t, z) - z)
+                correction = jsl.lu_solve(iteration,
+                                          h * b * f(t, z) - mass(t, z) @ (z - known))
                 small = jnp.all(jnp.abs(correction) <= self.atol + self.rtol * jnp.abs(z))
                 return z + correction, small, k_done + 1
 
@@ -180,20 +261,49 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
         history2 = jnp.concatenate([ybar1[None], values[:-1]])
         known2 = -jnp.tensordot(a2[1:], history2, axes=1)
         ybar2, ok2 = solve(t1 + h, b2, known2, 2 * ybar1 - flat0)
+        # (Under an implicit term the stages' derivatives as their formulas define them,
+        # `M^-1 f` not inverted; for an explicit ODE `f` itself.)
+        if implicit:
+            slope1, slope2 = (ybar1 - known1) / (h * b1), (ybar2 - known2) / (h * b2)
+        else:
+            slope1, slope2 = f(t1, ybar1), f(t1 + h, ybar2)
         known3 = (-jnp.tensordot(ahat[1:], values, axes=1)
-                  + h * (bhat2 * f(t1 + h, ybar2) + (bhat1 - b1) * f(t1, ybar1)))
+                  + h * (bhat2 * slope2 + (bhat1 - b1) * slope1))
         y1, ok3 = solve(t1, b1, known3, ybar1)
+        slope = (y1 - known3) / (h * b1)
         converged = ok1 & ok2 & ok3 & jnp.all(jnp.isfinite(y1))
         error = jnp.where(converged, y1 - ybar1, jnp.inf)
         new_state = (jnp.concatenate([jnp.array([t1], dtype), times[:-1]]),
                      jnp.concatenate([y1[None], values[:-1]]),
-                     jnp.minimum(count + 1, k))
+                     jnp.minimum(count + 1, k), jnp.where(converged, slope, slope0))
         y1_tree = unravel(y1)
         result = diffrax.RESULTS.where(converged, diffrax.RESULTS.successful,
                                        diffrax.RESULTS.nonlinear_max_steps_reached)
         # Dense output: the cubic Hermite polynomial through both ends and their slopes.
-        dense = dict(y0=y0, y1=y1_tree, k0=unravel(h * f0), k1=unravel(h * f(t1, y1)))
+        # (Under an implicit term the slopes are the correctors' own, `M` not inverted.)
+        k0 = slope0 if implicit else f(t0, flat0)
+        k1 = slope if implicit else f(t1, y1)
+        dense = dict(y0=y0, y1=y1_tree, k0=unravel(h * k0), k1=unravel(h * k1))
         return y1_tree, unravel(error), dense, new_state, result
 
     def func(self, terms, t0, y0, args):
         return terms.vf(t0, y0, args)
+
+
+def _unwrapped(terms):
+    # `diffeqsolve` hands its solver the term wrapped with the direction of integration
+    # (diffrax's `WrapTerm`, which integrates in `tau = direction t`): the term and direction.
+    if hasattr(terms, "direction") and hasattr(terms, "term"):
+        return terms.term, terms.direction
+    return terms, 1
+
+
+def _check_term(terms, y0):
+    # MEBDF's terms: an explicit ODE or the implicit form, nothing else (a control term's
+    # `vf` is no derivative).
+    if not isinstance(terms, (diffrax.ODETerm, ImplicitTerm)):
+        raise ValueError(f"MEBDF integrates a diffrax.ODETerm or a spineid.ImplicitTerm, not "
+                         f"{type(terms).__name__}")
+    if isinstance(terms, ImplicitTerm) and jnp.ndim(y0) != 1:
+        raise ValueError(f"ImplicitTerm: y0 of shape {jnp.shape(y0)}; the implicit form takes "
+                         "a 1-D array (its mass matrix acts on it)")

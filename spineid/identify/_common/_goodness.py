@@ -513,6 +513,20 @@ def checked_max_misfit(value, what: str = "max_misfit") -> float:
     return float(value)
 
 
+def misfit_exceeds(blocks: Sequence[np.ndarray], ranges: Sequence[float],
+                   max_misfit: float) -> bool:
+    """Whether the smooth misfit (`smooth_misfit`) of a white-weighted fit's raw residual
+    `blocks` (`(k, c)` per record, SI) exceeds `max_misfit` of a channel's range (`ranges`
+    `(c,)`) in some channel: the model then does not describe the data whatever the noise, and
+    an autoregression fitted to such residuals would take the misfit up as noise (its refits,
+    near a unit root, did not settle: measured on the pair fitted without its dampers)."""
+    for c, span in enumerate(ranges):
+        found = smooth_misfit([b[:, c] for b in blocks], ChannelNoise(0, (), 1.0, 1.0))
+        if found is not None and found["rms"] > max_misfit * float(span):
+            return True
+    return False
+
+
 def smoothing_width(length: int) -> int:
     """The width (samples, odd, at least 5) of the moving average `smooth_misfit` applies to a
     record of `length` samples: a 25th of the record."""

@@ -370,7 +370,11 @@ def _single_pass(function, u0, max_steps, decrement_tol, xtol, gtol, progress, l
 
 
 @eqx.filter_jit
-def _linearise_compiled(function, u):
+def linearised(function, u: Float[Array, " p"]
+               ) -> tuple[Float[Array, " n"], Float[Array, "n p"]]:
+    """The residuals `(n,)` of `function` at `u` and their Jacobian `(n, p)`, compiled once for
+    every `function` of the same layout (the evaluation `stepwise_levenberg_marquardt` runs; a
+    fit that needs its residuals again, under other weights, reuses the compilation)."""
     return _evaluator(function, None)(u)
 
 
@@ -394,12 +398,12 @@ def stepwise_levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps:
     u0 = jnp.asarray(u0)
     # (The first evaluation gives the number of residuals: tracing `function` for its shape
     # alone would cost as much as tracing it for the compilation, seconds for an equilibrium.)
-    residuals, jacobian = _linearise_compiled(function, u0)
+    residuals, jacobian = linearised(function, u0)
     state = _single_pass_start(residuals.shape[0], u0)
     while True:
         state = _update_compiled(state, residuals, jacobian, decrement_tol, xtol, gtol, progress,
                                  provisional)
         if not bool(_single_pass_going(state, max_steps)):
             break
-        residuals, jacobian = _linearise_compiled(function, _single_pass_trial(state))
+        residuals, jacobian = linearised(function, _single_pass_trial(state))
     return _single_pass_solution(state)

@@ -115,3 +115,14 @@ def unsettled_note(change: float) -> str:
     return (f"the noise estimate did not settle within {NOISE_ROUNDS} refits (it changed by up "
             f"to {change:.1%} in the last); the standard errors rest on the noise of the last "
             "refit")
+
+
+def judged_ranges(raw: np.ndarray, ranges) -> np.ndarray:
+    """The range `(c,)` each channel's smooth misfit is judged against, from a record's raw
+    residuals `raw` `(k, c)`: the data's `ranges`, but at least 100 deviations of the
+    residuals' rough part (`std(diff) / sqrt(2)`, which a smooth misfit does not inflate). A
+    channel that carries little but noise (the forces of a pure-moment test, the axial
+    displacement of a bending test) would otherwise be judged against the misfit test's own
+    noise floor, a few tenths of a noise deviation."""
+    rough = np.std(np.diff(np.asarray(raw, dtype=float), axis=0), axis=0) / math.sqrt(2.0)
+    return np.maximum(np.asarray(ranges, dtype=float), 100.0 * rough)

@@ -32,15 +32,22 @@ from ...simulation._equilibrium import equilibrium, equilibrium_change
 from .._common._abstract_objective import AbstractObjective
 from .._common._analysis import analyse_parameters, not_converged_note, physical_jacobian
 from .._common._failure import failed, guarded
-from .._common._goodness import assess_fit
+from .._common._goodness import assess_fit, checked_max_misfit, MAX_MISFIT, misfit_exceeds
+from .._common._least_squares import linearised
 from .._common._noise import (
     check_noise,
+    judged_ranges,
     noise_from_residuals,
     NOISE_SETTLED,
     settle_noise,
     unsettled_note,
 )
+from .._common._noise_model import (
+    AR, channel_noises, ChannelNoise, check_order, checked_noise_model, coefficient_matrix,
+    drift_notes, whiten_padded, White,
+)
 from .._common._result_family import AbstractParameterFit
+from .._common._uncertainty import channel_records, hac_covariance
 from .._common._transform import Transform
 from .._solvers import LevenbergMarquardt, MultiStart
 from ._run import check_kind_solver, run_solver
@@ -49,15 +56,18 @@ from ._run import check_kind_solver, run_solver
 class _SegmentObjective(AbstractObjective):
     """Noise-weighted displacement residuals of every row of a quasi-static test, as a function
     of the unconstrained parameters `u` (`(p,)`): `(displacement(theta(u)) - measured) / sigma`,
-    `(k * 6,)`, row by row; a row without equilibrium gets `FAILED_RESIDUAL` in every channel,
-    so that a solver refuses the step. A module (not a closure), so that the compiled solver
-    is shared by every fit of the same layout (the noise re-estimate refits with the same
-    compilation)."""
+    `(k * 6,)`, row by row, each channel whitened along the rows by its autoregression
+    (`coefficients` `(6, q)`, zero-padded: `whiten_padded`, its first rows zero; all zero for
+    white noise); a row without equilibrium gets `FAILED_RESIDUAL` in every channel, so that a
+    solver refuses the step. A module (not a closure) whose coefficients always have the same
+    shape, so that one compilation serves every fit of the same layout: the noise re-estimates
+    and the refits under a noise model."""
 
     model: SpatialPair
     loads: Float[Array, "k 6"]
     data: Float[Array, "k 6"]
     sigma: Float[Array, " 6"]
+    coefficients: Float[Array, "6 q"]
     transform: Transform
     parameters: tuple[Parameter, ...] = eqx.field(static=True)
     stepwise: ClassVar[bool] = True  # (compiling the equilibria dominates a fit)
@@ -72,12 +82,17 @@ class _SegmentObjective(AbstractObjective):
 
     def __call__(self, u, args=None):
         displacements, converged = self.solve_all(self.transform.to_physical(u))
-        misfit = (displacements - self.data) / self.sigma
-        return guarded(misfit, converged[:, None]).ravel()
+        misfit = guarded((displacements - self.data) / self.sigma, converged[:, None])
+        return whiten_padded(misfit, jnp.ones(misfit.shape[0]), self.coefficients).ravel()
+
+    def white(self) -> "_SegmentObjective":
+        """The same residuals, not whitened (whose `predictions_from` holds)."""
+        return dataclasses.replace(self, coefficients=jnp.zeros_like(self.coefficients))
 
     def predictions_from(self, residuals) -> tuple[np.ndarray, np.ndarray]:
         """The displacements `(k, 6)` and equilibrium flags `(k,)` that produced `residuals`
-        (`data + sigma r`; no equilibrium solved again: compiling one costs seconds)."""
+        of the objective not whitened (`data + sigma r`; no equilibrium solved again: compiling
+        one costs seconds)."""
         weighted = np.asarray(residuals).reshape(self.data.shape)
         solved = ~np.all(failed(weighted), axis=1)
         return np.asarray(self.data) + weighted * np.asarray(self.sigma), solved
@@ -119,25 +134,37 @@ class SegmentFit(AbstractParameterFit):
 
 def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
                 solver: LevenbergMarquardt | MultiStart | None = None, *,
+                noise_model="auto", max_misfit: float = MAX_MISFIT,
                 progress: bool = False) -> SegmentFit:
     """Fit the free parameters of a segment model (a `spatial_pair` model file) to the
     displacements of a quasi-static test, through the equilibrium solve of every row.
 
     **Arguments:** `model_file` (its values of free parameters are the start), `test` (rows of
     load and displacement), `free` (groups such as `facets.stiffness`, `bushing.stiffness`,
-    `ligaments.stiffness`, or parameter names), `noise` (`{dx, dy, dz: m, b1, b2, b3: rad}`;
-    default: estimated per channel from the residuals, the fit refined with it until the
+    `ligaments.stiffness`, or parameter names), `noise` (`{dx, dy, dz: m, b1, b2, b3: rad}`,
+    white; default: estimated per channel from the residuals, the fit refined with it until the
     estimate settles, `settle_noise`),
     `solver` (a `spineid.LevenbergMarquardt` carrying `max_steps` and the stopping
     tolerances, default `LevenbergMarquardt()`; or a `spineid.MultiStart` of one, its starts
-    drawn around the model file's values: `spineid/identify/_kinds/_run.py`). The residuals
-    are those of the module docstring; spineid's Levenberg-Marquardt (`spineid.levenberg_marquardt`, the one every
-    fit uses) minimises them, with the Jacobian through the equilibrium solve by the implicit
-    function theorem. `progress` prints every iteration (the first waits for the compilation of
-    the equilibria's Jacobian, about 20 s on a 2-core CPU).
+    drawn around the model file's values: `spineid/identify/_kinds/_run.py`),
+    `noise_model` (with the noise estimated; `"auto"`, `"white"`, `spineid.AR(...)` or their
+    command-line names) and `max_misfit` (the smooth misfit a fit may leave, a fraction of a
+    channel's range). A test of `RECORD_ROWS` rows or more is a record in the order of its rows
+    (a tester's continuous loading): each channel's noise may then be correlated from row to
+    row, the autoregression is fitted to the residuals and the fit refined under it
+    (generalized least squares by iterated prewhitening, Seber and Wild 1989, section 6.2, as
+    the trajectory fits: `spineid/identify/_trajectory/_correlated.py`), Newey-West errors of
+    the white-weighted estimate stand beside its errors (`stderr_robust`), and the verdict has
+    three levels (docs/goodness-of-fit.md). Fewer rows are load cases without an order: their
+    noise is white, the verdict checks its plausibility only. The residuals are those of the
+    module docstring; spineid's Levenberg-Marquardt (`spineid.levenberg_marquardt`, the one
+    every fit uses) minimises them, with the Jacobian through the equilibrium solve by the
+    implicit function theorem. `progress` prints every iteration (the first waits for the
+    compilation of the equilibria's Jacobian, about 20 s on a 2-core CPU).
 
     **Returns:** a `SegmentFit`. Raises `ValueError` for a model that is not a spatial pair,
-    fewer data than parameters, bad noise or a solver it cannot run.
+    fewer data than parameters, bad noise, a noise model the test cannot support (an order
+    beyond a tenth of its rows, coefficients beside given noise) or a solver it cannot run.
     """
     started = time.perf_counter()
     if solver is None:
@@ -155,12 +182,21 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
                          "free parameters: need more load cases")
     sigma_given = (None if noise is None else
                    np.array(list(check_noise(DEFLECTION_COLUMNS, noise).values())))
+    kind_of_noise = checked_noise_model(noise_model, sigma_given is not None, [], "noise_model",
+                                        DEFLECTION_COLUMNS)
+    check_order(kind_of_noise, [len(measured)], "noise_model")
+    max_misfit = checked_max_misfit(max_misfit)
+    record = sigma_given is None and len(measured) >= RECORD_ROWS
+    if not record:
+        kind_of_noise = White()
     start = np.array([p.value(model) for p in parameters])
     transform = Transform.around(parameters, start, model_file.source)
     ranges = np.maximum(np.ptp(measured, axis=0), np.abs(measured).max(axis=0))
     sigma = sigma_given if sigma_given is not None else np.maximum(1e-3 * ranges, 1e-12)
+    width = max(kind_of_noise.highest, 1) if isinstance(kind_of_noise, AR) else 1
     objective = _SegmentObjective(model, jnp.asarray(test.loads), jnp.asarray(measured),
-                                  jnp.asarray(sigma), transform, tuple(parameters))
+                                  jnp.asarray(sigma), jnp.zeros((6, width)), transform,
+                                  tuple(parameters))
 
     # With the noise to be estimated, the first pass's weights stand in for it
     # (`provisional`): its statistical stop is measured against the residuals' own level.
@@ -185,29 +221,114 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
             notes.append(unsettled_note(change))
         solution, objective = fits[-1]
         converged, steps = solution.converged, steps + sum(f[0].steps for f in fits)
+    white_solution = solution
+    raw_white = objective.predictions_from(solution.residuals)[0] - measured
+    judged = judged_ranges(raw_white, ranges)
+    correlated = None
+    if isinstance(kind_of_noise, AR) and not misfit_exceeds([raw_white], judged, max_misfit):
+        correlated = _under_noise_model(local, objective, solution.value, raw_white, ranges,
+                                        len(parameters), kind_of_noise, notes, progress)
+    noises = None
+    if correlated is not None:
+        solution, objective, noises = correlated
+        converged, steps = solution.converged, steps + solution.steps
+        sigma = np.array([n.innovation for n in noises.values()])
     values, jacobian = physical_jacobian(solution.jacobian, solution.value, transform)
-    predicted, equilibria = objective.predictions_from(solution.residuals)
+    predicted, equilibria = objective.white().predictions_from(
+        linearised(objective.white(), solution.value)[0] if noises else solution.residuals)
     names = [p.name for p in parameters]
     analysis = analyse_parameters(jacobian, values, names, [p.unit for p in parameters],
                                   transform)
     messages = list(analysis.warnings) + notes
+    robust = None
+    if noises:
+        # Beside them, Newey-West errors of the white-weighted estimate (each channel a record
+        # in the order of the rows).
+        least_squares, white_jacobian = physical_jacobian(white_solution.jacobian,
+                                                          white_solution.value, transform)
+        robust = np.sqrt(np.maximum(np.diag(hac_covariance(
+            white_jacobian, -np.asarray(white_solution.residuals), channel_records(
+                [len(measured)], 6), analysis.identifiability.identifiable)), 0.0))
+        messages.extend(drift_notes(values, least_squares, robust,
+                                    max(n.order for n in noises.values())))
     if not np.all(equilibria):
         messages.append("no equilibrium found for rows "
                         + ", ".join(str(i + 1) for i in np.flatnonzero(~equilibria))
                         + " at the fitted values")
     if not converged:
         messages.append(not_converged_note(local.max_steps))
-    residuals = (predicted - measured) / sigma
+    marginal = np.array([n.marginal for n in noises.values()]) if noises else sigma
+    residuals = (predicted - measured) / marginal
+    channel_sigma = dict(zip(DEFLECTION_COLUMNS, map(float, marginal)))
     return SegmentFit(
         names=names, units=[p.unit for p in parameters], start=start, values=values,
         stderr=analysis.stderr, at_bound=analysis.at_bound, correlation=analysis.correlation,
-        cost=0.5 * float(np.sum(residuals**2)), n_data=int(measured.size), converged=converged,
-        n_steps=steps, noise=dict(zip(DEFLECTION_COLUMNS, map(float, sigma))),
+        cost=0.5 * float(np.sum(np.asarray(solution.residuals)**2)), n_data=int(measured.size),
+        converged=converged, n_steps=steps, noise=channel_sigma,
         noise_estimated=sigma_given is None, identifiability=analysis.identifiability,
         predicted=predicted, measured=measured, equilibria_converged=equilibria,
-        warnings=messages, seconds=time.perf_counter() - started,
+        warnings=messages, seconds=time.perf_counter() - started, stderr_robust=robust,
         goodness_of_fit=assess_fit(
             [np.where(equilibria[:, None], residuals, np.inf)], DEFLECTION_COLUMNS,
             analysis.identifiability.rank, noise_given=sigma_given is not None,
-            sigma=dict(zip(DEFLECTION_COLUMNS, map(float, sigma))),
-            units=dict(zip(DEFLECTION_COLUMNS, ("m",) * 3 + ("rad",) * 3)), ordered=False))
+            sigma=channel_sigma, ordered=record, noise_models=noises,
+            units=dict(zip(DEFLECTION_COLUMNS, ("m",) * 3 + ("rad",) * 3)),
+            misfit_residuals=[raw_white] if noises else None,
+            **({"ranges": dict(zip(DEFLECTION_COLUMNS, map(float, judged))),
+                "max_misfit": dict.fromkeys(DEFLECTION_COLUMNS, max_misfit)} if record
+               else {})))
+
+
+RECORD_ROWS = 10
+"""A quasi-static test of this many rows or more is a record in the order of its rows: its noise
+may be correlated from row to row (`fit_segment`); an autoregression needs ten rows per order."""
+
+
+def _under_noise_model(local, objective, u, raw, ranges, n_free, model, notes, progress):
+    # The fit from the white-weighted solution `u` (its `objective`, raw residuals `raw` (k, 6),
+    # fit - data) under the noise model `model` (an `AR`): each channel's autoregression from
+    # the residuals; where one needs an order, the fit weighted by the whitening filters and
+    # the autoregressions estimated again from its residuals until the innovations settle
+    # (`settle_noise`, as `correlated_fit` of the trajectory fits); the innovations' deviations
+    # at last from the final fit under the coefficients it was weighted with (statsmodels'
+    # GLSAR scale). Returns `(solution, objective, noises)` or `None` where every channel is
+    # white; `notes` get what the caller should say.
+    noises = channel_noises(DEFLECTION_COLUMNS, ranges, n_free, [raw], model)
+    if not any(n.order for n in noises.values()):
+        return None
+    orders = [n.order for n in noises.values()]
+    estimates, used, seen = [noises], [], [raw]
+    measured = np.asarray(objective.data)
+
+    def weighted_by(found: dict[str, ChannelNoise], sigma):
+        matrix = np.zeros(objective.coefficients.shape)
+        own = coefficient_matrix(list(found.values()))
+        matrix[:, :own.shape[1]] = own
+        return dataclasses.replace(objective, sigma=jnp.asarray(sigma),
+                                   coefficients=jnp.asarray(matrix))
+
+    def refit(sigma, previous):
+        used.append(estimates[-1])
+        weighted = weighted_by(estimates[-1], sigma)
+        start = u if previous is None else previous[0].value
+        return local.solve(weighted, start, progress), weighted
+
+    def estimate(fitted):
+        white = fitted[1].white()
+        seen.append(white.predictions_from(linearised(white, fitted[0].value)[0])[0] - measured)
+        estimates.append(channel_noises(DEFLECTION_COLUMNS, ranges, n_free, [seen[-1]], model,
+                                        orders))
+        return np.array([n.innovation for n in estimates[-1].values()])
+
+    fits, _, change = settle_noise(refit, estimate,
+                                   np.array([n.innovation for n in noises.values()]))
+    if change > NOISE_SETTLED:
+        notes.append(unsettled_note(change))
+    final = channel_noises(DEFLECTION_COLUMNS, ranges, n_free, [seen[-1]], None,
+                           weighted_by=used[-1])
+    weighted = weighted_by(final, [n.innovation for n in final.values()])
+    residuals, jacobian = linearised(weighted, fits[-1][0].value)
+    solution = dataclasses.replace(
+        fits[-1][0], steps=sum(int(f[0].steps) for f in fits),
+        linearisation=(0.5 * float(jnp.sum(residuals ** 2)), residuals, jacobian))
+    return solution, weighted, final

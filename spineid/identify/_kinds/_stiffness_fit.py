@@ -36,6 +36,7 @@ from ...kinematics._rotations import euler_basis
 from .._common._analysis import analyse_parameters
 from .._common._goodness import assess_fit, checked_max_misfit, MAX_MISFIT
 from .._common._noise import (
+    judged_ranges,
     noise_from_residuals,
     NOISE_SETTLED,
     settle_noise,
@@ -301,7 +302,6 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
     if not exact and np.isfinite(effect) and effect > 1.0:
         messages.append(f"moments were used as measured, but mapping them onto the Euler basis "
                         f"changes an entry by {effect:.1f} standard errors: use exact=True")
-    rough = np.std(np.diff(design @ least_squares - targets[exact], axis=0), axis=0) / np.sqrt(2)
     return StiffnessFit(
         matrix=matrix, stderr=stderr, structure=structure, entries=list(entries), exact=exact,
         largest_rotation=largest, conversion_effect=effect, noise=marginal,
@@ -313,12 +313,8 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
             [residuals], LOAD_COLUMNS, identifiability.rank, noise_given=not noise_estimated,
             sigma=dict(zip(LOAD_COLUMNS, map(float, marginal))), ordered=noise_estimated,
             noise_models=dict(zip(LOAD_COLUMNS, noises)) if noises else None,
-            # (a channel that carries little but noise, as the forces of a pure-moment test,
-            # is judged against a range of at least 100 deviations of its residuals' rough
-            # part, which a smooth misfit does not inflate: its range alone would make the
-            # misfit test's own noise floor, a few tenths of a deviation, too large)
-            ranges=dict(zip(LOAD_COLUMNS, map(float, np.maximum(ranges, 100 * rough))))
-            if noise_estimated else None,
+            ranges=dict(zip(LOAD_COLUMNS, map(float, judged_ranges(
+                design @ least_squares - targets[exact], ranges)))) if noise_estimated else None,
             max_misfit=dict.fromkeys(LOAD_COLUMNS, max_misfit),
             misfit_residuals=[design @ least_squares - targets[exact]],
             magnitudes=dict(zip(LOAD_COLUMNS, map(float, np.abs(targets[exact]).max(axis=0))))),

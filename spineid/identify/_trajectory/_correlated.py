@@ -4,7 +4,7 @@
 After the fit under white weights (ordinary least squares, the noise estimated per channel),
 each channel's autoregression is fitted to its residuals, pooled over the load cases (`"auto"`:
 the order by BIC, 0 where they are white; the trajectory fit is then unchanged, as it is where
-the white-weighted fit's smooth misfit exceeds the tolerance: `misfit_too_large`). Where a
+the white-weighted fit's smooth misfit exceeds the tolerance: `misfit_exceeds`). Where a
 channel needs an order, the fit is weighted by the whitening filter (generalized least squares, the
 first `q` samples of each record left out: Cochrane-Orcutt), the autoregression estimated again
 from the new residuals and the fit repeated until the innovations' deviations settle (iterated
@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._common._failure import compiled_check_message, failed
-from .._common._goodness import smooth_misfit
+from .._common._goodness import misfit_exceeds
 from .._common._noise import NOISE_SETTLED, settle_noise, unsettled_note
 from .._common._noise_model import (
     AR,
@@ -92,7 +92,7 @@ def correlated_fit(run, u, objective: _Objective) -> CorrelatedFit | None:
     blocks = residual_blocks(objective, theta)
     if any(np.any(failed(b)) for b in blocks):  # (the model could not be simulated there)
         return None
-    if misfit_too_large(problem, blocks):
+    if misfit_exceeds(blocks, problem.channel_ranges(), problem.max_misfit):
         return None  # (a model that does not describe its data has no noise model to fit)
     noises = noises_of(problem, blocks, run.noise_model)
     if not any(n.order for n in noises.values()):
@@ -130,19 +130,6 @@ def correlated_fit(run, u, objective: _Objective) -> CorrelatedFit | None:
     return CorrelatedFit(np.asarray(solution.value), bool(solution.converged),
                          sum(int(f[0].steps) for f in fits), sigma, weighted, noises, theta,
                          blocks)
-
-
-def misfit_too_large(problem: FitProblem, blocks: list[np.ndarray]) -> bool:
-    """Whether the smooth misfit of the white-weighted fit's raw residual `blocks` exceeds
-    `problem.max_misfit` of a channel's range in some channel (`smooth_misfit`): the verdict
-    then says the model does not describe the data whatever the noise, and an autoregression
-    fitted to such residuals would take the misfit up as noise (its refits, near a unit root,
-    did not settle: measured on the pair fitted without its dampers)."""
-    for c, span in enumerate(problem.channel_ranges()):
-        found = smooth_misfit([b[:, c] for b in blocks], ChannelNoise(0, (), 1.0, 1.0))
-        if found is not None and found["rms"] > problem.max_misfit * float(span):
-            return True
-    return False
 
 
 def robust_errors(problem: FitProblem, jacobian: np.ndarray, residuals: np.ndarray,

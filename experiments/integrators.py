@@ -1,0 +1,150 @@
+"""MEBDF (`spineid.MEBDF`, Cash's modified extended BDF) against diffrax's Kvaerno solvers and
+scipy's stiff integrators: accuracy, steps and wall time.
+
+Part `stiff`: three stiff test problems (Hairer and Wanner's test set), each integrated by
+`spineid.MEBDF()` (jit-compiled, timed warm) and by scipy's `BDF` and `Radau` (timed as they
+run, their Jacobian by finite differences as a lab would call them), all at the same
+tolerance, against scipy's `Radau` at `rtol = 1e-12` as the reference: the largest error at the
+end relative to the reference (`atol` the problem's own scale), accepted steps and seconds.
+
+- Robertson's chemical kinetics to t = 40 (3 species, rate constants 0.04, 1e4, 3e7);
+- van der Pol's oscillator with mu = 1000, `y'' = mu (1 - y^2) y' - y`, to t = 3000 (about
+  1.5 relaxation periods);
+- HIRES, the plant-physiology problem of Schaefer (8 species) to t = 321.8122.
+
+Part `whiplash`: the head-neck chain (datasets/head_neck.toml) through its rear-end pulse to
+5 s, as `spineid whiplash --integrator NAME` runs it (`spineid.whiplash_study`, rtol 1e-5):
+steps, warm seconds, the peak relative kinetic energy - work error e_R (eqs 49-55; the paper's
+MEBDFV run reports 0.0103) and the largest difference of the head's position (relative to T1)
+from Kvaerno5's at rtol 1e-9.
+
+Run: `python experiments/integrators.py [--part stiff|whiplash|all] [--rtol 1e-6]`. The
+measured table is in docs/validation.md.
+"""
+
+import argparse
+import time
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy.integrate import solve_ivp
+
+import spineid
+
+
+def robertson(t, y, args=None):
+    """Robertson's kinetics `(3,)`."""
+    return jnp.array([-0.04 * y[0] + 1e4 * y[1] * y[2],
+                      0.04 * y[0] - 1e4 * y[1] * y[2] - 3e7 * y[1] ** 2, 3e7 * y[1] ** 2])
+
+
+def van_der_pol(t, y, args=None):
+    """Van der Pol's oscillator with mu = 1000, `(y, y')`."""
+    return jnp.array([y[1], 1000.0 * (1.0 - y[0] ** 2) * y[1] - y[0]])
+
+
+def hires(t, y, args=None):
+    """HIRES `(8,)` (Hairer and Wanner, section IV.10)."""
+    return jnp.array([
+        -1.71 * y[0] + 0.43 * y[1] + 8.32 * y[2] + 0.0007,
+        1.71 * y[0] - 8.75 * y[1],
+        -10.03 * y[2] + 0.43 * y[3] + 0.035 * y[4],
+        8.32 * y[1] + 1.71 * y[2] - 1.12 * y[3],
+        -1.745 * y[4] + 0.43 * y[5] + 0.43 * y[6],
+        -280.0 * y[5] * y[7] + 0.69 * y[3] + 1.71 * y[4] - 0.43 * y[5] + 0.69 * y[6],
+        280.0 * y[5] * y[7] - 1.81 * y[6],
+        -280.0 * y[5] * y[7] + 1.81 * y[6]])
+
+
+PROBLEMS = {
+    # name: (vector field, start, end time, absolute tolerance (the problem's scale))
+    "Robertson": (robertson, np.array([1.0, 0.0, 0.0]), 40.0, 1e-10),
+    "van der Pol (mu 1000)": (van_der_pol, np.array([2.0, 0.0]), 3000.0, 1e-8),
+    "HIRES": (hires, np.array([1.0, 0, 0, 0, 0, 0, 0, 0.0057]), 321.8122, 1e-10),
+}
+
+
+def reference(problem, rtol=1e-12):
+    """The end state of `problem` (a `PROBLEMS` entry) by scipy's Radau at `rtol`, with the
+    exact Jacobian (JAX)."""
+    f, y0, t_end, atol = problem
+    jacobian = jax.jit(jax.jacfwd(lambda y: f(0.0, y)))
+    return solve_ivp(lambda t, y: np.asarray(f(t, y)), (0.0, t_end), y0, method="Radau",
+                     rtol=rtol, atol=atol * rtol * 1e8,
+                     jac=lambda t, y: np.asarray(jacobian(y))).y[:, -1]
+
+
+def mebdf_solve(problem, rtol, solver=None):
+    """`problem` integrated by `solver` (default `spineid.MEBDF()`) at `rtol`: a jitted
+    function of nothing that returns `(end state, accepted steps)`."""
+    f, y0, t_end, atol = problem
+    solver = spineid.MEBDF(rtol=rtol / 100, atol=atol / 100) if solver is None else solver
+
+    @jax.jit
+    def run():
+        solution = diffrax.diffeqsolve(
+            diffrax.ODETerm(f), solver, 0.0, t_end, 1e-6, jnp.asarray(y0),
+            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol), max_steps=200_000)
+        return solution.ys[-1], solution.stats["num_accepted_steps"]
+
+    return run
+
+
+def stiff_part(rtol):
+    print(f"{'problem':22s} {'integrator':10s} {'error':>9s} {'steps':>7s} {'seconds':>8s}")
+    for name, problem in PROBLEMS.items():
+        f, y0, t_end, atol = problem
+        exact = reference(problem)
+        scale = atol + np.abs(exact)
+
+        def line(integrator, end, steps, seconds):
+            error = np.max(np.abs(np.asarray(end) - exact) / scale)
+            print(f"{name:22s} {integrator:10s} {error:9.2e} {int(steps):7d} {seconds:8.3f}",
+                  flush=True)
+
+        run = mebdf_solve(problem, rtol)
+        jax.block_until_ready(run())  # (compiled)
+        clock = time.perf_counter()
+        end, steps = jax.block_until_ready(run())
+        line("MEBDF", end, steps, time.perf_counter() - clock)
+        numpy_f = jax.jit(lambda t, y: f(t, y))
+        for method in ("BDF", "Radau"):
+            clock = time.perf_counter()
+            solution = solve_ivp(lambda t, y: np.asarray(numpy_f(t, y)), (0.0, t_end), y0,
+                                 method=method, rtol=rtol, atol=atol)
+            line(f"scipy {method}", solution.y[:, -1], solution.t.size - 1,
+                 time.perf_counter() - clock)
+
+
+def whiplash_part():
+    chain = spineid.load_model_file(spineid.dataset_path("head_neck.toml")).model
+    exact = spineid.whiplash_study(chain, 5.0, solver=diffrax.Kvaerno5(), rtol=1e-9,
+                                   max_steps=2_000_000)
+    print(f"{'integrator':10s} {'steps':>6s} {'warm s':>7s} {'peak e_R':>9s} "
+          f"{'head vs tight':>14s}")
+    for name, solver in (("Kvaerno4", diffrax.Kvaerno4()), ("Kvaerno5", diffrax.Kvaerno5()),
+                         ("MEBDF", spineid.MEBDF())):
+        study = spineid.whiplash_study(chain, 5.0, solver=solver, rtol=1e-5)
+        summary = study.summary()
+        difference = np.max(np.abs(np.asarray(study.head) - np.asarray(exact.head)))
+        print(f"{name:10s} {summary['n_steps']:6d} {study.seconds:7.2f} "
+              f"{summary['peak_relative_error_e_R']:9.2e} {1e3 * difference:11.2e} mm",
+              flush=True)
+    print("(the paper's MEBDFV run: e_R 0.0103)")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", choices=("stiff", "whiplash", "all"), default="all")
+    parser.add_argument("--rtol", type=float, default=1e-6)
+    arguments = parser.parse_args()
+    if arguments.part in ("stiff", "all"):
+        stiff_part(arguments.rtol)
+    if arguments.part in ("whiplash", "all"):
+        whiplash_part()
+
+
+if __name__ == "__main__":
+    main()
