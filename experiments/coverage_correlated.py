@@ -288,6 +288,18 @@ def trajectory_part(repetitions, rng, verdicts_only=False, models=("auto", "whit
 DUAL_BASES = jax.jit(jax.vmap(spineid.dual_euler_basis))
 
 
+def six_channel_noise(rng, kind, n, cutoff):
+    # (n, 6) noise of unit sd per channel along the rows: AR(1) (`kind` "AR(1) rho R") or white
+    # noise through a 4th-order Butterworth low-pass at `cutoff` of the Nyquist rate, zero phase.
+    if kind == "filtered":
+        b, a = signal.butter(4, cutoff)
+        e = signal.filtfilt(b, a, rng.normal(size=(n + 400, 6)), axis=0)[200:-200]
+        return e / np.std(e, axis=0)
+    rho = float(kind.split()[-1])
+    return signal.lfilter([np.sqrt(1 - rho ** 2)], [1.0, -rho],
+                          rng.normal(size=(n + 300, 6)), axis=0)[300:]
+
+
 def sweep_loads(rng, kind, stiffening=0.0, n=1000):
     # A sweep's deflections (n, 6) and its loads (n, 6) with correlated load-cell noise.
     t = np.linspace(0.0, 1.0, n)
@@ -300,15 +312,7 @@ def sweep_loads(rng, kind, stiffening=0.0, n=1000):
     loads = f.copy()
     loads[:, 3:] = np.einsum("nji,nj->ni", duals, f[:, 3:])
     sd = np.array([2.0, 2.0, 2.0, 0.05, 0.05, 0.05])
-    if kind == "filtered":
-        b, a = signal.butter(4, 0.25)
-        e = signal.filtfilt(b, a, rng.normal(size=(n + 400, 6)), axis=0)[200:-200]
-        e /= np.std(e, axis=0)
-    else:
-        rho = float(kind.split()[-1])
-        e = signal.lfilter([np.sqrt(1 - rho ** 2)], [1.0, -rho],
-                           rng.normal(size=(n + 300, 6)), axis=0)[300:]
-    return spineid.QuasiStaticTest(loads + sd * e, y)
+    return spineid.QuasiStaticTest(loads + sd * six_channel_noise(rng, kind, n, 0.1), y)
 
 
 def ranged_row(kind, model, values, errors, accepted, truth, repetitions):
@@ -339,15 +343,8 @@ def segment_record(rng, kind, model_file):
     solved, displacements, *_ = spineid.solve_load_cases(model, loads)
     assert np.all(np.asarray(solved))
     n, sd = len(loads), np.array([5e-6] * 3 + [np.radians(0.01)] * 3)
-    if kind == "filtered":
-        b, a = signal.butter(4, 0.25)
-        e = signal.filtfilt(b, a, rng.normal(size=(n + 400, 6)), axis=0)[200:-200]
-        e /= np.std(e, axis=0)
-    else:
-        rho = float(kind.split()[-1])
-        e = signal.lfilter([np.sqrt(1 - rho ** 2)], [1.0, -rho],
-                           rng.normal(size=(n + 300, 6)), axis=0)[300:]
-    return spineid.QuasiStaticTest(loads, np.asarray(displacements) + sd * e)
+    return spineid.QuasiStaticTest(
+        loads, np.asarray(displacements) + sd * six_channel_noise(rng, kind, n, 0.25))
 
 
 def segment_part(repetitions, rng):

@@ -214,6 +214,9 @@ def test_segment_fit_of_a_record_under_correlated_noise(segment):
     assert np.all(np.isfinite(auto.stderr_robust)) and np.all(auto.stderr_robust > 0)
     assert np.all(np.abs(auto.values - truth) < 3 * auto.stderr)
     assert "robust" in auto.summary()
+    # Fitted as white, the rows are load cases in no order: no whiteness test, no robust errors.
+    white = fit_segment(started, test, free, noise_model="white")
+    assert white.goodness_of_fit.whiteness is None and white.stderr_robust is None
 
     fit = fit_segment(started, test, free, noise_model="ar:1")
     steps = 1e-4 * fit.values

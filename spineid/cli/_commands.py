@@ -52,8 +52,8 @@ from ..io._toml import read_toml
 from ..simulation import simulate_in_windows
 from ..spines import l5_s1_law
 from ..studies import peak_force_sensitivity, segment_study, whiplash_study
-from ._arguments import (column_quantity, misfit_fraction, numbers_argument, parse_markers,
-                         parse_noise)
+from ._arguments import (column_quantity, integrator, misfit_fraction, numbers_argument,
+                         parse_markers, parse_noise)
 from ._batch import lab_unit_lines
 from ._outputs import (
     figures,
@@ -417,10 +417,11 @@ def command_whiplash(arguments) -> int:
     model_file = _model_file_of_kind(path, "head_neck", "whiplash")
     chain = model_file.model
     out = arguments.output
-    print(f"spineid whiplash: {path}, 0-{arguments.t_end:g} s "
-          f"({type(arguments.integrator).__name__}, rtol {arguments.rtol:g}) -> {out}/", flush=True)
+    solver = integrator(arguments.integrator, arguments.rtol)
+    print(f"spineid whiplash: {path}, 0-{arguments.t_end:g} s ({type(solver).__name__}, rtol "
+          f"{arguments.rtol:g}) -> {out}/", flush=True)
     study = whiplash_study(chain, arguments.t_end, rtol=arguments.rtol,
-                           max_steps=arguments.max_steps, solver=arguments.integrator,
+                           max_steps=arguments.max_steps, solver=solver,
                            progress=_integration_progress(arguments.t_end))
     summary = study.summary()
     if arguments.sensitivity:

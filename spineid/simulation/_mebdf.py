@@ -97,9 +97,10 @@ class ImplicitTerm(diffrax.AbstractTerm):
     `(n, n)` matrix `M`, `vector_field(t, y, args)` the `(n,)` right-hand side `f` (the
     equations of motion in their Lagrangian form, `M(q) q'' = f(q, q')`, as first-order
     equations; a DAE where `M` is singular: zero rows for the algebraic equations `0 = g(t,
-    y)`). `spineid.MEBDF` solves it without inverting `M` (module docstring); to every other
-    diffrax solver it is the explicit ODE `y' = M^-1 f` (`vf` solves with `M`: NaN for a
-    DAE, whose singular `M` only MEBDF integrates)."""
+    y)`). `spineid.MEBDF` solves it without inverting `M` in its steps (module docstring; only
+    the dense output's slope at the start and after a jump takes `M`'s pseudo-inverse); to
+    every other diffrax solver it is the explicit ODE `y' = M^-1 f` (`vf` solves with `M`:
+    NaN for a DAE, whose singular `M` only MEBDF integrates)."""
 
     mass: object
     vector_field: object
@@ -135,7 +136,8 @@ def lagrangian_implicit_term() -> ImplicitTerm:
     `blockdiag(I, M) y' = (qdot, f)` (the model's `equations_of_motion`, Liu 2001 eq 2-9; the
     head-neck chain's in Kane's form, eqs 37-46). The model is the solve's `args`:
     `diffrax.diffeqsolve(spineid.lagrangian_implicit_term(), spineid.MEBDF(), t0, t1, dt0,
-    jnp.concatenate(model.initial_state()), args=model, ...)`; MEBDF never inverts `M`."""
+    jnp.concatenate(model.initial_state()), args=model, ...)`; MEBDF's steps never invert
+    `M`."""
     return ImplicitTerm(_lagrangian_mass, _lagrangian_forces)
 
 
@@ -195,9 +197,8 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
         times = jnp.full(k, t0, dtype=flat.dtype)
         values = jnp.zeros((k, flat.size), flat.dtype).at[0].set(flat)
         # The slope at the last accepted point (the dense output's, under an implicit term):
-        # at the start `M y' = f` by least squares (a DAE's algebraic slopes then 0).
-        slope = (direction * jnp.linalg.lstsq(terms.mass(direction * t0, y0, args),
-                                              terms.vector_field(direction * t0, y0, args))[0]
+        # at the start `M y' = f` by the pseudo-inverse (`_start_slope`).
+        slope = (_start_slope(terms, direction, t0, flat, args)
                  if isinstance(terms, ImplicitTerm) else jnp.zeros_like(flat))
         return times, values, jnp.array(1), slope
 
@@ -219,14 +220,21 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
             def f(t, z):
                 return direction * inner.vector_field(direction * t, z, args)
 
-            def mass(t, z):
-                return inner.mass(direction * t, z, args)
+            def times_mass(t, z, v):
+                return inner.mass(direction * t, z, args) @ v
+
+            # After a jump the slope at the start is the field's beyond it.
+            slope0 = jax.lax.cond(made_jump, lambda: _start_slope(inner, direction, t0, flat0,
+                                                                   args), lambda: slope0)
+            start_mass = inner.mass(direction * t0, flat0, args)
         else:
             def f(t, z):
                 return direction * ravel_pytree(terms.vf(t, unravel(z), args))[0]
 
-            def mass(t, z):
-                return jnp.eye(flat0.size, dtype=dtype)
+            def times_mass(t, z, v):
+                return v
+
+            start_mass = jnp.eye(flat0.size, dtype=dtype)
 
         j = jnp.arange(1, k + 1)
         past = jnp.where(j <= count, (times - t1) / h, -(j + 0.5))  # scaled past times
@@ -238,14 +246,14 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
         ahat, bhat1, bhat2 = extended_coefficients(s1, q)
 
         jacobian = jax.jacfwd(lambda z: f(t0, z))(flat0)
-        iteration = jsl.lu_factor(mass(t0, flat0) - h * b1 * jacobian)
+        iteration = jsl.lu_factor(start_mass - h * b1 * jacobian)
 
         def solve(t, b, known, start):
             # M(t, z) (z - known) = h b f(t, z), by the chord iteration with `iteration`.
             def body(state):
                 z, _, k_done = state
                 correction = jsl.lu_solve(iteration,
-                                          h * b * f(t, z) - mass(t, z) @ (z - known))
+                                          h * b * f(t, z) - times_mass(t, z, z - known))
                 small = jnp.all(jnp.abs(correction) <= self.atol + self.rtol * jnp.abs(z))
                 return z + correction, small, k_done + 1
 
@@ -288,6 +296,14 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
 
     def func(self, terms, t0, y0, args):
         return terms.vf(t0, y0, args)
+
+
+def _start_slope(term: ImplicitTerm, direction, t, y, args):
+    # The slope `y'` `(n,)` in the solver's time at `t` from `M y' = f`, by the pseudo-inverse
+    # of `M` (a DAE's algebraic slopes 0; differentiable, unlike a least-squares solve at
+    # repeated singular values): the dense output's slope at the start and after a jump.
+    return direction * jnp.linalg.pinv(term.mass(direction * t, y, args)) @ term.vector_field(
+        direction * t, y, args)
 
 
 def _unwrapped(terms):

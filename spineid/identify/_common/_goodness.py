@@ -448,6 +448,14 @@ def assess_fit(
             level = "describes"
         else:
             level = "explains"
+    # (The whiteness test is one-sided: a missed motion correlates residuals positively. Negative
+    # innovations' correlation means a noise model that whitens too much: errors too large.)
+    over = [c for c, entry in (whiteness or {}).items() if getattr(
+        (noise_models or {}).get(c), "order", 0) and normal_sf(-entry["z"]) < alpha / len(channels)]
+    if over and finite:
+        advice.append(f"the innovations of {', '.join(over)} are negatively correlated: the "
+                      "noise model whitens more than the noise needs (coefficients given too "
+                      "large?), so the standard errors are too large; estimate it (auto)")
     if not finite:
         level = "does_not_describe"
     elif not noise_given and magnitudes is not None and sigma is not None:

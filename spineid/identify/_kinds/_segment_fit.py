@@ -103,8 +103,10 @@ class SegmentFit(AbstractParameterFit):
     """The outcome of `fit_segment`.
 
     Fields: those of every parameter fit (`spineid.AbstractParameterFit`; `noise` per channel,
-    SI; the `goodness_of_fit`: test rows have no order, so with the noise estimated only its
-    plausibility is checked), and `n_steps`, `predicted` (`(k, 6)` displacements of the fitted
+    SI, the errors' own deviations under a noise model; `stderr_robust` where an
+    autoregression was fitted; the `goodness_of_fit`: with the noise estimated, a record's
+    verdict has three levels, while the rows of a test of load cases have no order and only the
+    noise's plausibility is checked: `fit_segment`), and `n_steps`, `predicted` (`(k, 6)` displacements of the fitted
     model), `measured` (`(k, 6)`), `equilibria_converged` (`(k,)`).
     """
 
@@ -148,15 +150,18 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
     tolerances, default `LevenbergMarquardt()`; or a `spineid.MultiStart` of one, its starts
     drawn around the model file's values: `spineid/identify/_kinds/_run.py`),
     `noise_model` (with the noise estimated; `"auto"`, `"white"`, `spineid.AR(...)` or their
-    command-line names) and `max_misfit` (the smooth misfit a fit may leave, a fraction of a
-    channel's range). A test of `RECORD_ROWS` rows or more is a record in the order of its rows
-    (a tester's continuous loading): each channel's noise may then be correlated from row to
-    row, the autoregression is fitted to the residuals and the fit refined under it
+    command-line names) and `max_misfit` (the smooth misfit a fit may leave, a fraction of the
+    motion's amplitude: the largest range of the translations, or of the rotations). A test of
+    `RECORD_ROWS` rows or more, fitted under `"auto"` or an `AR`, is a record in the order of
+    its rows (a tester's continuous loading): each channel's noise may then be correlated from
+    row to row, the autoregression is fitted to the residuals and the fit refined under it
     (generalized least squares by iterated prewhitening, Seber and Wild 1989, section 6.2, as
-    the trajectory fits: `spineid/identify/_trajectory/_correlated.py`), Newey-West errors of
-    the white-weighted estimate stand beside its errors (`stderr_robust`), and the verdict has
-    three levels (docs/goodness-of-fit.md). Fewer rows are load cases without an order: their
-    noise is white, the verdict checks its plausibility only. The residuals are those of the
+    the trajectory fits: `spineid/identify/_trajectory/_correlated.py`; the first rows of each
+    channel left out, Cochrane-Orcutt), Newey-West errors of the white-weighted estimate stand
+    beside its errors where a channel needed an order (`stderr_robust`), and the verdict has
+    three levels (docs/goodness-of-fit.md); a row without equilibrium at the white-weighted fit
+    leaves the noise white (and fails the verdict). Fewer rows, or `"white"`: load cases
+    without an order, white noise, the verdict checks the noise's plausibility only. The residuals are those of the
     module docstring; spineid's Levenberg-Marquardt (`spineid.levenberg_marquardt`, the one
     every fit uses) minimises them, with the Jacobian through the equilibrium solve by the
     implicit function theorem. `progress` prints every iteration (the first waits for the
@@ -186,7 +191,8 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
                                         DEFLECTION_COLUMNS)
     check_order(kind_of_noise, [len(measured)], "noise_model")
     max_misfit = checked_max_misfit(max_misfit)
-    record = sigma_given is None and len(measured) >= RECORD_ROWS
+    record = (sigma_given is None and len(measured) >= RECORD_ROWS
+              and not isinstance(kind_of_noise, White))
     if not record:
         kind_of_noise = White()
     start = np.array([p.value(model) for p in parameters])
@@ -223,9 +229,16 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
         converged, steps = solution.converged, steps + sum(f[0].steps for f in fits)
     white_solution = solution
     raw_white = objective.predictions_from(solution.residuals)[0] - measured
-    judged = judged_ranges(raw_white, ranges)
+    # Each channel's smooth misfit is judged against the motion's amplitude of its kind (the
+    # largest range of the translations, or of the rotations): the axial displacement of a
+    # bending test moves little, and the smooth part of its correlated noise alone can be a few
+    # percent of its own range.
+    judged = np.maximum(judged_ranges(raw_white, ranges),
+                        np.repeat([ranges[:3].max(), ranges[3:].max()], 3))
+    failed_rows = not np.all(objective.predictions_from(solution.residuals)[1])
     correlated = None
-    if isinstance(kind_of_noise, AR) and not misfit_exceeds([raw_white], judged, max_misfit):
+    if (isinstance(kind_of_noise, AR) and not failed_rows
+            and not misfit_exceeds([raw_white], judged, max_misfit)):
         correlated = _under_noise_model(local, objective, solution.value, raw_white, ranges,
                                         len(parameters), kind_of_noise, notes, progress)
     noises = None
@@ -248,7 +261,8 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
                                                           white_solution.value, transform)
         robust = np.sqrt(np.maximum(np.diag(hac_covariance(
             white_jacobian, -np.asarray(white_solution.residuals), channel_records(
-                [len(measured)], 6), analysis.identifiability.identifiable)), 0.0))
+                [len(measured)], 6), analysis.identifiability.identifiable
+            & ~analysis.at_bound)), 0.0))
         messages.extend(drift_notes(values, least_squares, robust,
                                     max(n.order for n in noises.values())))
     if not np.all(equilibria):
