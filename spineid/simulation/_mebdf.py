@@ -12,9 +12,11 @@ MEBDF code of Abdulla and Cash (Fritzkowski and Walczak, section 2.3). One step 
    BDF's `b`: `y_(n+1) + sum_j ahat_j y_(n+1-j) = h [bhat_2 f(ybar_(n+2)) + b f(y_(n+1)) +
    (bhat_1 - b) f(ybar_(n+1))]`.
 
-All three stages solve `z - h b f(t, z) = c` with one iteration matrix `I - h b J` (`J` the
-Jacobian of `f` at the step's start, computed once per step and factorised once): the chord
-(modified Newton) iteration of MEBDFV. Under the implicit form the third stage takes the derivatives at
+All three stages solve `z - h b f(t, z) = c` with one iteration matrix `I - h b J`, factorised
+once per step: the chord (modified Newton) iteration of MEBDFV. As there, `J`, the Jacobian of
+`f`, is kept from step to step while the iterations with it converge and contract every
+correction by at least `CONTRACTION`; otherwise the step is solved again with the Jacobian at
+its start (`reuse_jacobian`; measured in experiments/integrators.py). Under the implicit form the third stage takes the derivatives at
 `ybar_(n+1)` and `ybar_(n+2)` as their BDF stages define them, `(ybar - c) / (h b)` (what
 `f(ybar)` is for an explicit ODE, to the iteration's tolerance), which is what lets the same
 stages solve the implicit form `M(t, y) y' = f(t, y)` (`ImplicitTerm`) without inverting `M`: each stage solves
@@ -49,6 +51,11 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 from jax.flatten_util import ravel_pytree
+
+CONTRACTION = 0.5
+"""A reused Jacobian's chord iterations must shrink every correction at least this much (else
+the step is solved again with a fresh Jacobian): the iterate is then within the last
+correction, itself within the tolerance, of the root."""
 
 MAX_ORDER = 5
 """The highest `max_order` the solver takes (its corrector is of order `max_order + 1`; Cash's
@@ -149,9 +156,12 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
     history holds `max_order` points); `rtol`, `atol` (the chord iteration's stop: every
     component of the last correction within `atol + rtol |z|`; keep them about ten times
     tighter than the controller's); `max_iterations` (chord iterations per stage before the
-    step is rejected). The state carries the history (the last `max_order` accepted times and
-    values, and how many are filled) and the slope at the last accepted point (an implicit
-    term's dense output).
+    step is rejected); `reuse_jacobian` (default true: keep the last Jacobian while its
+    iterations contract, module docstring; false: a fresh one every step, the better choice
+    under `vmap`, where both branches run). The state carries the history (the last
+    `max_order` accepted times and values, and how many are filled), the slope at the last
+    accepted point (an implicit term's dense output), the last Jacobian and how many were
+    taken.
 
     Use: `diffrax.diffeqsolve(diffrax.ODETerm(f), spineid.MEBDF(), t0, t1, dt0, y0,
     stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=1e-9))`, or with
@@ -171,6 +181,7 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
     rtol: float = 1e-8
     atol: float = 1e-11
     max_iterations: int = eqx.field(static=True, default=8)
+    reuse_jacobian: bool = eqx.field(static=True, default=True)
 
     def __check_init__(self):
         if not (isinstance(self.max_order, int) and 1 <= self.max_order <= MAX_ORDER):
@@ -192,7 +203,7 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
         del t1
         terms, direction = _unwrapped(terms)
         _check_term(terms, y0)
-        flat, _ = ravel_pytree(y0)
+        flat, unravel = ravel_pytree(y0)
         k = self.max_order
         times = jnp.full(k, t0, dtype=flat.dtype)
         values = jnp.zeros((k, flat.size), flat.dtype).at[0].set(flat)
@@ -200,10 +211,12 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
         # at the start `M y' = f` by the pseudo-inverse (`_start_slope`).
         slope = (_start_slope(terms, direction, t0, flat, args)
                  if isinstance(terms, ImplicitTerm) else jnp.zeros_like(flat))
-        return times, values, jnp.array(1), slope
+        f = _field(terms, direction, args, unravel)
+        return (times, values, jnp.array(1), slope, jax.jacfwd(lambda z: f(t0, z))(flat),
+                jnp.array(1))
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
-        times, values, count, slope0 = solver_state
+        times, values, count, slope0, jacobian0, n_jacobians = solver_state
         flat0, unravel = ravel_pytree(y0)
         k = self.max_order
         dtype = flat0.dtype
@@ -214,12 +227,9 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
         h = t1 - t0
         inner, direction = _unwrapped(terms)
         implicit = isinstance(inner, ImplicitTerm)
+        f = _field(inner, direction, args, unravel)
 
-        # (In the solver's time `tau = direction t`: `dy/dtau = direction y'`.)
         if implicit:
-            def f(t, z):
-                return direction * inner.vector_field(direction * t, z, args)
-
             def times_mass(t, z, v):
                 return inner.mass(direction * t, z, args) @ v
 
@@ -228,9 +238,6 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
                                                                    args), lambda: slope0)
             start_mass = inner.mass(direction * t0, flat0, args)
         else:
-            def f(t, z):
-                return direction * ravel_pytree(terms.vf(t, unravel(z), args))[0]
-
             def times_mass(t, z, v):
                 return v
 
@@ -245,45 +252,63 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
         a2, b2 = bdf_coefficients(s2, q)
         ahat, bhat1, bhat2 = extended_coefficients(s1, q)
 
-        jacobian = jax.jacfwd(lambda z: f(t0, z))(flat0)
-        iteration = jsl.lu_factor(start_mass - h * b1 * jacobian)
+        def stages(jacobian):
+            # The three stages with the chord matrix of `jacobian`: `(y1, ybar1, slope,
+            # converged, contracted)`, the last whether every iteration contracted by at least
+            # `CONTRACTION` (a reused Jacobian is kept only then: the iterate is then within
+            # the last correction of the root).
+            iteration = jsl.lu_factor(start_mass - h * b1 * jacobian)
 
-        def solve(t, b, known, start):
-            # M(t, z) (z - known) = h b f(t, z), by the chord iteration with `iteration`.
-            def body(state):
-                z, _, k_done = state
-                correction = jsl.lu_solve(iteration,
-                                          h * b * f(t, z) - times_mass(t, z, z - known))
-                small = jnp.all(jnp.abs(correction) <= self.atol + self.rtol * jnp.abs(z))
-                return z + correction, small, k_done + 1
+            def solve(t, b, known, start):
+                # M(t, z) (z - known) = h b f(t, z), by the chord iteration with `iteration`.
+                def body(state):
+                    z, _, k_done, last, worst = state
+                    correction = jsl.lu_solve(iteration,
+                                              h * b * f(t, z) - times_mass(t, z, z - known))
+                    size = jnp.max(jnp.abs(correction) / (self.atol + self.rtol * jnp.abs(z)))
+                    worst = jnp.where(k_done > 0, jnp.maximum(worst, size / last), worst)
+                    return z + correction, size <= 1.0, k_done + 1, size, worst
 
-            def cond(state):
-                return ~state[1]
+                z, converged, _, _, worst = eqxi.while_loop(
+                    lambda state: ~state[1], body,
+                    (start, jnp.array(False), 0, jnp.array(1.0, dtype), jnp.array(0.0, dtype)),
+                    max_steps=self.max_iterations, kind="bounded")
+                return z, converged, worst <= CONTRACTION
 
-            z, converged, _ = eqxi.while_loop(cond, body, (start, jnp.array(False), 0),
-                                              max_steps=self.max_iterations, kind="bounded")
-            return z, converged
+            known1 = -jnp.tensordot(a1[1:], values, axes=1)
+            ybar1, ok1, fast1 = solve(t1, b1, known1, flat0)
+            history2 = jnp.concatenate([ybar1[None], values[:-1]])
+            known2 = -jnp.tensordot(a2[1:], history2, axes=1)
+            ybar2, ok2, fast2 = solve(t1 + h, b2, known2, 2 * ybar1 - flat0)
+            # (Under an implicit term the stages' derivatives as their formulas define them,
+            # `M^-1 f` not inverted; for an explicit ODE `f` itself.)
+            if implicit:
+                slope1, slope2 = (ybar1 - known1) / (h * b1), (ybar2 - known2) / (h * b2)
+            else:
+                slope1, slope2 = f(t1, ybar1), f(t1 + h, ybar2)
+            known3 = (-jnp.tensordot(ahat[1:], values, axes=1)
+                      + h * (bhat2 * slope2 + (bhat1 - b1) * slope1))
+            y1, ok3, fast3 = solve(t1, b1, known3, ybar1)
+            converged = ok1 & ok2 & ok3 & jnp.all(jnp.isfinite(y1))
+            return y1, ybar1, (y1 - known3) / (h * b1), converged, fast1 & fast2 & fast3
 
-        known1 = -jnp.tensordot(a1[1:], values, axes=1)
-        ybar1, ok1 = solve(t1, b1, known1, flat0)
-        history2 = jnp.concatenate([ybar1[None], values[:-1]])
-        known2 = -jnp.tensordot(a2[1:], history2, axes=1)
-        ybar2, ok2 = solve(t1 + h, b2, known2, 2 * ybar1 - flat0)
-        # (Under an implicit term the stages' derivatives as their formulas define them,
-        # `M^-1 f` not inverted; for an explicit ODE `f` itself.)
-        if implicit:
-            slope1, slope2 = (ybar1 - known1) / (h * b1), (ybar2 - known2) / (h * b2)
+        def fresh():
+            # The Jacobian of `f` at the step's start, and the stages with it.
+            jacobian = jax.jacfwd(lambda z: f(t0, z))(flat0)
+            return (*stages(jacobian)[:4], jacobian, n_jacobians + 1)
+
+        if self.reuse_jacobian:
+            # The last Jacobian first; a fresh one where its iterations fail or crawl.
+            reused = stages(jacobian0)
+            y1, ybar1, slope, converged, jacobian, n_jacobians = jax.lax.cond(
+                reused[3] & reused[4], lambda: (*reused[:4], jacobian0, n_jacobians), fresh)
         else:
-            slope1, slope2 = f(t1, ybar1), f(t1 + h, ybar2)
-        known3 = (-jnp.tensordot(ahat[1:], values, axes=1)
-                  + h * (bhat2 * slope2 + (bhat1 - b1) * slope1))
-        y1, ok3 = solve(t1, b1, known3, ybar1)
-        slope = (y1 - known3) / (h * b1)
-        converged = ok1 & ok2 & ok3 & jnp.all(jnp.isfinite(y1))
+            y1, ybar1, slope, converged, jacobian, n_jacobians = fresh()
         error = jnp.where(converged, y1 - ybar1, jnp.inf)
         new_state = (jnp.concatenate([jnp.array([t1], dtype), times[:-1]]),
                      jnp.concatenate([y1[None], values[:-1]]),
-                     jnp.minimum(count + 1, k), jnp.where(converged, slope, slope0))
+                     jnp.minimum(count + 1, k), jnp.where(converged, slope, slope0), jacobian,
+                     n_jacobians)
         y1_tree = unravel(y1)
         result = diffrax.RESULTS.where(converged, diffrax.RESULTS.successful,
                                        diffrax.RESULTS.nonlinear_max_steps_reached)
@@ -296,6 +321,15 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
 
     def func(self, terms, t0, y0, args):
         return terms.vf(t0, y0, args)
+
+
+def _field(term, direction, args, unravel):
+    # `f(t, z)` of the flat state `z` in the solver's time `tau = direction t` (`term`
+    # unwrapped): `dy/dtau = direction y'` of an explicit term, or an implicit term's right-hand
+    # side likewise.
+    if isinstance(term, ImplicitTerm):
+        return lambda t, z: direction * term.vector_field(direction * t, z, args)
+    return lambda t, z: direction * ravel_pytree(term.vf(direction * t, unravel(z), args))[0]
 
 
 def _start_slope(term: ImplicitTerm, direction, t, y, args):
