@@ -665,7 +665,7 @@ def test_a_marker_file_is_read_once_for_its_markers_and_its_channels(tmp_path, m
     assert problem.noise_read[channels[0]].startswith("0.2 mm")
 
 
-def test_a_states_file_gives_the_start_of_its_record(tmp_path):
+def test_a_states_file_gives_the_start_of_its_record(tmp_path, capsys, monkeypatch):
     # OpenSim's Manager started away from the file's defaults (values and speeds); its states
     # sampled into a .sto with /value and /speed columns: a fit starts there, not at the
     # defaults.
@@ -717,6 +717,20 @@ def test_a_states_file_gives_the_start_of_its_record(tmp_path):
     assert problem.started_from_data == [str(tmp_path / "states.sto")]
     motion = spineid.simulate(problem.models[0], jnp.asarray(times))
     np.testing.assert_allclose(np.asarray(motion.q), states[:, ::2], atol=1e-3)
+    # and the command line says so before it fits (the fit itself stopped at once: the line is
+    # what is tested here)
+    from spineid.cli import _commands, main
+
+    def stop(*args, **kwargs):
+        raise ValueError("stopped before fitting")
+
+    monkeypatch.setattr(_commands, "fit", stop)
+    assert main(["fit", str(truth), str(tmp_path / "states.sto"), "--free",
+                 "bushing_1.rotational_stiffness[2]", "--out", str(tmp_path / "fit")]) == 2
+    printed = capsys.readouterr()
+    assert "stopped before fitting" in printed.err
+    assert (f"{tmp_path / 'states.sto'}: the simulation starts from its first row (coordinates "
+            "and speeds)") in printed.out
     # a coordinates file (no speeds) leaves the start to the model
     opensim_motion(osim, truth, times, tmp_path / "coordinates.sto")
     assert spineid.io.states_start(tmp_path / "coordinates.sto", spineid.read_osim(truth)) \
