@@ -352,8 +352,9 @@ def segment_part(repetitions, rng):
     facet and the six bushing stiffnesses free, started 20% high; the wrong model is the
     segment without its facets (their stiffness a hundredth of the file's), its bushing
     stiffnesses fitted. `auto 5%`: the default noise model with a smooth-misfit tolerance of 5%
-    (`--max-misfit 5%`): the axial displacement `dy` moves in two of the nine cases only, and
-    strongly correlated noise leaves a smooth part of 2-3% of its range."""
+    (`--max-misfit 5%`); the same as `auto` since the misfit is judged against the motion's
+    amplitude (judged against its own range, the axial displacement `dy`, which moves in two of
+    the nine cases only, rejected right models under strongly correlated noise)."""
     model_file = spineid.load_model_file(spineid.dataset_path("c5_c6.toml"))
     free = ["facets.stiffness", "bushing.stiffness"]
     parameters = select_parameters(model_file.parameters, free)

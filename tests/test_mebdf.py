@@ -216,8 +216,10 @@ def test_gradients_through_an_implicit_term_from_its_first_saved_time():
     # first slope: NaN gradients before, through a least-squares solve), against forward mode
     # and central differences.
     def saved(rate, adjoint):
-        term = spineid.ImplicitTerm(lambda t, y, k: jnp.diag(jnp.array([1.0, 2.0])),
-                                    lambda t, y, k: jnp.array([y[1], -2.0 * k * y[0]]))
+        # (A mass that depends on the parameter and has a repeated singular value, as
+        # blockdiag(I, M) has: where a least-squares solve's derivative is NaN.)
+        term = spineid.ImplicitTerm(lambda t, y, k: (k / 3.0) * jnp.eye(2),
+                                    lambda t, y, k: (k / 3.0) * jnp.array([y[1], -k * y[0]]))
         solution = diffrax.diffeqsolve(
             term, spineid.MEBDF(), 0.0, 1.0, 0.01, jnp.array([1.0, 0.0]), args=rate,
             saveat=diffrax.SaveAt(ts=jnp.array([0.0, 0.13, 0.5, 1.0])), adjoint=adjoint,
@@ -284,9 +286,9 @@ def test_stiff_benchmarks_agree_with_scipys_radau(name, bound):
     end, steps, jacobians = mebdf_solve(problem, 1e-6)()
     assert np.max(np.abs(np.asarray(end) - exact) / (problem[3] + np.abs(exact))) < bound
     assert int(steps) < 2000
-    # The modified Newton iteration keeps its Jacobian across steps (measured: 184 of 1523
-    # steps and 59 of 280 took a fresh one).
-    assert 1 <= int(jacobians) < int(steps) / 3
+    # The modified Newton iteration keeps its Jacobian across steps, and takes a fresh one where
+    # its iterations crawl (measured, accepted steps: 184 of 1523 and 59 of 280 took one).
+    assert 10 <= int(jacobians) < int(steps) / 3
 
 
 def test_the_head_neck_chains_implicit_equations_follow_its_simulation():

@@ -217,6 +217,7 @@ def test_segment_fit_of_a_record_under_correlated_noise(segment):
     # Fitted as white, the rows are load cases in no order: no whiteness test, no robust errors.
     white = fit_segment(started, test, free, noise_model="white")
     assert white.goodness_of_fit.whiteness is None and white.stderr_robust is None
+    assert any("load cases in no order (noise_model white)" in w for w in white.warnings)
 
     fit = fit_segment(started, test, free, noise_model="ar:1")
     steps = 1e-4 * fit.values

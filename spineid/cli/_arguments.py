@@ -189,8 +189,9 @@ def add_noise_model(parser, what: str = "each channel's noise",
 
 
 INTEGRATORS = {"kvaerno4": diffrax.Kvaerno4, "kvaerno5": diffrax.Kvaerno5, "mebdf": MEBDF}
-"""`--integrator`'s names and the diffrax solvers they make (MEBDF: `spineid.MEBDF()`, the seed
-paper's method; docs/validation.md measures them on the head-neck chain)."""
+"""`--integrator`'s names and the diffrax solvers they make (MEBDF: `spineid.MEBDF`, the seed
+paper's method, its chord iteration set by `integrator`; docs/performance.md measures them on
+the head-neck chain)."""
 
 
 def integrator_option(text: str) -> str:

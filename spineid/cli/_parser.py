@@ -359,7 +359,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 help="displacement noise of dx,dy,dz (m) and b1,b2,b3 (rad); "
                                      "default: estimated from the residuals")
     add_noise_model(segment_parser, "each displacement channel's noise (rows in the order "
-                    "recorded; a test of ten rows or more)")
+                    "recorded; a test of ten rows or more)",
+                    "a percentage of the motion's amplitude of each channel's kind (the "
+                    "largest range of the translations, or of the rotations; e.g. 3%%)")
     segment_parser.set_defaults(run=verbs.command_segment)
     spine_parser = commands.add_parser(
         "spine", help="analyses of a whole spine (a spatial_chain model, Liu's T1-L5 spine by "

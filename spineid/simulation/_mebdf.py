@@ -54,8 +54,9 @@ from jax.flatten_util import ravel_pytree
 
 CONTRACTION = 0.5
 """A reused Jacobian's chord iterations must shrink every correction at least this much (else
-the step is solved again with a fresh Jacobian): the iterate is then within the last
-correction, itself within the tolerance, of the root."""
+the step is solved again with a fresh Jacobian): where a rate was measured, the iterate is then
+within the last correction, itself within the tolerance, of the root (a stage that converges at
+its first correction has no rate measured, and is taken as it is)."""
 
 MAX_ORDER = 5
 """The highest `max_order` the solver takes (its corrector is of order `max_order + 1`; Cash's
@@ -160,8 +161,8 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
     iterations contract, module docstring; false: a fresh one every step, the better choice
     under `vmap`, where both branches run). The state carries the history (the last
     `max_order` accepted times and values, and how many are filled), the slope at the last
-    accepted point (an implicit term's dense output), the last Jacobian and how many were
-    taken.
+    accepted point (an implicit term's dense output), the last Jacobian and how many the
+    accepted steps took (with the one at the start).
 
     Use: `diffrax.diffeqsolve(diffrax.ODETerm(f), spineid.MEBDF(), t0, t1, dt0, y0,
     stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=1e-9))`, or with
@@ -252,28 +253,30 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
         a2, b2 = bdf_coefficients(s2, q)
         ahat, bhat1, bhat2 = extended_coefficients(s1, q)
 
-        def stages(jacobian):
+        def stages(jacobian, reused):
             # The three stages with the chord matrix of `jacobian`: `(y1, ybar1, slope,
-            # converged, contracted)`, the last whether every iteration contracted by at least
-            # `CONTRACTION` (a reused Jacobian is kept only then: the iterate is then within
-            # the last correction of the root).
+            # converged, contracted)`, the last whether every correction measured shrank the
+            # one before by at least `CONTRACTION`. A `reused` Jacobian's iteration stops at the
+            # first that does not (its step is then solved again with a fresh one), so that it
+            # never runs off to values that would poison the derivatives of the step.
             iteration = jsl.lu_factor(start_mass - h * b1 * jacobian)
 
             def solve(t, b, known, start):
                 # M(t, z) (z - known) = h b f(t, z), by the chord iteration with `iteration`.
                 def body(state):
-                    z, _, k_done, last, worst = state
+                    z, _, k_done, last, slow = state
+                    z = jnp.where(jnp.isfinite(z), z, start)  # (finite operands, as ever)
                     correction = jsl.lu_solve(iteration,
                                               h * b * f(t, z) - times_mass(t, z, z - known))
                     size = jnp.max(jnp.abs(correction) / (self.atol + self.rtol * jnp.abs(z)))
-                    worst = jnp.where(k_done > 0, jnp.maximum(worst, size / last), worst)
-                    return z + correction, size <= 1.0, k_done + 1, size, worst
+                    slow = slow | ((k_done > 0) & (size > CONTRACTION * last))
+                    return z + correction, size <= 1.0, k_done + 1, size, slow
 
-                z, converged, _, _, worst = eqxi.while_loop(
-                    lambda state: ~state[1], body,
-                    (start, jnp.array(False), 0, jnp.array(1.0, dtype), jnp.array(0.0, dtype)),
+                z, converged, _, _, slow = eqxi.while_loop(
+                    lambda state: ~state[1] & ~(reused & state[4]), body,
+                    (start, jnp.array(False), 0, jnp.array(1.0, dtype), jnp.array(False)),
                     max_steps=self.max_iterations, kind="bounded")
-                return z, converged, worst <= CONTRACTION
+                return z, converged, ~slow
 
             known1 = -jnp.tensordot(a1[1:], values, axes=1)
             ybar1, ok1, fast1 = solve(t1, b1, known1, flat0)
@@ -295,11 +298,11 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
         def fresh():
             # The Jacobian of `f` at the step's start, and the stages with it.
             jacobian = jax.jacfwd(lambda z: f(t0, z))(flat0)
-            return (*stages(jacobian)[:4], jacobian, n_jacobians + 1)
+            return (*stages(jacobian, False)[:4], jacobian, n_jacobians + 1)
 
         if self.reuse_jacobian:
             # The last Jacobian first; a fresh one where its iterations fail or crawl.
-            reused = stages(jacobian0)
+            reused = stages(jacobian0, True)
             y1, ybar1, slope, converged, jacobian, n_jacobians = jax.lax.cond(
                 reused[3] & reused[4], lambda: (*reused[:4], jacobian0, n_jacobians), fresh)
         else:

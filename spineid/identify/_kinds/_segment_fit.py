@@ -193,6 +193,12 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
     max_misfit = checked_max_misfit(max_misfit)
     record = (sigma_given is None and len(measured) >= RECORD_ROWS
               and not isinstance(kind_of_noise, White))
+    notes_first = []
+    if sigma_given is None and len(measured) >= RECORD_ROWS and not record:
+        notes_first.append(f"the {len(measured)} rows are taken as load cases in no order "
+                           "(noise_model white): a noise correlated from row to row is not looked "
+                           "for, and would make the standard errors too small; fit under 'auto' "
+                           "to test it")
     if not record:
         kind_of_noise = White()
     start = np.array([p.value(model) for p in parameters])
@@ -211,6 +217,7 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
     converged, steps = solution.converged, solution.steps
     if isinstance(solver, MultiStart):
         notes.insert(0, f"solved by {how}")
+    notes.extend(notes_first)
     if sigma_given is None:
         def estimate(fitted):
             solution, objective = fitted
