@@ -16,19 +16,20 @@ All three stages solve `z - h b f(t, z) = c` with one iteration matrix `I - h b 
 once per step: the chord (modified Newton) iteration of MEBDFV. As there, `J`, the Jacobian of
 `f`, is kept from step to step while the iterations with it converge and contract every
 correction by at least `CONTRACTION`; otherwise the step is solved again with the Jacobian at
-its start (`reuse_jacobian`; measured in experiments/integrators.py). Under the implicit form the third stage takes the derivatives at
-`ybar_(n+1)` and `ybar_(n+2)` as their BDF stages define them, `(ybar - c) / (h b)` (what
-`f(ybar)` is for an explicit ODE, to the iteration's tolerance), which is what lets the same
-stages solve the implicit form `M(t, y) y' = f(t, y)` (`ImplicitTerm`) without inverting `M`: each stage solves
-`M(t, z) (z - c) = h b f(t, z)` with the iteration matrix `M_0 - h b J` (`M_0` at the step's
-start; the term `dM/dy (z - c)`, of order `h`, left out of it as MEBDFV leaves it), and with a
-singular `M` this is a semi-explicit DAE of index 1 (Hairer and Wanner, section VI.1: BDF-type
-methods applied to `M y' = f`). The coefficients are those of polynomial exactness on
-the actual past times (variable-coefficient form: no interpolation of the history when the
-step size changes), from small linear systems solved in each step. The local error estimate
-is `y_(n+1) - ybar_(n+1)`, the order-`q` BDF's error against the order-`q + 1` result, so
-the step-size controller sees error order `q + 1`. The order rises from 1 at the start (and
-after a jump) by one per accepted step to `order`, as the history fills.
+its start (`reuse_jacobian`; measured in experiments/integrators.py). Under the implicit form
+the third stage takes the derivatives at `ybar_(n+1)` and `ybar_(n+2)` as their BDF stages
+define them, `(ybar - c) / (h b)` (what `f(ybar)` is for an explicit ODE, to the iteration's
+tolerance), which is what lets the same stages solve the implicit form `M(t, y) y' = f(t, y)`
+(`ImplicitTerm`) without inverting `M`: each stage solves `M(t, z) (z - c) = h b f(t, z)` with
+the iteration matrix `M_0 - h b J` (`M_0` at the step's start; the term `dM/dy (z - c)`, of
+order `h`, left out of it as MEBDFV leaves it), and with a singular `M` this is a semi-explicit
+DAE of index 1 (Hairer and Wanner, section VI.1: BDF-type methods applied to `M y' = f`). The
+coefficients are those of polynomial exactness on the actual past times (variable-coefficient
+form: no interpolation of the history when the step size changes), from small linear systems
+solved in each step. The local error estimate is `y_(n+1) - ybar_(n+1)`, the order-`q` BDF's
+error against the order-`q + 1` result, so the step-size controller sees error order `q + 1`.
+The order rises from 1 at the start (and after a jump) by one per accepted step to `order`, as
+the history fills.
 
 What this solver is, and is not yet (issue 54 asks for more): explicit ODEs `y' = f(t, y)`
 (`diffrax.ODETerm`), the implicit form `M(t, y) y' = f(t, y)` and semi-explicit DAEs of index

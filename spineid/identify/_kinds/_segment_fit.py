@@ -106,8 +106,9 @@ class SegmentFit(AbstractParameterFit):
     SI, the errors' own deviations under a noise model; `stderr_robust` where an
     autoregression was fitted; the `goodness_of_fit`: with the noise estimated, a record's
     verdict has three levels, while the rows of a test of load cases have no order and only the
-    noise's plausibility is checked: `fit_segment`), and `n_steps`, `predicted` (`(k, 6)` displacements of the fitted
-    model), `measured` (`(k, 6)`), `equilibria_converged` (`(k,)`).
+    noise's plausibility is checked: `fit_segment`), and `n_steps`, `predicted` (`(k, 6)`
+    displacements of the fitted model), `measured` (`(k, 6)`), `equilibria_converged`
+    (`(k,)`).
     """
 
     n_steps: int
@@ -161,11 +162,12 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
     beside its errors where a channel needed an order (`stderr_robust`), and the verdict has
     three levels (docs/goodness-of-fit.md); a row without equilibrium at the white-weighted fit
     leaves the noise white (and fails the verdict). Fewer rows, or `"white"`: load cases
-    without an order, white noise, the verdict checks the noise's plausibility only. The residuals are those of the
-    module docstring; spineid's Levenberg-Marquardt (`spineid.levenberg_marquardt`, the one
-    every fit uses) minimises them, with the Jacobian through the equilibrium solve by the
-    implicit function theorem. `progress` prints every iteration (the first waits for the
-    compilation of the equilibria's Jacobian, about 20 s on a 2-core CPU).
+    without an order, white noise, the verdict checks the noise's plausibility only. The
+    residuals are those of the module docstring; spineid's Levenberg-Marquardt
+    (`spineid.levenberg_marquardt`, the one every fit uses) minimises them, with the Jacobian
+    through the equilibrium solve by the implicit function theorem. `progress` prints every
+    iteration (the first waits for the compilation of the equilibria's Jacobian, about 20 s on
+    a 2-core CPU).
 
     **Returns:** a `SegmentFit`. Raises `ValueError` for a model that is not a spatial pair,
     fewer data than parameters, bad noise, a noise model the test cannot support (an order
