@@ -340,8 +340,8 @@ def _start_slope(term: ImplicitTerm, direction, t, y, args):
     # The slope `y'` `(n,)` in the solver's time at `t` from `M y' = f`, by the pseudo-inverse
     # of `M` (a DAE's algebraic slopes 0; differentiable, unlike a least-squares solve at
     # repeated singular values): the dense output's slope at the start and after a jump.
-    return direction * jnp.linalg.pinv(term.mass(direction * t, y, args)) @ term.vector_field(
-        direction * t, y, args)
+    right = _field(term, direction, args, None)(t, y)
+    return jnp.linalg.pinv(term.mass(direction * t, y, args)) @ right
 
 
 def _unwrapped(terms):

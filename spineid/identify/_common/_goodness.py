@@ -454,8 +454,8 @@ def assess_fit(
         (noise_models or {}).get(c), "order", 0) and normal_sf(-entry["z"]) < alpha / len(channels)]
     if over and finite:
         advice.append(f"the innovations of {', '.join(over)} are negatively correlated: the "
-                      "noise model whitens more than the noise needs (coefficients given too "
-                      "large?), so the standard errors are too large; estimate it (auto)")
+                      "noise model whitens more than the noise needs, so the standard errors "
+                      "are too large; coefficients given: let the fit estimate them (auto)")
     if not finite:
         level = "does_not_describe"
     elif not noise_given and magnitudes is not None and sigma is not None:

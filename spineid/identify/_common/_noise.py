@@ -6,6 +6,7 @@ estimated from the residuals of a first fit under provisional weights (`noise_fr
 and the fit is refined with it.
 """
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 
@@ -115,6 +116,65 @@ def unsettled_note(change: float) -> str:
     return (f"the noise estimate did not settle within {NOISE_ROUNDS} refits (it changed by up "
             f"to {change:.1%} in the last); the standard errors rest on the noise of the last "
             "refit")
+
+
+@dataclasses.dataclass
+class Prewhitening:
+    """The outcome of `iterated_prewhitening`: every refit made (`fits`, as `refit` returned
+    them; the last is the fit), the innovations of the last refit's residuals under the
+    coefficients it was weighted with (`noises`, channel -> `ChannelNoise`; their deviations are
+    the generalized least-squares scale, as statsmodels' `GLSAR` takes it) and the largest
+    relative change of the last estimate (`change`)."""
+
+    fits: list
+    noises: dict
+    change: float
+
+    @property
+    def notes(self) -> list[str]:
+        """The warning where the innovations did not settle (`unsettled_note`), else none."""
+        return [unsettled_note(self.change)] if self.change > NOISE_SETTLED else []
+
+
+def iterated_prewhitening(first: dict, refit: Callable, residuals_of: Callable,
+                          noises_of: Callable) -> Prewhitening | None:
+    """Generalized least squares under autoregressive noise by iterated prewhitening (Seber and
+    Wild 1989, section 6.2), alike for every fit kind that weights a record's channels by
+    whitening filters: from the noise `first` (channel -> `ChannelNoise`) of a white-weighted
+    fit's residuals, fit again weighted by each channel's filter and innovations' deviation,
+    estimate the autoregressions again from the new residuals at the orders of `first`, and
+    repeat until the deviations settle (`settle_noise`); at last the innovations of the final
+    fit's residuals under the coefficients it was weighted with.
+
+    **Arguments:** `refit(noises, sigma, previous) -> fitted` (weighted by `noises`' coefficients
+    and the deviations `sigma` `(c,)`; `previous` the refit before or `None`),
+    `residuals_of(fitted) -> blocks` (raw residuals, fit - data, `(k, c)` per record),
+    `noises_of(blocks, orders=None, weighted_by=None) -> noises` (`channel_noises` of the fit's
+    channels under its noise model).
+
+    **Returns:** a `Prewhitening`, or `None` where every channel of `first` is white (the
+    white-weighted fit stands)."""
+    if not any(noise.order for noise in first.values()):
+        return None
+    orders = [noise.order for noise in first.values()]  # (kept; the coefficients re-estimated)
+    estimates, used, seen = [first], [], []
+
+    def weighted(sigma, previous):
+        used.append(estimates[-1])
+        return refit(estimates[-1], sigma, previous)
+
+    def estimate(fitted):
+        seen.append(residuals_of(fitted))
+        estimates.append(noises_of(seen[-1], orders=orders))
+        return _innovations(estimates[-1])
+
+    fits, _, change = settle_noise(weighted, estimate, _innovations(first))
+    return Prewhitening(fits, noises_of(seen[-1], weighted_by=used[-1]), change)
+
+
+def _innovations(noises: dict) -> np.ndarray:
+    # The innovations' deviations `(c,)` of channel -> `ChannelNoise`.
+    return np.array([noise.innovation for noise in noises.values()])
 
 
 def judged_ranges(raw: np.ndarray, ranges) -> np.ndarray:

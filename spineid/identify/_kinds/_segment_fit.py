@@ -36,6 +36,7 @@ from .._common._goodness import assess_fit, checked_max_misfit, MAX_MISFIT, misf
 from .._common._least_squares import linearised
 from .._common._noise import (
     check_noise,
+    iterated_prewhitening,
     judged_ranges,
     noise_from_residuals,
     NOISE_SETTLED,
@@ -237,14 +238,15 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
         solution, objective = fits[-1]
         converged, steps = solution.converged, steps + sum(f[0].steps for f in fits)
     white_solution = solution
-    raw_white = objective.predictions_from(solution.residuals)[0] - measured
+    predicted_white, solved_white = objective.predictions_from(solution.residuals)
+    raw_white = predicted_white - measured
     # Each channel's smooth misfit is judged against the motion's amplitude of its kind (the
     # largest range of the translations, or of the rotations): the axial displacement of a
     # bending test moves little, and the smooth part of its correlated noise alone can be a few
     # percent of its own range.
     judged = np.maximum(judged_ranges(raw_white, ranges),
                         np.repeat([ranges[:3].max(), ranges[3:].max()], 3))
-    failed_rows = not np.all(objective.predictions_from(solution.residuals)[1])
+    failed_rows = not np.all(solved_white)
     correlated = None
     if (isinstance(kind_of_noise, AR) and not failed_rows
             and not misfit_exceeds([raw_white], judged, max_misfit)):
@@ -312,15 +314,9 @@ def _under_noise_model(local, objective, u, raw, ranges, n_free, model, notes, p
     # fit - data) under the noise model `model` (an `AR`): each channel's autoregression from
     # the residuals; where one needs an order, the fit weighted by the whitening filters and
     # the autoregressions estimated again from its residuals until the innovations settle
-    # (`settle_noise`, as `correlated_fit` of the trajectory fits); the innovations' deviations
-    # at last from the final fit under the coefficients it was weighted with (statsmodels'
-    # GLSAR scale). Returns `(solution, objective, noises)` or `None` where every channel is
+    # (`iterated_prewhitening`, as every fit kind); the innovations' deviations at last from
+    # the final fit under the coefficients it was weighted with (statsmodels' GLSAR scale). Returns `(solution, objective, noises)` or `None` where every channel is
     # white; `notes` get what the caller should say.
-    noises = channel_noises(DEFLECTION_COLUMNS, ranges, n_free, [raw], model)
-    if not any(n.order for n in noises.values()):
-        return None
-    orders = [n.order for n in noises.values()]
-    estimates, used, seen = [noises], [], [raw]
     measured = np.asarray(objective.data)
 
     def weighted_by(found: dict[str, ChannelNoise], sigma):
@@ -330,25 +326,23 @@ def _under_noise_model(local, objective, u, raw, ranges, n_free, model, notes, p
         return dataclasses.replace(objective, sigma=jnp.asarray(sigma),
                                    coefficients=jnp.asarray(matrix))
 
-    def refit(sigma, previous):
-        used.append(estimates[-1])
-        weighted = weighted_by(estimates[-1], sigma)
+    def refit(found, sigma, previous):
+        weighted = weighted_by(found, sigma)
         start = u if previous is None else previous[0].value
         return local.solve(weighted, start, progress), weighted
 
-    def estimate(fitted):
+    def residuals_of(fitted):
         white = fitted[1].white()
-        seen.append(white.predictions_from(linearised(white, fitted[0].value)[0])[0] - measured)
-        estimates.append(channel_noises(DEFLECTION_COLUMNS, ranges, n_free, [seen[-1]], model,
-                                        orders))
-        return np.array([n.innovation for n in estimates[-1].values()])
+        return [white.predictions_from(linearised(white, fitted[0].value)[0])[0] - measured]
 
-    fits, _, change = settle_noise(refit, estimate,
-                                   np.array([n.innovation for n in noises.values()]))
-    if change > NOISE_SETTLED:
-        notes.append(unsettled_note(change))
-    final = channel_noises(DEFLECTION_COLUMNS, ranges, n_free, [seen[-1]], None,
-                           weighted_by=used[-1])
+    whitened = iterated_prewhitening(
+        channel_noises(DEFLECTION_COLUMNS, ranges, n_free, [raw], model), refit, residuals_of,
+        lambda found, **how: channel_noises(DEFLECTION_COLUMNS, ranges, n_free, found, model,
+                                            **how))
+    if whitened is None:
+        return None
+    notes.extend(whitened.notes)
+    fits, final = whitened.fits, whitened.noises
     weighted = weighted_by(final, [n.innovation for n in final.values()])
     residuals, jacobian = linearised(weighted, fits[-1][0].value)
     solution = dataclasses.replace(

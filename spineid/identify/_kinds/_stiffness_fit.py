@@ -36,6 +36,7 @@ from ...kinematics._rotations import euler_basis
 from .._common._analysis import analyse_parameters
 from .._common._goodness import assess_fit, checked_max_misfit, MAX_MISFIT
 from .._common._noise import (
+    iterated_prewhitening,
     judged_ranges,
     noise_from_residuals,
     NOISE_SETTLED,
@@ -350,25 +351,17 @@ def _whitened_system(design, target, sigma, noises=None):
 def _generalized(solve, residuals_of, raw, ranges, n_free, kind_of_noise):
     # Each load channel's autoregression from the weighted least-squares residuals `raw`
     # (n, 6); where one needs an order, generalized least squares by iterated prewhitening
-    # (the orders kept, the coefficients re-estimated from each refit's residuals
-    # `residuals_of(values)` until the innovations settle: `settle_noise`), the innovations'
-    # deviations at last taken from the final fit under the coefficients it was weighted with
-    # (as statsmodels' `GLSAR` at those). Returns `(values or None, noises (6 ChannelNoise),
+    # (`iterated_prewhitening`: the orders kept, the coefficients re-estimated from each
+    # refit's residuals `residuals_of(values)` until the innovations settle, the innovations'
+    # deviations at last taken from the final fit under the coefficients it was weighted with,
+    # as statsmodels' `GLSAR` at those). Returns `(values or None, noises (6 ChannelNoise),
     # notes)`: `None` where every channel is white.
-    first = list(channel_noises(LOAD_COLUMNS, ranges, n_free, [raw], kind_of_noise).values())
-    if not any(noise.order for noise in first):
-        return None, first, []
-    orders = [noise.order for noise in first]
-    used = [first]  # the noise of each fit's residuals; each refit is weighted by the latest
-
-    def estimate(values):
-        used.append(list(channel_noises(LOAD_COLUMNS, ranges, n_free, [residuals_of(values)],
-                                        kind_of_noise, orders).values()))
-        return np.array([noise.innovation for noise in used[-1]])
-
-    fits, _, change = settle_noise(lambda sigma, previous: solve(sigma, used[-1])[0], estimate,
-                                   np.array([noise.innovation for noise in first]))
-    final = channel_noises(LOAD_COLUMNS, ranges, n_free, [residuals_of(fits[-1])],
-                           kind_of_noise, weighted_by=dict(zip(LOAD_COLUMNS, used[-2])))
-    return fits[-1], list(final.values()), [unsettled_note(change)] if change > NOISE_SETTLED \
-        else []
+    first = channel_noises(LOAD_COLUMNS, ranges, n_free, [raw], kind_of_noise)
+    whitened = iterated_prewhitening(
+        first, lambda found, sigma, previous: solve(sigma, list(found.values()))[0],
+        lambda values: [residuals_of(values)],
+        lambda found, **how: channel_noises(LOAD_COLUMNS, ranges, n_free, found, kind_of_noise,
+                                            **how))
+    if whitened is None:
+        return None, list(first.values()), []
+    return whitened.fits[-1], list(whitened.noises.values()), whitened.notes

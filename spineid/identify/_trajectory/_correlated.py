@@ -22,7 +22,7 @@ import numpy as np
 
 from .._common._failure import compiled_check_message, failed
 from .._common._goodness import misfit_exceeds
-from .._common._noise import NOISE_SETTLED, settle_noise, unsettled_note
+from .._common._noise import iterated_prewhitening
 from .._common._noise_model import (
     AR,
     channel_noises,
@@ -94,37 +94,28 @@ def correlated_fit(run, u, objective: _Objective) -> CorrelatedFit | None:
         return None
     if misfit_exceeds(blocks, problem.channel_ranges(), problem.max_misfit):
         return None  # (a model that does not describe its data has no noise model to fit)
-    noises = noises_of(problem, blocks, run.noise_model)
-    if not any(n.order for n in noises.values()):
-        return None
-    orders = [n.order for n in noises.values()]  # (kept: the refits re-estimate coefficients)
-    estimates, used, seen = [noises], [], [blocks]
 
-    def refit(sigma, previous):
-        used.append(estimates[-1])
-        weighted = run.objective_for(sigma, coefficient_matrix(list(estimates[-1].values())))
+    def refit(found, sigma, previous):
+        weighted = run.objective_for(sigma, coefficient_matrix(list(found.values())))
         start = jnp.asarray(u) if previous is None else previous[0].value
         return run.local.solve(weighted, start, False), weighted
 
-    def estimate(fitted):
-        seen.append(residual_blocks(objective, transform.evaluated(fitted[0].value)[0]))
-        estimates.append(noises_of(problem, seen[-1], run.noise_model, orders))
-        return np.array([n.innovation for n in estimates[-1].values()])
-
     try:
-        fits, _, change = settle_noise(refit, estimate, np.array(
-            [n.innovation for n in noises.values()]))
+        whitened = iterated_prewhitening(
+            noises_of(problem, blocks, run.noise_model), refit,
+            lambda fitted: residual_blocks(objective, transform.evaluated(fitted[0].value)[0]),
+            lambda found, **how: noises_of(problem, found, run.noise_model, **how))
     except eqx.EquinoxRuntimeError as error:
         run.note(f"the refit under the noise model was stopped by a check inside its compiled "
                  f"solve ({compiled_check_message(error)}); the fit is reported as if the "
                  "noise were white")
         return None
-    if change > NOISE_SETTLED:
-        run.note(unsettled_note(change))
+    if whitened is None:
+        return None
+    for note in whitened.notes:
+        run.note(note)
+    fits, noises = whitened.fits, whitened.noises
     solution = fits[-1][0]
-    # The innovations' deviations from the last fit's own residuals, under the coefficients it
-    # was weighted with (as generalized least squares does).
-    noises = noises_of(problem, seen[-1], None, weighted_by=used[-1])
     sigma = np.array([n.innovation for n in noises.values()])
     weighted = run.objective_for(sigma, coefficient_matrix(list(noises.values())))
     return CorrelatedFit(np.asarray(solution.value), bool(solution.converged),
