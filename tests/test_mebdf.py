@@ -315,3 +315,60 @@ def test_the_head_neck_chains_implicit_equations_follow_its_simulation():
                                atol=1e-14)
     np.testing.assert_allclose(np.asarray(forces), np.asarray(from_energies[1]), rtol=1e-8,
                                atol=1e-10)
+
+
+@pytest.fixture(scope="module")
+def four_springs():
+    """The bundled four-axial-spring pair, its stiffnesses' names and values, and 0.1 s at 1 kHz
+    of the pair with every stiffness 25% higher, simulated by the default solver (Tsit5)."""
+    model_file = spineid.load_model_file(spineid.dataset_path("axial_4_springs.toml"))
+    ts = np.linspace(0.0, 0.1, 101)
+    probe = spineid.FitProblem(model_file, spineid.Measurement(
+        ts, np.zeros((ts.size, 3)), ("x", "y", "theta")), ["stiffness"], SD)
+    truth = 1.25 * probe.start
+    model = spineid.apply_values(model_file.model, probe.parameters, jnp.asarray(truth))
+    observed = np.array([model.observe(q) for q in spineid.simulate(model, ts).q])
+    return model_file, ts, observed, truth
+
+
+SD = {"x": 5e-6, "y": 5e-6, "theta": 1.7e-4}
+
+
+def test_a_fit_through_mebdf_recovers_what_another_integrator_simulated(four_springs):
+    # `FitProblem(simulation_solver=spineid.MEBDF(...))`: the fit's simulations and their
+    # forward-mode sensitivities go through MEBDF; the data are Tsit5's. From the file's values
+    # (25% low) the fit reaches the truth to the integrators' difference; `Auto` takes no
+    # multiple shooting through an implicit integrator (`integrated_implicitly`).
+    model_file, ts, observed, truth = four_springs
+    problem = spineid.FitProblem(model_file, spineid.Measurement(ts, observed, ("x", "y",
+                                                                                "theta")),
+                                 ["stiffness"], SD,
+                                 simulation_solver=spineid.MEBDF(rtol=1e-10, atol=1e-12))
+    result = spineid.fit(problem, "auto")
+    assert result.converged and "multiple shooting" not in result.solver
+    np.testing.assert_allclose(result.values, truth, rtol=1e-4)
+    with pytest.raises(ValueError, match="simulation_solver='mebdf': expected a diffrax solver"):
+        spineid.FitProblem(model_file, problem.measurements, ["stiffness"], SD,
+                           simulation_solver="mebdf")
+
+
+def test_the_simulate_verb_takes_an_integrator(tmp_path, capsys):
+    # `spineid simulate MODEL --integrator mebdf`: the motion written agrees with the default
+    # solver's (Tsit5) to well within the tolerances; an unknown name is refused by name.
+    from spineid.cli import main
+
+    model = str(spineid.dataset_path("axial_4_springs.toml"))
+    written = {}
+    for name in ("mebdf", None):
+        out = tmp_path / f"{name}.csv"
+        assert main(["simulate", model, "--out", str(out)]
+                    + (["--integrator", name] if name else [])) == 0
+        assert ("by mebdf" in capsys.readouterr().out) == (name is not None)
+        written[name] = np.genfromtxt(out, delimiter=",", names=True)
+    for column in ("x", "y", "theta"):
+        scale = np.ptp(written[None][column])
+        np.testing.assert_allclose(written["mebdf"][column], written[None][column],
+                                   atol=1e-6 * scale)
+    with pytest.raises(SystemExit):
+        main(["simulate", model, "--integrator", "bdf", "--out", str(tmp_path / "bdf.csv")])
+    assert "expected one of kvaerno4, kvaerno5, mebdf" in capsys.readouterr().err

@@ -7,16 +7,11 @@ import time
 import jax
 import numpy as np
 
-from ..executors import Local
 from ..identify import (
     Auto,
-    Candidate,
-    design,
     FitProblem,
     MultipleShooting,
     MultiStart,
-    optimise_protocol,
-    ProtocolProblem,
     RecoveryProblem,
     fit,
     fit_load_law,
@@ -27,7 +22,6 @@ from ..identify import (
     recover,
     recover_grid,
     SlidingFrankWolfe,
-    validate_design,
 )
 from ..identify._solvers import SOLVER_NAMES
 from ..io import (
@@ -38,7 +32,6 @@ from ..io import (
     liu_l5_s1_phases,
     liu_vertebra_nodes,
     load_model_file,
-    read_design_file,
     read_load_displacement,
     read_quasi_static,
     write_model_file,
@@ -50,6 +43,7 @@ from ..io._columns import describe_columns, noise_in_si, parse_assignments, UNIT
 from ..io._measurements import describe_markers, LOAD_COLUMNS, QUASI_STATIC_UNITS
 from ..io._toml import read_toml
 from ..simulation import simulate_in_windows
+from ..simulation._simulate import DEFAULT_RTOL
 from ..spines import l5_s1_law
 from ..studies import peak_force_sensitivity, segment_study, whiplash_study
 from ._arguments import (column_quantity, integrator, misfit_fraction, numbers_argument,
@@ -75,16 +69,18 @@ NEUTRAL_STIFFNESS = 1500.0
 
 
 def _simulate_file(model_path: pathlib.Path, windows: int = 1, progress=None,
-                   time_warm: bool = True):
-    # The model file's motion, in `windows` windows (progress and interruption between them):
-    # (model, ts, observed poses, simulation, wall seconds, the integration's seconds: warm,
-    # the first window timed again, with `time_warm`).
+                   time_warm: bool = True, solver=None):
+    # The model file's motion, in `windows` windows (progress and interruption between them),
+    # by `solver` (the model's own where `None`): (model, ts, observed poses, simulation, wall
+    # seconds, the integration's seconds: warm, the first window timed again, with
+    # `time_warm`).
     model_file = load_model_file(model_path)
     model = model_file.model
     ts = model_file.simulation_times()
     start = time.perf_counter()
     solution, warm = simulate_in_windows(model, ts, windows=windows, time_warm=time_warm,
-                                         on_window=progress and progress(float(ts[-1])))
+                                         on_window=progress and progress(float(ts[-1])),
+                                         solver=solver)
     failure = solution.failure()
     if failure is not None:  # one sentence naming the limit hit, when, and what to change
         raise ValueError(f"{model_path}: {failure}")
@@ -113,14 +109,27 @@ def command_simulate(arguments) -> int:
         raise ValueError(f"{out}: a marker file (.trc) needs a model with markers (an OpenSim "
                          "model's MarkerSet); write .sto, .mot or .csv")
     model, ts, poses, solution, seconds, _ = _simulate_file(
-        path, windows=10, progress=_integration_progress, time_warm=False)
+        path, windows=10, progress=_integration_progress, time_warm=False,
+        solver=_integrator(arguments))
     out.parent.mkdir(parents=True, exist_ok=True)
     write_motion(out, ts, poses, model, solution)
     print(
         f"simulated {path} over {ts[-1]:g} s ({len(ts)} samples, {int(solution.n_steps)} "
-        f"solver steps, {seconds:.2f} s) -> {out}"
+        f"solver steps{_integrator_text(arguments)}, {seconds:.2f} s) -> {out}"
     )
     return 0
+
+
+def _integrator(arguments):
+    # The solver `--integrator` names, at `simulate`'s default tolerance; `None` without it.
+    name = getattr(arguments, "integrator", None)
+    return None if name is None else integrator(name, DEFAULT_RTOL)
+
+
+def _integrator_text(arguments) -> str:
+    # ", by NAME" where `--integrator` names the solver.
+    name = getattr(arguments, "integrator", None)
+    return "" if name is None else f", by {name}"
 
 
 def command_demo(arguments) -> int:
@@ -205,7 +214,8 @@ def command_fit(arguments) -> int:
         columns=parse_assignments(arguments.columns, "--columns"),
         units=parse_assignments(arguments.units, "--units"),
         markers=parse_markers(arguments.markers), noise_model=arguments.noise_model,
-        max_misfit=misfit_fraction(arguments.max_misfit))
+        max_misfit=misfit_fraction(arguments.max_misfit),
+        simulation_solver=_integrator(arguments))
     _check_profiles(arguments.profile, problem.names)
     _print_columns(problem.measurements, problem.noise_read)
     for path in problem.started_from_data:
@@ -213,7 +223,7 @@ def command_fit(arguments) -> int:
     print(
         f"fitting {len(problem.names)} parameter(s) of {arguments.model} to "
         f"{', '.join(arguments.data)} ({problem.n_data} data values) with "
-        f"{arguments.solver}",
+        f"{arguments.solver}{_integrator_text(arguments)}",
         flush=True,
     )
     result = fit(problem, solver, progress="steps" if arguments.steps else True)
@@ -537,84 +547,3 @@ def command_segment(arguments) -> int:
     if arguments.fit:
         return 0 if result.converged and result.accepted is not False else 1
     return 0 if bool(np.all(study.converged)) else 1
-
-
-def command_design(arguments) -> int:
-    """`spineid design DESIGN.toml`: choose the experiments of a design file
-    (docs/formats/design-files.md) that best determine its free parameters."""
-    if arguments.validate_threads is not None and arguments.validate is None:
-        raise ValueError("--threads: only with --validate")
-    parsed = read_design_file(arguments.design)
-    if parsed.protocol is not None:
-        return _protocol_design(arguments, parsed)
-    candidates = [Candidate(name, model, times, channels)
-                  for name, model, times, channels in parsed.candidates]
-    criterion = arguments.criterion or parsed.criterion
-    budget = parsed.budget if arguments.budget is None else arguments.budget
-    out = arguments.output
-    print(f"spineid design: {parsed.source}, {len(candidates)} candidate experiments on "
-          f"{parsed.model.source}; choosing {budget} by {criterion} -> {out}/ (the first "
-          "sensitivities wait for their compilation)", flush=True)
-    found = design(candidates, parsed.free, parsed.noise, criterion=criterion, budget=budget,
-                   baseline=parsed.baseline, limits=parsed.limits,
-                   correlation=parsed.correlation)
-    print(found.summary())
-    report = found.report()
-    if arguments.check_linearity:
-        check = found.check_linearity()
-        print(check.summary())
-        report["linearity"] = check.report()
-    validation = _validation(arguments, found, report)
-    refuse_non_finite({k: v for k, v in report.items()
-                       if k not in ("parameters", "linearity", "validation")}, "design")
-    paths = [write_json(out / "report.json", report),
-             figures.plot_design(found, out / "design.png", validation)]
-    out.finish()
-    print("wrote " + ", ".join(str(p) for p in paths))
-    return 0
-
-
-def _validation(arguments, found, report: dict):
-    """With `--validate N`: the design (or protocol) `found` simulated N times with noise and
-    fitted (`validate_design`), printed and added to `report`; else `None`."""
-    if arguments.validate is None:
-        return None
-    print(f"validating: {arguments.validate} noisy simulations of the design, each fitted "
-          f"(seed {arguments.seed})", flush=True)
-    validation = validate_design(found, arguments.validate, seed=arguments.seed,
-                                 executor=Local(threads=arguments.validate_threads or 1), progress=True)
-    print(validation.summary())
-    report["validation"] = validation.report()
-    return validation
-
-
-def _protocol_design(arguments, parsed) -> int:
-    """`spineid design` of a file with a `[protocol]`: the load amplitudes, frequencies and
-    phases within their bounds that best determine the free parameters
-    (`spineid.optimise_protocol`, gradients through the ODE)."""
-    spec = parsed.protocol
-    if arguments.budget is not None:
-        raise ValueError("--budget: only for a design file of candidates (a [protocol] "
-                         "designs one experiment)")
-    if arguments.check_linearity:
-        raise ValueError("--check-linearity: only for a design file of candidates (in "
-                         "Python: design([Candidate(name, protocol.model, times)], free, "
-                         "noise).check_linearity())")
-    criterion = arguments.criterion or parsed.criterion
-    out = arguments.output
-    print(f"spineid design: {parsed.source}, a protocol of {len(spec.variables)} variable(s) "
-          f"({', '.join(spec.variables)}) on {parsed.model.source}; optimising {criterion} -> "
-          f"{out}/ (the first evaluation waits for its compilation)", flush=True)
-    problem = ProtocolProblem(spec.build, spec.variables, spec.times, parsed.free,
-                              parsed.noise, criterion=criterion, channels=spec.channels)
-    found = optimise_protocol(problem, limits=parsed.limits, starts=spec.starts)
-    print(found.summary())
-    report = found.report()
-    validation = _validation(arguments, found, report)
-    refuse_non_finite({k: v for k, v in report.items() if k not in ("parameters", "validation")},
-                      "design")
-    paths = [write_json(out / "report.json", report),
-             figures.plot_protocol(found, out / "design.png", validation)]
-    out.finish()
-    print("wrote " + ", ".join(str(p) for p in paths))
-    return 0

@@ -8,6 +8,7 @@ from ..elements._load_laws import LAW_KINDS
 from ..identify._solvers import DEFAULT_SOLVER, SOLVER_NAMES
 from . import _commands as verbs
 from ._arguments import add_noise_model, integrator_option, quantity_text
+from ._design_command import command_design
 from ._posterior_command import command_posterior
 from ._spine_command import (command_spine_flexibility, command_spine_instrument,
                              command_spine_levels)
@@ -116,6 +117,15 @@ def _add_batch(parser):
                              "population.png")
 
 
+def _add_integrator(parser, what: str) -> None:
+    # `--integrator` of a verb whose model integrates by its own solver unless told otherwise.
+    parser.add_argument("--integrator", type=integrator_option, default=None,
+                        help=f"the ODE solver of {what}: kvaerno4, kvaerno5 or mebdf (Cash's "
+                             "modified extended BDF, the seed paper's method), at the default "
+                             "tolerances (rtol 1e-8); default the model's own (Tsit5 for a "
+                             "pair, Kvaerno4 for the head-neck chain)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `spineid` command."""
     parser = argparse.ArgumentParser(
@@ -126,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     simulate_parser = commands.add_parser("simulate", help="simulate a model file, write a CSV")
     simulate_parser.add_argument("model", help="model file (TOML)")
     _add_output(simulate_parser, help="trajectory CSV (default: MODEL_trajectory.csv)")
+    _add_integrator(simulate_parser, "the simulation")
     simulate_parser.set_defaults(run=verbs.command_simulate)
     fit_parser = commands.add_parser(
         "fit", help="fit model parameters to measured trajectories by least squares"
@@ -171,6 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
     fit_parser.add_argument("--max-steps", type=POSITIVE_INT, default=None,
                             help="iterations of the local solver (default 200 for the "
                                  "Levenberg-Marquardt solvers, 2000 for adam and lbfgs)")
+    _add_integrator(fit_parser, "the simulations inside the fit (the sensitivities are "
+                    "derivatives through it)")
     fit_parser.add_argument("--steps", action="store_true",
                             help="print every solver step as it is taken (the compiled solve "
                                  "then calls back into Python: it is compiled in every run "
@@ -466,7 +479,7 @@ def build_parser() -> argparse.ArgumentParser:
                                dest="validate_threads",
                                help="with --validate: run N fits at once on N threads of this "
                                     "process (default 1)")
-    design_parser.set_defaults(run=verbs.command_design)
+    design_parser.set_defaults(run=command_design)
     demo_parser = commands.add_parser("demo", help="the main job on bundled data")
     _add_output(demo_parser, default="spineid-demo")
     demo_parser.set_defaults(run=verbs.command_demo)

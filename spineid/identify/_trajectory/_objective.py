@@ -39,12 +39,12 @@ from .._common._transform import Transform
 from ._problem import FitProblem
 
 
-def simulated_observations(model, ts, *, adjoint, max_steps: int, rtol, atol):
+def simulated_observations(model, ts, *, adjoint, max_steps: int, rtol, atol, solver=None):
     """What `model` shows at the times `ts` (s, `(k,)`): its observables `(k, c)` along its
-    simulation from t = 0 (`model.observe`, SI), inf where the integration failed. `rtol` and
-    `atol` may be traced."""
+    simulation from t = 0 (`model.observe`, SI) by `solver` (`simulate`'s default where
+    `None`), inf where the integration failed. `rtol` and `atol` may be traced."""
     solution = simulate(model, ts, adjoint=adjoint, throw=False, t0=0.0, max_steps=max_steps,
-                        rtol=rtol, atol=atol)
+                        rtol=rtol, atol=atol, solver=solver)
     predicted = jax.vmap(model.observe)(solution.q)
     return jnp.where(solution.result == SimulationResult.successful, predicted, jnp.inf)
 
@@ -80,6 +80,7 @@ class _Objective(AbstractObjective):
     atol: float = eqx.field(static=True, default=DEFAULT_ATOL)
     coarse_rtol: float = eqx.field(static=True, default=DEFAULT_RTOL)
     coarse_atol: float = eqx.field(static=True, default=DEFAULT_ATOL)
+    solver: diffrax.AbstractSolver | None = eqx.field(static=True, default=None)
     # Under an autoregressive noise model: each channel's coefficients `(c, q)`, the residuals
     # of each record whitened by them (`whiten_padded`) and `sigma` the innovations' standard
     # deviations; `None`: white noise.
@@ -95,7 +96,8 @@ class _Objective(AbstractObjective):
             rtol = jnp.where(exact, self.rtol, self.coarse_rtol)
             atol = jnp.where(exact, self.atol, self.coarse_atol)
         return simulated_observations(model, self.ts[case], adjoint=self.adjoint,
-                                      max_steps=self.max_steps, rtol=rtol, atol=atol)
+                                      max_steps=self.max_steps, rtol=rtol, atol=atol,
+                                      solver=self.solver)
 
     def _weighted(self, predicted, case: int) -> Float[Array, " n"]:
         residuals = weighted_residuals(predicted, self.data[case], self.sigma,
@@ -211,6 +213,7 @@ def _objective(problem: FitProblem, sigma: np.ndarray, transform: Transform, adj
         coarse_atol=atol if coarse_atol is None else coarse_atol,
         coefficients=None if coefficients is None or np.size(coefficients) == 0
         else floats(coefficients),
+        solver=problem.simulation_solver,
     )
 
 

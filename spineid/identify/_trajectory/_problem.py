@@ -18,6 +18,7 @@ from ...io._measurements import (
     MARKER_SUFFIXES, Measurement, own_markers_seen, read_measurement, states_start,
 )
 from ...models._mechanics import AbstractLagrangianSystem
+from ...simulation._mebdf import MEBDF
 from ...simulation._modes import linear_modes
 from ...io._model_file import ModelFile, load_model_file
 from ...simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL
@@ -53,6 +54,9 @@ class FitProblem:
       (default `simulate`'s): looser is faster and harmless while the integration error stays
       far below the measurement noise. `simulation_max_steps`: ODE steps allowed per simulation
       (default 20 000); a trial point that needs more counts as failed and the solver backs off.
+      `simulation_solver`: the diffrax solver of those simulations (default each model's
+      `preferred_solver()`, else `simulate`'s default), e.g. `spineid.MEBDF()` for a stiff
+      model; the fit's sensitivities are then derivatives through it.
     - `noise_model`: with the noise estimated, how each channel's errors are correlated from
       sample to sample: `"auto"` (default: white where the residuals are, else the
       autoregressive order they need), `"white"`, `"ar:P"`, or `spineid.AR(...)` /
@@ -79,6 +83,7 @@ class FitProblem:
         simulation_rtol: float = DEFAULT_RTOL,
         simulation_atol: float = DEFAULT_ATOL,
         simulation_max_steps: int = 20_000,
+        simulation_solver: diffrax.AbstractSolver | None = None,
         noise_model="auto",
         max_misfit: float = MAX_MISFIT,
     ):
@@ -124,6 +129,11 @@ class FitProblem:
         self.simulation_rtol = float(simulation_rtol)
         self.simulation_atol = float(simulation_atol)
         self.simulation_max_steps = simulation_max_steps
+        if simulation_solver is not None and not isinstance(simulation_solver,
+                                                            diffrax.AbstractSolver):
+            raise ValueError(f"simulation_solver={simulation_solver!r}: expected a diffrax "
+                             "solver (spineid.MEBDF(), diffrax.Kvaerno4(), ...) or None")
+        self.simulation_solver = simulation_solver
         for case_model in self.models:
             if not case_model.is_excited():
                 raise ValueError(
@@ -332,9 +342,10 @@ def ringing_phase(problem: FitProblem) -> float:
     return max(phases, default=0.0)
 
 
-def integrated_implicitly(models) -> bool:
-    """Whether any of `models` is integrated by an implicit solver (its `preferred_solver()`,
-    e.g. `Kvaerno4` for the stiff head-neck chain). There `Auto` does not turn to multiple
+def integrated_implicitly(models, solver: diffrax.AbstractSolver | None = None) -> bool:
+    """Whether any of `models` is integrated by an implicit solver (`solver`, the fit's
+    `simulation_solver`, where given: an implicit Runge-Kutta method or `MEBDF`; else each
+    model's `preferred_solver()`, e.g. `Kvaerno4` for the stiff head-neck chain). There `Auto` does not turn to multiple
     shooting but to more starts: on the head-neck chain (8 joint angles, the head's position
     observed; experiments/ringing_rule.py) a multiple-shooting fit, whose 16 state unknowns
     per segment are each a forward-mode tangent through the implicit integrator, stopped with
@@ -343,5 +354,8 @@ def integrated_implicitly(models) -> bool:
     for over 15 minutes without finishing. (`_Run` catches such a check now: multiple shooting
     falls back to single shooting from the start, a local fit gives its start up; both are
     said in the result's warnings.)"""
-    return any(isinstance(model.preferred_solver(), diffrax.AbstractImplicitSolver)
+    implicit = (diffrax.AbstractImplicitSolver, MEBDF)
+    if solver is not None:
+        return isinstance(solver, implicit)
+    return any(isinstance(model.preferred_solver(), implicit)
                for model in models if isinstance(model, AbstractLagrangianSystem))

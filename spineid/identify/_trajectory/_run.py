@@ -204,7 +204,7 @@ class _Run:
 
     def integrated_implicitly(self) -> bool:
         """`integrated_implicitly` of the problem's models."""
-        return integrated_implicitly(self.problem.models)
+        return integrated_implicitly(self.problem.models, self.problem.simulation_solver)
 
     def explained(self, outcome: _Outcome) -> bool | None:
         """Whether the model explains the data at `outcome` (`verdict`). With the noise
@@ -552,7 +552,8 @@ class _HeldRefit:
                          noise, models=held_models, noise_max=problem.noise_max,
                          simulation_rtol=problem.simulation_rtol,
                          simulation_atol=problem.simulation_atol,
-                         simulation_max_steps=problem.simulation_max_steps)
+                         simulation_max_steps=problem.simulation_max_steps,
+                         simulation_solver=problem.simulation_solver)
         run = _Run(sub, self.local, False)
         run.objective = run.objective_for(self.sigma, self.coefficients)
         outcome = run.local_fit(np.zeros(len(others)))

@@ -147,15 +147,15 @@ def _observe_jacobian(model, q):
 
 
 def _start_states(model, ts: np.ndarray, data: np.ndarray, bounds: np.ndarray,
-                  rtol: float, atol: float, max_steps: int, present: np.ndarray
-                  ) -> np.ndarray:
+                  rtol: float, atol: float, max_steps: int, present: np.ndarray,
+                  solver=None) -> np.ndarray:
     """States `(M, 2, n)` at the segments' start samples: the simulation at the start
     parameters, moved onto the data (positions by Gauss-Newton on `observe`, velocities by the
     pseudo-inverse of its Jacobian applied to the data's rate), `(q, qdot)` per segment; only
     the channels measured there (`present` `(k, c)`) move it, in the least change that
-    matches them."""
+    matches them (`solver`: the fit's, `simulate`'s default where `None`)."""
     simulation = simulate(model, jnp.asarray(ts), throw=False, t0=0.0, rtol=rtol, atol=atol,
-                          max_steps=max_steps)
+                          max_steps=max_steps, solver=solver)
     q_all, qdot_all = np.asarray(simulation.q), np.asarray(simulation.qdot)
     rest_q, rest_qdot = (np.asarray(x) for x in model.initial_state())
     half = max(2, min(10, int(np.min(np.diff(bounds))) // 2))
@@ -199,7 +199,7 @@ def _case_layout(objective: _Objective, case: int, segments: int, continuity_wei
         counted.append(mask)
         end.append(own.size - 1)
     offset = _start_states(model, ts, data, bounds, objective.rtol, objective.atol,
-                           objective.max_steps, present)
+                           objective.max_steps, present, objective.solver)
     jacobian = np.asarray(_observe_jacobian(model, jnp.asarray(offset[0, 0])))
     pinv = np.abs(np.linalg.pinv(jacobian))
     motion = np.ptp(offset, axis=0)  # (2, n) range over the segment starts
@@ -247,7 +247,7 @@ class _ShootingObjective(AbstractObjective):
         x = jnp.where(j == 0, rest, layout.offset[j] + layout.scale * s)
         solution = simulate(model, layout.ts[j], adjoint=base.adjoint, throw=False,
                             t0=layout.t0[j], y0=(x[0], x[1]), max_steps=base.max_steps,
-                            rtol=base.rtol, atol=base.atol)
+                            rtol=base.rtol, atol=base.atol, solver=base.solver)
         ok = solution.result == SimulationResult.successful
         predicted = jax.vmap(model.observe)(solution.q)
         data = base.data[case][layout.index[j]]
