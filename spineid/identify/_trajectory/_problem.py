@@ -345,8 +345,8 @@ def ringing_phase(problem: FitProblem) -> float:
 def integrated_implicitly(models, solver: diffrax.AbstractSolver | None = None) -> bool:
     """Whether any of `models` is integrated by an implicit solver (`solver`, the fit's
     `simulation_solver`, where given: an implicit Runge-Kutta method or `MEBDF`; else each
-    model's `preferred_solver()`, e.g. `Kvaerno4` for the stiff head-neck chain). There `Auto` does not turn to multiple
-    shooting but to more starts: on the head-neck chain (8 joint angles, the head's position
+    model's `preferred_solver()`, e.g. `Kvaerno4` for the stiff head-neck chain). There `Auto`
+    does not turn to multiple shooting but to more starts: on the head-neck chain (8 joint angles, the head's position
     observed; experiments/ringing_rule.py) a multiple-shooting fit, whose 16 state unknowns
     per segment are each a forward-mode tangent through the implicit integrator, stopped with
     an `EquinoxRuntimeError` from optimistix's implicit-function derivative (a linear solve
