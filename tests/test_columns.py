@@ -12,7 +12,7 @@ import pytest
 
 import spineid
 from spineid.cli import main
-from spineid.io._columns import UNITS, parse_assignments, read_quantities
+from spineid.io._columns import UNITS, parse_assignments, read_quantities, unit_in_lab
 
 pytestmark = pytest.mark.xdist_group("lab-data")  # (one worker: the axial fits compile once)
 
@@ -106,6 +106,21 @@ def test_every_unit_converts_to_its_si_unit():
                  "rad": 1,
                  "deg": math.pi / 180, "N": 1, "kN": 1000, "Nm": 1, "Nmm": 0.001}
     assert {name: factor for name, (_, factor) in UNITS.items()} == pytest.approx(inch_free)
+
+
+@pytest.mark.parametrize("si_unit, length, angle, unit, factor", [
+    ("N/m", "mm", "deg", "N/mm", 1e-3),          # 27000 N/m is 27 N/mm
+    ("N m/rad", "mm", "deg", "N m/deg", math.pi / 180),  # the moment's metre stays
+    ("N m s/rad", "cm", "deg", "N m s/deg", math.pi / 180),
+    ("N s/m", "um", None, "N s/um", 1e-6),
+    ("m", "mm", "deg", "mm", 1e3),
+    ("rad", None, "deg", "deg", 180 / math.pi),
+    ("kg m^2", "mm", None, "kg mm^2", 1e6),
+    ("N", "mm", "deg", "N", 1.0),
+    ("N/m", None, None, "N/m", 1.0),
+])
+def test_parameter_units_in_a_labs_units(si_unit, length, angle, unit, factor):
+    assert unit_in_lab(si_unit, length, angle) == (unit, pytest.approx(factor, rel=1e-15))
 
 
 def _noisy_records(tmp_path, seed):
@@ -303,6 +318,24 @@ def test_noise_typed_with_units_or_in_the_columns_units_is_the_noise_in_si(tmp_p
     # The summary gives each channel's noise in the unit its column was in.
     assert "noise sigma (given): x=0.005 mm, y=0.005 mm, theta=0.00573 deg" in printed["bare"]
     assert "noise sigma (given): x=5e-06, y=5e-06, theta=0.0001" in printed["si"]
+    # And the parameters in the data's units (N/mm for a file in mm), SI beside in the report.
+    assert "parameters in the data's units (mm, deg; in SI with --si" in printed["bare"]
+    assert "parameters in the data's units" not in printed["si"]
+    for entry in reports["bare"]["parameters"]:
+        assert entry["unit"] == "N/m"
+        lab = entry["in_data_units"]
+        assert lab["unit"] == "N/mm"
+        assert lab["value"] == pytest.approx(entry["value"] / 1000, rel=1e-12)
+        assert lab["stderr"] == pytest.approx(entry["stderr"] / 1000, rel=1e-12)
+        assert f"{entry['value'] / 1000:12.6g}" in printed["bare"]
+    assert "in_data_units" not in reports["si"]["parameters"][0]
+    combinations = [line for line in printed["bare"].splitlines() if "combination" in line]
+    assert combinations and all(line.endswith(" N/mm") for line in combinations)
+    assert main(["fit", str(model), *runs["bare"], "--out", str(tmp_path / "in_si"), "--si",
+                 *common]) == 0
+    in_si = capsys.readouterr().out
+    assert "parameters in the data's units" not in in_si and " N/mm " not in in_si
+    assert f"{reports['bare']['parameters'][0]['value']:12.6g}" in in_si
     # A unit of the wrong kind, or a bare number for files whose columns disagree: refused.
     assert main(["fit", str(model), *runs["units"][:3], "--noise", "x=5deg,y=5um,theta=1e-4",
                  "--out", str(tmp_path / "wrong"), *common]) == 2

@@ -407,3 +407,90 @@ def test_a_spreadsheets_byte_order_mark_is_not_part_of_the_header(tmp_path):
 def test_a_measurement_that_cannot_be_one_is_refused_as_it_is_made(ts, values, channels, match):
     with pytest.raises(ValueError, match=match):
         spineid.Measurement(ts, values, channels, source="trial 3")
+
+
+LAB_MODEL = """kind = "planar_pair"
+gravity = [0.0, 0.0]
+
+[lower]
+fixed = true
+pose = [0.0, 0.0, 0.0]
+
+[upper]
+mass = "500 g"
+inertia = "1200 kg mm^2"
+pose = ["0 mm", "3 cm", "0 deg"]
+
+[[springs]]
+kind = "axial"
+lower_point = ["-20 mm", "10 mm"]
+upper_point = ["-16 mm", "22 mm"]
+stiffness = "27 N/mm"
+damping = "0.04 N s/mm"
+
+[[springs]]
+kind = "axial"
+lower_point = [0.018, 0.01]
+upper_point = [0.02, 0.021]
+stiffness = 15000.0
+damping = 25.0
+
+[[springs]]
+kind = "axial"
+lower_point = [-0.008, 0.011]
+upper_point = [0.006, 0.02]
+stiffness = "9 kN/m"
+damping = 10.0
+
+[[springs]]
+kind = "axial"
+lower_point = [0.008, 0.011]
+upper_point = [-0.005, 0.021]
+stiffness = "12e3 N/m"
+damping = 12.0
+"""
+
+
+def _lab_model() -> str:
+    # LAB_MODEL with the bundled file's loads and simulation tables.
+    text = spineid.dataset_path("axial_4_springs.toml").read_text()
+    return LAB_MODEL + "\n" + text[text.index("[[loads]]"):]
+
+
+def test_values_written_with_their_units_are_the_si_model(tmp_path):
+    # The bundled four-spring pair written as a lab would (g, kg mm^2, mm, cm, deg, N/mm,
+    # N s/mm, kN/m): the same model as the SI file (its loads appended), simulated alike; the
+    # parameters start from the SI values and the file says what it read.
+    path = tmp_path / "lab.toml"
+    path.write_text(_lab_model().replace("amplitude = 0.08", 'amplitude = "80 N mm"'))
+    lab = spineid.load_model_file(path)
+    si = spineid.load_model_file(spineid.dataset_path("axial_4_springs.toml"))
+    ts = np.linspace(0.0, 0.05, 51)
+    np.testing.assert_allclose(np.asarray(spineid.simulate(lab.model, ts).q),
+                               np.asarray(spineid.simulate(si.model, ts).q), rtol=1e-12,
+                               atol=1e-15)
+    starts = {p.name: p.value(lab.model) for p in lab.parameters}
+    assert starts["springs[0].stiffness"] == pytest.approx(27000.0, rel=1e-15)
+    assert starts["springs[0].damping"] == pytest.approx(40.0, rel=1e-15)
+    assert starts["springs[2].stiffness"] == pytest.approx(9000.0, rel=1e-15)
+    assert lab.quantities["upper.mass"] == ("500 g", pytest.approx(0.5))
+    line = lab.describe_quantities()
+    assert "springs[0].stiffness 27 N/mm = 27000" in line and si.describe_quantities() is None
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ('stiffness = "27 N/mm"', 'stiffness = "27 N/deg"',
+     "springs\\[0\\].stiffness: '27 N/deg' is not of the parameter's kind \\(its SI unit is N/m"),
+    ('damping = "0.04 N s/mm"', 'damping = "0.04 N/mm"', "springs\\[0\\].damping: '0.04 N/mm'"),
+    ('stiffness = "27 N/mm"', 'stiffness = "27 N/mmm"',
+     "springs\\[0\\].stiffness: '27 N/mmm' is not a number with a unit: units are products"),
+    ('mass = "500 g"', 'mass = "500 g/"', "upper.mass: '500 g/' is not a number with a unit"),
+    ('pose = ["0 mm", "3 cm", "0 deg"]', 'pose = ["0 mm", "3 km", "0 deg"]',
+     "upper.pose\\[1\\]: '3 km'"),
+])
+def test_a_unit_that_is_not_one_or_not_the_parameters_kind_is_refused(tmp_path, old, new,
+                                                                       message):
+    path = tmp_path / "lab.toml"
+    path.write_text(_lab_model().replace(old, new))
+    with pytest.raises(ValueError, match=message):
+        spineid.load_model_file(path)

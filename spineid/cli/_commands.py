@@ -75,6 +75,7 @@ def _simulate_file(model_path: pathlib.Path, windows: int = 1, progress=None,
     # seconds, the integration's seconds: warm, the first window timed again, with
     # `time_warm`).
     model_file = load_model_file(model_path)
+    _print_quantities(model_file)
     model = model_file.model
     ts = model_file.simulation_times()
     start = time.perf_counter()
@@ -118,6 +119,13 @@ def command_simulate(arguments) -> int:
         f"solver steps{_integrator_text(arguments)}, {seconds:.2f} s) -> {out}"
     )
     return 0
+
+
+def _print_quantities(model_file) -> None:
+    # The line on values a model file wrote with their units, where it wrote any.
+    line = model_file and model_file.describe_quantities()
+    if line:
+        print(line, flush=True)
 
 
 def _integrator(arguments):
@@ -217,6 +225,7 @@ def command_fit(arguments) -> int:
         max_misfit=misfit_fraction(arguments.max_misfit),
         simulation_solver=_integrator(arguments))
     _check_profiles(arguments.profile, problem.names)
+    _print_quantities(problem.model_file)
     _print_columns(problem.measurements, problem.noise_read)
     for path in problem.started_from_data:
         print(f"{path}: the simulation starts from its first row (coordinates and speeds)")
@@ -230,7 +239,7 @@ def command_fit(arguments) -> int:
     out = arguments.output
     plots = not arguments.no_plots
     paths = write_fit_outputs(result, problem, out, plots)
-    print(result.summary())
+    print(result.summary(si=arguments.si))
     # Profiles after the fit's files are written: a long fit is never lost to a profile.
     profiles = _profiles(result, arguments.profile)
     if profiles:

@@ -184,6 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
                                  "Levenberg-Marquardt solvers, 2000 for adam and lbfgs)")
     _add_integrator(fit_parser, "the simulations inside the fit (the sensitivities are "
                     "derivatives through it)")
+    fit_parser.add_argument("--si", action="store_true",
+                            help="print the parameters in SI units (N/m, N m/rad, m) instead of "
+                                 "the data's (N/mm, N m/deg, mm for data in mm and deg)")
     fit_parser.add_argument("--steps", action="store_true",
                             help="print every solver step as it is taken (the compiled solve "
                                  "then calls back into Python: it is compiled in every run "

@@ -122,6 +122,30 @@ def quantity_in_si(text, si_unit: str, column_unit: str | None = None,
     return number * factor, how
 
 
+def unit_in_lab(si_unit: str, length: str | None = None, angle: str | None = None
+                ) -> tuple[str, float]:
+    """A parameter's SI unit (`"N/m"`, `"N m/rad"`, `"N s/m"`, `"m"`, `"kg m^2"`, ...) in a
+    lab's units: each length (`m`, but not the metre of a moment, `N m`) in `length`, each
+    angle (`rad`) in `angle` (names of `UNITS`, `None` keeping SI), with the factor that takes
+    a value in SI to it: `("N/m", "mm")` -> `("N/mm", 1e-3)`, `("N m/rad", None, "deg")` ->
+    `("N m/deg", pi/180)`."""
+    numerator, _, denominator = si_unit.partition("/")
+    factor, sides = 1.0, []
+    for sign, tokens in ((1, numerator.split()), (-1, denominator.split())):
+        shown = []
+        for k, token in enumerate(tokens):
+            base, _, power = token.partition("^")
+            moment = base == "m" and sign == 1 and k > 0 and tokens[k - 1] == "N"
+            lab = length if base == "m" and not moment else angle if base == "rad" else None
+            if lab is None or lab not in UNITS or not (power or "1").isdigit():
+                shown.append(token)
+                continue
+            factor *= UNITS[lab][1] ** (-sign * int(power or "1"))
+            shown.append(lab + (f"^{power}" if power else ""))
+        sides.append(" ".join(shown))
+    return sides[0] + (f"/{sides[1]}" if sides[1] else ""), factor
+
+
 def column_unit(measurements, channel: str, what: str) -> str | None:
     """The unit of the column `channel` was read from in every one of `measurements` (their
     `read_as`; for a model's markers, the marker file's unit), or `None` where each is in SI

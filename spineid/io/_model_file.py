@@ -28,6 +28,7 @@ from ._kinds._pinned_pair import read_pinned_pair
 from ._kinds._planar_pair import read_planar_pair
 from ._kinds._spatial_chain import read_spatial_chain
 from ._kinds._spatial_pair import read_spatial_pair
+from ._model_units import check_quantities, quantities_in_document
 from ._toml import DocumentChecker, dumps_toml, read_toml, set_in_document, simulation_settings
 
 
@@ -119,8 +120,10 @@ class ModelFile:
 
     Fields: `model` (an `AbstractLagrangianSystem`, e.g. a `PlanarPair`), `parameters` (every
     named `Parameter`, in file order), `document` (the parsed TOML, used to write fitted models
-    back in the same schema), `source` (file name for messages) and `folder` (where relative
-    paths in it point).
+    back in the same schema; values written with their units are SI numbers in it), `source`
+    (file name for messages), `folder` (where relative paths in it point) and `quantities`
+    (`{name: (text, SI value)}`: each value the file wrote with its unit, `("27 N/mm",
+    27000.0)`; `_model_units.py`).
     """
 
     model: AbstractLagrangianSystem
@@ -128,6 +131,7 @@ class ModelFile:
     document: dict
     source: str
     folder: pathlib.Path
+    quantities: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
     def from_document(
@@ -136,6 +140,7 @@ class ModelFile:
         """Validate a parsed model document and build its model with the reader registered for
         its `kind` (`register_model_kind`)."""
         check = DocumentChecker(source)
+        document, quantities = quantities_in_document(document, source)
         kind = check.choice(document, "kind", "kind", tuple(_READERS))
         folder = pathlib.Path(".") if folder is None else pathlib.Path(folder)
         # (`[priors]` belongs to every kind: checked here, not by the kind's reader.)
@@ -147,7 +152,17 @@ class ModelFile:
                                            if "priors" in document else {})}
         if "priors" in document:
             check_priors_table(document["priors"], [p.name for p in parameters], check)
-        return cls(model, tuple(parameters), copy.deepcopy(document), source, folder)
+        check_quantities(quantities, parameters, source)
+        return cls(model, tuple(parameters), copy.deepcopy(document), source, folder,
+                   {name: (text, si) for name, (text, _, si) in quantities.items()})
+
+    def describe_quantities(self) -> str | None:
+        """One line on the values the file wrote with their units, each with its SI value
+        (`springs[0].stiffness 27 N/mm = 27000`); `None` where it wrote none."""
+        if not self.quantities:
+            return None
+        return f"{self.source}: values with units, read in SI: " + ", ".join(
+            f"{name} {text} = {si:.6g}" for name, (text, si) in self.quantities.items())
 
     @property
     def priors(self) -> dict:

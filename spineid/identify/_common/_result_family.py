@@ -129,11 +129,18 @@ class AbstractParameterFit(AbstractResult):
         """The correlation matrix for a JSON report (`None` where not defined)."""
         return [[json_number(x) for x in row] for row in self.correlation]
 
-    def parameter_table(self, label: str = "parameter", value: str = "value") -> list[str]:
+    def parameter_table(self, label: str = "parameter", value: str = "value",
+                        shown: list[tuple[str, float]] | None = None) -> list[str]:
         """The summary's table of parameters, alike for every kind: name (under `label`),
         start, value (under `value`), standard error, unit and a note (`at bound`: no
         standard error, the Cramer-Rao bound does not apply there; `not identifiable alone`:
-        the data determine it only in combination with others)."""
+        the data determine it only in combination with others). `shown`: each parameter's unit
+        and the factor from SI to it (the data's units: `unit_in_lab`); default SI."""
+        units, factors = zip(*shown) if shown else (self.units, np.ones(len(self.names)))
+        start, values = self.start * np.asarray(factors), self.values * np.asarray(factors)
+        stderr = self.stderr * np.asarray(factors)
+        robust_errors = None if self.stderr_robust is None else self.stderr_robust * np.asarray(
+            factors)
         width = max([28] + [len(name) + 1 for name in self.names])
         robust = self.stderr_robust is not None
         lines = [f"{label:{width}s} {'start':>12s} {value:>12s} {'stderr':>11s} "
@@ -141,14 +148,14 @@ class AbstractParameterFit(AbstractResult):
         for i, name in enumerate(self.names):
             if self.at_bound[i]:
                 note, error = "at bound", "-"
-            elif not self.identifiability.identifiable[i] or not np.isfinite(self.stderr[i]):
+            elif not self.identifiability.identifiable[i] or not np.isfinite(stderr[i]):
                 note, error = "not identifiable alone", "-"
             else:
-                note, error = "", f"{self.stderr[i]:.3g}"
-            other = (f"{self.stderr_robust[i]:11.3g} " if np.isfinite(self.stderr_robust[i])
+                note, error = "", f"{stderr[i]:.3g}"
+            other = (f"{robust_errors[i]:11.3g} " if np.isfinite(robust_errors[i])
                      else f"{'-':>11s} ") if robust else ""
-            lines.append(f"{name:{width}s} {self.start[i]:12.6g} {self.values[i]:12.6g} "
-                         f"{error:>11s} {other}{self.units[i]:>9s}  {note}".rstrip())
+            lines.append(f"{name:{width}s} {start[i]:12.6g} {values[i]:12.6g} "
+                         f"{error:>11s} {other}{units[i]:>9s}  {note}".rstrip())
         ident = self.identifiability
         lines.append(f"identifiability: rank {ident.rank} of {ident.n_parameters} free "
                      "parameters")

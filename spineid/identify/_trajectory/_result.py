@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...elements._planar_springs import VectorSprings
-from ...io._columns import column_unit, UNITS
+from ...io._columns import column_unit, unit_in_lab, UNITS
 from ...io._measurements import Measurement
 from ...kinematics._planar import body_point_position
 from .._common._profile import Profiled
@@ -61,7 +61,7 @@ class FitResult(Profiled):
             "starts": dict(self.starts),
             "noise": {"sigma": self.noise, "estimated_from_residuals": self.noise_estimated,
                       "given_as": dict(self.noise_given_as)},
-            "parameters": self.parameter_entries(),
+            "parameters": self._entries_in_data_units(),
             "correlation": self.correlation_report(),
             "identifiability": self.identifiability.to_dict(),
             "moments": self.moments,
@@ -81,9 +81,47 @@ class FitResult(Profiled):
                          else f"{channel}={sigma:.3g}")
         return shown
 
-    def summary(self) -> str:
-        """A human-readable table of the fit (each channel's noise in the unit its data came
-        in, where the files say one)."""
+    def data_units(self) -> dict[str, str]:
+        """The data's own units of length and angle (`{"m": "mm", "rad": "deg"}`, names of
+        `UNITS`): those every file gives its length (or angle) channels in; a kind is left out
+        where the data are in SI or its channels disagree, every kind where the files do."""
+        found: dict[str, set] = {}
+        for channel in self.noise:
+            try:
+                unit = column_unit(self.measurements, channel, "units")
+            except ValueError:  # (files in different units: SI says it once for all)
+                return {}
+            if unit is not None:
+                found.setdefault(UNITS[unit][0], set()).add(unit)
+        return {kind: next(iter(units)) for kind, units in found.items()
+                if kind in ("m", "rad") and len(units) == 1}
+
+    def shown_units(self, si: bool = False) -> list[tuple[str, float]] | None:
+        """Each parameter's unit in the data's units and the factor from SI to it
+        (`unit_in_lab` with `data_units`); `None` with `si` or where nothing changes."""
+        lab = {} if si else self.data_units()
+        shown = [unit_in_lab(unit, lab.get("m"), lab.get("rad")) for unit in self.units]
+        return shown if any(u != si_unit for (u, _), si_unit in zip(shown, self.units)) \
+            else None
+
+    def _entries_in_data_units(self) -> list[dict]:
+        # The report's parameter entries (SI), each whose unit differs in the data's units with
+        # `in_data_units` beside: its unit, value, standard error and start there.
+        entries, shown = self.parameter_entries(), self.shown_units()
+        for entry, (unit, factor) in zip(entries, shown or []):
+            if unit != entry["unit"]:
+                entry["in_data_units"] = {
+                    "unit": unit, "value": entry["value"] * factor,
+                    "stderr": None if entry["stderr"] is None else entry["stderr"] * factor,
+                    "start": entry["start"] * factor}
+        return entries
+
+    def summary(self, si: bool = False) -> str:
+        """A human-readable table of the fit: each channel's noise, and the parameters, in the
+        units the data came in (where the files say them: N/mm, N m/deg, mm for data in mm and
+        deg; `data_units`), or in SI with `si`."""
+        in_units = self.shown_units(si)
+        lab = self.data_units()
         lines = [
             f"fit with {self.solver}: {'converged' if self.converged else 'NOT converged'} "
             f"after {self.n_steps} steps in {self.seconds:.2f} s; cost {self.cost:.6g} "
@@ -91,7 +129,9 @@ class FitResult(Profiled):
             "noise sigma " + ("(estimated from residuals)" if self.noise_estimated else "(given)")
             + ": " + ", ".join(self._noise_in_lab_units()),
             "",
-            *self.parameter_table(),
+            *([f"parameters in the data's units ({', '.join(lab.values())}; in SI with --si, "
+               "summary(si=True), and in report.json):"] if in_units else []),
+            *self.parameter_table(shown=in_units),
         ]
         ident = self.identifiability
         units = dict(zip(self.names, self.units))
@@ -106,9 +146,14 @@ class FitResult(Profiled):
                 for n, c in list(shown["coefficients"].items())[:6]
             )
             more = len(shown["coefficients"]) - 6
+            # (Of one unit, in the data's units where the table is.)
+            one_unit = not mixed and len({units.get(n) for n in shown["coefficients"]}) == 1
+            unit, factor = in_units[self.names.index(next(iter(shown["coefficients"])))] \
+                if one_unit and in_units else ("", 1.0)
             lines.append(
                 f"  combination {k + 1}: {terms}{f' ... (+{more} terms)' if more > 0 else ''}"
-                f" = {shown['value']:.6g} +- {shown['standard_error']:.2g}"
+                f" = {shown['value'] * factor:.6g} +- {shown['standard_error'] * factor:.2g}"
+                + (f" {unit}" if unit else "")
             )
         if self.moments:
             lines.append("vector-spring measure (identifiable moments):")
