@@ -269,3 +269,28 @@ def test_files_read_in_different_units_are_said_and_listed():
     assert note.startswith("note: the files were read in different units")
     assert "displacement in mm (2 files), m (1 files)" in note and "load in" not in note
     assert _mixed_units(rows[:2]) is None
+
+
+def test_a_fits_parameters_in_the_data_units_reach_summary_csv_and_the_population_plot(
+        tmp_path, monkeypatch):
+    # A trajectory fit of data in mm reports its stiffness in N/mm beside SI (`in_data_units`):
+    # summary.csv gets both columns, the population plot draws the N/mm one alone.
+    import matplotlib.axes
+
+    from spineid.cli._batch import _summary_row
+
+    report = {"converged": True, "goodness_of_fit": {}, "parameters": [
+        {"name": "springs[0].stiffness", "value": 27000.0, "stderr": 30.0, "unit": "N/m",
+         "in_data_units": {"unit": "N/mm", "value": 27.0, "stderr": 0.03, "start": 25.0}},
+        {"name": "upper.mass", "value": 0.5, "stderr": 0.01, "unit": "kg"}]}
+    row = _summary_row("f.csv", "f", "", "ok", 1.0, report, None, "fit")
+    assert (row["springs[0].stiffness"], row["springs[0].stiffness stderr"]) == (27000.0, 30.0)
+    assert (row["springs[0].stiffness (N/mm)"],
+            row["springs[0].stiffness (N/mm) stderr"]) == (27.0, 0.03)
+    titles = []
+    original = matplotlib.axes.Axes.set_title
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_title",
+                        lambda axis, text, *a, **k: titles.append(text) or original(
+                            axis, text, *a, **k))
+    spineid.plot_population([row, dict(row, folder="g")], tmp_path / "population.png")
+    assert titles == ["upper.mass", "springs[0].stiffness (N/mm)"]

@@ -133,6 +133,11 @@ def _summary_row(path, stem, group, status, seconds, report, error, verb) -> dic
                     "misfit %": round(100 * max(misfits), 4) if misfits else None,
                     "cost": report.get("cost"), "units": _units_read(report)})
         entries = [] if verb == "recover" else list(report.get("parameters", []))
+        # A trajectory fit's parameters also in the data's units (`in_data_units`).
+        entries += [dict(entry["in_data_units"],
+                         name=f"{entry['name']} ({entry['in_data_units']['unit']})")
+                    for entry in list(entries)
+                    if isinstance(entry, dict) and isinstance(entry.get("in_data_units"), dict)]
         # A table law: first what a lab reads off it, the breakpoints (where they were fitted)
         # and the stiffness of each phase.
         if verb == "table" and isinstance(report.get("derived"), dict):
