@@ -294,3 +294,8 @@ def test_a_fits_parameters_in_the_data_units_reach_summary_csv_and_the_populatio
                             axis, text, *a, **k))
     spineid.plot_population([row, dict(row, folder="g")], tmp_path / "population.png")
     assert titles == ["upper.mass", "springs[0].stiffness (N/mm)"]
+    # A file of the batch in SI (no column in N/mm) keeps the SI panel, which holds every file.
+    in_si = {k: v for k, v in row.items() if "(N/mm)" not in k}
+    titles.clear()
+    spineid.plot_population([row, dict(in_si, folder="g")], tmp_path / "population.png")
+    assert titles == ["springs[0].stiffness", "upper.mass", "springs[0].stiffness (N/mm)"]

@@ -1,6 +1,7 @@
 """Model and trajectory files: valid files load, bad ones fail naming the file and key."""
 
 import copy
+import math
 import re
 
 import numpy as np
@@ -417,14 +418,14 @@ fixed = true
 pose = [0.0, 0.0, 0.0]
 
 [upper]
-mass = "500 g"
-inertia = "1200 kg mm^2"
-pose = ["0 mm", "3 cm", "0 deg"]
+mass = 0.5
+inertia = 0.0012
+pose = [0.0, 0.03, 0.0]
 
 [[springs]]
 kind = "axial"
-lower_point = ["-20 mm", "10 mm"]
-upper_point = ["-16 mm", "22 mm"]
+lower_point = [-0.02, 0.01]
+upper_point = [-0.016, 0.022]
 stiffness = "27 N/mm"
 damping = "0.04 N s/mm"
 
@@ -457,12 +458,12 @@ def _lab_model() -> str:
     return LAB_MODEL + "\n" + text[text.index("[[loads]]"):]
 
 
-def test_values_written_with_their_units_are_the_si_model(tmp_path):
-    # The bundled four-spring pair written as a lab would (g, kg mm^2, mm, cm, deg, N/mm,
-    # N s/mm, kN/m): the same model as the SI file (its loads appended), simulated alike; the
-    # parameters start from the SI values and the file says what it read.
+def test_parameter_values_written_with_their_units_are_the_si_model(tmp_path):
+    # The bundled four-spring pair with its parameters written as a lab would (N/mm, N s/mm,
+    # kN/m): the same model as the SI file, simulated alike; the parameters start from the SI
+    # values and the file says what it read.
     path = tmp_path / "lab.toml"
-    path.write_text(_lab_model().replace("amplitude = 0.08", 'amplitude = "80 N mm"'))
+    path.write_text(_lab_model())
     lab = spineid.load_model_file(path)
     si = spineid.load_model_file(spineid.dataset_path("axial_4_springs.toml"))
     ts = np.linspace(0.0, 0.05, 51)
@@ -473,24 +474,59 @@ def test_values_written_with_their_units_are_the_si_model(tmp_path):
     assert starts["springs[0].stiffness"] == pytest.approx(27000.0, rel=1e-15)
     assert starts["springs[0].damping"] == pytest.approx(40.0, rel=1e-15)
     assert starts["springs[2].stiffness"] == pytest.approx(9000.0, rel=1e-15)
-    assert lab.quantities["upper.mass"] == ("500 g", pytest.approx(0.5))
+    assert lab.quantities["springs[0].stiffness"] == ("27 N/mm", pytest.approx(27000.0))
     line = lab.describe_quantities()
     assert "springs[0].stiffness 27 N/mm = 27000" in line and si.describe_quantities() is None
 
 
+def test_a_bushing_given_by_its_diagonal_takes_units_of_each_entrys_kind(tmp_path):
+    # The C5-C6 disc's stiffness diagonal in a lab's units (N/mm, N m/deg): entries 0-2 are
+    # translations, 3-5 rotations (`bushings[0].stiffness[3][3]` in N m/rad); a rotation's
+    # entry in N/mm is refused naming it.
+    text = spineid.dataset_path("c5_c6.toml").read_text()
+    diagonal = "stiffness = [6.0e4, 6.0e5, 6.0e4, 30.0, 40.0, 20.0]"
+    deg = math.pi / 180
+    lab = ('stiffness = ["60 N/mm", "600 N/mm", "60 N/mm", '
+           f'"{30 * deg!r} N m/deg", "{40 * deg!r} N m/deg", "{20 * deg!r} N m/deg"]')
+    path = tmp_path / "disc.toml"
+    path.write_text(text.replace(diagonal, lab))
+    read = spineid.load_model_file(path)
+    reference = spineid.load_model_file(spineid.dataset_path("c5_c6.toml"))
+    for parameter in reference.parameters:
+        assert parameter.value(read.model) == pytest.approx(parameter.value(reference.model),
+                                                            rel=1e-12)
+    path.write_text(text.replace(diagonal, lab.replace(f'"{20 * deg!r} N m/deg"', '"20 N/mm"')))
+    with pytest.raises(ValueError, match=re.escape(
+            "bushings[0].stiffness[5]: '20 N/mm' is not of the parameter's kind "
+            "(bushings[0].stiffness[5][5] is in N m/rad")):
+        spineid.load_model_file(path)
+
+
 @pytest.mark.parametrize("old, new, message", [
     ('stiffness = "27 N/mm"', 'stiffness = "27 N/deg"',
-     "springs\\[0\\].stiffness: '27 N/deg' is not of the parameter's kind \\(its SI unit is N/m"),
-    ('damping = "0.04 N s/mm"', 'damping = "0.04 N/mm"', "springs\\[0\\].damping: '0.04 N/mm'"),
+     "springs[0].stiffness: '27 N/deg' is not of the parameter's kind (springs[0].stiffness "
+     "is in N/m"),
+    ('damping = "0.04 N s/mm"', 'damping = "0.04 N/mm"', "springs[0].damping: '0.04 N/mm'"),
     ('stiffness = "27 N/mm"', 'stiffness = "27 N/mmm"',
-     "springs\\[0\\].stiffness: '27 N/mmm' is not a number with a unit: units are products"),
-    ('mass = "500 g"', 'mass = "500 g/"', "upper.mass: '500 g/' is not a number with a unit"),
-    ('pose = ["0 mm", "3 cm", "0 deg"]', 'pose = ["0 mm", "3 km", "0 deg"]',
-     "upper.pose\\[1\\]: '3 km'"),
+     "springs[0].stiffness: expected a number (SI; a parameter's value may carry its unit"),
+    ("mass = 0.5", 'mass = "0.5 kg"', "upper.mass: '0.5 kg': a unit is read on a model "
+     "parameter only"),
+    ("pose = [0.0, 0.03, 0.0]", 'pose = [0.0, "30 mm", 0.0]', "upper.pose[1]: '30 mm'"),
+    ("mass = 0.5", 'mass = "500 g"', "upper.mass: expected a number (SI"),
 ])
 def test_a_unit_that_is_not_one_or_not_the_parameters_kind_is_refused(tmp_path, old, new,
                                                                        message):
     path = tmp_path / "lab.toml"
     path.write_text(_lab_model().replace(old, new))
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=re.escape(message)):
         spineid.load_model_file(path)
+
+
+def test_text_that_is_no_quantity_stays_text(tmp_path):
+    # A file name that starts with a number is no quantity (an OpenSim example's name).
+    from spineid.io._model_units import quantities_in_document
+
+    document = {"kind": "opensim", "file": "3DGaitModel2392.osim", "other": "2.osim",
+                "names": ["1st left", "1e3", "10 mm.csv"]}
+    converted, read = quantities_in_document(document, "m.toml")
+    assert converted == document and read == {}

@@ -334,29 +334,57 @@ def four_springs():
 SD = {"x": 5e-6, "y": 5e-6, "theta": 1.7e-4}
 
 
-def test_a_fit_through_mebdf_recovers_what_another_integrator_simulated(four_springs):
+def test_a_fit_through_mebdf_recovers_what_another_integrator_simulated(four_springs,
+                                                                       monkeypatch):
     # `FitProblem(simulation_solver=spineid.MEBDF(...))`: the fit's simulations and their
-    # forward-mode sensitivities go through MEBDF; the data are Tsit5's. From the file's values
-    # (25% low) the fit reaches the truth to the integrators' difference; `Auto` takes no
-    # multiple shooting through an implicit integrator (`integrated_implicitly`).
+    # forward-mode sensitivities go through MEBDF (every simulation the fit traces is handed
+    # it); the data are Tsit5's. From the file's values (25% low) the fit reaches the truth to
+    # the integrators' difference; `integrated_implicitly` keeps `Auto` from multiple shooting.
+    from spineid.identify._trajectory import _objective
+    from spineid.identify._trajectory._problem import integrated_implicitly
+
+    solvers, simulate = [], _objective.simulate
+
+    def recorded(*args, **kwargs):
+        solvers.append(kwargs.get("solver"))
+        return simulate(*args, **kwargs)
+
+    monkeypatch.setattr(_objective, "simulate", recorded)
     model_file, ts, observed, truth = four_springs
+    mebdf = spineid.MEBDF(rtol=1e-10, atol=1e-12)
     problem = spineid.FitProblem(model_file, spineid.Measurement(ts, observed, ("x", "y",
                                                                                 "theta")),
-                                 ["stiffness"], SD,
-                                 simulation_solver=spineid.MEBDF(rtol=1e-10, atol=1e-12))
+                                 ["stiffness"], SD, simulation_solver=mebdf)
     result = spineid.fit(problem, "auto")
-    assert result.converged and "multiple shooting" not in result.solver
+    assert solvers and all(solver is mebdf for solver in solvers)
+    assert result.converged
     np.testing.assert_allclose(result.values, truth, rtol=1e-4)
+    assert integrated_implicitly(problem.models, mebdf)
+    assert not integrated_implicitly(problem.models, diffrax.Tsit5())
+    assert not integrated_implicitly(problem.models)
     with pytest.raises(ValueError, match="simulation_solver='mebdf': expected a diffrax solver"):
         spineid.FitProblem(model_file, problem.measurements, ["stiffness"], SD,
                            simulation_solver="mebdf")
+    with pytest.raises(ValueError, match="its options must be plain numbers"):
+        spineid.FitProblem(model_file, problem.measurements, ["stiffness"], SD,
+                           simulation_solver=spineid.MEBDF(rtol=jnp.asarray(1e-8)))
 
 
-def test_the_simulate_verb_takes_an_integrator(tmp_path, capsys):
-    # `spineid simulate MODEL --integrator mebdf`: the motion written agrees with the default
-    # solver's (Tsit5) to well within the tolerances; an unknown name is refused by name.
-    from spineid.cli import main
+def test_the_simulate_and_fit_verbs_take_an_integrator(tmp_path, capsys, monkeypatch):
+    # `spineid simulate MODEL --integrator mebdf`: the simulation is handed MEBDF (its chord
+    # iteration at rtol / 100) and the motion written agrees with the default solver's (Tsit5)
+    # to well within the tolerances; `fit --integrator mebdf` makes the problem's
+    # `simulation_solver` (the fit itself stopped: `FitProblem` is tested above); an unknown
+    # name is refused by name.
+    from spineid.cli import _commands, main
 
+    solvers, windows = [], _commands.simulate_in_windows
+
+    def recorded(*args, **kwargs):
+        solvers.append(kwargs.get("solver"))
+        return windows(*args, **kwargs)
+
+    monkeypatch.setattr(_commands, "simulate_in_windows", recorded)
     model = str(spineid.dataset_path("axial_4_springs.toml"))
     written = {}
     for name in ("mebdf", None):
@@ -369,6 +397,19 @@ def test_the_simulate_verb_takes_an_integrator(tmp_path, capsys):
         scale = np.ptp(written[None][column])
         np.testing.assert_allclose(written["mebdf"][column], written[None][column],
                                    atol=1e-6 * scale)
+    assert isinstance(solvers[0], spineid.MEBDF) and solvers[1] is None
+    assert (solvers[0].rtol, solvers[0].atol) == (1e-10, 1e-12)
     with pytest.raises(SystemExit):
         main(["simulate", model, "--integrator", "bdf", "--out", str(tmp_path / "bdf.csv")])
     assert "expected one of kvaerno4, kvaerno5, mebdf" in capsys.readouterr().err
+    problems = []
+
+    def stop(problem, *args, **kwargs):
+        problems.append(problem)
+        raise ValueError("stopped before fitting")
+
+    monkeypatch.setattr(_commands, "fit", stop)
+    assert main(["fit", model, str(tmp_path / "mebdf.csv"), "--free", "stiffness",
+                 "--integrator", "kvaerno5", "--out", str(tmp_path / "fit")]) == 2
+    assert isinstance(problems[0].simulation_solver, diffrax.Kvaerno5)
+    assert "with auto, by kvaerno5" in capsys.readouterr().out

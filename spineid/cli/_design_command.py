@@ -50,7 +50,8 @@ def _validation(arguments, found, report: dict):
     print(f"validating: {arguments.validate} noisy simulations of the design, each fitted "
           f"(seed {arguments.seed})", flush=True)
     validation = validate_design(found, arguments.validate, seed=arguments.seed,
-                                 executor=Local(threads=arguments.validate_threads or 1), progress=True)
+                                 executor=Local(threads=arguments.validate_threads or 1),
+                                 progress=True)
     print(validation.summary())
     report["validation"] = validation.report()
     return validation

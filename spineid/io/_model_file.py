@@ -152,9 +152,8 @@ class ModelFile:
                                            if "priors" in document else {})}
         if "priors" in document:
             check_priors_table(document["priors"], [p.name for p in parameters], check)
-        check_quantities(quantities, parameters, source)
         return cls(model, tuple(parameters), copy.deepcopy(document), source, folder,
-                   {name: (text, si) for name, (text, _, si) in quantities.items()})
+                   check_quantities(quantities, parameters, source))
 
     def describe_quantities(self) -> str | None:
         """One line on the values the file wrote with their units, each with its SI value

@@ -1,14 +1,17 @@
-"""Values with their units in model files (docs/formats/model-files.md, "Units").
+"""Parameter values with their units in model files (docs/formats/model-files.md, "Units").
 
-A number in a model file is SI. A value may instead be written as text with its unit, as a lab
-states it: `stiffness = "27 N/mm"`, `damping = "0.35 N m s/deg"`, `mass = "380 g"`,
-`position = ["2 mm", "12 mm", "0 mm"]`. The unit is a product of the units of `UNITS` (and
-`kg`, `g`), each with an optional whole power (`mm^2`), separated by spaces, `*` or `.`, with
-at most one `/` before the denominator's: `N/mm`, `N m/deg`, `Nmm/deg`, `kg mm^2`. Such text
-is read into SI before the model is built (`quantities_in_document`), so every check of the
-kind applies to the SI value; where the value is a model parameter, its unit must be of the
-parameter's kind (`N/mm` for a stiffness in N/m, not `N/deg`), else the file is refused naming
-the key. The text each value was read from stays on the model file (`ModelFile.quantities`).
+A number in a model file is SI. A model parameter's value (the start of a fit: a stiffness, a
+damping, a matrix entry) may instead be written as text with its unit, as a lab states it:
+`stiffness = "27 N/mm"`, `damping = "0.35 N m s/deg"`, `stiffness = ["120 N/mm", ...]`. The
+unit is a product of the units of `UNITS` (and `kg`), each with an optional whole power
+(`mm^2`), separated by spaces, `*` or `.`, with at most one `/` before the denominator's:
+`N/mm`, `N m/deg`, `Nmm/deg`, `kN/m`. Such text is read into SI before the model is built
+(`quantities_in_document`), so every check of the kind applies to the SI value; its unit must
+be of the parameter's kind (`N/mm` for a stiffness in N/m, not `N/deg`), and a value that is
+not a parameter's (a mass, a position, a load, whose kind the file does not declare, or a
+head-neck posture in degrees) is refused: it stays SI (`check_quantities`). Text that does not
+read as a number with a unit is left for the kind's reader, which refuses it where it expects
+a number (`DocumentChecker.number`) and keeps it where it expects text (names, files).
 
 The units are `UNITS`'s table rather than a units library, for the reason `quantity_in_si`
 gives: a small closed set of spine-test quantities, errors that list exactly what is accepted,
@@ -19,8 +22,9 @@ import re
 
 from ._columns import UNITS
 
-MASS_UNITS = {"kg": ("kg", 1.0), "g": ("kg", 1e-3)}
-"""Units of mass beside `UNITS` (a model's masses and inertias)."""
+MASS_UNITS = {"kg": ("kg", 1.0)}
+"""Units of mass beside `UNITS` (of a parameter per unit mass; no `g`: a pulse's peak is
+stated in g, the gravity)."""
 
 # A number followed by a unit expression (one that starts with a letter).
 _QUANTITY = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*"
@@ -57,10 +61,10 @@ def si_dimensions(unit: str) -> dict[str, int] | None:
 
 def quantities_in_document(document: dict, source: str) -> tuple[dict, dict[str, tuple]]:
     """The model document with every value written with its unit (module docstring) in SI,
-    and what was read: `{name: (text, SI dimensions, SI value)}`, the names as parameters are named
-    (`springs[0].stiffness`, `bushings[0].stiffness[1][4]`). The `[priors]` table stays as it
-    is (SI). Raises `ValueError` naming the file and key for text that is a number followed by
-    something that is not a unit, listing the units known."""
+    and what was read: `{path: (text, SI dimensions, SI value)}`, each path as the document
+    nests it (`springs[0].stiffness`, `bushings[0].stiffness[3]`; `check_quantities` names the
+    parameter). Text that is not a number with a unit stays as it is, and the `[priors]` table
+    (SI) is not read."""
     read: dict[str, tuple] = {}
 
     def walk(value, name):
@@ -70,14 +74,9 @@ def quantities_in_document(document: dict, source: str) -> tuple[dict, dict[str,
         if isinstance(value, list):
             return [walk(item, f"{name}[{i}]") for i, item in enumerate(value)]
         match = _QUANTITY.match(value) if isinstance(value, str) else None
-        if match is None:
-            return value
-        parsed = unit_expression(match.group(2))
+        parsed = None if match is None else unit_expression(match.group(2))
         if parsed is None:
-            raise ValueError(
-                f"{source}: {name}: {value!r} is not a number with a unit: units are products "
-                f"of {', '.join(list(UNITS) + list(MASS_UNITS))} with whole powers (mm^2) and "
-                "at most one '/' (e.g. '27 N/mm', '0.5 N m/deg'); a bare number is SI")
+            return value
         si = float(match.group(1)) * parsed[0]
         read[name] = (value.strip(), parsed[1], si)
         return si
@@ -88,14 +87,36 @@ def quantities_in_document(document: dict, source: str) -> tuple[dict, dict[str,
     return converted, read
 
 
-def check_quantities(read: dict[str, tuple], parameters, source: str) -> None:
-    """Refuse a parameter (of `parameters`, each with `name` and SI `unit`) written with a
-    unit of another kind than its own (`read`: `quantities_in_document`'s), naming the key,
-    the unit written and the parameter's SI unit."""
+def parameter_of(path: str, names) -> str | None:
+    """The parameter (of `names`) a document `path` sets: the same name, the tied parameter of
+    an array of tables (`facets[1].stiffness` -> `facets.stiffness`), a matrix's diagonal
+    entry given by the diagonal (`stiffness[3]` -> `stiffness[3][3]`) or the mirror of a
+    symmetric matrix's entry (`stiffness[4][1]` -> `stiffness[1][4]`); `None` for none."""
+    tail = re.match(r"^(.*?)((?:\[\d+\])*)$", path)
+    stem, indices = tail.group(1), [int(i) for i in re.findall(r"\d+", tail.group(2))]
+    candidates = [path]
+    if len(indices) == 1:
+        candidates.append(f"{stem}[{indices[0]}][{indices[0]}]")
+    if len(indices) == 2:
+        candidates.append(f"{stem}[{indices[1]}][{indices[0]}]")
+    candidates += [re.sub(r"\[\d+\]\.", ".", c) for c in candidates]
+    return next((c for c in candidates if c in names), None)
+
+
+def check_quantities(read: dict[str, tuple], parameters, source: str) -> dict[str, tuple]:
+    """Refuse a value written with its unit (`read`: `quantities_in_document`'s) that is not a
+    parameter's (of `parameters`, each with `name` and SI `unit`) or whose unit is not of the
+    parameter's kind, naming the key; returns `{path: (text, SI value)}` of those read."""
     units = {p.name: p.unit for p in parameters}
-    for name, (text, dimensions, _) in read.items():
-        expected = si_dimensions(units[name]) if name in units else None
+    for path, (text, dimensions, _) in read.items():
+        name = parameter_of(path, units)
+        if name is None:
+            raise ValueError(f"{source}: {path}: {text!r}: a unit is read on a model parameter "
+                             "only (a stiffness, a damping: the values a fit starts from); "
+                             "write this value as an SI number")
+        expected = si_dimensions(units[name])
         if expected is not None and expected != dimensions:
-            raise ValueError(f"{source}: {name}: {text!r} is not of the parameter's kind "
-                             f"(its SI unit is {units[name]}; e.g. N/mm for N/m, N m/deg "
-                             "for N m/rad)")
+            raise ValueError(f"{source}: {path}: {text!r} is not of the parameter's kind "
+                             f"({name} is in {units[name]}; e.g. N/mm for N/m, N m/deg for "
+                             "N m/rad)")
+    return {path: (text, si) for path, (text, _, si) in read.items()}

@@ -282,21 +282,27 @@ def plot_population(rows, path: str | pathlib.Path, title: str = "population"
                     ) -> pathlib.Path:
     """Each fitted parameter across the files of a batch (`summary.csv`'s rows: dicts with a
     `group`, a `status` and, per parameter, its value and `<name> stderr`): one panel per
-    parameter (in the data's units where a column `<name> (<unit>)` gives them, not in SI
-    too), a point per file with its standard error, the files side by side by group and
-    the group's median (of the accepted files) marked; files whose result was not accepted
-    (`status` "not accepted") drawn hollow, those whose model describes its data with a
-    systematic misfit (`level` "describes") as squares. Files that failed are left out (and counted in the
-    title)."""
+    parameter (in the data's units alone where every file's column `<name> (<unit>)` gives
+    them in the same unit), a point per file with its standard error, the files side by side
+    by group and the group's median (of the accepted files) marked; files whose result was
+    not accepted (`status` "not accepted") drawn hollow, those whose model describes its data
+    with a systematic misfit (`level` "describes") as squares. Files that failed are left out
+    (and counted in the title)."""
     accepted = [row for row in rows if row.get("status") != "failed"]
     names = [name for name in (accepted[0] if accepted else {})
              if f"{name} stderr" in accepted[0]]
     for row in accepted[1:]:
         names += [name for name in row if f"{name} stderr" in row and name not in names]
-    # A parameter given also in the data's units (`name (N/mm)`) is drawn in those alone.
-    names = [name for name in names
-             if not any(other.startswith(f"{name} (") and other.endswith(")")
-                        for other in names)]
+    # A parameter given also in the data's units (`name (N/mm)`) is drawn in those alone,
+    # where every file has it in the same ones (else in SI too: files in SI or in other units).
+    def in_one_lab_unit(name):
+        twins = [other for other in names if other.startswith(f"{name} (")
+                 and other.endswith(")")]
+        return len(twins) == 1 and all(isinstance(row.get(twins[0]), (int, float))
+                                       for row in accepted
+                                       if isinstance(row.get(name), (int, float)))
+
+    names = [name for name in names if not in_one_lab_unit(name)]
     groups = sorted({row.get("group", "") for row in accepted})
     columns = min(3, max(len(names), 1))
     lines = max(1, math.ceil(len(names) / columns))

@@ -315,8 +315,9 @@ def _under_noise_model(local, objective, u, raw, ranges, n_free, model, notes, p
     # the residuals; where one needs an order, the fit weighted by the whitening filters and
     # the autoregressions estimated again from its residuals until the innovations settle
     # (`iterated_prewhitening`, as every fit kind); the innovations' deviations at last from
-    # the final fit under the coefficients it was weighted with (statsmodels' GLSAR scale). Returns `(solution, objective, noises)` or `None` where every channel is
-    # white; `notes` get what the caller should say.
+    # the final fit under the coefficients it was weighted with (statsmodels' GLSAR scale).
+    # Returns `(solution, objective, noises)` or `None` where every channel is white; `notes`
+    # get what the caller should say.
     measured = np.asarray(objective.data)
 
     def weighted_by(found: dict[str, ChannelNoise], sigma):

@@ -55,8 +55,11 @@ class FitProblem:
       far below the measurement noise. `simulation_max_steps`: ODE steps allowed per simulation
       (default 20 000); a trial point that needs more counts as failed and the solver backs off.
       `simulation_solver`: the diffrax solver of those simulations (default each model's
-      `preferred_solver()`, else `simulate`'s default), e.g. `spineid.MEBDF()` for a stiff
-      model; the fit's sensitivities are then derivatives through it.
+      `preferred_solver()`, else `simulate`'s default), e.g. `spineid.MEBDF(rtol=1e-10,
+      atol=1e-12)` for a stiff model (its chord iteration a hundred times tighter than the
+      simulations' `rtol`, as `spineid fit --integrator mebdf` makes it); the fit's
+      sensitivities are then derivatives through it. It must hold plain numbers (it is a
+      static part of the compiled fit).
     - `noise_model`: with the noise estimated, how each channel's errors are correlated from
       sample to sample: `"auto"` (default: white where the residuals are, else the
       autoregressive order they need), `"white"`, `"ar:P"`, or `spineid.AR(...)` /
@@ -133,6 +136,11 @@ class FitProblem:
                                                             diffrax.AbstractSolver):
             raise ValueError(f"simulation_solver={simulation_solver!r}: expected a diffrax "
                              "solver (spineid.MEBDF(), diffrax.Kvaerno4(), ...) or None")
+        try:
+            hash(simulation_solver)
+        except TypeError:
+            raise ValueError(f"simulation_solver={simulation_solver!r}: its options must be "
+                             "plain numbers, not arrays (it is compiled into the fit)") from None
         self.simulation_solver = simulation_solver
         for case_model in self.models:
             if not case_model.is_excited():
@@ -346,12 +354,13 @@ def integrated_implicitly(models, solver: diffrax.AbstractSolver | None = None) 
     """Whether any of `models` is integrated by an implicit solver (`solver`, the fit's
     `simulation_solver`, where given: an implicit Runge-Kutta method or `MEBDF`; else each
     model's `preferred_solver()`, e.g. `Kvaerno4` for the stiff head-neck chain). There `Auto`
-    does not turn to multiple shooting but to more starts: on the head-neck chain (8 joint angles, the head's position
-    observed; experiments/ringing_rule.py) a multiple-shooting fit, whose 16 state unknowns
-    per segment are each a forward-mode tangent through the implicit integrator, stopped with
-    an `EquinoxRuntimeError` from optimistix's implicit-function derivative (a linear solve
-    checked with `throw=True` meeting a non-finite trial stage), and in a second run went on
-    for over 15 minutes without finishing. (`_Run` catches such a check now: multiple shooting
+    does not turn to multiple shooting but to more starts: on the head-neck chain (8 joint
+    angles, the head's position observed; experiments/ringing_rule.py) a multiple-shooting
+    fit, whose 16 state unknowns per segment are each a forward-mode tangent through the
+    implicit integrator, stopped with an `EquinoxRuntimeError` from optimistix's
+    implicit-function derivative (a linear solve checked with `throw=True` meeting a
+    non-finite trial stage), and in a second run went on for over 15 minutes without
+    finishing. (`_Run` catches such a check now: multiple shooting
     falls back to single shooting from the start, a local fit gives its start up; both are
     said in the result's warnings.)"""
     implicit = (diffrax.AbstractImplicitSolver, MEBDF)

@@ -112,8 +112,9 @@ class FitResult(Profiled):
             if unit != entry["unit"]:
                 entry["in_data_units"] = {
                     "unit": unit, "value": entry["value"] * factor,
-                    "stderr": None if entry["stderr"] is None else entry["stderr"] * factor,
-                    "start": entry["start"] * factor}
+                    "start": entry["start"] * factor,
+                    **{key: None if entry[key] is None else entry[key] * factor
+                       for key in ("stderr", "stderr_robust") if key in entry}}
         return entries
 
     def summary(self, si: bool = False) -> str:
@@ -129,8 +130,8 @@ class FitResult(Profiled):
             "noise sigma " + ("(estimated from residuals)" if self.noise_estimated else "(given)")
             + ": " + ", ".join(self._noise_in_lab_units()),
             "",
-            *([f"parameters in the data's units ({', '.join(lab.values())}; in SI with --si, "
-               "summary(si=True), and in report.json):"] if in_units else []),
+            *([f"parameters in the data's units ({', '.join(lab.values())}; SI in report.json, "
+               "and here with summary(si=True) or fit --si):"] if in_units else []),
             *self.parameter_table(shown=in_units),
         ]
         ident = self.identifiability
