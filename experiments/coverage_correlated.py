@@ -347,6 +347,17 @@ def segment_record(rng, kind, model_file):
         loads, np.asarray(displacements) + sd * six_channel_noise(rng, kind, n, 0.25))
 
 
+def _segment_problem():
+    # The C5-C6 segment, its free groups (the facets' and the bushing's stiffnesses), their
+    # parameters and true values, and the file started 20% high.
+    model_file = spineid.load_model_file(spineid.dataset_path("c5_c6.toml"))
+    free = ["facets.stiffness", "bushing.stiffness"]
+    parameters = select_parameters(model_file.parameters, free)
+    truth = np.array([p.value(model_file.model) for p in parameters])
+    return model_file, free, parameters, truth, dataclasses.replace(
+        model_file, model=spineid.apply_values(model_file.model, parameters, 1.2 * truth))
+
+
 def segment_part(repetitions, rng):
     """Segment fits through the equilibria (`spineid.fit_segment`) of `segment_record`s: the
     facet and the six bushing stiffnesses free, started 20% high; the wrong model is the
@@ -355,12 +366,7 @@ def segment_part(repetitions, rng):
     (`--max-misfit 5%`); the same as `auto` since the misfit is judged against the motion's
     amplitude (judged against its own range, the axial displacement `dy`, which moves in two of
     the nine cases only, rejected right models under strongly correlated noise)."""
-    model_file = spineid.load_model_file(spineid.dataset_path("c5_c6.toml"))
-    free = ["facets.stiffness", "bushing.stiffness"]
-    parameters = select_parameters(model_file.parameters, free)
-    truth = np.array([p.value(model_file.model) for p in parameters])
-    started = dataclasses.replace(model_file, model=spineid.apply_values(
-        model_file.model, parameters, 1.2 * truth))
+    model_file, free, parameters, truth, started = _segment_problem()
     print(f"{'noise':14s} {'fit':6s} {'calibration (median, range)':30s} "
           f"{'coverage 95% (median, range)':32s} accepted")
     for kind in ("AR(1) rho 0.3", "AR(1) rho 0.6", "AR(1) rho 0.9", "filtered"):
@@ -398,16 +404,11 @@ def segment_part(repetitions, rng):
 def segment_far_part(repetitions, rng):
     """Segment fits of `segment_record`s (AR(1) rho 0.6) under `auto` from far starts: each
     free parameter drawn log-uniformly between 0.2 and 5 times the truth, fitted by
-    Levenberg-Marquardt alone and by `spineid.MultiStart(n=8)` (8 starts about that start;
-    the `segment` verb has no `--starts`): how often each reaches the optimum of the
+    Levenberg-Marquardt alone and by `spineid.MultiStart(n=8)` (8 starts about that start,
+    as `spineid segment --fit ... --starts 8`): how often each reaches the optimum of the
     fit started 20% high (every value within 0.01 of its standard error), and the errors'
     calibration and coverage over the records."""
-    model_file = spineid.load_model_file(spineid.dataset_path("c5_c6.toml"))
-    free = ["facets.stiffness", "bushing.stiffness"]
-    parameters = select_parameters(model_file.parameters, free)
-    truth = np.array([p.value(model_file.model) for p in parameters])
-    near = dataclasses.replace(model_file, model=spineid.apply_values(
-        model_file.model, parameters, 1.2 * truth))
+    model_file, free, parameters, truth, near = _segment_problem()
     print(f"{'start':22s} {'calibration (median, range)':30s} "
           f"{'coverage 95% (median, range)':32s} accepted, at the optimum")
     records = [segment_record(rng, "AR(1) rho 0.6", model_file) for _ in range(repetitions)]

@@ -357,7 +357,7 @@ def test_a_fit_through_mebdf_recovers_what_another_integrator_simulated(four_spr
                                  ["stiffness"], SD, simulation_solver=mebdf)
     result = spineid.fit(problem, "auto")
     assert solvers and all(solver is mebdf for solver in solvers)
-    assert result.converged
+    assert result.converged and result.solver.endswith(", simulated by MEBDF")
     np.testing.assert_allclose(result.values, truth, rtol=1e-4)
     assert integrated_implicitly(problem.models, mebdf)
     assert not integrated_implicitly(problem.models, diffrax.Tsit5())

@@ -271,9 +271,10 @@ def test_segment_command_runs_the_nine_cases_and_fits(tmp_path, capsys):
     fitted = tmp_path / "fit"
     noise = "dx=1e-6,dy=1e-6,dz=1e-6,b1=1e-5,b2=1e-5,b3=1e-5"
     assert main(["segment", str(start), "--out", str(fitted), "--fit", str(out / "cases.csv"),
-                 "--free", "facets.stiffness", "--noise", noise]) == 0
+                 "--free", "facets.stiffness", "--noise", noise, "--starts", "2"]) == 0
     report = json.loads((fitted / "report.json").read_text())
     assert report["parameters"][0]["value"] == pytest.approx(2.0e5, rel=1e-6)
+    assert any("solved by multistart" in w for w in report["warnings"])
     again = read_toml(fitted / "fitted.toml")
     assert [t["stiffness"] for t in again["facets"]] == pytest.approx([2.0e5, 2.0e5], rel=1e-6)
     # A noise model the nine rows cannot support (ten rows per order): refused, nothing written.
@@ -283,6 +284,13 @@ def test_segment_command_runs_the_nine_cases_and_fits(tmp_path, capsys):
                  "ar:1"]) == 2
     assert "noise_model ar:1: the shortest record has 9 samples" in capsys.readouterr().err
     assert not (tmp_path / "ar" / "report.json").exists()
+    # A misfit tolerance in a unit of its own: refused before the nine cases are solved.
+    assert main(["segment", str(start), "--out", str(tmp_path / "unit"), "--fit",
+                 str(out / "cases.csv"), "--free", "facets.stiffness", "--max-misfit",
+                 "0.5N"]) == 2
+    printed = capsys.readouterr()
+    assert "--max-misfit 0.5N: give a percentage" in printed.err
+    assert "nine equilibria" not in printed.out and not (tmp_path / "unit").exists()
     # Loads far beyond the segment's: cases without equilibrium are flagged (exit 1) and left
     # out of cases.csv (before, their poses, kilometres away, were written as data).
     capsys.readouterr()

@@ -498,6 +498,9 @@ def command_segment(arguments) -> int:
     model_file = _model_file_of_kind(path, "spatial_pair", "segment")
     if arguments.fit and not arguments.free:
         raise ValueError("--fit needs at least one --free group (e.g. facets.stiffness)")
+    if arguments.starts is not None and not arguments.fit:
+        raise ValueError("--starts: only with --fit")
+    max_misfit = misfit_fraction(arguments.max_misfit)  # (refused before the nine cases)
     document = model_file.document
     facet_names, ligament_names = ([t.get("name", f"{group}[{i}]") for i, t in enumerate(
         document.get(group, []))] for group in ("facets", "ligaments"))
@@ -528,8 +531,10 @@ def command_segment(arguments) -> int:
         print(f"fitting {', '.join(arguments.free)} to {arguments.fit} through the equilibria "
               "(the first step waits for their compilation, about 20 s) ...", flush=True)
         result = fit_segment(model_file, test, arguments.free, parse_noise(arguments.noise),
+                             None if arguments.starts is None else MultiStart(
+                                 n=arguments.starts, seed=arguments.seed),
                              noise_model=arguments.noise_model, progress=True,
-                             max_misfit=misfit_fraction(arguments.max_misfit))
+                             max_misfit=max_misfit)
         refuse_non_finite(result.report(), "segment fit")
         refuse_unphysical(result.names, result.values, "segment fit")
         print(result.summary())

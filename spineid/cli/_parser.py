@@ -378,6 +378,12 @@ def build_parser() -> argparse.ArgumentParser:
                     "recorded; a test of ten rows or more)",
                     "a percentage of the motion's amplitude of each channel's kind (the "
                     "largest range of the translations, or of the rotations; e.g. 3%%)")
+    segment_parser.add_argument("--starts", type=STARTS, default=None,
+                                help="with --fit: fit from this many starts, the file's values "
+                                     "and more drawn 0.2x-5x about them (spineid.MultiStart), "
+                                     "the lowest cost kept (default: the file's values alone)")
+    segment_parser.add_argument("--seed", type=SEED, default=0,
+                                help="seed of the random starts")
     segment_parser.set_defaults(run=verbs.command_segment)
     spine_parser = commands.add_parser(
         "spine", help="analyses of a whole spine (a spatial_chain model, Liu's T1-L5 spine by "

@@ -25,7 +25,8 @@ class FitResult(Profiled):
     values, standard errors, bounds met, correlations, identifiability, cost, convergence, noise
     per channel, warnings, time, and `goodness_of_fit`: whether the model explains the data at
     the returned values; the standard errors mean something only if it does), and
-    `covariance`, `message`, `n_steps`, `solver` (what ran), `start_costs` (final cost from
+    `covariance`, `message`, `n_steps`, `solver` (what ran; `, simulated by NAME` where the
+    problem names its `simulation_solver`), `start_costs` (final cost from
     each start run), `starts` (`run`: starts run, `skipped`: starts whose simulation failed),
     `moments` (identifiable summaries of a vector-spring measure, with standard errors),
     `stderr_robust` (under an autoregressive noise model: Newey-West errors of the white-weighted

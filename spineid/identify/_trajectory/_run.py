@@ -491,7 +491,8 @@ class _Run:
             converged=bool(converged),
             message=message,
             n_steps=n_steps,
-            solver=solver_name,
+            solver=solver_name + ("" if problem.simulation_solver is None else
+                                  f", simulated by {type(problem.simulation_solver).__name__}"),
             start_costs=start_costs,
             starts={"run": outcome.tried, "skipped": outcome.skipped},
             noise={c: float(s) for c, s in zip(problem.channels, scale)},
