@@ -183,6 +183,28 @@ def test_an_index_one_dae_keeps_its_constraint_and_follows_the_pendulums_angle()
     np.testing.assert_allclose(ys[:, 4], 9.81 * np.cos(angle) + rate ** 2, rtol=0.05, atol=0.3)
 
 
+def test_an_inconsistent_dae_start_is_refused_measured_and_projected():
+    # The pendulum's multiplier 1 1/s^2 off its consistent value (g cos(theta)): the algebraic
+    # residual is exactly that offset times x^2 + z^2 = 1 (in the last equation alone); MEBDF
+    # refuses the start; `consistent` moves the multiplier alone back (x, z, u, v kept); a
+    # regular mass matrix has no algebraic residual.
+    theta0 = 0.6
+    mass = jnp.diag(jnp.array([1.0, 1.0, 1.0, 1.0, 0.0]))
+    term = spineid.ImplicitTerm(lambda t, y, args: mass, _pendulum)
+    good = jnp.array([np.sin(theta0), -np.cos(theta0), 0.3, 0.4, 0.0])
+    good = good.at[4].set(9.81 * np.cos(theta0) + 0.25)  # (u^2 + v^2 = 0.25)
+    bad = good.at[4].add(1.0)
+    np.testing.assert_allclose(term.algebraic_residual(0.0, bad, None), [0, 0, 0, 0, -1.0],
+                               atol=1e-12)
+    np.testing.assert_allclose(term.algebraic_residual(0.0, good, None), 0.0, atol=1e-12)
+    with pytest.raises(Exception, match="violate the DAE's algebraic equations"):
+        diffrax.diffeqsolve(term, spineid.MEBDF(), 0.0, 0.1, 1e-3, bad,
+                            stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=1e-8))
+    np.testing.assert_allclose(term.consistent(0.0, bad, None), good, rtol=1e-12, atol=1e-12)
+    regular = spineid.ImplicitTerm(lambda t, y, args: jnp.eye(5) + 0.1, _pendulum)
+    np.testing.assert_allclose(regular.algebraic_residual(0.0, bad, None), 0.0, atol=1e-12)
+
+
 def test_terms_it_cannot_integrate_are_refused():
     with pytest.raises(ValueError, match="ODETerm or a spineid.ImplicitTerm, not ControlTerm"):
         diffrax.diffeqsolve(diffrax.ControlTerm(lambda t, y, args: -y,

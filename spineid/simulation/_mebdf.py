@@ -52,6 +52,7 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 from jax.flatten_util import ravel_pytree
+from jaxtyping import Array, Float
 
 CONTRACTION = 0.5
 """A reused Jacobian's chord iterations must shrink every correction at least this much (else
@@ -117,12 +118,50 @@ class ImplicitTerm(diffrax.AbstractTerm):
     def vf(self, t, y, args):
         return jnp.linalg.solve(self.mass(t, y, args), self.vector_field(t, y, args))
 
+    def algebraic_residual(self, t, y, args) -> Float[Array, " n"]:
+        """How far `y` `(n,)` at `t` is from the algebraic equations of a DAE: `f(t, y)`
+        projected onto the left null space of `M(t, y)` (its singular directions, singular
+        values at most `NULL_SPACE` of the largest; for `M` with zero rows, those rows of
+        `f`), `(n,)` in `f`'s units; zero at consistent values, and for a regular `M`."""
+        left, _ = _null_spaces(self.mass(t, y, args))
+        return left @ (left.T @ self.vector_field(t, y, args))
+
+    def consistent(self, t, y, args, iterations: int = 20) -> Float[Array, " n"]:
+        """`y` `(n,)` with its algebraic variables (those `M(t, y)` does not act on: its right
+        null space) moved the least onto the algebraic equations (Gauss-Newton on
+        `algebraic_residual`, `iterations` steps), the others kept: consistent initial values
+        for an index-1 DAE whose start `MEBDF` refuses."""
+        y = jnp.asarray(y)
+        for _ in range(iterations):
+            residual = self.algebraic_residual(t, y, args)
+            _, right = _null_spaces(self.mass(t, y, args))
+            jacobian = jax.jacfwd(lambda z: self.algebraic_residual(t, z, args))(y) @ right
+            y = y - right @ (jnp.linalg.pinv(jacobian) @ residual)
+        return y
+
     def contr(self, t0, t1, **kwargs):
         del kwargs
         return t1 - t0
 
     def prod(self, vf, control):
         return jax.tree_util.tree_map(lambda v: control * v, vf)
+
+
+NULL_SPACE = 1e-10
+"""A mass matrix's singular value at most this fraction of its largest is zero: its direction
+belongs to the algebraic equations (`ImplicitTerm.algebraic_residual`)."""
+
+CONSISTENT = 1e-7
+"""`MEBDF` starts an implicit term only where its algebraic residual is at most this fraction of
+`1 + max |f|` (consistent values; `ImplicitTerm.consistent` projects onto them)."""
+
+
+def _null_spaces(mass):
+    # Orthonormal bases `(n, n)` of the left and right null spaces of `mass`, as columns (the
+    # others zero), its singular values at most `NULL_SPACE` of the largest.
+    left, values, right_t = jnp.linalg.svd(mass)
+    null = values <= NULL_SPACE * jnp.max(values)
+    return left * null[None, :], right_t.T * null[None, :]
 
 
 def _lagrangian_mass(t, y, system):
@@ -213,6 +252,15 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
         # at the start `M y' = f` by the pseudo-inverse (`_start_slope`).
         slope = (_start_slope(terms, direction, t0, flat, args)
                  if isinstance(terms, ImplicitTerm) else jnp.zeros_like(flat))
+        if isinstance(terms, ImplicitTerm):  # (a DAE starts from consistent values)
+            residual = terms.algebraic_residual(direction * t0, flat, args)
+            right_hand = terms.vector_field(direction * t0, flat, args)
+            values = eqx.error_if(
+                values, jnp.max(jnp.abs(residual)) > CONSISTENT * (
+                    1.0 + jnp.max(jnp.abs(right_hand))),
+                "MEBDF: the initial values violate the DAE's algebraic equations "
+                "(ImplicitTerm.algebraic_residual(t0, y0, args) says by how much; "
+                "ImplicitTerm.consistent(t0, y0, args) moves its algebraic variables onto them)")
         f = _field(terms, direction, args, unravel)
         return (times, values, jnp.array(1), slope, jax.jacfwd(lambda z: f(t0, z))(flat),
                 jnp.array(1))
