@@ -166,14 +166,14 @@ def iterated_prewhitening(first: dict, refit: Callable, residuals_of: Callable,
     def estimate(fitted):
         seen.append(residuals_of(fitted))
         estimates.append(noises_of(seen[-1], orders=orders))
-        return _innovations(estimates[-1])
+        return innovations(estimates[-1])
 
-    fits, _, change = settle_noise(weighted, estimate, _innovations(first))
+    fits, _, change = settle_noise(weighted, estimate, innovations(first))
     return Prewhitening(fits, noises_of(seen[-1], weighted_by=used[-1]), change)
 
 
-def _innovations(noises: dict) -> np.ndarray:
-    # The innovations' deviations `(c,)` of channel -> `ChannelNoise`.
+def innovations(noises: dict) -> np.ndarray:
+    """The innovations' deviations `(c,)` of channel -> `ChannelNoise`."""
     return np.array([noise.innovation for noise in noises.values()])
 
 

@@ -36,6 +36,7 @@ from .._common._goodness import assess_fit, checked_max_misfit, MAX_MISFIT, misf
 from .._common._least_squares import linearised
 from .._common._noise import (
     check_noise,
+    innovations,
     iterated_prewhitening,
     judged_ranges,
     noise_from_residuals,
@@ -256,7 +257,7 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
     if correlated is not None:
         solution, objective, noises = correlated
         converged, steps = solution.converged, steps + solution.steps
-        sigma = np.array([n.innovation for n in noises.values()])
+        sigma = innovations(noises)
     values, jacobian = physical_jacobian(solution.jacobian, solution.value, transform)
     predicted, equilibria = objective.white().predictions_from(
         linearised(objective.white(), solution.value)[0] if noises else solution.residuals)
@@ -344,7 +345,7 @@ def _under_noise_model(local, objective, u, raw, ranges, n_free, model, notes, p
         return None
     notes.extend(whitened.notes)
     fits, final = whitened.fits, whitened.noises
-    weighted = weighted_by(final, [n.innovation for n in final.values()])
+    weighted = weighted_by(final, innovations(final))
     residuals, jacobian = linearised(weighted, fits[-1][0].value)
     solution = dataclasses.replace(
         fits[-1][0], steps=sum(int(f[0].steps) for f in fits),

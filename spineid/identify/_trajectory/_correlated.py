@@ -22,7 +22,7 @@ import numpy as np
 
 from .._common._failure import compiled_check_message, failed
 from .._common._goodness import misfit_exceeds
-from .._common._noise import iterated_prewhitening
+from .._common._noise import innovations, iterated_prewhitening
 from .._common._noise_model import (
     AR,
     channel_noises,
@@ -116,7 +116,7 @@ def correlated_fit(run, u, objective: _Objective) -> CorrelatedFit | None:
         run.note(note)
     fits, noises = whitened.fits, whitened.noises
     solution = fits[-1][0]
-    sigma = np.array([n.innovation for n in noises.values()])
+    sigma = innovations(noises)
     weighted = run.objective_for(sigma, coefficient_matrix(list(noises.values())))
     return CorrelatedFit(np.asarray(solution.value), bool(solution.converged),
                          sum(int(f[0].steps) for f in fits), sigma, weighted, noises, theta,
