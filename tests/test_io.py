@@ -530,3 +530,29 @@ def test_text_that_is_no_quantity_stays_text(tmp_path):
                 "names": ["1st left", "1e3", "10 mm.csv"]}
     converted, read = quantities_in_document(document, "m.toml")
     assert converted == document and read == {}
+
+
+def test_a_full_bushing_matrix_takes_units_on_its_mirrored_entries(tmp_path):
+    # A full stiffness matrix whose coupling of the lateral shear (1) and bending (4) is
+    # written both ways, each in its own entry's unit: `[1][4]` a force per angle (N/deg),
+    # `[4][1]` a moment per length (N m/mm); one parameter, `bushings[0].stiffness[1][4]`.
+    # A force per length in the mirrored entry is refused.
+    text = spineid.dataset_path("c5_c6.toml").read_text()
+    diagonal = [6.0e4, 6.0e5, 6.0e4, 30.0, 40.0, 20.0]
+    rows = [[repr(diagonal[i]) if i == j else "0.0" for j in range(6)] for i in range(6)]
+    rows[1][4] = f'"{1000.0 * math.pi / 180!r} N/deg"'
+    rows[4][1] = '"1 N m/mm"'
+    full = "stiffness = [" + ", ".join("[" + ", ".join(row) + "]" for row in rows) + "]"
+    path = tmp_path / "coupled.toml"
+    path.write_text(text.replace("stiffness = [6.0e4, 6.0e5, 6.0e4, 30.0, 40.0, 20.0]", full))
+    model_file = spineid.load_model_file(path)
+    (coupling,) = [p for p in model_file.parameters if p.name == "bushings[0].stiffness[1][4]"]
+    assert coupling.value(model_file.model) == pytest.approx(1000.0, rel=1e-12)
+    assert model_file.quantities["bushings[0].stiffness[4][1]"] == ("1 N m/mm",
+                                                                    pytest.approx(1000.0))
+    path.write_text(text.replace("stiffness = [6.0e4, 6.0e5, 6.0e4, 30.0, 40.0, 20.0]",
+                                 full.replace('"1 N m/mm"', '"1 N/mm"')))
+    with pytest.raises(ValueError, match=re.escape(
+            "bushings[0].stiffness[4][1]: '1 N/mm' is not of the parameter's kind")):
+        spineid.load_model_file(path)
+

@@ -203,6 +203,15 @@ def test_an_inconsistent_dae_start_is_refused_measured_and_projected():
     np.testing.assert_allclose(term.consistent(0.0, bad, None), good, rtol=1e-12, atol=1e-12)
     regular = spineid.ImplicitTerm(lambda t, y, args: jnp.eye(5) + 0.1, _pendulum)
     np.testing.assert_allclose(regular.algebraic_residual(0.0, bad, None), 0.0, atol=1e-12)
+    # A mass matrix that depends on the state, with repeated singular values (as the
+    # Lagrangian form's blockdiag(I, M) has): the same, no NaN from the SVD's derivative.
+    moving = spineid.ImplicitTerm(
+        lambda t, y, args: jnp.diag(jnp.array([1.0 + 0 * y[0], 1.0, 1.0, 1.0, 0.0 * y[4]])),
+        _pendulum)
+    np.testing.assert_allclose(moving.consistent(0.0, bad, None), good, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(spineid.ImplicitTerm(lambda t, y, args: (1 + 0 * y[0])
+                                                    * jnp.eye(5), _pendulum).consistent(
+        0.0, bad, None), bad)
 
 
 def test_terms_it_cannot_integrate_are_refused():

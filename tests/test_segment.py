@@ -291,6 +291,8 @@ def test_segment_command_runs_the_nine_cases_and_fits(tmp_path, capsys):
     printed = capsys.readouterr()
     assert "--max-misfit 0.5N: give a percentage" in printed.err
     assert "nine equilibria" not in printed.out and not (tmp_path / "unit").exists()
+    assert main(["segment", "--out", str(tmp_path / "seed"), "--seed", "3"]) == 2
+    assert "--seed: only with --starts" in capsys.readouterr().err
     # Loads far beyond the segment's: cases without equilibrium are flagged (exit 1) and left
     # out of cases.csv (before, their poses, kilometres away, were written as data).
     capsys.readouterr()

@@ -500,7 +500,10 @@ def command_segment(arguments) -> int:
         raise ValueError("--fit needs at least one --free group (e.g. facets.stiffness)")
     if arguments.starts is not None and not arguments.fit:
         raise ValueError("--starts: only with --fit")
-    max_misfit = misfit_fraction(arguments.max_misfit)  # (refused before the nine cases)
+    if arguments.seed is not None and arguments.starts is None:
+        raise ValueError("--seed: only with --starts (it draws the starts)")
+    # (refused before the nine cases are solved)
+    max_misfit, noise = misfit_fraction(arguments.max_misfit), parse_noise(arguments.noise)
     document = model_file.document
     facet_names, ligament_names = ([t.get("name", f"{group}[{i}]") for i, t in enumerate(
         document.get(group, []))] for group in ("facets", "ligaments"))
@@ -530,9 +533,9 @@ def command_segment(arguments) -> int:
         test = read_quasi_static(arguments.fit)
         print(f"fitting {', '.join(arguments.free)} to {arguments.fit} through the equilibria "
               "(the first step waits for their compilation, about 20 s) ...", flush=True)
-        result = fit_segment(model_file, test, arguments.free, parse_noise(arguments.noise),
+        result = fit_segment(model_file, test, arguments.free, noise,
                              None if arguments.starts is None else MultiStart(
-                                 n=arguments.starts, seed=arguments.seed),
+                                 n=arguments.starts, seed=arguments.seed or 0),
                              noise_model=arguments.noise_model, progress=True,
                              max_misfit=max_misfit)
         refuse_non_finite(result.report(), "segment fit")

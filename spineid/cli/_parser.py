@@ -382,8 +382,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 help="with --fit: fit from this many starts, the file's values "
                                      "and more drawn 0.2x-5x about them (spineid.MultiStart), "
                                      "the lowest cost kept (default: the file's values alone)")
-    segment_parser.add_argument("--seed", type=SEED, default=0,
-                                help="seed of the random starts")
+    segment_parser.add_argument("--seed", type=SEED, default=None,
+                                help="with --starts: seed of the random starts (default 0)")
     segment_parser.set_defaults(run=verbs.command_segment)
     spine_parser = commands.add_parser(
         "spine", help="analyses of a whole spine (a spatial_chain model, Liu's T1-L5 spine by "

@@ -122,8 +122,8 @@ class ModelFile:
     named `Parameter`, in file order), `document` (the parsed TOML, used to write fitted models
     back in the same schema; values written with their units are SI numbers in it), `source`
     (file name for messages), `folder` (where relative paths in it point) and `quantities`
-    (`{name: (text, SI value)}`: each value the file wrote with its unit, `("27 N/mm",
-    27000.0)`; `_model_units.py`).
+    (`{path: (text, SI value)}`: each value the file wrote with its unit, keyed by its path in
+    the document, `{"bushings[0].stiffness[3]": ("0.52 N m/deg", 29.8)}`; `_model_units.py`).
     """
 
     model: AbstractLagrangianSystem

@@ -7,8 +7,9 @@ unit is a product of the units of `UNITS` (and `kg`), each with an optional whol
 (`mm^2`), separated by spaces, `*` or `.`, with at most one `/` before the denominator's:
 `N/mm`, `N m/deg`, `Nmm/deg`, `kN/m`. Such text is read into SI before the model is built
 (`quantities_in_document`), so every check of the kind applies to the SI value; its unit must
-be of the parameter's kind (`N/mm` for a stiffness in N/m, not `N/deg`), and a value that is
-not a parameter's (a mass, a position, a load, whose kind the file does not declare, or a
+be of the parameter's kind (`N/mm` for a stiffness in N/m, not `N/deg`; radians count as a
+ratio, so a symmetric matrix's mirrored entries, N/rad and N m/m, are of one kind), and a value
+that is not a parameter's (a mass, a position, a load, whose kind the file does not declare, or a
 head-neck posture in degrees) is refused: it stays SI (`check_quantities`). Text that does not
 read as a number with a unit is left for the kind's reader, which refuses it where it expects
 a number (`DocumentChecker.number`) and keeps it where it expects text (names, files).
@@ -36,6 +37,9 @@ def unit_expression(text: str) -> tuple[float, dict[str, int]] | None:
     dimensions)`, the dimensions as exponents of `m`, `rad`, `N`, `s`, `kg` (`N m/rad` ->
     `{"N": 1, "m": 1, "rad": -1}`); `None` for text that is not one."""
     numerator, slash, denominator = text.partition("/")
+    denominator = denominator.strip()
+    if denominator.startswith("(") and denominator.endswith(")"):  # (`N m/(rad rad)`)
+        denominator = denominator[1:-1]
     if "/" in denominator or (slash and not denominator.strip()) or not numerator.strip():
         return None
     factor, dimensions = 1.0, {}
@@ -53,10 +57,17 @@ def unit_expression(text: str) -> tuple[float, dict[str, int]] | None:
 
 
 def si_dimensions(unit: str) -> dict[str, int] | None:
-    """The dimensions of an SI unit as parameters declare it (`"N m/rad"`, `"kg m^2"`);
-    `None` for one `unit_expression` does not read (a dimensionless `"-"`)."""
+    """The dimensions of an SI unit as parameters declare it (`"N m/rad"`, `"kg m^2"`,
+    `"N m/(rad rad)"`); `None` for one `unit_expression` does not read."""
     parsed = unit_expression(unit)
     return None if parsed is None else parsed[1]
+
+
+def _physical(dimensions: dict[str, int]) -> dict[str, int]:
+    # The dimensions without the radian (a ratio of lengths): a symmetric matrix's mirrored
+    # entries (N/rad and N m/m) are of one kind, and a unit written per degree or per radian
+    # is of an angle's kind either way (its factor converts it).
+    return {base: e for base, e in dimensions.items() if base != "rad"}
 
 
 def quantities_in_document(document: dict, source: str) -> tuple[dict, dict[str, tuple]]:
@@ -115,7 +126,10 @@ def check_quantities(read: dict[str, tuple], parameters, source: str) -> dict[st
                              "only (a stiffness, a damping: the values a fit starts from); "
                              "write this value as an SI number")
         expected = si_dimensions(units[name])
-        if expected is not None and expected != dimensions:
+        if expected is None:
+            raise ValueError(f"{source}: {path}: {text!r}: {name}'s unit ({units[name]}) is "
+                             "not one a file can state; write this value as an SI number")
+        if _physical(expected) != _physical(dimensions):
             raise ValueError(f"{source}: {path}: {text!r} is not of the parameter's kind "
                              f"({name} is in {units[name]}; e.g. N/mm for N/m, N m/deg for "
                              "N m/rad)")

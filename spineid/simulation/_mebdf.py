@@ -133,10 +133,15 @@ class ImplicitTerm(diffrax.AbstractTerm):
         for an index-1 DAE whose start `MEBDF` refuses."""
         y = jnp.asarray(y)
         for _ in range(iterations):
-            residual = self.algebraic_residual(t, y, args)
-            _, right = _null_spaces(self.mass(t, y, args))
-            jacobian = jax.jacfwd(lambda z: self.algebraic_residual(t, z, args))(y) @ right
-            y = y - right @ (jnp.linalg.pinv(jacobian) @ residual)
+            # (The null spaces held at the current `y`: differentiating an SVD is NaN where
+            # singular values repeat, as blockdiag(I, M) has them.)
+            left, right = _null_spaces(self.mass(t, y, args))
+
+            def equations(z, left=left):
+                return left.T @ self.vector_field(t, z, args)
+
+            jacobian = jax.jacfwd(equations)(y) @ right
+            y = y - right @ (jnp.linalg.pinv(jacobian) @ equations(y))
         return y
 
     def contr(self, t0, t1, **kwargs):
