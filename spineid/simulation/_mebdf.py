@@ -123,8 +123,7 @@ class ImplicitTerm(diffrax.AbstractTerm):
         projected onto the left null space of `M(t, y)` (its singular directions, singular
         values at most `NULL_SPACE` of the largest; for `M` with zero rows, those rows of
         `f`), `(n,)` in `f`'s units; zero at consistent values, and for a regular `M`."""
-        left, _ = _null_spaces(self.mass(t, y, args))
-        return left @ (left.T @ self.vector_field(t, y, args))
+        return _off_constraints(self.mass(t, y, args), self.vector_field(t, y, args))
 
     def consistent(self, t, y, args, iterations: int = 20) -> Float[Array, " n"]:
         """`y` `(n,)` with its algebraic variables (those `M(t, y)` does not act on: its right
@@ -167,6 +166,13 @@ def _null_spaces(mass):
     left, values, right_t = jnp.linalg.svd(mass)
     null = values <= NULL_SPACE * jnp.max(values)
     return left * null[None, :], right_t.T * null[None, :]
+
+
+def _off_constraints(mass, right_hand):
+    # `right_hand` `(n,)` projected onto the left null space of `mass` `(n, n)`: the algebraic
+    # equations' residual (`ImplicitTerm.algebraic_residual`).
+    left, _ = _null_spaces(mass)
+    return left @ (left.T @ right_hand)
 
 
 def _lagrangian_mass(t, y, system):
@@ -254,12 +260,14 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
         times = jnp.full(k, t0, dtype=flat.dtype)
         values = jnp.zeros((k, flat.size), flat.dtype).at[0].set(flat)
         # The slope at the last accepted point (the dense output's, under an implicit term):
-        # at the start `M y' = f` by the pseudo-inverse (`_start_slope`).
-        slope = (_start_slope(terms, direction, t0, flat, args)
-                 if isinstance(terms, ImplicitTerm) else jnp.zeros_like(flat))
-        if isinstance(terms, ImplicitTerm):  # (a DAE starts from consistent values)
-            residual = terms.algebraic_residual(direction * t0, flat, args)
+        # at the start `M y' = f` by the pseudo-inverse. M and f evaluated once, for the slope
+        # and for the check that a DAE starts from consistent values.
+        slope = jnp.zeros_like(flat)
+        if isinstance(terms, ImplicitTerm):
+            mass = terms.mass(direction * t0, flat, args)
             right_hand = terms.vector_field(direction * t0, flat, args)
+            slope = direction * (jnp.linalg.pinv(mass) @ right_hand)
+            residual = _off_constraints(mass, right_hand)
             values = eqx.error_if(
                 values, jnp.max(jnp.abs(residual)) > CONSISTENT * (
                     1.0 + jnp.max(jnp.abs(right_hand))),
