@@ -3,6 +3,7 @@ missing page or a docstring reference that does not resolve fails), and it docum
 command-line verb and every model kind."""
 
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -82,3 +83,36 @@ def test_the_identification_page_lists_every_public_name_once_by_importance():
     assert sorted(listed) == sorted(public)
     assert listed[0] == "fit"
 
+
+
+def _python_blocks(text: str) -> list[str]:
+    # The ```python blocks of a Markdown page, in order.
+    return [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]
+
+
+def _code(block: str) -> str:
+    # A block's code without its comments and blank lines: blocks that differ only there are
+    # one program.
+    lines = (line.split("#", 1)[0].rstrip() for line in block.splitlines())
+    return "\n".join(line for line in lines if line)
+
+
+def test_the_python_of_the_readme_and_the_home_page_runs_as_printed(capsys):
+    # Each Python block of README.md and docs/index.md runs as a newcomer would paste it (the
+    # blocks that are the same program once), and prints what its comments say: the liu-16
+    # fit its verdict of three moments, the pair built in Python its parameters' names and a
+    # profile interval of the second spring.
+    blocks = {}
+    for page in (ROOT / "README.md", DOCS / "index.md"):
+        for block in _python_blocks(page.read_text()):
+            blocks.setdefault(_code(block), (page.name, block))
+    assert len(blocks) == 2, [name for name, _ in blocks.values()]
+    printed = {}
+    for name, block in blocks.values():
+        exec(compile(block, name, "exec"), {"__name__": "__docs__"})
+        printed[name] = capsys.readouterr().out
+    assert "rank 3 of 16" in printed["README.md"] and "total_stiffness" in printed["README.md"]
+    names, interval = printed["index.md"].splitlines()[-2:]
+    assert names.startswith("['springs[0].stiffness', 'springs[0].damping'"), names
+    low, high = map(float, re.search(r"interval \[([\d.]+), ([\d.]+)\] N/m", interval).groups())
+    assert low < 20000.0 < high and high - low < 100.0, interval
