@@ -16,7 +16,17 @@ def test_simulate_writes_trajectory(tmp_path, capsys):
     ts, poses = spineid.read_trajectory(out)
     assert len(ts) == 501 and ts[-1] == pytest.approx(0.5)
     assert np.ptp(poses[:, 2]) > 1e-3
-    assert "simulated" in capsys.readouterr().out
+    # The line docs/cli.md shows (its capitals placeholders for the run's own values).
+    cli = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
+    sample = cli.split("prints one line", 1)[1].split("```", 2)[1].strip()
+    pattern = re.escape(sample)
+    for placeholder, value in (("MODEL\\.toml", r"\S*liu_8_springs\.toml"),
+                               ("STEPS", r"\d+"), ("SECONDS", r"[\d.]+"),
+                               ("MODEL_trajectory\\.csv", r"\S*traj\.csv")):
+        assert placeholder in pattern, placeholder
+        pattern = pattern.replace(placeholder, value)
+    printed = capsys.readouterr().out.strip().splitlines()[-1]
+    assert re.fullmatch(pattern, printed), (sample, printed)
 
 
 def test_simulate_bad_file_is_a_clear_error(tmp_path, capsys):
