@@ -444,3 +444,16 @@ def test_the_simulate_and_fit_verbs_take_an_integrator(tmp_path, capsys, monkeyp
                  "--integrator", "kvaerno5", "--out", str(tmp_path / "fit")]) == 2
     assert isinstance(problems[0].simulation_solver, diffrax.Kvaerno5)
     assert "with auto, by kvaerno5" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name, kind", [("kvaerno4", diffrax.Kvaerno4),
+                                        ("kvaerno5", diffrax.Kvaerno5), ("mebdf", spineid.MEBDF)])
+def test_the_integrator_options_solver_and_its_tolerances(name, kind):
+    # --integrator's solver for a controller at rtol 1e-8: MEBDF's chord iteration stops at
+    # rtol / 100 and atol rtol / 1e4; diffrax's solvers carry no tolerance of their own.
+    from spineid.cli._arguments import integrator, integrator_option
+
+    solver = integrator(integrator_option(f" {name.upper()} "), 1e-8)
+    assert type(solver) is kind
+    if kind is spineid.MEBDF:
+        assert (solver.rtol, solver.atol) == (pytest.approx(1e-10), pytest.approx(1e-12))

@@ -414,3 +414,19 @@ def test_a_noise_given_by_its_autocorrelation_is_the_autoregression_with_it():
                          ("acf:x", "comma-separated values after acf:")):
         with pytest.raises(ValueError, match=re.escape(message)):
             as_noise_model(bad)
+
+
+def test_a_channel_that_carries_only_noise_is_judged_against_a_hundred_noise_deviations():
+    # judged_ranges: a channel whose data range is its own noise's (a pure-moment test's
+    # forces) is judged against 100 deviations of its residuals' rough part, measured by
+    # differences (a smooth misfit added to it leaves that deviation where it was); a channel
+    # that moves keeps its range.
+    from spineid.identify._common._noise import judged_ranges
+
+    rng = np.random.default_rng(3)
+    noise = rng.normal(scale=[0.5, 2.0], size=(4000, 2))
+    smooth = np.c_[np.zeros(4000), 30.0 * np.sin(np.linspace(0.0, np.pi, 4000))]
+    judged = judged_ranges(noise + smooth, [1000.0, 3.0])
+    assert judged[0] == 1000.0
+    assert judged[1] == pytest.approx(100.0 * 2.0, rel=0.05)
+    np.testing.assert_allclose(judged_ranges(noise, [1000.0, 3.0]), judged, rtol=1e-3)
