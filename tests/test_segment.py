@@ -282,8 +282,15 @@ def test_segment_command_runs_the_nine_cases_and_fits(tmp_path, capsys):
     assert main(["segment", str(start), "--out", str(tmp_path / "ar"), "--fit",
                  str(out / "cases.csv"), "--free", "facets.stiffness", "--noise-model",
                  "ar:1"]) == 2
-    assert "noise_model ar:1: the shortest record has 9 samples" in capsys.readouterr().err
-    assert not (tmp_path / "ar" / "report.json").exists()
+    printed = capsys.readouterr()
+    assert "noise_model ar:1: the shortest record has 9 samples" in printed.err
+    assert "nine equilibria" not in printed.out and not (tmp_path / "ar").exists()
+    # A group the model does not have: refused as early, naming it.
+    assert main(["segment", str(start), "--out", str(tmp_path / "group"), "--fit",
+                 str(out / "cases.csv"), "--free", "facet.stiffness"]) == 2
+    printed = capsys.readouterr()
+    assert "facet.stiffness" in printed.err and "nine equilibria" not in printed.out
+    assert not (tmp_path / "group").exists()
     # A misfit tolerance in a unit of its own: refused before the nine cases are solved.
     assert main(["segment", str(start), "--out", str(tmp_path / "unit"), "--fit",
                  str(out / "cases.csv"), "--free", "facets.stiffness", "--max-misfit",

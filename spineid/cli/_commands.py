@@ -23,6 +23,7 @@ from ..identify import (
     recover_grid,
     SlidingFrankWolfe,
 )
+from ..identify._kinds._segment_fit import checked_segment_fit
 from ..identify._solvers import SOLVER_NAMES
 from ..io import (
     Measurement,
@@ -504,6 +505,13 @@ def command_segment(arguments) -> int:
         raise ValueError("--seed: only with --starts (it draws the starts)")
     # (refused before the nine cases are solved)
     max_misfit, noise = misfit_fraction(arguments.max_misfit), parse_noise(arguments.noise)
+    solver = None if arguments.starts is None else MultiStart(n=arguments.starts,
+                                                                seed=arguments.seed or 0)
+    test = None
+    if arguments.fit:
+        test = read_quasi_static(arguments.fit)
+        checked_segment_fit(model_file, test, arguments.free, noise, solver,
+                            arguments.noise_model, max_misfit)
     document = model_file.document
     facet_names, ligament_names = ([t.get("name", f"{group}[{i}]") for i, t in enumerate(
         document.get(group, []))] for group in ("facets", "ligaments"))
@@ -530,12 +538,9 @@ def command_segment(arguments) -> int:
           f"compilation, {1e3 * study.timing['warm_best_of_5']:.2f} ms warm")
     result = None
     if arguments.fit:
-        test = read_quasi_static(arguments.fit)
         print(f"fitting {', '.join(arguments.free)} to {arguments.fit} through the equilibria "
               "(the first step waits for their compilation, about 20 s) ...", flush=True)
-        result = fit_segment(model_file, test, arguments.free, noise,
-                             None if arguments.starts is None else MultiStart(
-                                 n=arguments.starts, seed=arguments.seed or 0),
+        result = fit_segment(model_file, test, arguments.free, noise, solver,
                              noise_model=arguments.noise_model, progress=True,
                              max_misfit=max_misfit)
         refuse_non_finite(result.report(), "segment fit")

@@ -137,6 +137,29 @@ class SegmentFit(AbstractParameterFit):
         return "\n".join(lines + self.verdict_lines())
 
 
+def checked_segment_fit(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
+                        solver=None, noise_model="auto", max_misfit: float = MAX_MISFIT):
+    """The checks of `fit_segment`'s arguments (as there), made before any equilibrium is
+    solved: the command line makes them before its nine load cases. **Returns:** the free
+    `Parameter`s, the given noise `(6,)` or `None`, the noise model and the misfit fraction.
+    Raises `ValueError` as `fit_segment` does."""
+    check_kind_solver("fit_segment", LevenbergMarquardt() if solver is None else solver)
+    if not isinstance(model_file.model, SpatialPair):
+        raise ValueError(f"{model_file.source}: a segment fit needs a kind = \"spatial_pair\" "
+                         "model")
+    parameters = select_parameters(model_file.parameters, free, model_file.source)
+    measured = np.asarray(test.deflections)
+    if measured.size <= len(parameters):
+        raise ValueError(f"{test.source}: {measured.size} data values for {len(parameters)} "
+                         "free parameters: need more load cases")
+    sigma_given = (None if noise is None else
+                   np.array(list(check_noise(DEFLECTION_COLUMNS, noise).values())))
+    kind_of_noise = checked_noise_model(noise_model, sigma_given is not None, [], "noise_model",
+                                        DEFLECTION_COLUMNS)
+    check_order(kind_of_noise, [len(measured)], "noise_model")
+    return parameters, sigma_given, kind_of_noise, checked_max_misfit(max_misfit)
+
+
 def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
                 solver: LevenbergMarquardt | MultiStart | None = None, *,
                 noise_model="auto", max_misfit: float = MAX_MISFIT,
@@ -178,23 +201,11 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
     started = time.perf_counter()
     if solver is None:
         solver = LevenbergMarquardt()
-    check_kind_solver("fit_segment", solver)
     local = solver.local()
     model = model_file.model
-    if not isinstance(model, SpatialPair):
-        raise ValueError(f"{model_file.source}: a segment fit needs a kind = \"spatial_pair\" "
-                         "model")
-    parameters = select_parameters(model_file.parameters, free, model_file.source)
+    parameters, sigma_given, kind_of_noise, max_misfit = checked_segment_fit(
+        model_file, test, free, noise, solver, noise_model, max_misfit)
     measured = np.asarray(test.deflections)
-    if measured.size <= len(parameters):
-        raise ValueError(f"{test.source}: {measured.size} data values for {len(parameters)} "
-                         "free parameters: need more load cases")
-    sigma_given = (None if noise is None else
-                   np.array(list(check_noise(DEFLECTION_COLUMNS, noise).values())))
-    kind_of_noise = checked_noise_model(noise_model, sigma_given is not None, [], "noise_model",
-                                        DEFLECTION_COLUMNS)
-    check_order(kind_of_noise, [len(measured)], "noise_model")
-    max_misfit = checked_max_misfit(max_misfit)
     record = (sigma_given is None and len(measured) >= RECORD_ROWS
               and not isinstance(kind_of_noise, White))
     notes_first = []
