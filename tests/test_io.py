@@ -445,6 +445,18 @@ def test_parameter_values_written_with_their_units_are_the_si_model(tmp_path):
     assert lab.quantities["springs[0].stiffness"] == ("27 N/mm", pytest.approx(27000.0))
     line = lab.describe_quantities()
     assert "springs[0].stiffness 27 N/mm = 27000" in line and si.describe_quantities() is None
+    # Written back (a fit's fitted.toml) in the units the file used, SI where it used none.
+    fitted = {"springs[0].stiffness": 26410.0, "springs[1].stiffness": 15500.0,
+              "springs[2].stiffness": 9000.0}
+    written = spineid.write_model_file(tmp_path / "fitted.toml", lab, fitted)
+    text = written.read_text()
+    for line in ('stiffness = "26.41 N/mm"', 'damping = "0.04 N s/mm"',
+                 "stiffness = 15500.0", 'stiffness = "9 kN/m"', 'stiffness = "12000 N/m"'):
+        assert line in text, line
+    again = spineid.load_model_file(written)
+    values = {p.name: p.value(again.model) for p in again.parameters}
+    for name, value in {**fitted, "springs[3].stiffness": 12000.0}.items():
+        assert values[name] == pytest.approx(value, rel=1e-14), name
 
 
 def test_a_bushing_given_by_its_diagonal_takes_units_of_each_entrys_kind(tmp_path):

@@ -28,7 +28,7 @@ from ._kinds._pinned_pair import read_pinned_pair
 from ._kinds._planar_pair import read_planar_pair
 from ._kinds._spatial_chain import read_spatial_chain
 from ._kinds._spatial_pair import read_spatial_pair
-from ._model_units import check_quantities, quantities_in_document
+from ._model_units import check_quantities, quantities_in_document, with_units_as_read
 from ._toml import DocumentChecker, dumps_toml, read_toml, set_in_document, simulation_settings
 
 
@@ -226,12 +226,15 @@ def write_model_file(
     in `values` (name -> SI value) replaced, `comments` (lines of text) first as TOML comments.
 
     The schema stays that of the input, so the result can be simulated or fitted again;
-    relative `loads_file` paths are rewritten to stay valid from the new file's folder.
+    relative `loads_file` paths are rewritten to stay valid from the new file's folder; values
+    the input wrote with their units (`"27 N/mm"`, `ModelFile.quantities`) are written in
+    those units (`with_units_as_read`), the others in SI.
     """
     path = pathlib.Path(path)
     document = copy.deepcopy(model_file.document if document is None else document)
     for name, value in values.items():
         set_in_document(document, name, value)
+    with_units_as_read(document, model_file.quantities)
     if document.get("kind") == "opensim" and isinstance(document.get("file"), str):
         target = (model_file.folder / document["file"]).resolve()
         document["file"] = os.path.relpath(target, path.parent.resolve())

@@ -134,3 +134,25 @@ def check_quantities(read: dict[str, tuple], parameters, source: str) -> dict[st
                              f"({name} is in {units[name]}; e.g. N/mm for N/m, N m/deg for "
                              "N m/rad)")
     return {path: (text, si) for path, (text, _, si) in read.items()}
+
+
+def with_units_as_read(document: dict, quantities: dict[str, tuple]) -> dict:
+    """`document` (SI; changed in place and returned) with each value the file wrote with its
+    unit (`quantities`: `{path: (text, SI value)}`, `ModelFile.quantities`) written back in
+    that unit, whatever its value now is: a fitted 26410 N/m that the file gave as `"27 N/mm"`
+    becomes `"26.41 N/mm"` (15 significant digits). A path the document no longer holds as a
+    number is left alone."""
+    for path, (text, _) in quantities.items():
+        unit = _QUANTITY.match(text).group(2)
+        factor = unit_expression(unit)[0]
+        node, steps = document, re.findall(r"([^.\[\]]+)|\[(\d+)\]", path)
+        keys = [int(index) if index else key for key, index in steps]
+        try:
+            for key in keys[:-1]:
+                node = node[key]
+            value = node[keys[-1]]
+        except (KeyError, IndexError, TypeError):
+            continue
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            node[keys[-1]] = f"{value / factor:.15g} {unit}"
+    return document
