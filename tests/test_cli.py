@@ -435,3 +435,31 @@ def test_overwrite_never_replaces_the_runs_input_or_what_is_not_a_file(tmp_path,
                  "--overwrite"]) == 2
     assert "the run's own input" in capsys.readouterr().err
     assert (tmp_path / "loads.csv").read_text() == "t,Fx\n0,0\n0.5,6\n"
+
+
+def test_a_table_fit_of_a_testers_file_prints_its_numbers_in_the_files_units(tmp_path, capsys):
+    # A shear test in mm and N: the summary's parameters, node displacements and slopes in mm,
+    # N and N/mm (said in a line), each the report's SI value converted; --si prints SI.
+    import json
+
+    data = spineid.dataset_path("lab_shear_tests") / "S01_Pos.csv"
+    arguments = ["table", str(data), "--displacement", "Disp_mm", "--load", "Force_N",
+                 "--n-nodes", "3", "--free-breakpoints", "--no-plots"]
+    assert main(arguments + ["--out", str(tmp_path / "lab")]) == 0
+    printed = capsys.readouterr().out
+    report = json.loads((tmp_path / "lab" / "report.json").read_text())
+    assert "(in the data's units: displacement mm, load N; report.json in SI, m, N)" in printed
+    gap = next(p for p in report["parameters"] if p["name"] == "gap[1]")
+    row = next(line for line in printed.splitlines() if line.startswith("gap[1] ")).split()
+    assert float(row[2]) == pytest.approx(1e3 * gap["value"], rel=1e-5) and row[-1] == "mm"
+    assert float(row[3]) == pytest.approx(1e3 * gap["stderr"], rel=1e-2)
+    slopes = re.search(r"^slopes \(N/mm\): ([\d.]+) \+- ([\d.]+), ([\d.]+)", printed, re.M)
+    assert slopes, printed
+    for printed_value, entry in zip(map(float, slopes.group(1, 3)), report["derived"]["slopes"]):
+        assert printed_value == pytest.approx(entry["value"] / 1e3, rel=1e-3)
+    knee = re.search(r"^node_displacement \(mm\): 0 \+- 0, ([\d.]+)", printed, re.M)
+    assert float(knee.group(1)) == pytest.approx(
+        1e3 * report["derived"]["node_displacement"][1]["value"], rel=1e-3)
+    assert main(arguments + ["--out", str(tmp_path / "si"), "--si"]) == 0
+    printed = capsys.readouterr().out
+    assert "data's units" not in printed and re.search(r"^slopes: [\d.]+e\+04", printed, re.M)

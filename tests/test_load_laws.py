@@ -3,6 +3,7 @@ them in planar and spatial models, fitting them to load-displacement data, and b
 
 import json
 import logging
+import math
 
 import jax
 import jax.numpy as jnp
@@ -468,3 +469,33 @@ def test_the_law_figure_speaks_the_units_the_columns_came_in():
     # Data without units read are drawn in SI, and said to be.
     plain = spineid.LoadDisplacementData(displacement=data.displacement, load=data.load)
     assert "SI" in spineid.plot_law_fit(fit, plain, None).axes[1].get_xlabel()
+
+
+@pytest.mark.parametrize("read_as, units", [
+    ({"displacement": {"unit": "mm"}, "load": {"unit": "N"}}, ("mm", "N")),
+    ({"displacement": {"unit": "deg"}}, ("deg", "Nm")),
+    ({"load": {"unit": "kN"}}, ("m", "kN")),
+    ({"displacement": {"unit": "m"}, "load": {"unit": "N"}}, None),
+    (None, None),
+])
+def test_a_law_is_shown_in_the_units_its_columns_were_read_in(read_as, units):
+    # law_units: the (displacement, load) units of a test's columns, the SI unit of the kind for
+    # a column read without one; None where both are SI.
+    from spineid.identify._kinds._law_units import law_units
+
+    assert law_units(read_as) == units
+
+
+@pytest.mark.parametrize("unit, units, shown, factor", [
+    ("load/displacement", ("mm", "N"), "N/mm", 1e-3),
+    ("load/displacement^3", ("mm", "kN"), "kN/mm^3", 1e-9 / 1e3),
+    ("load s/displacement", ("deg", "Nmm"), "Nmm s/deg", 1e3 * math.pi / 180),
+    ("displacement", ("deg", "Nm"), "deg", 180 / math.pi),
+])
+def test_a_law_parameters_unit_in_a_labs_units(unit, units, shown, factor):
+    # shown_in: a law parameter's abstract unit in the data's units, with the factor that
+    # takes an SI value to them (1 N/m is 1e-3 N/mm; 1 N m s/rad is 1e3 pi/180 Nmm s/deg).
+    from spineid.identify._kinds._law_units import shown_in
+
+    name, value = shown_in(unit, units)
+    assert name == shown and value == pytest.approx(factor, rel=1e-14)

@@ -168,15 +168,6 @@ def law_entries(report: dict) -> tuple[list, list]:
     return knees, slopes
 
 
-def lab_unit_lines(report: dict) -> str:
-    """A table law's breakpoints and slopes (`law_entries`) in the units of the file's
-    columns, a line each (`\n  breakpoint[1] (mm): 1.478 +- 0.0046`); empty where the file
-    gave SI."""
-    return "".join(f"\n  {e['name']}: {e['value']:.6g}"
-                   + (f" +- {e['stderr']:.2g}" if isinstance(e["stderr"], float) else "")
-                   for e in _in_lab_units(report, *law_entries(report)))
-
-
 def _in_lab_units(report: dict, knees: list, slopes: list) -> list:
     # The breakpoints and slopes of a table law also in the units of the file's columns
     # (`breakpoint[1] (mm)`, `slope[1] (N/mm)`), where the file gave its displacement or load

@@ -23,6 +23,7 @@ from ..identify import (
     recover_grid,
     SlidingFrankWolfe,
 )
+from ..identify._kinds._law_units import law_units
 from ..identify._kinds._segment_fit import checked_segment_fit
 from ..identify._solvers import SOLVER_NAMES
 from ..io import (
@@ -49,7 +50,6 @@ from ..spines import l5_s1_law
 from ..studies import peak_force_sensitivity, segment_study, whiplash_study
 from ._arguments import (column_quantity, integrator, misfit_fraction, numbers_argument,
                          parse_markers, parse_noise)
-from ._batch import lab_unit_lines
 from ._outputs import (
     figures,
     output_file,
@@ -399,7 +399,7 @@ def command_table(arguments) -> int:
         + dumps_toml({"law": result.law_table()}))
     plots = not arguments.no_plots
     plot = [figures.plot_law_fit(result, data, out / "law_fit.png", unit=arguments.unit)] if plots else []
-    print(result.summary() + lab_unit_lines(contents))
+    print(result.summary(units=None if arguments.si else law_units(data.read_as)))
     profiles = _profiles(result, arguments.profile)
     profile_plots = write_profile_outputs(contents, profiles, out, plots)[1:] if profiles else []
     out.finish()

@@ -325,6 +325,9 @@ def build_parser() -> argparse.ArgumentParser:
     table_parser.add_argument("--unit", default=None, choices=("deg", "mm"),
                               help="displacement unit of the plot (default: the displacement "
                                    "column's own unit, SI where none was read)")
+    table_parser.add_argument("--si", action="store_true",
+                              help="print the summary in SI units (m or rad, N or N m) instead "
+                                   "of the columns' (mm, N, N/mm for a test in mm and N)")
     table_parser.add_argument("--profile", action="append", default=[], metavar="NAME",
                               help="also the profile-likelihood interval of this parameter "
                                    "(e.g. gap[1]); repeat for several")

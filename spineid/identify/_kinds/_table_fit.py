@@ -61,6 +61,7 @@ from ._breakpoints import best_breakpoints, design_matrix
 from ._errors_in_variables import (checked_displacement_noise, effective_sd, load_noise_beside,
                                    typical_noise)
 from ._law_form import LawDynamics, LawForm, misplaced_option
+from ._law_units import law_summary
 from ._rates import measured_rates
 from ._run import check_kind_solver, run_solver
 
@@ -120,19 +121,11 @@ class LawFit(Profiled):
             "identifiability": self.identifiability.to_dict(),
         }
 
-    def summary(self) -> str:
-        """Plain-text summary: parameters with standard errors, derived slopes, warnings."""
-        lines = [f"{self.kind} law fitted to {self.n_data} points: "
-                 + ("converged" if self.converged else "NOT converged")
-                 + f", cost {self.cost:.4g}, load noise {self.noise:.3g}"
-                 + (" (estimated)" if self.noise_estimated else "")
-                 + ("" if self.displacement_noise is None else f", displacement noise "
-                    f"{self.displacement_noise:.3g} (errors in both variables)"),
-                 f"method: {self.method}",
-                 *self.parameter_table()]
-        for key, entries in self.derived.items():
-            lines.append(f"{key}: " + ", ".join(f"{v:.4g} +- {e:.2g}" for v, e in entries))
-        return "\n".join(lines + self.verdict_lines())
+    def summary(self, units: tuple[str, str] | None = None) -> str:
+        """Plain-text summary: parameters with standard errors, derived slopes, verdict; in SI,
+        or in `units` (`(displacement, load)` of `spineid.io`'s `UNITS`, as the test's columns
+        were read: `law_units`), said in a line (`law_summary`)."""
+        return "\n".join(law_summary(self, units) + self.verdict_lines())
 
 
 class _LawModel(eqx.Module):
