@@ -268,3 +268,34 @@ def test_an_opensim_storage_file_with_nan_reads_as_values_not_measured(tmp_path)
     result = spineid.fit(spineid.FitProblem(perturbed(TRUTH), measurement, ["stiffness"], NOISE))
     assert result.converged and result.n_data == data.size - 10
     np.testing.assert_allclose(result.values, TRUE_STIFFNESS, rtol=1e-5)
+
+
+def test_a_states_files_value_columns_may_have_gaps_and_complete_ones_may_not(tmp_path):
+    # OpenSim's states layout (`/jointset/J/C/value`, found by the coordinate's name): values
+    # not measured in a coordinate's column read as NaN (before, the gaps were allowed by the
+    # coordinate's name, not its column's, and refused); a gap in a quantity that must be
+    # complete is refused naming its column, time and row.
+    times = np.linspace(0.0, 0.1, 11)
+    values = np.c_[np.sin(times), np.cos(times)]
+    values[3:5, 0] = np.nan
+    lines = ["states", "version=1", f"nRows={times.size}", "nColumns=3", "inDegrees=no",
+             "endheader", "time\t/jointset/hip/flexion/value\t/jointset/hip/flexion/speed"]
+    lines += ["\t".join(["%.6f" % t] + ["nan" if np.isnan(v) else "%.9f" % v for v in row])
+              for t, row in zip(times, values)]
+    path = tmp_path / "states.sto"
+    path.write_text("\n".join(lines) + "\n")
+    read = spineid.Measurement.from_file(path, ("flexion",), ("rad",))
+    assert np.isnan(read.values[3:5, 0]).all()
+    assert np.isfinite(np.delete(read.values, [3, 4])).all()
+    np.testing.assert_allclose(np.delete(read.values[:, 0], [3, 4]),
+                               np.delete(values[:, 0], [3, 4]), atol=1e-9)
+    # A column read as a complete quantity (here the speed under a second name, mapped with
+    # `columns` to a quantity that is no channel of the measurement) may not have a gap.
+    from spineid.io._columns import read_quantities
+
+    lines[8] = lines[8].replace(lines[8].split("\t")[2], "nan")
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"'/jointset/hip/flexion/speed' has no value at t = "
+                                         r"0.01 s \(row 2 of the data\)"):
+        read_quantities(path, {"flexion": "rad", "rate": "rad"}, missing=("flexion",),
+                        columns={"rate": "/jointset/hip/flexion/speed"})

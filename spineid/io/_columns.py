@@ -211,6 +211,17 @@ def _unit(name: str, option: str = "--units") -> tuple[str, float]:
     return UNITS[name]
 
 
+def _check_gaps(path, table, complete) -> None:
+    # A storage file read with gaps allowed: each column of `complete` (the columns of
+    # quantities that may not have values missing) without a NaN, or refused naming the first.
+    for label in sorted(complete & set(table.columns)):
+        empty = np.flatnonzero(np.isnan(table.columns[label]))
+        if empty.size:
+            raise ValueError(f"{path}: column {label!r} has no value at t = "
+                             f"{table.time[empty[0]]:g} s (row {empty[0] + 1} of the data); "
+                             "values may be missing only in measured channels")
+
+
 def state_label(labels, name: str, kind: str = "value") -> str | None:
     """The one label of `labels` that is coordinate `name`'s `kind` (`value` or `speed`) in
     an OpenSim states file (`/jointset/J/<name>/<kind>`), or `None` if none or several."""
@@ -250,8 +261,8 @@ def read_quantities(path, wanted: Mapping[str, str | tuple[str, ...]], *,
         raise ValueError(f"--units: {stray} name neither a quantity read ({list(wanted)}) nor "
                          f"a column read ({sorted(set(source.values()))})")
     gaps = {source[name] for name in missing if name in source}
-    if storage:
-        table = read_storage(path, missing=gaps)
+    if storage:  # (gaps checked below, once a states file's `/value` labels are resolved)
+        table = read_storage(path, missing=bool(gaps))
         present = {"time": table.time, **table.columns}
     else:  # (the columns read checked as numbers, the others kept as text)
         present = read_table(path, optional=sorted(set(source.values())), others="text",
@@ -260,6 +271,7 @@ def read_quantities(path, wanted: Mapping[str, str | tuple[str, ...]], *,
         for name, column in source.items():
             if name not in columns and column not in present:
                 source[name] = state_label(present, name) or column
+        _check_gaps(path, table, {source[n] for n in source if n not in missing})
     for name in optional:  # (one whose column was named must be there)
         if name not in columns and source[name] not in present:
             del source[name]
