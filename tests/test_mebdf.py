@@ -372,7 +372,7 @@ def test_a_fit_through_mebdf_recovers_what_another_integrator_simulated(four_spr
     # it); the data are Tsit5's. From the file's values (25% low) the fit reaches the truth to
     # the integrators' difference; `integrated_implicitly` keeps `Auto` from multiple shooting.
     from spineid.identify._trajectory import _objective
-    from spineid.identify._trajectory._problem import integrated_implicitly
+    from spineid.identify._trajectory._problem import integrated_implicitly, integrator_names
 
     solvers, simulate = [], _objective.simulate
 
@@ -389,10 +389,14 @@ def test_a_fit_through_mebdf_recovers_what_another_integrator_simulated(four_spr
     result = spineid.fit(problem, "auto")
     assert solvers and all(solver is mebdf for solver in solvers)
     assert result.converged and result.solver.endswith(", simulated by MEBDF")
+    assert result.report()["integrators"] == ["MEBDF"]
     np.testing.assert_allclose(result.values, truth, rtol=1e-4)
     assert integrated_implicitly(problem.models, mebdf)
     assert not integrated_implicitly(problem.models, diffrax.Tsit5())
     assert not integrated_implicitly(problem.models)
+    assert integrator_names(problem.models) == ["Tsit5"]
+    chain = spineid.load_model_file(spineid.dataset_path("head_neck.toml")).model
+    assert integrator_names([chain, chain, problem.models[0]]) == ["Kvaerno4", "Tsit5"]
     with pytest.raises(ValueError, match="simulation_solver='mebdf': expected a diffrax solver"):
         spineid.FitProblem(model_file, problem.measurements, ["stiffness"], SD,
                            simulation_solver="mebdf")

@@ -21,7 +21,7 @@ from ...models._mechanics import AbstractLagrangianSystem
 from ...simulation._mebdf import MEBDF
 from ...simulation._modes import linear_modes
 from ...io._model_file import ModelFile, load_model_file
-from ...simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL
+from ...simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL, default_solver
 from .._common._goodness import checked_max_misfit, MAX_MISFIT
 from .._common._noise import check_noise, check_noise_max, measured_ranges
 from .._common._noise_model import as_noise_model, checked_noise_model
@@ -348,6 +348,17 @@ def ringing_phase(problem: FitProblem) -> float:
               for model, m in zip(problem.models, problem.measurements)
               if isinstance(model, AbstractLagrangianSystem)]
     return max(phases, default=0.0)
+
+
+def integrator_names(models, solver: diffrax.AbstractSolver | None = None) -> list[str]:
+    """The class names of the diffrax solvers that simulate `models` in a fit: `solver` (the
+    fit's `simulation_solver`) where given, else each model's `preferred_solver()` or
+    spineid's `default_solver()` (`["Tsit5"]`, `["Kvaerno4"]` for the head-neck chain), each
+    name once."""
+    if solver is not None:
+        return [type(solver).__name__]
+    names = [type(model.preferred_solver() or default_solver()).__name__ for model in models]
+    return list(dict.fromkeys(names))
 
 
 def integrated_implicitly(models, solver: diffrax.AbstractSolver | None = None) -> bool:

@@ -33,8 +33,9 @@ class FitResult(Profiled):
     fit; `None` otherwise; `noise` is then each channel's own standard deviation, and
     `goodness_of_fit.noise_model` the autoregressions),
     `predictions` (per load case, `(k, c)`), `measurements`, `noise_given_as` (how noise typed
-    with units was read, `FitProblem.noise_read`: `{channel: "5 um"}`). `profile(name)` gives a
-    parameter's profile-likelihood interval.
+    with units was read, `FitProblem.noise_read`: `{channel: "5 um"}`), `integrators` (the
+    diffrax solvers that simulated the models, `("Tsit5",)`; `integrator_names`).
+    `profile(name)` gives a parameter's profile-likelihood interval.
     """
 
     covariance: np.ndarray
@@ -47,6 +48,7 @@ class FitResult(Profiled):
     predictions: list[np.ndarray]
     measurements: tuple[Measurement, ...]
     noise_given_as: dict = dataclasses.field(default_factory=dict)
+    integrators: tuple[str, ...] = ()
 
     def residuals(self) -> list[np.ndarray]:
         """Raw residuals `data - fit` per load case, `(k, c)` (SI)."""
@@ -57,6 +59,7 @@ class FitResult(Profiled):
         return self.common_report() | {
             "message": self.message,
             "solver": self.solver,
+            "integrators": list(self.integrators),
             "n_steps": int(self.n_steps),
             "start_costs": [float(c) for c in self.start_costs],
             "starts": dict(self.starts),

@@ -37,7 +37,7 @@ from ._objective import (
     _objective,
     sensitivity_scales,
 )
-from ._problem import FitProblem, integrated_implicitly, ringing_phase
+from ._problem import FitProblem, integrated_implicitly, integrator_names, ringing_phase
 from ._result import VECTOR_MEASURE_NOTE, FitResult, _vector_spring_moments
 from ._shooting import (
     n_states,
@@ -493,6 +493,7 @@ class _Run:
             n_steps=n_steps,
             solver=solver_name + ("" if problem.simulation_solver is None else
                                   f", simulated by {type(problem.simulation_solver).__name__}"),
+            integrators=tuple(integrator_names(problem.models, problem.simulation_solver)),
             start_costs=start_costs,
             starts={"run": outcome.tried, "skipped": outcome.skipped},
             noise={c: float(s) for c, s in zip(problem.channels, scale)},
