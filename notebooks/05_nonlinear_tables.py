@@ -19,6 +19,9 @@
 # 3. recovers the phases from the loop, and shows what goes wrong if the damper is ignored.
 
 # %%
+import pathlib
+import tempfile
+
 import diffrax
 import jax
 import jax.numpy as jnp
@@ -243,7 +246,13 @@ yielded = spineid.LoadDisplacementData(
     + tester_noise())
 wrong = spineid.fit_load_law(yielded, knee_law)
 print(wrong.goodness_of_fit.summary())
-spineid.plot_law_fit(wrong, yielded, "wrong_law.png", unit="mm")
+# The command line's figure of this fit (`law_fit.png`), written to a scratch folder and shown:
+figure_path = spineid.plot_law_fit(wrong, yielded, pathlib.Path(tempfile.mkdtemp())
+                                   / "wrong_law.png", unit="mm")
+plt.figure(figsize=(8, 6))
+plt.imshow(plt.imread(figure_path))
+plt.axis("off")
+plt.show()
 
 # %% [markdown]
 # The same fit runs from the command line on a CSV with columns `t,displacement,load`:

@@ -183,9 +183,12 @@ def test_table_and_stiffness_read_testers_files(tmp_path, capsys):
     # The tester's file also gets the law in its own units: the knee near 0.02 rad (1.146
     # deg), the stiffnesses 40 and 160 N m/rad (0.698 and 2.79 N m/deg).
     printed = capsys.readouterr().out.split("fitting a piecewise_linear law")[-1]
-    knee, soft, stiff = (float(re.search(rf"{re.escape(name)}: (\S+)", printed).group(1))
-                         for name in ("breakpoint[1] (deg)", "slope[1] (Nm/deg)",
-                                      "slope[2] (Nm/deg)"))
+    assert "(in the data's units: displacement deg, load Nm; report.json in SI, rad, Nm)" \
+        in printed
+    knee = float(re.search(r"^node_displacement \(deg\): \S+ \+- \S+, (\S+)", printed,
+                           re.M).group(1))
+    soft, stiff = map(float, re.search(r"^slopes \(Nm/deg\): (\S+) \+- \S+, (\S+)", printed,
+                                        re.M).groups())
     assert knee == pytest.approx(1.146, abs=0.1)
     assert (soft, stiff) == pytest.approx((0.698, 2.79), rel=0.05)
     assert b["data"][0]["read_as"]["displacement"]["unit"] == "deg"

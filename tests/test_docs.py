@@ -89,7 +89,6 @@ def test_the_identification_page_lists_every_public_name_once_by_importance():
     assert listed[0] == "fit"
 
 
-
 def _python_blocks(text: str) -> list[str]:
     # The ```python blocks of a Markdown page, in order.
     return [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]

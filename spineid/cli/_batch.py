@@ -244,10 +244,10 @@ def _write_summary(out: OutputFolder, rows: list[dict]) -> pathlib.Path:
                        {name: [_cell(row.get(name)) for row in rows] for name in names})
 
 
-# Arguments that say where and how a batch runs, not what it computes: left out of the key
-# that a resumed batch must match.
+# Arguments that say where and how a batch runs or prints, not what it computes: left out of
+# the key that a resumed batch must match (`si`: the units of the printed summaries only).
 _HOW = ("output", "out", "overwrite", "resume", "executor", "scheduler", "workers", "threads",
-        "data", "time_limit", "run")
+        "data", "time_limit", "run", "si")
 
 
 def _batch_key(arguments, data: list[pathlib.Path]) -> str:

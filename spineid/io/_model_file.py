@@ -228,13 +228,16 @@ def write_model_file(
     The schema stays that of the input, so the result can be simulated or fitted again;
     relative `loads_file` paths are rewritten to stay valid from the new file's folder; values
     the input wrote with their units (`"27 N/mm"`, `ModelFile.quantities`) are written in
-    those units (`with_units_as_read`), the others in SI.
+    those units (`with_units_as_read`), the others in SI. A `document` of another layout (a
+    recovery's springs put first) is written in SI: the file's paths no longer name its values.
     """
     path = pathlib.Path(path)
+    layout_kept = document is None
     document = copy.deepcopy(model_file.document if document is None else document)
     for name, value in values.items():
         set_in_document(document, name, value)
-    with_units_as_read(document, model_file.quantities)
+    if layout_kept:
+        with_units_as_read(document, model_file.quantities)
     if document.get("kind") == "opensim" and isinstance(document.get("file"), str):
         target = (model_file.folder / document["file"]).resolve()
         document["file"] = os.path.relpath(target, path.parent.resolve())

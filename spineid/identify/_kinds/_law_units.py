@@ -62,7 +62,6 @@ def described(units: tuple[str, str]) -> str:
             f"{', '.join(si_names(units))})")
 
 
-
 def law_summary(fit, units: tuple[str, str] | None) -> list[str]:
     """The lines of `LawFit.summary` before its verdict: the fit, its method, the parameters
     and the derived node displacements, node loads and slopes, in SI or in `units`

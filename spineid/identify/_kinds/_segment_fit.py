@@ -201,10 +201,10 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
     started = time.perf_counter()
     if solver is None:
         solver = LevenbergMarquardt()
-    local = solver.local()
-    model = model_file.model
     parameters, sigma_given, kind_of_noise, max_misfit = checked_segment_fit(
         model_file, test, free, noise, solver, noise_model, max_misfit)
+    local = solver.local()
+    model = model_file.model
     measured = np.asarray(test.deflections)
     record = (sigma_given is None and len(measured) >= RECORD_ROWS
               and not isinstance(kind_of_noise, White))
