@@ -210,9 +210,19 @@ def test_table_and_stiffness_read_testers_files(tmp_path, capsys):
         column: si[name] * factor[column.rsplit("_", 1)[1]] for name, column in names.items()})
     assert main(["stiffness", str(tmp_path / "si_test.csv"), "--out", str(tmp_path / "d"),
                  "--structure", "diagonal"]) in (0, 1)
+    capsys.readouterr()
     assert main(["stiffness", str(tmp_path / "tester_test.csv"), "--out", str(tmp_path / "e"),
                  "--structure", "diagonal", "--columns",
                  ",".join(f"{k}={v}" for k, v in names.items())]) in (0, 1)
+    # Printed in the tester's units: 9e4 N/m is 90 N/mm, 55 N m/rad is 55e3 pi/180 Nmm/deg.
+    printed = capsys.readouterr().out
+    assert ("(in the test's units: forces N, moments Nmm, translations mm, rotations deg; "
+            "report.json and stiffness.toml in SI)") in printed
+    entries = {line.split()[0]: (float(line.split()[1]), line.split()[-1])
+               for line in printed.splitlines() if line.startswith("K[")}
+    assert entries["K[tx,tx]"][0] == pytest.approx(90.0, rel=1e-6)
+    assert entries["K[tx,tx]"][1] == "N/mm" and entries["K[rx,rx]"][1] == "Nmm/deg"
+    assert entries["K[rx,rx]"][0] == pytest.approx(55e3 * math.pi / 180, rel=1e-6)
     d, e = (json.loads((tmp_path / x / "report.json").read_text()) for x in "de")
     np.testing.assert_allclose(e["matrix"], d["matrix"], rtol=1e-9)
     np.testing.assert_allclose(np.diag(e["matrix"])[:4], np.diag(stiffness)[:4], rtol=1e-9)
@@ -372,3 +382,21 @@ def test_bad_noise_text_is_refused_in_one_line(text, match):
     from spineid.cli._arguments import parse_noise
     with pytest.raises(ValueError, match=match):
         parse_noise(text, typed=True)
+
+
+def test_a_stiffness_matrix_is_shown_in_its_tests_units_only_where_each_kind_has_one():
+    # matrix_units: (force, moment, length, angle) of a test's columns, SI for a column read
+    # without a unit; None where all are SI or one kind's columns disagree.
+    from spineid.identify._kinds._matrix_units import entry_in, matrix_units
+
+    def read_as(**units):
+        return {column: {"unit": unit} for column, unit in units.items()}
+
+    lab = read_as(Fx="kN", Fy="kN", Fz="kN", dx="mm", dy="mm", dz="mm", b1="deg", b2="deg",
+                  b3="deg")
+    assert matrix_units(lab) == ("kN", "Nm", "mm", "deg")
+    assert entry_in(0, 3, ("kN", "Nm", "mm", "deg")) == ("kN/deg", pytest.approx(
+        math.pi / 180 / 1e3))
+    assert entry_in(4, 1, ("kN", "Nmm", "mm", "deg")) == ("Nmm/mm", pytest.approx(1.0))
+    assert matrix_units(dict(lab, Fz={"unit": "N"})) is None
+    assert matrix_units(read_as(Fx="N", dx="m")) is None and matrix_units(None) is None

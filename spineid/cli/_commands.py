@@ -24,6 +24,7 @@ from ..identify import (
     SlidingFrankWolfe,
 )
 from ..identify._kinds._law_units import law_units
+from ..identify._kinds._matrix_units import matrix_units
 from ..identify._kinds._segment_fit import checked_segment_fit
 from ..identify._solvers import SOLVER_NAMES
 from ..io import (
@@ -331,7 +332,7 @@ def command_stiffness(arguments) -> int:
         + dumps_toml(fragment))
     plots = [] if arguments.no_plots else [figures.plot_stiffness_fit(result, test, out / "loads.png")]
     out.finish()
-    print(result.summary())
+    print(result.summary(units=None if arguments.si else matrix_units(test.read_as)))
     print(", ".join(["wrote " + str(report), str(out / "stiffness.toml"), *map(str, plots)]))
     return 0 if result.accepted is not False else 1
 

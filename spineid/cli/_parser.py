@@ -272,6 +272,9 @@ def build_parser() -> argparse.ArgumentParser:
     stiffness_parser.add_argument("--linearised", action="store_true",
                                   help="use moments as measured instead of mapping them onto "
                                        "the Euler basis")
+    stiffness_parser.add_argument("--si", action="store_true",
+                                  help="print the matrix in SI units (N/m, N/rad, N m/rad) "
+                                       "instead of the test's columns' (N/mm, Nm/deg, ...)")
     stiffness_parser.set_defaults(run=verbs.command_stiffness)
     table_parser = commands.add_parser(
         "table", help="fit a nonlinear load law to load-displacement data (a test or a loop)")

@@ -48,6 +48,7 @@ from .._common._noise_model import (
 )
 from .._common._result_family import AbstractResult, json_number
 from .._common._uncertainty import hac_covariance, Identifiability
+from ._matrix_units import described, entry_in
 
 
 AXES = ("tx", "ty", "tz", "rx", "ry", "rz")
@@ -150,25 +151,33 @@ class StiffnessFit(AbstractResult):
         return [entry_name(i, j) for (i, j), determined
                 in zip(self.entries, self.identifiability.identifiable) if not determined]
 
-    def summary(self) -> str:
-        """Plain-text summary: the matrix, the entries with errors, warnings."""
+    def summary(self, units: tuple[str, str, str, str] | None = None) -> str:
+        """Plain-text summary: the matrix, the entries with errors, warnings; in SI, or in
+        `units` (`(force, moment, length, angle)` of `spineid.io`'s `UNITS`, as the test's
+        columns were read: `_matrix_units.matrix_units`), said in a line."""
+        def shown(i, j):  # (unit, factor from SI) of entry (i, j)
+            return entry_in(i, j, units) if units else (entry_unit(i, j), 1.0)
+
         lines = [f"stiffness matrix ({self.structure}, {len(self.entries)} entries) from "
                  f"{self.n_data // 6} test rows; moments "
                  + ("mapped onto the Euler basis" if self.exact else "used as measured")
                  + f" (largest rotation {math.degrees(self.largest_rotation):.2f} deg)"]
+        lines += [described(units)] if units else []
         lines.append("         " + "".join(f"{a:>13s}" for a in AXES))
         for i, row in enumerate(self.matrix):
-            lines.append(f"  {AXES[i]:>5s}  " + "".join(f"{v:13.5g}" for v in row))
+            lines.append(f"  {AXES[i]:>5s}  " + "".join(f"{v * shown(i, j)[1]:13.5g}"
+                                                         for j, v in enumerate(row)))
         robust = self.stderr_robust is not None
         lines.append(f"{'entry':12s} {'value':>13s} {'stderr':>11s} "
                      + ("robust sd   " if robust else "") + " unit")
         for (i, j), determined in zip(self.entries, self.identifiability.identifiable):
-            lines.append(f"{entry_name(i, j):12s} {self.matrix[i, j]:13.6g} "
-                         + (f"{self.stderr[i, j]:11.3g} " if determined else f"{'-':>11s} ")
-                         + (f"{self.stderr_robust[i, j]:11.3g} " if robust and determined
+            unit, factor = shown(i, j)
+            lines.append(f"{entry_name(i, j):12s} {self.matrix[i, j] * factor:13.6g} "
+                         + (f"{self.stderr[i, j] * factor:11.3g} " if determined
+                            else f"{'-':>11s} ")
+                         + (f"{self.stderr_robust[i, j] * factor:11.3g} " if robust and determined
                             else f"{'-':>11s} " if robust else "")
-                         + f" {entry_unit(i, j)}"
-                         + ("" if determined else "  not determined by the test"))
+                         + f" {unit}" + ("" if determined else "  not determined by the test"))
         lines.append(f"identifiability: rank {self.identifiability.rank} of "
                      f"{len(self.entries)} entries")
         return "\n".join(lines + self.verdict_lines())
