@@ -445,9 +445,17 @@ def test_a_table_fit_of_a_testers_file_prints_its_numbers_in_the_files_units(tmp
     data = spineid.dataset_path("lab_shear_tests") / "S01_Pos.csv"
     arguments = ["table", str(data), "--displacement", "Disp_mm", "--load", "Force_N",
                  "--n-nodes", "3", "--free-breakpoints", "--no-plots"]
-    assert main(arguments + ["--out", str(tmp_path / "lab")]) == 0
+    assert main(arguments + ["--out", str(tmp_path / "lab"), "--profile", "gap[1]"]) == 0
     printed = capsys.readouterr().out
     report = json.loads((tmp_path / "lab" / "report.json").read_text())
+    # The profile interval in mm too, around the value the summary prints.
+    interval = report["profiles"][0]
+    line = re.search(r"^gap\[1\]: 95% profile interval \[([\d.]+), ([\d.]+)\] mm around "
+                     r"([\d.]+)", printed, re.M)
+    assert line, printed
+    assert [float(v) for v in line.groups()] == pytest.approx(
+        [1e3 * interval["interval"][0], 1e3 * interval["interval"][1],
+         1e3 * interval["value"]], rel=1e-5)
     assert "(in the data's units: displacement mm, load N; report.json in SI, m, N)" in printed
     gap = next(p for p in report["parameters"] if p["name"] == "gap[1]")
     row = next(line for line in printed.splitlines() if line.startswith("gap[1] ")).split()

@@ -23,7 +23,7 @@ from ..identify import (
     recover_grid,
     SlidingFrankWolfe,
 )
-from ..identify._kinds._law_units import law_units
+from ..identify._kinds._law_units import law_units, shown_in
 from ..identify._kinds._matrix_units import matrix_units
 from ..identify._kinds._segment_fit import checked_segment_fit
 from ..identify._solvers import SOLVER_NAMES
@@ -243,7 +243,7 @@ def command_fit(arguments) -> int:
     paths = write_fit_outputs(result, problem, out, plots)
     print(result.summary(si=arguments.si))
     # Profiles after the fit's files are written: a long fit is never lost to a profile.
-    profiles = _profiles(result, arguments.profile)
+    profiles = _profiles(result, arguments.profile, result.shown_units(si=arguments.si))
     if profiles:
         paths += write_profile_outputs(result.report(), profiles, out, plots)[1:]
     out.finish()
@@ -345,15 +345,16 @@ def _check_profiles(names: list[str], free: list[str]) -> None:
                              f"parameters are {free}")
 
 
-def _profiles(result, names: list[str]) -> list:
+def _profiles(result, names: list[str], shown: list[tuple[str, float]] | None = None) -> list:
     # The requested profiles (each name once), announced and summarised (a profile refits the
-    # others many times).
+    # others many times), in the units of the fit's summary (`shown`, one per parameter).
     _check_profiles(names, list(result.names))
     profiles = []
     for name in dict.fromkeys(names):
         print(f"profiling {name} ...", flush=True)
         profiles.append(result.profile(name))
-        print(profiles[-1].summary(), flush=True)
+        print(profiles[-1].summary(shown[list(result.names).index(name)] if shown else None),
+              flush=True)
     return profiles
 
 
@@ -400,8 +401,10 @@ def command_table(arguments) -> int:
         + dumps_toml({"law": result.law_table()}))
     plots = not arguments.no_plots
     plot = [figures.plot_law_fit(result, data, out / "law_fit.png", unit=arguments.unit)] if plots else []
-    print(result.summary(units=None if arguments.si else law_units(data.read_as)))
-    profiles = _profiles(result, arguments.profile)
+    units = None if arguments.si else law_units(data.read_as)
+    print(result.summary(units=units))
+    profiles = _profiles(result, arguments.profile,
+                         [shown_in(unit, units) for unit in result.units] if units else None)
     profile_plots = write_profile_outputs(contents, profiles, out, plots)[1:] if profiles else []
     out.finish()
     print(", ".join(["wrote " + str(report), str(out / "law.toml"),

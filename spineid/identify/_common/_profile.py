@@ -92,14 +92,17 @@ class Profile:
                                      for d in self.delta],
                 "lower_cost_found": self.lower_cost, "explains_data": self.explains_data}
 
-    def summary(self) -> str:
-        """One line per interval: profile against Cramer-Rao."""
-        lower, upper = self.interval
+    def summary(self, shown: tuple[str, float] | None = None) -> str:
+        """One line per interval: profile against Cramer-Rao; in SI, or in the unit of
+        `shown` (`(unit, factor from SI)`, as a fit's summary shows the parameter in the
+        data's units)."""
+        unit, factor = shown or (self.unit, 1.0)
+        lower, upper = np.asarray(self.interval) * factor
         sides = [f"{lower:.6g}" if np.isfinite(lower) else "unbounded",
                  f"{upper:.6g}" if np.isfinite(upper) else "unbounded"]
-        crlb = ", ".join(f"{v:.6g}" for v in self.crlb_interval)
+        crlb = ", ".join(f"{v * factor:.6g}" for v in self.crlb_interval)
         line = (f"{self.name}: {self.level:.0%} profile interval [{sides[0]}, {sides[1]}] "
-                f"{self.unit} around {self.value:.6g} (Cramer-Rao [{crlb}])")
+                f"{unit} around {self.value * factor:.6g} (Cramer-Rao [{crlb}])")
         if self.lower_cost is not None:
             line += ("; WARNING: the profile found a lower cost than the fit "
                      f"({self.lower_cost:.6g}): the fit had not reached the optimum")
