@@ -237,3 +237,43 @@ def test_a_noise_model_that_whitens_too_much_is_said_but_not_a_rejection():
                                  sigma=dict.fromkeys(CHANNELS, 1.0),
                                  noise_models=dict.fromkeys(CHANNELS, given))
     assert verdict.explains_data and not any("whitens" in a for a in verdict.advice)
+
+
+def test_the_smooth_misfit_test_is_its_direct_sums_done_fast():
+    # smooth_misfit's moving averages and window autocovariances (by running sums and the
+    # FFT, so that a 10^6-row record takes a fraction of a second) against the sums written
+    # out directly, on AR(2) residuals with a smooth part, under an AR(2) noise model.
+    from spineid.identify._common._goodness import smooth_misfit, smoothing_width
+    from spineid.identify._common._noise_model import ChannelNoise, model_autocovariances
+    from spineid.identify._common._sliding import autocorrelation_sums, sliding_dot
+
+    rng = np.random.default_rng(11)
+    shocks = rng.normal(size=3000)
+    e = np.zeros(3000)
+    for t in range(2, 3000):
+        e[t] = 0.5 * e[t - 1] - 0.2 * e[t - 2] + shocks[t]
+    series = [e[:1900] + 0.3 * np.sin(np.linspace(0, 3, 1900)), e[1900:] + 5.0]
+    noise = ChannelNoise(order=2, coefficients=(0.5, -0.2), innovation=1.0, marginal=1.3)
+    found = smooth_misfit(series, noise)
+    # The direct sums.
+    widths = [smoothing_width(s.size) for s in series]
+    smoothed = [np.convolve(s, np.ones(w) / w, mode="valid") for s, w in zip(series, widths)]
+    rough = [s[w // 2: w // 2 + v.size] - v for s, w, v in zip(series, widths, smoothed)]
+    width = int(round(np.mean(widths)))
+    gamma = model_autocovariances((0.5, -0.2), 1.0, 2 * (width + 200))
+    lags = np.arange(-(width - 1), width)
+    taper = (width - np.abs(lags)) / width ** 2
+    c = np.array([taper @ gamma[np.abs(lag + lags)] for lag in range(width + 200)])
+    m = sum(v.size for v in smoothed)
+    statistic = sum(v @ v for v in smoothed)
+    variance = 2.0 * m * (c[0] ** 2 + 2.0 * np.sum(c[1:] ** 2))
+    scale, dof = variance / (2.0 * m * c[0]), 2.0 * (m * c[0]) ** 2 / variance
+    rms = np.sqrt(max(statistic / m - sum(r @ r for r in rough) / m / width, 0.0))
+    assert found["rms"] == pytest.approx(rms, rel=1e-9)
+    assert found["p_value"] == pytest.approx(stats.chi2.sf(statistic / scale, dof),
+                                             rel=1e-6, abs=1e-12)
+    x, kernel = rng.normal(size=500), rng.normal(size=37)
+    np.testing.assert_allclose(sliding_dot(x, kernel), np.correlate(x, kernel, "valid"),
+                               atol=1e-12)
+    np.testing.assert_allclose(autocorrelation_sums(kernel),
+                               [kernel[:37 - l] @ kernel[l:] for l in range(37)], atol=1e-12)

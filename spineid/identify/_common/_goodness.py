@@ -42,6 +42,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ._noise_model import ChannelNoise, model_autocovariances, whitened
+from ._sliding import autocorrelation_sums, moving_average, sliding_dot
 
 ALPHA = 0.01
 """False-alarm rate of the verdict on a right model."""
@@ -568,7 +569,7 @@ def smooth_misfit(series: Sequence[np.ndarray], noise: ChannelNoise) -> dict | N
         width = smoothing_width(s.size)
         if s.size < 2 * width:
             continue
-        smoothed.append(np.convolve(s, np.ones(width) / width, mode="valid"))
+        smoothed.append(moving_average(s, width))
         widths.append(width)
         rough.append(s[width // 2: width // 2 + smoothed[-1].size] - smoothed[-1])
     if not smoothed:
@@ -577,8 +578,8 @@ def smooth_misfit(series: Sequence[np.ndarray], noise: ChannelNoise) -> dict | N
     reach = width + 200
     gamma = model_autocovariances(noise.coefficients, noise.innovation ** 2, 2 * reach)
     lags = np.arange(-(width - 1), width)
-    taper = (width - np.abs(lags)) / width ** 2
-    c = np.array([taper @ gamma[np.abs(lag + lags)] for lag in range(reach)])
+    taper = (width - np.abs(lags)) / width ** 2  # (c_l: the taper slid along gamma_|k|)
+    c = sliding_dot(gamma[np.abs(np.arange(-(width - 1), reach + width - 1))], taper)
     m = sum(v.size for v in smoothed)
     statistic = float(sum(v @ v for v in smoothed))
     mean = m * c[0]
@@ -607,7 +608,7 @@ def _white_excess_p(smooth: float, rough: float, m: int, width: int) -> float:
     a[width // 2] += 1.0
 
     def moments(f):
-        gamma = np.array([f[:width - l] @ f[l:] for l in range(width)])
+        gamma = autocorrelation_sums(f)
         return gamma[0], m * gamma[0] ** 2 / (gamma[0] ** 2 + 2.0 * float(gamma[1:] @ gamma[1:]))
 
     (g_smooth, d1), (g_rough, d2) = moments(b), moments(a)
