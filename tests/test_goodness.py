@@ -272,6 +272,36 @@ def test_the_smooth_misfit_test_is_its_direct_sums_done_fast():
     assert found["rms"] == pytest.approx(rms, rel=1e-9)
     assert found["p_value"] == pytest.approx(stats.chi2.sf(statistic / scale, dof),
                                              rel=1e-6, abs=1e-12)
+    # The noise alone (its p-values moderate, so that the window autocovariances `c` and the
+    # white-noise test's moments count): the chi-square's and the F test's p-values as the
+    # direct sums give them.
+    alone = smooth_misfit([e], noise)
+    width = smoothing_width(e.size)
+    smoothed = np.convolve(e, np.ones(width) / width, mode="valid")
+    rough = e[width // 2: width // 2 + smoothed.size] - smoothed
+    gamma = model_autocovariances((0.5, -0.2), 1.0, 2 * (width + 200))
+    lags = np.arange(-(width - 1), width)
+    taper = (width - np.abs(lags)) / width ** 2
+    c = np.array([taper @ gamma[np.abs(lag + lags)] for lag in range(width + 200)])
+    m, statistic = smoothed.size, smoothed @ smoothed
+    variance = 2.0 * m * (c[0] ** 2 + 2.0 * np.sum(c[1:] ** 2))
+    scale, dof = variance / (2.0 * m * c[0]), 2.0 * (m * c[0]) ** 2 / variance
+    p_value = stats.chi2.sf(statistic / scale, dof)
+    assert 1e-3 < p_value < 0.999 and alone["p_value"] == pytest.approx(p_value, rel=1e-9)
+    b = np.full(width, 1.0 / width)
+    a = -b.copy()
+    a[width // 2] += 1.0
+
+    def moments(f):
+        g = np.array([f[:width - lag] @ f[lag:] for lag in range(width)])
+        return g[0], m * g[0] ** 2 / (g[0] ** 2 + 2.0 * g[1:] @ g[1:])
+
+    (g_smooth, d1), (g_rough, d2) = moments(b), moments(a)
+    ratio = (statistic / g_smooth) / ((rough @ rough) / g_rough)
+    c1, c2 = 2.0 / (9.0 * d1), 2.0 / (9.0 * d2)
+    z = (((1.0 - c2) * ratio ** (1 / 3) - (1.0 - c1))
+         / np.sqrt(c2 * ratio ** (2 / 3) + c1))
+    assert alone["p_white"] == pytest.approx(stats.norm.sf(z), rel=1e-9)
     x, kernel = rng.normal(size=500), rng.normal(size=37)
     np.testing.assert_allclose(sliding_dot(x, kernel), np.correlate(x, kernel, "valid"),
                                atol=1e-12)

@@ -262,7 +262,7 @@ def read_quantities(path, wanted: Mapping[str, str | tuple[str, ...]], *,
                          f"a column read ({sorted(set(source.values()))})")
     gaps = {source[name] for name in missing if name in source}
     if storage:  # (gaps checked below, once a states file's `/value` labels are resolved)
-        table = read_storage(path, missing=bool(gaps))
+        table = read_storage(path, missing=True)
         present = {"time": table.time, **table.columns}
     else:  # (the columns read checked as numbers, the others kept as text)
         present = read_table(path, optional=sorted(set(source.values())), others="text",

@@ -228,8 +228,9 @@ def write_model_file(
     The schema stays that of the input, so the result can be simulated or fitted again;
     relative `loads_file` paths are rewritten to stay valid from the new file's folder; values
     the input wrote with their units (`"27 N/mm"`, `ModelFile.quantities`) are written in
-    those units (`with_units_as_read`), the others in SI. A `document` of another layout (a
-    recovery's springs put first) is written in SI: the file's paths no longer name its values.
+    those units (`with_units_as_read`), the others in SI. Into a `document` of another layout (a
+    recovery's springs put first) the values set are written in SI: the file's paths no longer
+    name its values.
     """
     path = pathlib.Path(path)
     layout_kept = document is None

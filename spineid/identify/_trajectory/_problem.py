@@ -357,7 +357,8 @@ def integrator_names(models, solver: diffrax.AbstractSolver | None = None) -> li
     name once."""
     if solver is not None:
         return [type(solver).__name__]
-    names = [type(model.preferred_solver() or default_solver()).__name__ for model in models]
+    preferred = [model.preferred_solver() for model in models]
+    names = [type(default_solver() if p is None else p).__name__ for p in preferred]
     return list(dict.fromkeys(names))
 
 
