@@ -9,11 +9,9 @@ import pathlib
 import subprocess
 import sys
 
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from importlinter.cli import lint_imports
-from jaxtyping import Array, Float
 
 import spineid
 from spineid.cli import main
@@ -71,56 +69,6 @@ def test_modules_stay_small(path):
 # ------------------------------------------------------------------ a model kind from outside
 
 
-class Oscillator(spineid.AbstractLagrangianSystem):
-    """A mass on a spring-damper along x, released from `start` (m): a toy model kind."""
-
-    mass: Float[Array, ""]
-    stiffness: Float[Array, ""]
-    damping: Float[Array, ""]
-    start: Float[Array, ""]
-
-    def kinetic_energy(self, t, q, qdot):
-        return 0.5 * self.mass * qdot[0] ** 2
-
-    def potential_energy(self, t, q):
-        return 0.5 * self.stiffness * q[0] ** 2
-
-    def dissipation_function(self, t, q, qdot):
-        return 0.5 * self.damping * qdot[0] ** 2
-
-    def generalized_forces(self, t, q, qdot):
-        return jnp.zeros(1)
-
-    def initial_state(self):
-        return jnp.atleast_1d(self.start), jnp.zeros(1)
-
-    @property
-    def observable_names(self):
-        return ("x",)
-
-    def parameter_fields(self):
-        # Declared once, with the names the file gives them (`oscillator.stiffness`).
-        return (spineid.ParameterField("stiffness", "stiffness", "N/m",
-                                       name="oscillator.stiffness"),
-                spineid.ParameterField("damping", "damping", "N s/m", name="oscillator.damping"))
-
-
-def read_oscillator(document, check, folder):
-    check.keys(document, "", {"kind", "oscillator", "simulation"}, {"oscillator"})
-    table = document["oscillator"]
-    check.keys(table, "oscillator", {"mass", "stiffness", "damping", "start"},
-               {"mass", "stiffness", "start"})
-    spineid.simulation_settings(document, check.source)
-    model = Oscillator(
-        mass=jnp.asarray(check.number(table, "mass", "oscillator.mass", positive=True)),
-        stiffness=jnp.asarray(check.number(table, "stiffness", "oscillator.stiffness",
-                                           minimum=0.0)),
-        damping=jnp.asarray(check.number(table, "damping", "oscillator.damping", minimum=0.0,
-                                         default=0.0)),
-        start=jnp.asarray(check.number(table, "start", "oscillator.start")))
-    return model, spineid.declared_parameters(model)
-
-
 OSCILLATOR = """kind = "oscillator"
 
 [oscillator]
@@ -137,8 +85,13 @@ n_samples = 201
 
 @pytest.fixture
 def oscillator_kind():
-    spineid.register_model_kind("oscillator", read_oscillator)
-    yield
+    # The model kind docs/architecture.md adds ("Adding a model kind"), its code run as
+    # printed (it registers itself); its reader.
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    block = page.split("## Adding a model kind", 1)[1].split("```python\n", 1)[1]
+    namespace = {"__name__": "documented_oscillator"}
+    exec(compile(block.split("```", 1)[0], "docs/architecture.md", "exec"), namespace)
+    yield namespace["read_oscillator"]
     spineid.unregister_model_kind("oscillator")
 
 
@@ -195,9 +148,9 @@ def test_a_model_kind_registered_from_outside_works_in_every_command(oscillator_
 
 def test_model_kinds_are_refused_clearly(oscillator_kind, tmp_path):
     with pytest.raises(ValueError, match="already registered"):
-        spineid.register_model_kind("oscillator", read_oscillator)
+        spineid.register_model_kind("oscillator", oscillator_kind)
     with pytest.raises(ValueError, match="expected a name"):
-        spineid.register_model_kind("two words", read_oscillator)
+        spineid.register_model_kind("two words", oscillator_kind)
     with pytest.raises(ValueError, match="not registered"):
         spineid.unregister_model_kind("pendulum")
     with pytest.raises(ValueError, match=r"kind: expected one of .*'oscillator'.*got 'pendulum'"):

@@ -468,6 +468,22 @@ def test_a_table_fit_of_a_testers_file_prints_its_numbers_in_the_files_units(tmp
     knee = re.search(r"^node_displacement \(mm\): 0 \+- 0, ([\d.]+)", printed, re.M)
     assert float(knee.group(1)) == pytest.approx(
         1e3 * report["derived"]["node_displacement"][1]["value"], rel=1e-3)
+    # The verdict's noise and misfit in the file's units too.
+    noise = report["goodness_of_fit"]["noise_model"]["load"]["sd"]
+    assert f"noise model of load: white, sd {noise:.3g} N\n" in printed
+    assert re.search(r"misfit of load: smooth part RMS [\d.e-]+ N \(", printed), printed
     assert main(arguments + ["--out", str(tmp_path / "si"), "--si"]) == 0
     printed = capsys.readouterr().out
     assert "data's units" not in printed and re.search(r"^slopes: [\d.]+e\+04", printed, re.M)
+    assert f"noise model of load: white, sd {noise:.3g}\n" in printed
+    # A file in SI units (Disp_m, Force_N) names them: m and N, no line about the units.
+    rows = np.genfromtxt(data, delimiter=",", names=True)
+    np.savetxt(tmp_path / "si.csv", np.stack([rows["Disp_mm"] / 1e3, rows["Force_N"]], 1),
+               delimiter=",", header="Disp_m,Force_N", comments="")
+    assert main(["table", str(tmp_path / "si.csv"), "--displacement", "Disp_m", "--load",
+                 "Force_N", "--n-nodes", "3", "--free-breakpoints",
+                 "--no-plots", "--out", str(tmp_path / "named")]) == 0
+    printed = capsys.readouterr().out
+    assert "data's units" not in printed and f"white, sd {noise:.3g} N\n" in printed
+    assert next(line for line in printed.splitlines() if line.startswith("gap[1] ")).split()[
+        -1] == "m"

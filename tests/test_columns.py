@@ -223,6 +223,11 @@ def test_table_and_stiffness_read_testers_files(tmp_path, capsys):
     assert entries["K[tx,tx]"][0] == pytest.approx(90.0, rel=1e-6)
     assert entries["K[tx,tx]"][1] == "N/mm" and entries["K[rx,rx]"][1] == "Nmm/deg"
     assert entries["K[rx,rx]"][0] == pytest.approx(55e3 * math.pi / 180, rel=1e-6)
+    # The verdict's noise of each load in its column's unit too (N mm for the moments).
+    verdict = printed.split("goodness of fit:", 1)[1]
+    for column, unit in (("Fx", "N"), ("Mx", "Nmm"), ("Mz", "Nmm")):
+        line = re.search(rf"noise model of {column}: (.*)", verdict).group(1)
+        assert line.endswith((f" {unit}", f" {unit})")) and "sd" in line, verdict
     d, e = (json.loads((tmp_path / x / "report.json").read_text()) for x in "de")
     np.testing.assert_allclose(e["matrix"], d["matrix"], rtol=1e-9)
     np.testing.assert_allclose(np.diag(e["matrix"])[:4], np.diag(stiffness)[:4], rtol=1e-9)

@@ -307,3 +307,29 @@ def test_the_smooth_misfit_test_is_its_direct_sums_done_fast():
                                atol=1e-12)
     np.testing.assert_allclose(autocorrelation_sums(kernel),
                                [kernel[:37 - l] @ kernel[l:] for l in range(37)], atol=1e-12)
+
+
+def test_the_verdict_prints_each_channel_in_the_unit_it_is_shown_in():
+    # A smooth miss of 0.3 mm on noise of 0.1 mm, judged in SI: the summary gives the noise
+    # model, the misfit's RMS and an implausible noise of the channel shown in mm in mm (each
+    # the SI number times 1e3), the others in SI; the reasons carry no number with a unit.
+    from spineid.identify._common._noise_model import ChannelNoise
+
+    rng = np.random.default_rng(11)
+    ts = np.linspace(0.0, 1.0, 400)
+    raw = 1e-4 * (rng.normal(size=(400, 3)) + 3.0 * np.sin(2 * np.pi * 2 * ts)[:, None])
+    sd = raw.std(axis=0)
+    verdict = spineid.assess_fit(
+        [raw / sd], CHANNELS, 3, noise_given=False, sigma=dict(zip(CHANNELS, sd)),
+        noise_max={"x": 1e-4}, ranges=dict.fromkeys(CHANNELS, 2e-3),
+        noise_models={c: ChannelNoise(0, (), s, s) for c, s in zip(CHANNELS, sd)})
+    assert verdict.level == "does_not_describe"
+    rms = verdict.misfit["x"]["rms"]
+    shown = verdict.summary({"x": ("mm", 1e3)})
+    assert f"noise model of x: white, sd {sd[0] * 1e3:.3g} mm" in shown
+    assert f"noise model of y: white, sd {sd[1]:.3g}\n" in shown
+    assert f"misfit of x: smooth part RMS {rms * 1e3:.3g} mm (" in shown
+    assert f"noise of x: estimated sd {sd[0] * 1e3:.3g} mm, at most 0.1 mm plausible" in shown
+    assert f"misfit of x: smooth part RMS {rms:.3g} (" in verdict.summary()
+    assert f"{rms:.3g}" not in " ".join(verdict.reasons)
+    assert f"x ({sd[0] / 1e-4:.3g} times the plausible maximum)" in " ".join(verdict.reasons)

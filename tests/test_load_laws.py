@@ -475,12 +475,14 @@ def test_the_law_figure_speaks_the_units_the_columns_came_in():
     ({"displacement": {"unit": "mm"}, "load": {"unit": "N"}}, ("mm", "N")),
     ({"displacement": {"unit": "deg"}}, ("deg", "Nm")),
     ({"load": {"unit": "kN"}}, ("m", "kN")),
-    ({"displacement": {"unit": "m"}, "load": {"unit": "N"}}, None),
+    ({"displacement": {"unit": "m"}, "load": {"unit": "N"}}, ("m", "N")),
+    ({"displacement": {"column": "displacement"}}, None),
     (None, None),
 ])
 def test_a_law_is_shown_in_the_units_its_columns_were_read_in(read_as, units):
     # law_units: the (displacement, load) units of a test's columns, the SI unit of the kind for
-    # a column read without one; None where both are SI.
+    # a column read without one; SI units named where the columns named them (Disp_m); None
+    # where no column had a unit (spineid's own names).
     from spineid.identify._kinds._law_units import law_units
 
     assert law_units(read_as) == units

@@ -28,7 +28,7 @@ import equinox as eqx
 from ..executors import Dask, Local
 from ..executors import run_batch as parallel_run
 from ..io import write_table, write_text_atomically
-from ..io._columns import SI_NAMES, UNITS
+from ..identify._kinds._law_units import in_si, law_units, shown_in
 from ._outputs import figures, MARKER, OutputFolder
 
 # The files a folder given as data contributes.
@@ -171,24 +171,22 @@ def law_entries(report: dict) -> tuple[list, list]:
 def _in_lab_units(report: dict, knees: list, slopes: list) -> list:
     # The breakpoints and slopes of a table law also in the units of the file's columns
     # (`breakpoint[1] (mm)`, `slope[1] (N/mm)`), where the file gave its displacement or load
-    # in a unit of its own; none where both are SI.
+    # in a unit of its own (`law_units`, as the printed summary); none where both are SI.
     read_as = next((entry.get("read_as") for entry in report.get("data") or []
                     if isinstance(entry, dict) and isinstance(entry.get("read_as"), dict)), {})
-    units = [(read_as.get(name) or {}).get("unit") for name in ("displacement", "load")]
-    if not any(unit in UNITS and UNITS[unit][1] != 1.0 for unit in units):
+    units = law_units(read_as)
+    if units is None or in_si(units):
         return []
-    (displacement, to_m), (load, to_n) = ((unit, UNITS[unit][1]) if unit in UNITS
-                                          else (SI_NAMES.get(unit, "SI"), 1.0) for unit in units)
 
-    def converted(entry, scale, unit):
+    def converted(entry, kind):
+        unit, factor = shown_in(kind, units)
         error = entry.get("stderr")
-        return dict(entry, name=f"{entry['name']} ({unit})", value=entry["value"] / scale,
-                    stderr=error / scale if isinstance(error, (int, float)) else error)
+        return dict(entry, name=f"{entry['name']} ({unit})", value=entry["value"] * factor,
+                    stderr=error * factor if isinstance(error, (int, float)) else error)
 
-    return ([converted(entry, to_m, displacement) for entry in knees
-             if isinstance(entry.get("value"), (int, float))]
-            + [converted(entry, to_n / to_m, f"{load}/{displacement}") for entry in slopes
-               if isinstance(entry.get("value"), (int, float))])
+    return [converted(entry, kind) for kind, entries in (("displacement", knees),
+                                                          ("load/displacement", slopes))
+            for entry in entries if isinstance(entry.get("value"), (int, float))]
 
 
 def _units_read(report: dict) -> str:

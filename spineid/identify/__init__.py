@@ -2,7 +2,8 @@
 fitting stiffness matrices, load laws and segment parameters to quasi-static tests, with
 standard errors and identifiability."""
 
-from ._common._goodness import assess_fit as assess_fit, GoodnessOfFit as GoodnessOfFit
+from ._common._goodness import assess_fit as assess_fit
+from ._common._verdict import GoodnessOfFit as GoodnessOfFit
 from ._common._least_squares import (
     LeastSquaresSolution as LeastSquaresSolution,
     levenberg_marquardt as levenberg_marquardt,

@@ -129,19 +129,30 @@ def unit_in_lab(si_unit: str, length: str | None = None, angle: str | None = Non
     angle (`rad`) in `angle` (names of `UNITS`, `None` keeping SI), with the factor that takes
     a value in SI to it: `("N/m", "mm")` -> `("N/mm", 1e-3)`, `("N m/rad", None, "deg")` ->
     `("N m/deg", pi/180)`."""
-    numerator, _, denominator = si_unit.partition("/")
+    def lab(base, numerator, before):
+        moment = base == "m" and numerator and before == "N"
+        return length if base == "m" and not moment else angle if base == "rad" else None
+
+    return units_substituted(si_unit, lab)
+
+
+def units_substituted(unit: str, lab) -> tuple[str, float]:
+    """`unit` (`"numerator tokens/denominator tokens"`, each token `name` or `name^power`) with
+    each token's name replaced by `lab(name, in_numerator, token_before)` where that is a name
+    of `UNITS` (other tokens kept), and the factor that takes a value in `unit`'s own (SI)
+    names to the new ones: `lab` = {m: mm} takes `"N/m^2"` to `("N/mm^2", 1e-6)`."""
+    numerator, _, denominator = unit.partition("/")
     factor, sides = 1.0, []
     for sign, tokens in ((1, numerator.split()), (-1, denominator.split())):
         shown = []
         for k, token in enumerate(tokens):
             base, _, power = token.partition("^")
-            moment = base == "m" and sign == 1 and k > 0 and tokens[k - 1] == "N"
-            lab = length if base == "m" and not moment else angle if base == "rad" else None
-            if lab is None or lab not in UNITS or not (power or "1").isdigit():
+            name = lab(base, sign == 1, tokens[k - 1] if k else None)
+            if name is None or name not in UNITS or not (power or "1").isdigit():
                 shown.append(token)
                 continue
-            factor *= UNITS[lab][1] ** (-sign * int(power or "1"))
-            shown.append(lab + (f"^{power}" if power else ""))
+            factor *= UNITS[name][1] ** (-sign * int(power or "1"))
+            shown.append(name + (f"^{power}" if power else ""))
         sides.append(" ".join(shown))
     return sides[0] + (f"/{sides[1]}" if sides[1] else ""), factor
 

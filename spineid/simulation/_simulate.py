@@ -140,7 +140,9 @@ def default_solver() -> diffrax.AbstractSolver:
     return diffrax.Tsit5()
 
 
-def _solver_for(system: AbstractLagrangianSystem) -> diffrax.AbstractSolver:
+def solver_for(system: AbstractLagrangianSystem) -> diffrax.AbstractSolver:
+    """The solver that simulates `system` when none is given: its `preferred_solver()` (e.g.
+    `Kvaerno4` for the stiff head-neck chain), else `default_solver()` (`Tsit5`)."""
     preferred = system.preferred_solver()
     return default_solver() if preferred is None else preferred
 
@@ -197,7 +199,7 @@ def simulate(
     with checks_reported_as_nan(active=not throw):
         solution = diffrax.diffeqsolve(
             diffrax.ODETerm(lagrangian_vector_field if throw else _vector_field_reporting),
-            _solver_for(system) if solver is None else solver,
+            solver_for(system) if solver is None else solver,
             t0=ts[0] if t0 is None else t0,
             t1=ts[-1],
             dt0=None,

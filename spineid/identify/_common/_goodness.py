@@ -34,7 +34,6 @@ Reduced chi-square, AIC and BIC are reported as lmfit reports them (`n ln(chi2 /
 models fitted to the same data.
 """
 
-import dataclasses
 import functools
 import math
 from collections.abc import Mapping, Sequence
@@ -42,6 +41,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ._noise_model import ChannelNoise, model_autocovariances, whitened
+from ._verdict import GoodnessOfFit
 from ._sliding import autocorrelation_sums, moving_average, sliding_dot
 
 ALPHA = 0.01
@@ -126,118 +126,6 @@ def lag_one_z(series: np.ndarray) -> tuple[float, float]:
 def normal_sf(z: float) -> float:
     """`P(Z >= z)` for a standard normal `Z`."""
     return 0.5 * math.erfc(z / math.sqrt(2.0))
-
-
-@dataclasses.dataclass(frozen=True)
-class GoodnessOfFit:
-    """Whether a fit explains its data (module docstring).
-
-    Fields: `explains_data` (`True`, `False`, or `None` when no test is possible: noise
-    estimated, samples without order, no plausible maximum); `noise_given`; `n_data`,
-    `n_parameters` (the rank: identifiable directions absorbed by the fit), `dof`;
-    `chi_square` (sum of squared noise-weighted residuals), `reduced_chi_square`, `p_value`
-    (of the chi-square test, noise given; `None` otherwise); `aic`, `bic`; `whiteness`
-    (channel -> `lag_one_autocorrelation`, `z`, `p_value`; `None` where the samples have no
-    order); `noise_check` (channel -> `estimated`, `maximum`, `plausible`; noise estimated
-    only); `alpha`; `reasons` (why it does not explain the data, in words) and `advice` (what
-    to try).
-    """
-
-    explains_data: bool | None
-    noise_given: bool
-    n_data: int
-    n_parameters: int
-    dof: int
-    chi_square: float
-    reduced_chi_square: float
-    p_value: float | None
-    aic: float
-    bic: float
-    whiteness: dict | None
-    noise_check: dict
-    alpha: float
-    reasons: tuple[str, ...]
-    advice: tuple[str, ...]
-    level: str | None = None
-    misfit: dict = dataclasses.field(default_factory=dict)
-    noise_model: dict = dataclasses.field(default_factory=dict)
-
-    @property
-    def accepted(self) -> bool | None:
-        """Whether the fit's values and errors are usable: it explains or describes its data
-        (`level`); `None` when no test was possible."""
-        return None if self.level is None else self.level in ("explains", "describes")
-
-    def to_dict(self) -> dict:
-        """JSON-ready: the fields, numbers as floats (`null` where not finite)."""
-
-        def number(x):
-            return float(x) if x is not None and math.isfinite(x) else None
-
-        return {
-            "explains_data": None if self.explains_data is None else bool(self.explains_data),
-            "noise_given": bool(self.noise_given),
-            "n_data": int(self.n_data), "n_parameters": int(self.n_parameters),
-            "dof": int(self.dof), "chi_square": number(self.chi_square),
-            "reduced_chi_square": number(self.reduced_chi_square),
-            "p_value": number(self.p_value), "aic": number(self.aic), "bic": number(self.bic),
-            "whiteness": None if self.whiteness is None else {
-                channel: {key: number(value) for key, value in entry.items()}
-                for channel, entry in self.whiteness.items()},
-            "noise_check": {channel: {"estimated": number(entry["estimated"]),
-                                      "maximum": number(entry["maximum"]),
-                                      "plausible": bool(entry["plausible"])}
-                            for channel, entry in self.noise_check.items()},
-            "alpha": self.alpha,
-            "level": self.level,
-            "accepted": self.accepted,
-            "misfit": {channel: {key: number(value) if isinstance(value, float) else value
-                                 for key, value in entry.items()}
-                       for channel, entry in self.misfit.items()},
-            "noise_model": {channel: dict(entry) for channel, entry in self.noise_model.items()},
-            "reasons": list(self.reasons),
-            "advice": list(self.advice),
-        }
-
-    def summary(self) -> str:
-        """Plain-language lines: the verdict, the statistics behind it, and what to try."""
-        if self.noise_given:
-            numbers = (f"chi-square {self.chi_square:.6g} for {self.dof} degrees of freedom "
-                       f"(reduced {self.reduced_chi_square:.3g}, p = {self.p_value:.3g})")
-        else:
-            worst = (min(self.whiteness.values(), key=lambda e: e["p_value"])
-                     if self.whiteness else None)
-            numbers = ("noise estimated from the residuals; " + (
-                f"smallest whiteness p = {worst['p_value']:.3g} (lag-one autocorrelation "
-                f"{worst['lag_one_autocorrelation']:.2g})" if worst
-                else "no sample order to test whiteness"))
-        if self.level == "describes":
-            verdict = ("the model describes the data with a systematic misfit within the "
-                       "tolerance: the values and standard errors above are usable")
-        elif self.level == "does_not_describe" and self.misfit:
-            verdict = ("the model does NOT describe the data: the values and standard errors "
-                       "above are not to be trusted")
-        elif self.explains_data is None:
-            verdict = ("cannot tell whether the model explains the data (noise estimated, "
-                       "samples without order): give the noise to test it")
-        elif self.explains_data:
-            verdict = "the model explains the data"
-        else:
-            verdict = ("the model does NOT explain the data: the values and standard errors "
-                       "above are not to be trusted")
-        lines = [f"goodness of fit: {verdict}; {numbers}; AIC {self.aic:.6g}, "
-                 f"BIC {self.bic:.6g}"]
-        for channel, entry in self.noise_model.items():
-            lines.append(f"  noise model of {channel}: {entry['described']}")
-        for channel, entry in self.misfit.items():
-            lines.append(
-                f"  misfit of {channel}: smooth part RMS {entry['rms']:.3g} "
-                f"({100 * entry['fraction_of_range']:.2g}% of the data's range, "
-                f"{entry['in_noise_sd']:.2g} noise sd; tolerance "
-                f"{100 * entry['max_fraction']:.2g}%), p = {entry['p_value']:.2g}")
-        lines += [f"  why: {reason}" for reason in self.reasons]
-        lines += [f"  try: {advice}" for advice in self.advice]
-        return "\n".join(lines)
 
 
 @_quiet_overflow
@@ -379,8 +267,8 @@ def assess_fit(
         if implausible:
             reasons.append(
                 "the estimated noise is implausibly large for "
-                + ", ".join(f"{c} ({noise_check[c]['estimated']:.3g} > "
-                            f"{noise_check[c]['maximum']:.3g})" for c in implausible))
+                + ", ".join(f"{c} ({noise_check[c]['estimated'] / noise_check[c]['maximum']:.3g}"
+                            " times the plausible maximum)" for c in implausible))
         if reasons:
             advice.append("the fit probably stopped at a local optimum, or the model misses an "
                           "effect the data show: try other starts, or a model with the missing "
@@ -421,8 +309,8 @@ def assess_fit(
         implausible = [c for c, entry in noise_check.items() if not entry["plausible"]]
         if large:
             reasons.insert(0, "a systematic misfit larger than the tolerance: " + ", ".join(
-                f"{c} {misfit[c]['rms']:.3g} ({100 * misfit[c]['fraction_of_range']:.2g}% of "
-                f"its range > {100 * misfit[c]['max_fraction']:.2g}%)" for c in large))
+                f"{c} (RMS {100 * misfit[c]['fraction_of_range']:.2g}% of its range > "
+                f"{100 * misfit[c]['max_fraction']:.2g}%)" for c in large))
             advice[:] = ["the model misses a feature of the data (another phase of the law, a "
                          "damper, a load) or the fit stopped at a local optimum: look at the "
                          "residual figure, try other starts or a richer model; a lab may widen "

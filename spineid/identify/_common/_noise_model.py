@@ -84,12 +84,19 @@ class ChannelNoise:
         return {"order": self.order, "coefficients": [float(c) for c in self.coefficients],
                 "innovation_sd": float(self.innovation), "sd": float(self.marginal)}
 
-    def describe(self) -> str:
-        """In words, e.g. `AR(1), phi 0.61, innovation sd 0.012`."""
+    def describe(self, shown: tuple[str, float] | None = None) -> str:
+        """In words, e.g. `AR(1), phi 0.61, innovation sd 0.012`; the standard deviations in
+        SI, or in `shown` (a unit and the factor from SI to it: `("mm", 1e3)` gives `AR(1),
+        phi 0.61, innovation sd 12 mm`)."""
+        unit, factor = shown or ("", 1.0)
+
+        def sd(value):
+            return f"{value * factor:.3g}" + (f" {unit}" if unit else "")
+
         if self.order == 0:
-            return f"white, sd {self.marginal:.3g}"
+            return f"white, sd {sd(self.marginal)}"
         return (f"AR({self.order}), phi {', '.join(f'{c:.3g}' for c in self.coefficients)}, "
-                f"innovation sd {self.innovation:.3g} (sd {self.marginal:.3g})")
+                f"innovation sd {sd(self.innovation)} (sd {sd(self.marginal)})")
 
 
 def autocovariances(series: Sequence[np.ndarray], max_lag: int) -> tuple[np.ndarray, int]:

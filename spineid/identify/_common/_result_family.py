@@ -26,7 +26,7 @@ import dataclasses
 
 import numpy as np
 
-from ._goodness import GoodnessOfFit
+from ._verdict import GoodnessOfFit
 from ._uncertainty import Identifiability
 
 
@@ -76,9 +76,11 @@ class AbstractResult(abc.ABC):
                 "warnings": list(self.warnings),
                 "goodness_of_fit": self.goodness_of_fit.to_dict()}
 
-    def verdict_lines(self) -> list[str]:
-        """The summary's closing lines, alike for every kind: the warnings and the verdict."""
-        return [f"WARNING: {w}" for w in self.warnings] + [self.goodness_of_fit.summary()]
+    def verdict_lines(self, shown: dict[str, tuple[str, float]] | None = None) -> list[str]:
+        """The summary's closing lines, alike for every kind: the warnings and the verdict
+        (its channels' noise and misfit in the units of `shown`, channel -> unit and factor
+        from SI: `GoodnessOfFit.summary`)."""
+        return [f"WARNING: {w}" for w in self.warnings] + [self.goodness_of_fit.summary(shown)]
 
     @abc.abstractmethod
     def report(self) -> dict:

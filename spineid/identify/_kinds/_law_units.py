@@ -7,7 +7,7 @@ read in (`mm`, `deg`, `N`, `kN`, `Nmm`, ...: `spineid.io`'s `UNITS`), and `shown
 such unit in them with the factor that takes an SI value to it (`load/displacement` in `N/mm`:
 1e-3)."""
 
-from ...io._columns import SI_NAMES, UNITS
+from ...io._columns import SI_NAMES, UNITS, units_substituted
 
 _SI_LOAD = {"m": "N", "rad": "Nm"}
 """The SI load unit of each SI displacement unit (a translation's force, a rotation's moment)."""
@@ -16,9 +16,10 @@ _SI_LOAD = {"m": "N", "rad": "Nm"}
 def law_units(read_as: dict | None) -> tuple[str, str] | None:
     """The units `(displacement, load)` (names of `UNITS`) a test's columns were read in, from
     its `read_as` (`{"displacement": {"unit": ...}, "load": {...}}`); the SI unit of a column
-    read without one (its kind the other's); `None` where both are SI or neither is known."""
+    read without one (its kind the other's); `None` where neither is known (spineid's own
+    columns). Both may be SI (`Disp_m`, `Force_N`: the summary then names m and N; `in_si`)."""
     units = [((read_as or {}).get(name) or {}).get("unit") for name in ("displacement", "load")]
-    if not any(unit in UNITS and UNITS[unit][1] != 1.0 for unit in units):
+    if not any(unit in UNITS for unit in units):
         return None
     displacement, load = units
     if displacement not in UNITS:
@@ -32,23 +33,17 @@ def law_units(read_as: dict | None) -> tuple[str, str] | None:
     return displacement, load
 
 
+def in_si(units: tuple[str, str]) -> bool:
+    """Whether `units` (`law_units`) are SI units (`("m", "N")`, `("rad", "Nm")`)."""
+    return all(UNITS[unit][1] == 1.0 for unit in units)
+
+
 def shown_in(unit: str, units: tuple[str, str]) -> tuple[str, float]:
     """A law parameter's abstract `unit` (`"load/displacement^2"`) in `units` (`law_units`),
     with the factor from SI: `("load/displacement", ("mm", "N"))` -> `("N/mm", 1e-3)`. A token
     other than `displacement` and `load` (the `s` of a damping) stays as it is."""
     names = {"displacement": units[0], "load": units[1]}
-    numerator, _, denominator = unit.partition("/")
-    factor, sides = 1.0, []
-    for sign, side in ((1, numerator), (-1, denominator)):
-        shown = []
-        for token in side.split():
-            base, _, power = token.partition("^")
-            if base in names:
-                factor *= UNITS[names[base]][1] ** (-sign * int(power or "1"))
-                token = names[base] + (f"^{power}" if power else "")
-            shown.append(token)
-        sides.append(" ".join(shown))
-    return sides[0] + (f"/{sides[1]}" if sides[1] else ""), factor
+    return units_substituted(unit, lambda base, numerator, before: names.get(base))
 
 
 def si_names(units: tuple[str, str]) -> tuple[str, str]:
@@ -79,7 +74,8 @@ def law_summary(fit, units: tuple[str, str] | None) -> list[str]:
              + (" (estimated)" if fit.noise_estimated else "")
              + ("" if fit.displacement_noise is None else ", displacement noise "
                 f"{amount(fit.displacement_noise, 'displacement')} (errors in both variables)"),
-             f"method: {fit.method}", *([described(units)] if units else []),
+             f"method: {fit.method}", *([described(units)] if units and not in_si(units)
+                                        else []),
              *fit.parameter_table(shown=[unit(u) for u in fit.units] if units else None)]
     for key, entries in fit.derived.items():
         name, factor = unit({"node_displacement": "displacement", "node_load": "load"}.get(

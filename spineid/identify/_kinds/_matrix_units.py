@@ -30,6 +30,14 @@ def matrix_units(read_as: dict | None) -> tuple[str, str, str, str] | None:
     return tuple(chosen)
 
 
+def loads_in(units: tuple[str, str, str, str]) -> dict[str, tuple[str, float]]:
+    """Each load column (`Fx`..`Mz`, the verdict's channels) in `units` (`matrix_units`) with
+    the factor that takes its SI value to it: `Fx` in `("kN", "Nm", "mm", "deg")` ->
+    `("kN", 1e-3)`."""
+    return {column: (units[0 if k < 3 else 1], 1.0 / UNITS[units[0 if k < 3 else 1]][1])
+            for k, column in enumerate(LOAD_COLUMNS)}
+
+
 def entry_in(i: int, j: int, units: tuple[str, str, str, str]) -> tuple[str, float]:
     """Entry `(i, j)`'s unit in `units` (`matrix_units`) and the factor that takes its SI
     value to it: `(0, 0)` in `("N", "Nm", "mm", "deg")` -> `("N/mm", 1e-3)`, `(3, 3)` ->

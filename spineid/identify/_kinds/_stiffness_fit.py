@@ -48,7 +48,7 @@ from .._common._noise_model import (
 )
 from .._common._result_family import AbstractResult, json_number
 from .._common._uncertainty import hac_covariance, Identifiability
-from ._matrix_units import described, entry_in
+from ._matrix_units import described, entry_in, loads_in
 
 
 AXES = ("tx", "ty", "tz", "rx", "ry", "rz")
@@ -180,7 +180,7 @@ class StiffnessFit(AbstractResult):
                          + f" {unit}" + ("" if determined else "  not determined by the test"))
         lines.append(f"identifiability: rank {self.identifiability.rank} of "
                      f"{len(self.entries)} entries")
-        return "\n".join(lines + self.verdict_lines())
+        return "\n".join(lines + self.verdict_lines(loads_in(units) if units else None))
 
 
 def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",

@@ -61,7 +61,7 @@ from ._breakpoints import best_breakpoints, design_matrix
 from ._errors_in_variables import (checked_displacement_noise, effective_sd, load_noise_beside,
                                    typical_noise)
 from ._law_form import LawDynamics, LawForm, misplaced_option
-from ._law_units import law_summary
+from ._law_units import law_summary, shown_in
 from ._rates import measured_rates
 from ._run import check_kind_solver, run_solver
 
@@ -125,7 +125,8 @@ class LawFit(Profiled):
         """Plain-text summary: parameters with standard errors, derived slopes, verdict; in SI,
         or in `units` (`(displacement, load)` of `spineid.io`'s `UNITS`, as the test's columns
         were read: `law_units`), said in a line (`law_summary`)."""
-        return "\n".join(law_summary(self, units) + self.verdict_lines())
+        return "\n".join(law_summary(self, units) + self.verdict_lines(
+            {"load": shown_in("load", units)} if units else None))
 
 
 class _LawModel(eqx.Module):

@@ -21,7 +21,7 @@ from ...models._mechanics import AbstractLagrangianSystem
 from ...simulation._mebdf import MEBDF
 from ...simulation._modes import linear_modes
 from ...io._model_file import ModelFile, load_model_file
-from ...simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL, default_solver
+from ...simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL, solver_for
 from .._common._goodness import checked_max_misfit, MAX_MISFIT
 from .._common._noise import check_noise, check_noise_max, measured_ranges
 from .._common._noise_model import as_noise_model, checked_noise_model
@@ -352,14 +352,12 @@ def ringing_phase(problem: FitProblem) -> float:
 
 def integrator_names(models, solver: diffrax.AbstractSolver | None = None) -> list[str]:
     """The class names of the diffrax solvers that simulate `models` in a fit: `solver` (the
-    fit's `simulation_solver`) where given, else each model's `preferred_solver()` or
-    spineid's `default_solver()` (`["Tsit5"]`, `["Kvaerno4"]` for the head-neck chain), each
-    name once."""
+    fit's `simulation_solver`) where given, else each model's own (`solver_for`: its
+    `preferred_solver()`, else spineid's `default_solver()`): `["Tsit5"]`, `["Kvaerno4"]` for
+    the head-neck chain; each name once."""
     if solver is not None:
         return [type(solver).__name__]
-    preferred = [model.preferred_solver() for model in models]
-    names = [type(default_solver() if p is None else p).__name__ for p in preferred]
-    return list(dict.fromkeys(names))
+    return list(dict.fromkeys(type(solver_for(model)).__name__ for model in models))
 
 
 def integrated_implicitly(models, solver: diffrax.AbstractSolver | None = None) -> bool:

@@ -72,17 +72,18 @@ class FitResult(Profiled):
             "data": [{"source": m.source, "read_as": m.read_as} for m in self.measurements],
         }
 
-    def _noise_in_lab_units(self) -> list[str]:
-        # Each channel's noise in the unit its data were read in (mm, deg, ...), where every
-        # file gave it in the same one; bare SI otherwise.
-        shown = []
-        for channel, sigma in self.noise.items():
+    def channel_units(self, si: bool = False) -> dict[str, tuple[str, float]]:
+        """Each channel's unit as its data were read (mm, deg, ...: where every file gave it in
+        the same one) and the factor that takes an SI value to it (`{"x": ("mm", 1e3)}`);
+        channels in SI, or files in different units, left out; none with `si`."""
+        shown = {}
+        for channel in self.noise:
             try:
-                unit = column_unit(self.measurements, channel, "noise")
+                unit = None if si else column_unit(self.measurements, channel, "noise")
             except ValueError:  # (files in different units)
                 unit = None
-            shown.append(f"{channel}={sigma / UNITS[unit][1]:.3g} {unit}" if unit
-                         else f"{channel}={sigma:.3g}")
+            if unit is not None:
+                shown[channel] = (unit, 1.0 / UNITS[unit][1])
         return shown
 
     def data_units(self) -> dict[str, str]:
@@ -124,15 +125,18 @@ class FitResult(Profiled):
     def summary(self, si: bool = False) -> str:
         """A human-readable table of the fit: each channel's noise, and the parameters, in the
         units the data came in (where the files say them: N/mm, N m/deg, mm for data in mm and
-        deg; `data_units`), or in SI with `si`."""
-        in_units = self.shown_units(si)
+        deg; `data_units`; the verdict's noise and misfit of each channel likewise), or in SI
+        with `si`."""
+        in_units, channels = self.shown_units(si), self.channel_units(si)
         lab = self.data_units()
         lines = [
             f"fit with {self.solver}: {'converged' if self.converged else 'NOT converged'} "
             f"after {self.n_steps} steps in {self.seconds:.2f} s; cost {self.cost:.6g} "
             f"({self.n_data} data values)",
             "noise sigma " + ("(estimated from residuals)" if self.noise_estimated else "(given)")
-            + ": " + ", ".join(self._noise_in_lab_units()),
+            + ": " + ", ".join(f"{c}={sigma * channels[c][1]:.3g} {channels[c][0]}"
+                               if c in channels else f"{c}={sigma:.3g}"
+                               for c, sigma in self.noise.items()),
             "",
             *([f"parameters in the data's units ({', '.join(lab.values())}; SI in report.json, "
                "and here with summary(si=True) or fit --si):"] if in_units else []),
@@ -171,7 +175,7 @@ class FitResult(Profiled):
                                if isinstance(error, list)
                                else ("-" if error is None else f"{error:.2g}"))
                 lines.append(f"  {key:22s} {shown} +- {shown_error} {entry['unit']}")
-        return "\n".join(lines + self.verdict_lines())
+        return "\n".join(lines + self.verdict_lines(channels))
 
 
 def _vector_spring_moments(problem: FitProblem, values, identifiability) -> dict:

@@ -18,7 +18,8 @@ from ...elements._parameters import apply_values
 from ...elements._planar_springs import VectorSprings
 from ...executors._batch import run_batch
 from .._common._failure import compiled_check_message, failed, failed_cost
-from .._common._goodness import GoodnessOfFit, assess_fit, unfitted_note
+from .._common._goodness import assess_fit, unfitted_note
+from .._common._verdict import GoodnessOfFit
 from .._common._noise import (
     noise_from_residuals,
     NOISE_SETTLED,
