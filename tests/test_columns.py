@@ -54,6 +54,25 @@ def test_units_from_suffixes_given_units_and_spineid_names(tmp_path):
     np.testing.assert_allclose(again.values["x"], X * 1e3 * 1e-2, rtol=1e-15)
 
 
+def test_a_quantity_is_found_in_the_one_column_of_its_name_with_a_unit_suffix(tmp_path):
+    # No column `x`: `x_mm` is x (in mm, by its suffix); with a `t` and `t_ms` the own name
+    # wins; two candidates (`y_mm`, `y_cm`) are none: refused as missing, listing the columns.
+    path = write_csv(tmp_path / "named.csv", {"t": T, "t_ms": T * 1e3, "x_mm": X * 1e3,
+                                              "y_um": Y * 1e6, "theta_deg": np.degrees(THETA)})
+    read = read_quantities(path, TRAJECTORY)
+    np.testing.assert_allclose(read.values["x"], X, rtol=1e-15)
+    np.testing.assert_allclose(read.values["y"], Y, rtol=1e-15)
+    np.testing.assert_allclose(read.values["theta"], THETA, rtol=1e-14)
+    np.testing.assert_array_equal(read.values["t"], T)
+    assert read.read_as["x"] == {"column": "x_mm", "unit": "mm", "factor": 1e-3,
+                                 "rule": "suffix"}
+    assert read.read_as["t"]["column"] == "t"
+    both = write_csv(tmp_path / "both.csv", {"t": T, "x": X, "y_mm": Y * 1e3, "y_cm": Y * 1e2,
+                                             "theta": THETA})
+    with pytest.raises(ValueError, match=r"missing y \(column 'y'\); its columns: .*'y_cm'"):
+        read_quantities(both, TRAJECTORY)
+
+
 def test_an_opensim_storage_file_gives_its_angles_units(tmp_path):
     opensim = pytest.importorskip("opensim")
     table = opensim.TimeSeriesTable()

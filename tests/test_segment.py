@@ -2,6 +2,7 @@
 load cases vmapped, identification through the equilibrium solve, the command line."""
 
 import json
+import math
 import re
 
 import equinox as eqx
@@ -277,6 +278,38 @@ def test_segment_command_runs_the_nine_cases_and_fits(tmp_path, capsys):
     assert any("solved by multistart" in w for w in report["warnings"])
     again = read_toml(fitted / "fitted.toml")
     assert [t["stiffness"] for t in again["facets"]] == pytest.approx([2.0e5, 2.0e5], rel=1e-6)
+    # The same test as a lab writes it (N, N mm, mm, deg under its own names) with the noise
+    # bare in the columns' units: the same fit, printed in N/mm, mm and deg.
+    cases = read_quasi_static(out / "cases.csv")
+    lab = {"Shear_X_N": cases.loads[:, 0], "Shear_Y_N": cases.loads[:, 1],
+           "Axial_N": cases.loads[:, 2], **{f"M{a}_Nmm": 1e3 * cases.loads[:, 3 + k]
+                                            for k, a in enumerate("xyz")},
+           **{f"d{a}_mm": 1e3 * cases.deflections[:, k] for k, a in enumerate("xyz")},
+           **{f"b{k + 1}_deg": np.degrees(cases.deflections[:, 3 + k]) for k in range(3)}}
+    (tmp_path / "lab.csv").write_text(",".join(lab) + "\n" + "\n".join(
+        ",".join(repr(float(v)) for v in row) for row in zip(*lab.values())) + "\n")
+    columns = "Fx=Shear_X_N,Fy=Shear_Y_N,Fz=Axial_N,Mx=Mx_Nmm,My=My_Nmm,Mz=Mz_Nmm"
+    lab_noise = f"dx=0.001,dy=0.001,dz=0.001,b1={math.degrees(1e-5)!r},b2=1e-5rad,b3=1e-5rad"
+    capsys.readouterr()
+    assert main(["segment", str(start), "--out", str(tmp_path / "lab"), "--fit",
+                 str(tmp_path / "lab.csv"), "--columns", columns, "--free", "facets.stiffness",
+                 "--noise", lab_noise, "--starts", "2"]) == 0
+    printed = capsys.readouterr().out
+    in_lab = json.loads((tmp_path / "lab" / "report.json").read_text())
+    assert in_lab["parameters"][0]["value"] == pytest.approx(
+        report["parameters"][0]["value"], rel=1e-8)
+    assert in_lab["parameters"][0]["stderr"] == pytest.approx(
+        report["parameters"][0]["stderr"], rel=1e-6)
+    assert "noise given: dx 0.001 mm, the column's unit" in printed
+    assert "(in the test's units: translations mm, rotations deg; report.json in SI)" in printed
+    assert "noise sigma (given): dx=0.001 mm" in printed
+    row = next(line for line in printed.splitlines() if line.startswith("facets.stiffness"))
+    assert row.split()[-1] == "N/mm"
+    assert float(row.split()[2]) == pytest.approx(in_lab["parameters"][0]["value"] / 1e3,
+                                                  rel=1e-5)
+    assert in_lab["data"][0]["read_as"]["dx"]["unit"] == "mm"
+    assert main(["segment", "--out", str(tmp_path / "si_alone"), "--si"]) == 2
+    assert "--si: only with --fit" in capsys.readouterr().err
     # A noise model the nine rows cannot support (ten rows per order): refused, nothing written.
     capsys.readouterr()
     assert main(["segment", str(start), "--out", str(tmp_path / "ar"), "--fit",

@@ -43,7 +43,8 @@ from ..io import (
     write_trajectory,
 )
 from ..io._columns import describe_columns, noise_in_si, parse_assignments, UNITS
-from ..io._measurements import describe_markers, LOAD_COLUMNS, QUASI_STATIC_UNITS
+from ..io._measurements import (DEFLECTION_COLUMNS, describe_markers, LOAD_COLUMNS,
+                                QUASI_STATIC_UNITS)
 from ..io._toml import read_toml
 from ..simulation import simulate_in_windows
 from ..simulation._simulate import DEFAULT_RTOL
@@ -507,13 +508,24 @@ def command_segment(arguments) -> int:
         raise ValueError("--starts: only with --fit")
     if arguments.seed is not None and arguments.starts is None:
         raise ValueError("--seed: only with --starts (it draws the starts)")
+    for option in ("columns", "units", "si"):
+        if getattr(arguments, option) and not arguments.fit:
+            raise ValueError(f"--{option}: only with --fit (it concerns the fitted test)")
     # (refused before the nine cases are solved)
-    max_misfit, noise = misfit_fraction(arguments.max_misfit), parse_noise(arguments.noise)
+    max_misfit = misfit_fraction(arguments.max_misfit)
+    noise = parse_noise(arguments.noise, typed=True)
     solver = None if arguments.starts is None else MultiStart(n=arguments.starts,
                                                                 seed=arguments.seed or 0)
-    test = None
+    test, noise_read = None, {}
     if arguments.fit:
-        test = read_quasi_static(arguments.fit)
+        test = read_quasi_static(arguments.fit,
+                                 columns=parse_assignments(arguments.columns, "--columns"),
+                                 units=parse_assignments(arguments.units, "--units"))
+        _print_columns([test])
+        # (a bare number in the unit of its channel's column, SI for spineid's own columns)
+        noise, noise_read = noise_in_si(noise, [test], DEFLECTION_COLUMNS,
+                                        [QUASI_STATIC_UNITS[c] for c in DEFLECTION_COLUMNS])
+        _print_columns([], noise_read)
         checked_segment_fit(model_file, test, arguments.free, noise, solver,
                             arguments.noise_model, max_misfit)
     document = model_file.document
@@ -549,7 +561,8 @@ def command_segment(arguments) -> int:
                              max_misfit=max_misfit)
         refuse_non_finite(result.report(), "segment fit")
         refuse_unphysical(result.names, result.values, "segment fit")
-        print(result.summary())
+        lab = None if arguments.si else matrix_units(test.read_as)
+        print(result.summary(units=None if lab is None else lab[2:]))
     refuse_non_finite(summary, "segment study")  # every check before the first file
     for warning in summary["warnings"]:
         print(f"  note: {warning}")
@@ -564,7 +577,9 @@ def command_segment(arguments) -> int:
         print(f"  cases.csv leaves out the {int(np.sum(~solved))} case(s) without equilibrium")
     paths.append(figures.plot_segment_study(study, out / "segment.png"))
     if result is not None:
-        paths.append(write_json(out / "report.json", result.report()))
+        paths.append(write_json(out / "report.json", dict(
+            result.report(), data=[{"source": test.source, "read_as": test.read_as}],
+            noise_given_as=noise_read)))
         paths.append(write_model_file(out / "fitted.toml", model_file,
                                       dict(zip(result.names, map(float, result.values)))))
     paths.append(write_json(out / "summary.json", summary))

@@ -377,9 +377,14 @@ def build_parser() -> argparse.ArgumentParser:
     segment_parser.add_argument("--free", action="append", metavar="GROUP",
                                 help="facets.stiffness, bushing.stiffness, ligaments.stiffness "
                                      "or a parameter name; repeat for several")
+    _add_columns(segment_parser, "Fx=Shear_X_N,...,dx=Disp_X_mm,...,b1=Rot_X_deg,...",
+                 "with --fit: the test file's column of a load (Fx..Mz) or motion (dx..b3) "
+                 "(default: the same name)")
     segment_parser.add_argument("--noise", metavar="dx=SIGMA,...",
-                                help="displacement noise of dx,dy,dz (m) and b1,b2,b3 (rad); "
-                                     "default: estimated from the residuals")
+                                help="displacement noise of all of dx,dy,dz,b1,b2,b3, each with "
+                                     "its unit (dx=0.01mm,b1=0.02deg) or bare in its column's "
+                                     "unit (m, rad for spineid's own columns); default: "
+                                     "estimated from the residuals")
     add_noise_model(segment_parser, "each displacement channel's noise (rows in the order "
                     "recorded; a test of ten rows or more)",
                     "a percentage of the motion's amplitude of each channel's kind (the "
@@ -390,6 +395,9 @@ def build_parser() -> argparse.ArgumentParser:
                                      "the lowest cost kept (default: the file's values alone)")
     segment_parser.add_argument("--seed", type=SEED, default=None,
                                 help="with --starts: seed of the random starts (default 0)")
+    segment_parser.add_argument("--si", action="store_true",
+                                help="with --fit: print the fit in SI units instead of the "
+                                     "test's columns' (N/mm, mm, deg, ...)")
     segment_parser.set_defaults(run=verbs.command_segment)
     spine_parser = commands.add_parser(
         "spine", help="analyses of a whole spine (a spatial_chain model, Liu's T1-L5 spine by "

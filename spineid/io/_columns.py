@@ -3,7 +3,8 @@
 
 A reader asks for named quantities (`t`, `x`, `theta`, `Fx`, a displacement, ...), each with
 its SI unit. Each is taken from the file's column of the same name, or of the name a mapping
-gives (`--columns x=disp_x_mm`). Its unit, in this order:
+gives (`--columns x=disp_x_mm`), or, where neither is there, from the one column named as the
+quantity with a unit suffix (`dx_mm` for `dx`, `Fx_kN` for `Fx`). Its unit, in this order:
 1. given (`--units x=mm`, keyed by the quantity or by the file's column);
 2. the unit suffix of the column's name, its last `_`-separated part, matched exactly
    (`UNITS`: `Time_s`, `disp_x_mm`, `rot_deg`, `F_N`, `M_Nm`, ...);
@@ -283,6 +284,18 @@ def read_quantities(path, wanted: Mapping[str, str | tuple[str, ...]], *,
             if name not in columns and column not in present:
                 source[name] = state_label(present, name) or column
         _check_gaps(path, table, {source[n] for n in source if n not in missing})
+    # A quantity whose own name is no column may be one column `NAME_UNIT` (`dx_mm`, `Fx_kN`).
+    suffixed = {name: found[0] for name, found in (
+        (name, [c for c in present if c.rpartition("_")[0] == name
+                and c.rpartition("_")[2] in UNITS])
+        for name, column in source.items() if name not in columns and column not in present)
+        if len(found) == 1}
+    if suffixed:
+        source.update(suffixed)
+        if not storage:  # (read again: those columns were kept as text)
+            present = read_table(path, optional=sorted(set(source.values())), others="text",
+                                 min_rows=min_rows, missing=sorted(
+                                     {source[name] for name in missing if name in source}))
     for name in optional:  # (one whose column was named must be there)
         if name not in columns and source[name] not in present:
             del source[name]

@@ -25,6 +25,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ...elements._parameters import apply_values, Parameter, select_parameters
+from ...io._columns import unit_in_lab, UNITS
 from ...io._measurements import DEFLECTION_COLUMNS, QuasiStaticTest
 from ...io._model_file import ModelFile
 from ...models._spatial_pair import SpatialPair
@@ -129,12 +130,27 @@ class SegmentFit(AbstractParameterFit):
             "equilibria_converged": [bool(x) for x in self.equilibria_converged],
         }
 
-    def summary(self) -> str:
-        """A human-readable table of the fit."""
+    def summary(self, units: tuple[str, str] | None = None) -> str:
+        """A human-readable table of the fit: in SI, or with every length in `units[0]` and
+        every angle in `units[1]` (names of `spineid.io`'s `UNITS`, as the test's deflection
+        columns were read: `(mm, deg)` gives the parameters in N/mm, N m/deg, and the noise of
+        `dx`..`b3` in mm and deg), said in a line."""
+        length, angle = units or (None, None)
+        shown = [unit_in_lab(unit, length, angle) for unit in self.units]
+        channels = {column: (kind, 1.0 / UNITS[kind][1]) for column, kind in zip(
+            DEFLECTION_COLUMNS, [length] * 3 + [angle] * 3) if kind in UNITS}
+        lab = units is not None and any(factor != 1.0 for _, factor in channels.values())
         lines = [f"segment fit: {'converged' if self.converged else 'NOT converged'} after "
                  f"{self.n_steps} steps in {self.seconds:.2f} s; cost {self.cost:.6g} "
-                 f"({self.n_data} data values)", *self.parameter_table()]
-        return "\n".join(lines + self.verdict_lines())
+                 f"({self.n_data} data values)",
+                 "noise sigma " + ("(estimated from residuals)" if self.noise_estimated
+                                   else "(given)") + ": " + ", ".join(
+                     f"{c}={sigma * channels[c][1]:.3g} {channels[c][0]}" if lab
+                     else f"{c}={sigma:.3g}" for c, sigma in self.noise.items()),
+                 *([f"(in the test's units: translations {length}, rotations {angle}; "
+                    "report.json in SI)"] if lab else []),
+                 *self.parameter_table(shown=shown if lab else None)]
+        return "\n".join(lines + self.verdict_lines(channels if lab else None))
 
 
 def checked_segment_fit(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,

@@ -225,19 +225,24 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
     check_order(kind_of_noise, [n], "noise_model")
     max_misfit = checked_max_misfit(max_misfit)
 
-    # Rows of the design: load component i of each test row; columns: the entries (symmetric
-    # pairs).
-    design = np.zeros((n, 6, len(entries)))
+    # Load component i of a test row is sum_j,k selection[i, j, k] y_j x_k: y the row's
+    # deflections, x the entries (a symmetric pair counted both ways).
+    selection = np.zeros((6, 6, len(entries)))
     for column, (i, j) in enumerate(entries):
-        design[:, i, column] += test.deflections[:, j]
+        selection[i, j, column] += 1.0
         if i != j:
-            design[:, j, column] += test.deflections[:, i]
+            selection[j, i, column] += 1.0
+    deflections = np.asarray(test.deflections, dtype=float)
+
+    def predicted(values):  # (n, 6): the loads of the matrix `values` at each row
+        return deflections @ (selection @ values).T
 
     def solve(target, sigma, noises=None):  # -> (values, a, b)
         # The least-squares solution with each channel weighted by `sigma` (6,) and, given
         # `noises` (one ChannelNoise per channel), whitened along the rows by its
-        # autoregression first (its first `p` rows left out: Cochrane-Orcutt).
-        a, b = _whitened_system(design, target, sigma, noises)
+        # autoregression first (its first `p` rows left out: Cochrane-Orcutt); `(a, b)` the
+        # system compressed (`_compressed_system`).
+        a, b = _compressed_system(deflections, target, selection, sigma, noises)
         return np.linalg.lstsq(a, b, rcond=None)[0], a, b
 
     targets = {flag: generalized_loads(test, flag) for flag in (True, False)}
@@ -252,9 +257,8 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
         scale = np.maximum(np.abs(targets[exact]).max(axis=0), 1e-12)
 
         def estimate(solved):
-            values, a, b, weights = solved
-            return noise_from_residuals((a @ values - b).reshape(n, 6) * weights,
-                                        len(entries), scale)
+            return noise_from_residuals(predicted(solved[0]) - targets[exact], len(entries),
+                                        scale)
 
         sigma = estimate((*solve(targets[exact], scale), scale))
         fits, sigma, change = settle_noise(
@@ -262,14 +266,13 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
         if change > NOISE_SETTLED:
             notes.append(unsettled_note(change))
     # The weighted least-squares estimate; under an autoregression the generalized one after it.
-    least_squares, a_white, b_white = solve(targets[exact], sigma)
-    a, b = a_white, b_white
-    values, noises = least_squares, None
+    least_squares, a, b = solve(targets[exact], sigma)
+    values, noises, white_sigma = least_squares, None, sigma
     if noise_estimated and isinstance(kind_of_noise, AR):
         found, noises, more = _generalized(
             lambda sigma, noises: solve(targets[exact], sigma, noises),
-            lambda values: design @ values - targets[exact],
-            design @ least_squares - targets[exact], np.maximum(ranges, scale), len(entries),
+            lambda values: predicted(values) - targets[exact],
+            predicted(least_squares) - targets[exact], np.maximum(ranges, scale), len(entries),
             kind_of_noise)
         notes.extend(more)
         if found is None:
@@ -277,20 +280,24 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
         else:
             values = found
             sigma = np.array([noise.innovation for noise in noises])
-            a, b = _whitened_system(design, targets[exact], sigma, noises)
+            a, b = _compressed_system(deflections, targets[exact], selection, sigma, noises)
     other = solve(targets[not exact], sigma, noises)[0]
     marginal = np.array([noise.marginal for noise in noises]) if noises else sigma
-    residuals = (design @ values - targets[exact]) / marginal
+    residuals = (predicted(values) - targets[exact]) / marginal
     scales = np.maximum(np.abs(values), np.abs(values).max() * 1e-6 + 1e-300)
     names = [entry_name(i, j) for i, j in entries]
     analysis = analyse_parameters(a, values, names, [entry_unit(i, j) for i, j in entries],
                                   scales=scales)
     identifiability, stderr_entries = analysis.identifiability, analysis.stderr
     # Beside them, Newey-West errors of the weighted least-squares estimate (each load channel
-    # a record in the order of the rows).
-    robust = np.sqrt(np.diag(hac_covariance(
-        a_white, b_white - a_white @ least_squares, [np.arange(n) * 6 + c for c in range(6)],
-        identifiability.identifiable))) if noises else None
+    # a record in the order of the rows: the weighted system in full, row by row).
+    robust = None
+    if noises:
+        a_white = (np.einsum("nj,cjk->nck", deflections, selection)
+                   / white_sigma[None, :, None]).reshape(6 * n, -1)
+        robust = np.sqrt(np.diag(hac_covariance(
+            a_white, ((targets[exact] - predicted(least_squares)) / white_sigma).ravel(),
+            [np.arange(n) * 6 + c for c in range(6)], identifiability.identifiable)))
     matrix, stderr = _symmetric(entries, values, stderr_entries)
     stderr_robust = None if robust is None else _symmetric(entries, values, robust)[1]
     effect = float(np.nanmax(np.abs(values - other) / stderr_entries)) \
@@ -318,15 +325,16 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
         noise_estimated=noise_estimated, cost=0.5 * float(np.sum((a @ values - b) ** 2)),
         n_data=6 * n, converged=True, seconds=time.perf_counter() - clock,
         identifiability=identifiability, warnings=messages, residuals=residuals * marginal,
-        predicted=design @ values, stderr_robust=stderr_robust,
+        predicted=predicted(values), stderr_robust=stderr_robust,
         goodness_of_fit=assess_fit(
             [residuals], LOAD_COLUMNS, identifiability.rank, noise_given=not noise_estimated,
             sigma=dict(zip(LOAD_COLUMNS, map(float, marginal))), ordered=noise_estimated,
             noise_models=dict(zip(LOAD_COLUMNS, noises)) if noises else None,
             ranges=dict(zip(LOAD_COLUMNS, map(float, judged_ranges(
-                design @ least_squares - targets[exact], ranges)))) if noise_estimated else None,
+                predicted(least_squares) - targets[exact], ranges)))) if noise_estimated
+            else None,
             max_misfit=dict.fromkeys(LOAD_COLUMNS, max_misfit),
-            misfit_residuals=[design @ least_squares - targets[exact]],
+            misfit_residuals=[predicted(least_squares) - targets[exact]],
             magnitudes=dict(zip(LOAD_COLUMNS, map(float, np.abs(targets[exact]).max(axis=0))))),
     )
 
@@ -341,19 +349,23 @@ def _symmetric(entries, values, errors):
     return matrix, stderr
 
 
-def _whitened_system(design, target, sigma, noises=None):
-    # The stacked system `(a, b)` of `design` (n, 6, p) and `target` (n, 6): each channel's
-    # rows whitened by its autoregression (`noises`, where given) and divided by `sigma` (6,).
-    # The rows of a white fit keep their order, row by row (`hac_covariance` indexes them).
-    if noises is None:
-        n = len(target)
-        return ((design / sigma[None, :, None]).reshape(6 * n, -1),
-                (target / sigma).ravel())
+def _compressed_system(deflections, target, selection, sigma, noises=None):
+    # The stacked least-squares system of the entries (each load channel's rows whitened by its
+    # autoregression, `noises`, where given, and divided by `sigma` (6,)), compressed exactly:
+    # channel c's rows are `[Y_c | b_c]` (deflections and load, `(n, 7)`) = `Q_c R_c`, so its
+    # equations `Y_c E_c x = b_c` (`E_c = selection[c]`) hold the information of
+    # `R_c[:, :6] E_c x = R_c[:, 6]`, at most 7 rows (Golub and Van Loan 2013, section 5.3):
+    # the same sum of squares at every x, so the same solution (minimum-norm where rank
+    # deficient), Fisher matrix and singular values, for O(49 n) work and no (6n, p) array.
     a, b = [], []
-    for c, noise in enumerate(noises):
-        a.append(np.stack([whitened(column, noise.coefficients) for column in design[:, c].T],
-                          axis=1) / sigma[c])
-        b.append(whitened(target[:, c], noise.coefficients) / sigma[c])
+    for c in range(6):
+        rows = np.column_stack([deflections, target[:, c]])
+        if noises is not None:
+            rows = np.stack([whitened(column, noises[c].coefficients) for column in rows.T],
+                            axis=1)
+        r = np.linalg.qr(rows / sigma[c], mode="r")
+        a.append(r[:, :6] @ selection[c])
+        b.append(r[:, 6])
     return np.concatenate(a), np.concatenate(b)
 
 
