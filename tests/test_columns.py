@@ -69,8 +69,24 @@ def test_a_quantity_is_found_in_the_one_column_of_its_name_with_a_unit_suffix(tm
     assert read.read_as["t"]["column"] == "t"
     both = write_csv(tmp_path / "both.csv", {"t": T, "x": X, "y_mm": Y * 1e3, "y_cm": Y * 1e2,
                                              "theta": THETA})
-    with pytest.raises(ValueError, match=r"missing y \(column 'y'\); its columns: .*'y_cm'"):
+    with pytest.raises(ValueError, match=r"missing column\(s\) 'y' for y \(one of \['y_mm', "
+                                         r"'y_cm'\] could be: name it\); its columns"):
         read_quantities(both, TRAJECTORY)
+    # The readers of each kind of file, given no names nor units, find them so too.
+    test = spineid.read_quasi_static(write_csv(tmp_path / "qs.csv", {
+        **{f"{c}_{'N' if c[0] == 'F' else 'Nmm'}": np.arange(1.0, 4.0) * (k + 1)
+           for k, c in enumerate(("Fx", "Fy", "Fz", "Mx", "My", "Mz"))},
+        **{f"{c}_{'mm' if c[0] == 'd' else 'deg'}": np.arange(1.0, 4.0) * 0.1
+           for c in ("dx", "dy", "dz", "b1", "b2", "b3")}}))
+    np.testing.assert_allclose(test.loads[:, 3], 4e-3 * np.arange(1.0, 4.0))
+    np.testing.assert_allclose(test.deflections[:, 0], 1e-4 * np.arange(1.0, 4.0))
+    assert test.read_as["b1"]["unit"] == "deg"
+    law = spineid.read_load_displacement(write_csv(tmp_path / "law.csv", {
+        "displacement_mm": [0.0, 1.0, 2.0], "load_kN": [0.0, 0.5, 2.0]}))
+    np.testing.assert_allclose(law.load, [0.0, 500.0, 2000.0])
+    np.testing.assert_allclose(law.displacement, [0.0, 1e-3, 2e-3])
+    measured = spineid.io.read_measurement(path, ("x", "y", "theta"), ("m", "m", "rad"))
+    np.testing.assert_allclose(measured.values[:, 0], X, rtol=1e-15)
 
 
 def test_an_opensim_storage_file_gives_its_angles_units(tmp_path):
@@ -96,7 +112,7 @@ def test_an_opensim_storage_file_gives_its_angles_units(tmp_path):
     ({"x": "disp_deg"}, {}, r"column 'disp_deg' read as x, a length, but its unit 'deg' "
                             r"\(suffix\) is an angle"),
     ({"x": "disp_mm"}, {"x": "furlong"}, "--units: unknown unit 'furlong'"),
-    ({"x": "nothere_mm"}, {}, r"missing x \(column 'nothere_mm'\); its columns: \['t', "
+    ({"x": "nothere_mm"}, {}, r"missing column\(s\) 'nothere_mm' for x; its columns: \['t', "
                               r"'disp_mm', 'disp_deg', 'disp', 'lat', 'y', 'theta'\]"),
     ({"z": "disp_mm"}, {}, r"--columns: \['z'\] are not quantities this file is read for"),
     ({"x": "disp_mm"}, {"Fx": "N"}, r"--units: \['Fx'\] name neither a quantity read"),
@@ -306,7 +322,7 @@ def test_table_and_stiffness_noise_is_read_in_the_columns_units(tmp_path, capsys
 
 def test_a_named_time_column_must_exist_and_simm_angles_need_their_unit(tmp_path):
     path = write_csv(tmp_path / "law.csv", {"Rot_deg": np.degrees(X), "Torque_Nm": Y})
-    with pytest.raises(ValueError, match=r"missing t \(column 'Tme_s'\)"):
+    with pytest.raises(ValueError, match=r"missing column\(s\) 'Tme_s' for t"):
         spineid.read_load_displacement(path, displacement="Rot_deg", load="Torque_Nm",
                                        time="Tme_s")
     read = spineid.read_load_displacement(path, displacement="Rot_deg", load="Torque_Nm")

@@ -178,7 +178,7 @@ def test_vector_spring_measure_identifies_only_its_moments(curve, rank):
     assert np.isnan(identifiability.standard_error_of(np.eye(7)[2]))
 
 
-def test_vector_spring_fit_reports_moments_and_warns():
+def test_vector_spring_fit_reports_moments_and_warns(monkeypatch):
     points = np.stack([np.linspace(-0.02, 0.02, 6), np.full(6, 0.012)], axis=1)
     problem = vector_problem(points)
     truth_k = np.array([1000.0 + 150.0 * i for i in range(6)])
@@ -194,6 +194,16 @@ def test_vector_spring_fit_reports_moments_and_warns():
     assert report["identifiability"]["rank"] == 3
     assert len(report["identifiability"]["identifiable_combinations"]) == 3
     json.dumps(report)  # JSON-ready, no NaN
+    # Data read in mm: the moments are printed in N/mm and mm as the parameters are (SI with
+    # si=True). (The data's units set by hand: the records here are SI arrays.)
+    monkeypatch.setattr(type(result), "data_units", lambda self: {"m": "mm"})
+    shown, si = result.summary(), result.summary(si=True)
+    line = next(line for line in shown.splitlines() if "total_stiffness" in line).split()
+    assert float(line[1]) == pytest.approx(total["value"] / 1e3, rel=1e-5) and line[-1] == "N/mm"
+    line = next(line for line in shown.splitlines() if "centroid" in line).split()
+    assert float(line[1].rstrip(",")) == pytest.approx(1e3 * centroid, rel=1e-5, abs=1e-9)
+    assert line[-1] == "mm"
+    assert next(line for line in si.splitlines() if "centroid" in line).endswith(" m")
 
 
 @pytest.mark.parametrize("solver", ["optimistix-lm", "lbfgs"])

@@ -752,7 +752,7 @@ def test_bad_names_and_data_are_refused_in_one_sentence_with_nothing_written(tmp
     assert "near: C7_C6_bushing.rotational_stiffness" in error
     assert main(["fit", str(neck), str(partial), "--free", "bushings.rotational_stiffness",
                  "--out", str(out)]) == 2
-    assert "missing C7_rotation" in capsys.readouterr().err
+    assert "missing column(s) 'C7_rotation' for C7_rotation" in capsys.readouterr().err
     start = tmp_path / "start.toml"
     start.write_text(f'kind = "opensim"\nfile = "{neck}"\n[C7_C6_bushin]\n'
                      "rotational_stiffness = [1.0, 1.0, 1.0]\n")

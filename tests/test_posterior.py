@@ -55,6 +55,12 @@ def test_a_near_linear_posterior_is_the_cramer_rao_normal(fitted, sampled):
     assert np.all((interval[:, 0] < fitted.values) & (fitted.values < interval[:, 1]))
     assert "springs[2].stiffness" in sampled.summary()
     assert sampled.report()["parameters"][0]["prior"][0] == "lognormal"
+    # In the data's units (a fit's shown_units: N/mm for data in mm), with a unit column.
+    shown = sampled.summary(shown=[("N/mm", 1e-3)] * len(sampled.names))
+    row = next(line for line in shown.splitlines() if line.startswith("springs[2].stiffness"))
+    assert float(row.split()[1]) == pytest.approx(1e-3 * sampled.mean[2], rel=1e-4)
+    assert float(row.split()[4]) == pytest.approx(1e-3 * interval[2, 1], rel=1e-4)
+    assert row.split()[8] == "N/mm" and "prior (SI)" in shown
 
 
 def test_a_narrow_prior_pulls_the_posterior_as_two_normals_combine(problem, fitted):
@@ -184,6 +190,8 @@ def test_a_fit_under_correlated_errors_gives_the_posterior_its_noise_model(probl
     orders = sum(models[c]["order"] for c in ("x", "y", "theta"))
     assert sampled.n_data == 3 * len(TS) - orders and sampled.explains_data
     assert "likelihood: x AR(" in sampled.summary()
+    assert f"innovation sd {1e3 * models['x']['innovation_sd']:.3g} mm" in sampled.summary(
+        channels={"x": ("mm", 1e3)})
     assert sampled.report()["noise_model"]["theta"]["order"] == models["theta"]["order"]
     assert sampled.noise_model["x"]["source"] == "estimated by the fit"
 

@@ -24,7 +24,7 @@ from ..identify import (
     SlidingFrankWolfe,
 )
 from ..identify._kinds._law_units import law_units, shown_in
-from ..identify._kinds._matrix_units import matrix_units
+from ..identify._kinds._matrix_units import matrix_units, motion_units
 from ..identify._kinds._segment_fit import checked_segment_fit
 from ..identify._solvers import SOLVER_NAMES
 from ..io import (
@@ -561,8 +561,7 @@ def command_segment(arguments) -> int:
                              max_misfit=max_misfit)
         refuse_non_finite(result.report(), "segment fit")
         refuse_unphysical(result.names, result.values, "segment fit")
-        lab = None if arguments.si else matrix_units(test.read_as)
-        print(result.summary(units=None if lab is None else lab[2:]))
+        print(result.summary(units=None if arguments.si else motion_units(test.read_as)))
     refuse_non_finite(summary, "segment study")  # every check before the first file
     for warning in summary["warnings"]:
         print(f"  note: {warning}")

@@ -223,6 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
     posterior_parser.add_argument("--no-plots", action="store_true",
                                   help="write report.json and draws.csv, not the plots")
     _add_output(posterior_parser, required=True)
+    posterior_parser.add_argument("--si", action="store_true",
+                                  help="print the fit and the posterior in SI units instead "
+                                       "of the data's (N/mm, N m/deg, ...)")
     posterior_parser.set_defaults(run=command_posterior)
     recover_parser = commands.add_parser(
         "recover", help="recover a stiffness measure (and a pin) on the model's [measure] curve"

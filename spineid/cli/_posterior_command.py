@@ -37,11 +37,12 @@ def command_posterior(arguments) -> int:
           f"{arguments.chains} chain(s) of {arguments.samples} draws (NUTS; the first "
           "compilations take a minute)", flush=True)
     result = fit(problem, progress=True)
-    print(result.summary())
+    print(result.summary(si=arguments.si))
     sampled = posterior(problem, fit=result, samples=arguments.samples,
                         warmup=arguments.warmup, chains=arguments.chains, seed=arguments.seed,
                         progress=True)
-    print(sampled.summary())
+    print(sampled.summary(shown=result.shown_units(arguments.si),
+                          channels=result.channel_units(arguments.si)))
     out = arguments.output
     chains = sampled.chain_draws
     columns = {"chain": np.repeat(np.arange(1, len(chains) + 1), chains.shape[1]),

@@ -26,7 +26,7 @@ from collections.abc import Collection, Mapping
 import numpy as np
 
 from ._storage import read_storage
-from ._tables import read_table
+from ._tables import read_table, table_header
 
 # Unit names (a column's suffix or a `--units` value) -> (SI unit, factor to SI).
 UNITS = {
@@ -241,6 +241,23 @@ def state_label(labels, name: str, kind: str = "value") -> str | None:
     return found[0] if len(found) == 1 else None
 
 
+def _by_suffix(source: dict, columns: Mapping, present) -> dict[str, list[str]]:
+    # A quantity whose own name is no column of `present` (nor was it mapped) is read from the
+    # one column `NAME_UNIT` (`dx_mm`, `Fx_kN`): `source` updated. Returns the quantities with
+    # several such columns (none taken), and those columns.
+    ambiguous = {}
+    for name, column in list(source.items()):
+        if name in columns or column in present:
+            continue
+        found = [c for c in present if c.rpartition("_")[0] == name
+                 and c.rpartition("_")[2] in UNITS]
+        if len(found) == 1:
+            source[name] = found[0]
+        elif found:
+            ambiguous[name] = found
+    return ambiguous
+
+
 def read_quantities(path, wanted: Mapping[str, str | tuple[str, ...]], *,
                     columns: Mapping[str, str] | None = None,
                     units: Mapping[str, str] | None = None, optional: Collection[str] = (),
@@ -268,43 +285,34 @@ def read_quantities(path, wanted: Mapping[str, str | tuple[str, ...]], *,
     storage = path.suffix.lower() in STORAGE_SUFFIXES
     if storage and "t" in wanted and "t" not in columns:
         source["t"] = "time"  # (a storage file's time column)
+    if storage:  # (gaps checked once a states file's `/value` labels are resolved)
+        table = read_storage(path, missing=True)
+        present = {"time": table.time, **table.columns}
+        for name, column in source.items():  # (a coordinate's `/jointset/J/C/value`)
+            if name not in columns and column not in present:
+                source[name] = state_label(present, name) or column
+        ambiguous = _by_suffix(source, columns, present)
+        _check_gaps(path, table, {source[n] for n in source if n not in missing})
+    else:  # (the columns read checked as numbers, the others kept as text)
+        ambiguous = _by_suffix(source, columns, table_header(path))
+        present = read_table(path, optional=sorted(set(source.values())), others="text",
+                             min_rows=min_rows,
+                             missing=sorted({source[name] for name in missing if name in source}))
     stray = sorted(set(units) - set(wanted) - set(source.values()))
     if stray:
         raise ValueError(f"--units: {stray} name neither a quantity read ({list(wanted)}) nor "
                          f"a column read ({sorted(set(source.values()))})")
-    gaps = {source[name] for name in missing if name in source}
-    if storage:  # (gaps checked below, once a states file's `/value` labels are resolved)
-        table = read_storage(path, missing=True)
-        present = {"time": table.time, **table.columns}
-    else:  # (the columns read checked as numbers, the others kept as text)
-        present = read_table(path, optional=sorted(set(source.values())), others="text",
-                             min_rows=min_rows, missing=sorted(gaps))
-    if storage:  # (a coordinate's column in OpenSim's states files: `/jointset/J/C/value`)
-        for name, column in source.items():
-            if name not in columns and column not in present:
-                source[name] = state_label(present, name) or column
-        _check_gaps(path, table, {source[n] for n in source if n not in missing})
-    # A quantity whose own name is no column may be one column `NAME_UNIT` (`dx_mm`, `Fx_kN`).
-    suffixed = {name: found[0] for name, found in (
-        (name, [c for c in present if c.rpartition("_")[0] == name
-                and c.rpartition("_")[2] in UNITS])
-        for name, column in source.items() if name not in columns and column not in present)
-        if len(found) == 1}
-    if suffixed:
-        source.update(suffixed)
-        if not storage:  # (read again: those columns were kept as text)
-            present = read_table(path, optional=sorted(set(source.values())), others="text",
-                                 min_rows=min_rows, missing=sorted(
-                                     {source[name] for name in missing if name in source}))
     for name in optional:  # (one whose column was named must be there)
         if name not in columns and source[name] not in present:
             del source[name]
     wanted = {name: kinds for name, kinds in wanted.items() if name in source}
-    missing = [f"{name} (column {column!r})" for name, column in source.items()
-               if column not in present]
+    missing = [f"{column!r} for {name}" + (f" (one of {ambiguous[name]} could be: name it)"
+                                           if name in ambiguous else "")
+               for name, column in source.items() if column not in present]
     if missing:
-        raise ValueError(f"{path}: missing {', '.join(missing)}; its columns: "
-                         f"{list(present)} (map them with --columns QUANTITY=COLUMN)")
+        raise ValueError(f"{path}: missing column(s) {', '.join(missing)}; its columns: "
+                         f"{list(present)} (name them with --columns QUANTITY=COLUMN; table: "
+                         "--displacement, --load, --time)")
     read_as, unknown_units = {}, []
     for name, kinds in wanted.items():
         column = source[name]

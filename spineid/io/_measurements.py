@@ -16,7 +16,7 @@ from ..kinematics._rotations import euler123_rotation
 from ._columns import STORAGE_SUFFIXES, UNITS, read_quantities, state_label
 from ._c3d import read_c3d
 from ._storage import MarkerTrajectories, read_storage, read_trc
-from ._tables import read_table, read_trajectory, write_table
+from ._tables import has_columns, read_table, read_trajectory, write_table
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,7 +198,9 @@ def read_measurement(path, channels: Sequence[str], units: Sequence[str], *,
     if markers:
         raise ValueError(f"{path}: markers {dict(markers)} given for a file that is not a marker "
                          f"file ({', '.join(MARKER_SUFFIXES)}): its columns are the channels")
-    if columns or column_units or pathlib.Path(path).suffix.lower() in STORAGE_SUFFIXES:
+    # (a file without the channels' own names, e.g. `x_mm`, read as a tester's file)
+    if columns or column_units or pathlib.Path(path).suffix.lower() in STORAGE_SUFFIXES or \
+            not has_columns(path, ("t", *channels)):
         return Measurement.from_file(path, channels, units, columns=columns,
                                      column_units=column_units)
     return Measurement.from_csv(path, channels)
@@ -395,7 +397,7 @@ def read_quasi_static(path: str | pathlib.Path, *, columns: Mapping[str, str] | 
     (SI units: N, N m, m, rad; extra columns are ignored). A tester's file with its own
     column names and units (`read_quantities`): `columns` maps these names to its columns,
     `units` gives units by name or column."""
-    if not columns and not units:
+    if not columns and not units and has_columns(path, LOAD_COLUMNS + DEFLECTION_COLUMNS):
         table = read_table(path, LOAD_COLUMNS + DEFLECTION_COLUMNS, min_rows=1)
         read_as = None
     else:
@@ -463,7 +465,8 @@ def read_load_displacement(path, *, displacement: str | None = None, load: str |
     displacement and a load of different motions (an angle with a force, a length with a
     moment) are refused."""
     if displacement is None and load is None and time is None and not units and \
-            pathlib.Path(path).suffix.lower() not in STORAGE_SUFFIXES:
+            pathlib.Path(path).suffix.lower() not in STORAGE_SUFFIXES and \
+            has_columns(path, ("displacement", "load")):
         columns = read_table(path, ("displacement", "load"), optional=("t",), others="ignore",
                              min_rows=1)
         return LoadDisplacementData(columns["displacement"], columns["load"], columns.get("t"),

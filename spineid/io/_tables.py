@@ -152,6 +152,24 @@ def read_table(
     return table
 
 
+def table_header(path) -> list[str]:
+    """The column names of the CSV at `path` (its first row after the `#` comment lines), read
+    without the rest; empty for a file that cannot be read (its reader then says why)."""
+    try:
+        with pathlib.Path(path).open(newline="", encoding="utf-8-sig") as file:
+            for line in file:
+                if line.strip() and not line.strip().startswith("#"):
+                    return [name.strip() for name in next(csv.reader([line]), [])]
+    except (OSError, UnicodeDecodeError):
+        return []
+    return []
+
+
+def has_columns(path, names: Sequence[str]) -> bool:
+    """Whether the header of the CSV at `path` holds every one of `names` (`table_header`)."""
+    return set(names) <= set(table_header(path))
+
+
 def write_table(
     path: str | pathlib.Path,
     columns: Mapping[str, Sequence],

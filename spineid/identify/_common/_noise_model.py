@@ -84,6 +84,12 @@ class ChannelNoise:
         return {"order": self.order, "coefficients": [float(c) for c in self.coefficients],
                 "innovation_sd": float(self.innovation), "sd": float(self.marginal)}
 
+    @classmethod
+    def from_dict(cls, entry: dict) -> "ChannelNoise":
+        """The model `to_dict` wrote (`order`, `coefficients`, `innovation_sd`, `sd`)."""
+        return cls(int(entry["order"]), tuple(float(c) for c in entry["coefficients"]),
+                   float(entry["innovation_sd"]), float(entry["sd"]))
+
     def describe(self, shown: tuple[str, float] | None = None) -> str:
         """In words, e.g. `AR(1), phi 0.61, innovation sd 0.012`; the standard deviations in
         SI, or in `shown` (a unit and the factor from SI to it: `("mm", 1e3)` gives `AR(1),

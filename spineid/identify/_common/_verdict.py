@@ -120,9 +120,7 @@ class GoodnessOfFit:
         lines = [f"goodness of fit: {verdict}; {numbers}; AIC {self.aic:.6g}, "
                  f"BIC {self.bic:.6g}"]
         for channel, entry in self.noise_model.items():
-            described = ChannelNoise(entry["order"], tuple(entry["coefficients"]),
-                                     entry["innovation_sd"], entry["sd"]).describe(
-                                         shown.get(channel))
+            described = ChannelNoise.from_dict(entry).describe(shown.get(channel))
             lines.append(f"  noise model of {channel}: {described}")
         for channel, entry in self.misfit.items():
             lines.append(

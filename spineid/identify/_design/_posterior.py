@@ -222,27 +222,36 @@ class Posterior:
         tail = 50.0 * (1.0 - level)
         return np.percentile(self.draws, [tail, 100.0 - tail], axis=0).T
 
-    def summary(self) -> str:
+    def summary(self, shown: list[tuple[str, float]] | None = None,
+                channels: dict[str, tuple[str, float]] | None = None) -> str:
         """Mean, standard deviation, 95% interval, R-hat and bulk and tail effective sample
-        sizes per parameter."""
+        sizes per parameter: in SI, or each parameter in its unit of `shown` (unit, factor from
+        SI; a fit's `shown_units()`: the data's units) with a unit column, the likelihood's
+        noise of each channel of `channels` (channel -> unit, factor: `channel_units()`) in its
+        unit. The priors stay as the model file states them, SI."""
+        factors = np.array([factor for _, factor in shown]) if shown else np.ones(
+            len(self.names))
         lines = [f"posterior: {self.chains} chain(s) of {len(self.draws) // self.chains} draws "
                  f"(NUTS) in {self.seconds:.1f} s; acceptance {self.acceptance:.2f}, "
                  f"{self.divergences} divergent, step {self.step_size:.3g}",
                  f"{'parameter':30s} {'mean':>11s} {'sd':>10s} {'2.5%':>11s} {'97.5%':>11s}"
-                 f" {'R-hat':>6s} {'ESS bulk':>8s} {'ESS tail':>8s}  prior"]
-        interval = self.interval()
+                 f" {'R-hat':>6s} {'ESS bulk':>8s} {'ESS tail':>8s}"
+                 + (f" {'unit':>9s}  prior (SI)" if shown else "  prior")]
+        interval = self.interval() * factors[:, None]
         r_hat = self.r_hat if self.r_hat is not None else np.full(len(self.names), np.nan)
         tail = self.ess_tail if self.ess_tail is not None else r_hat
         for j, name in enumerate(self.names):
             kind, a, b = self.priors[j][:3]
-            lines.append(f"{name:30s} {self.mean[j]:11.5g} {self.sd[j]:10.3g} "
+            lines.append(f"{name:30s} {self.mean[j] * factors[j]:11.5g} "
+                         f"{self.sd[j] * factors[j]:10.3g} "
                          f"{interval[j, 0]:11.5g} {interval[j, 1]:11.5g} {r_hat[j]:6.3f} "
                          f"{self.effective_samples[j]:8.0f} {tail[j]:8.0f}  "
-                         f"{kind}({a:.3g}, {b:.3g})")
+                         + (f"{shown[j][0]:>8s}  " if shown else "")
+                         + f"{kind}({a:.3g}, {b:.3g})")
         if self.noise_model:
             lines.append("likelihood: " + "; ".join(
-                f"{channel} {entry['described']} ({entry['source']})"
-                for channel, entry in self.noise_model.items()))
+                f"{channel} {ChannelNoise.from_dict(entry).describe((channels or {}).get(channel))}"
+                f" ({entry['source']})" for channel, entry in self.noise_model.items()))
         lines.append(self.check_sentence())
         if self.rank < len(self.names):
             lines.append(f"the data determine {self.rank} combination(s) of the "
@@ -327,9 +336,8 @@ def likelihood_noise(problem: FitProblem, fit: FitResult | None
         fitted = fit.goodness_of_fit.noise_model
         source = "estimated by the fit" if fit.noise_estimated else "given"
     # (A channel a noise model leaves out is white, of the fit's deviation.)
-    noises = [ChannelNoise(int(fitted[c]["order"]), tuple(fitted[c]["coefficients"]),
-                           float(fitted[c]["innovation_sd"]), float(fitted[c]["sd"]))
-              if c in fitted else ChannelNoise(0, (), float(s), float(s))
+    noises = [ChannelNoise.from_dict(fitted[c]) if c in fitted
+              else ChannelNoise(0, (), float(s), float(s))
               for c, s in zip(problem.channels, sigma)]
     described = {c: n.to_dict() | {"described": n.describe(), "source": source}
                  for c, n in zip(problem.channels, noises)}

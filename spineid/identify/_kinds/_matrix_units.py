@@ -19,8 +19,19 @@ def matrix_units(read_as: dict | None) -> tuple[str, str, str, str] | None:
     columns were read in, from its `read_as` (`{"Fx": {"unit": "N", ...}, ...}`; a column
     read without one is SI); `None` where every one is SI, or where the columns of one kind
     came in different units (the summary then stays SI)."""
+    return _units_of(read_as, _GROUPS)
+
+
+def motion_units(read_as: dict | None) -> tuple[str, str] | None:
+    """The units `(length, angle)` of a quasi-static test's motion columns (`dx`..`b3`), as
+    `matrix_units` finds them, whatever its load columns' units."""
+    return _units_of(read_as, _GROUPS[2:])
+
+
+def _units_of(read_as, groups) -> tuple | None:
+    # The one unit of each group's columns; None where one group's disagree or all are SI.
     chosen = []
-    for _, columns, si in _GROUPS:
+    for _, columns, si in groups:
         found = {((read_as or {}).get(column) or {}).get("unit") or si for column in columns}
         if len(found) != 1 or not found <= set(UNITS):
             return None

@@ -242,8 +242,11 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
         # `noises` (one ChannelNoise per channel), whitened along the rows by its
         # autoregression first (its first `p` rows left out: Cochrane-Orcutt); `(a, b)` the
         # system compressed (`_compressed_system`).
-        a, b = _compressed_system(deflections, target, selection, sigma, noises)
-        return np.linalg.lstsq(a, b, rcond=None)[0], a, b
+        a, b, rows = _compressed_system(deflections, target, selection, sigma, noises)
+        # (numpy's cut-off of the whole system's singular values, eps max(rows, p), not of the
+        # compressed one's: the same minimum-norm solution where entries are barely seen)
+        cutoff = np.finfo(float).eps * max(rows, len(entries))
+        return np.linalg.lstsq(a, b, rcond=cutoff)[0], a, b
 
     targets = {flag: generalized_loads(test, flag) for flag in (True, False)}
     sigma = np.ones(6) if noise_estimated else np.asarray(noise, dtype=float)
@@ -280,7 +283,8 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
         else:
             values = found
             sigma = np.array([noise.innovation for noise in noises])
-            a, b = _compressed_system(deflections, targets[exact], selection, sigma, noises)
+            a, b, _ = _compressed_system(deflections, targets[exact], selection, sigma,
+                                         noises)
     other = solve(targets[not exact], sigma, noises)[0]
     marginal = np.array([noise.marginal for noise in noises]) if noises else sigma
     residuals = (predicted(values) - targets[exact]) / marginal
@@ -356,17 +360,20 @@ def _compressed_system(deflections, target, selection, sigma, noises=None):
     # equations `Y_c E_c x = b_c` (`E_c = selection[c]`) hold the information of
     # `R_c[:, :6] E_c x = R_c[:, 6]`, at most 7 rows (Golub and Van Loan 2013, section 5.3):
     # the same sum of squares at every x, so the same solution (minimum-norm where rank
-    # deficient), Fisher matrix and singular values, for O(49 n) work and no (6n, p) array.
-    a, b = [], []
+    # deficient), Fisher matrix and singular values, for O(49 n) work and no (6n, p) array
+    # (built only for the Newey-West errors beside a noise model's). Also returns the number
+    # of rows of the whole system.
+    a, b, rows = [], [], 0
     for c in range(6):
-        rows = np.column_stack([deflections, target[:, c]])
+        channel = np.column_stack([deflections, target[:, c]])
         if noises is not None:
-            rows = np.stack([whitened(column, noises[c].coefficients) for column in rows.T],
-                            axis=1)
-        r = np.linalg.qr(rows / sigma[c], mode="r")
+            channel = np.stack([whitened(column, noises[c].coefficients)
+                                for column in channel.T], axis=1)
+        r = np.linalg.qr(channel / sigma[c], mode="r")
         a.append(r[:, :6] @ selection[c])
         b.append(r[:, 6])
-    return np.concatenate(a), np.concatenate(b)
+        rows += len(channel)
+    return np.concatenate(a), np.concatenate(b), rows
 
 
 def _generalized(solve, residuals_of, raw, ranges, n_free, kind_of_noise):

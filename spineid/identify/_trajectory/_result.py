@@ -166,15 +166,16 @@ class FitResult(Profiled):
             )
         if self.moments:
             lines.append("vector-spring measure (identifiable moments):")
+            kinds = {} if si else lab  # (in the data's units, as the parameters)
             for key, entry in self.moments.items():
-                value = entry["value"]
-                shown = (", ".join(f"{v:.6g}" for v in value) if isinstance(value, list)
-                         else f"{value:.6g}")
-                error = entry["stderr"]
-                shown_error = (", ".join("-" if e is None else f"{e:.2g}" for e in error)
-                               if isinstance(error, list)
-                               else ("-" if error is None else f"{error:.2g}"))
-                lines.append(f"  {key:22s} {shown} +- {shown_error} {entry['unit']}")
+                unit, factor = unit_in_lab(entry["unit"], kinds.get("m"), kinds.get("rad"))
+                value, error = entry["value"], entry["stderr"]
+                shown = (", ".join(f"{v * factor:.6g}" for v in value)
+                         if isinstance(value, list) else f"{value * factor:.6g}")
+                shown_error = (", ".join("-" if e is None else f"{e * factor:.2g}"
+                                         for e in error) if isinstance(error, list)
+                               else ("-" if error is None else f"{error * factor:.2g}"))
+                lines.append(f"  {key:22s} {shown} +- {shown_error} {unit}")
         return "\n".join(lines + self.verdict_lines(channels))
 
 
