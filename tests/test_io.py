@@ -265,7 +265,11 @@ def test_inputs_that_are_not_regular_files_are_refused_before_opening(tmp_path):
     for read, what in ((spineid.load_model_file, "a model file"),
                        (spineid.io.read_table, "a CSV table"),
                        (spineid.read_storage, "a data file"),
-                       (spineid.read_trc, "a data file")):
+                       (spineid.read_trc, "a data file"),
+                       (spineid.read_quasi_static, "a CSV table"),
+                       (spineid.read_load_displacement, "a CSV table"),
+                       (lambda path: spineid.io.read_measurement(path, ("x",), ("m",)),
+                        "a CSV table")):
         with pytest.raises(ValueError, match=re.escape(
                 f"{fifo}: a named pipe (FIFO), not a regular file; {what} is a file")):
             read(fifo)

@@ -258,6 +258,14 @@ def _by_suffix(source: dict, columns: Mapping, present) -> dict[str, list[str]]:
     return ambiguous
 
 
+def _check_stray_units(units: Mapping, wanted: Mapping, source: dict) -> None:
+    # A `--units` entry must name a quantity read or the column it is read from.
+    stray = sorted(set(units) - set(wanted) - set(source.values()))
+    if stray:
+        raise ValueError(f"--units: {stray} name neither a quantity read ({list(wanted)}) nor "
+                         f"a column read ({sorted(set(source.values()))})")
+
+
 def read_quantities(path, wanted: Mapping[str, str | tuple[str, ...]], *,
                     columns: Mapping[str, str] | None = None,
                     units: Mapping[str, str] | None = None, optional: Collection[str] = (),
@@ -292,16 +300,14 @@ def read_quantities(path, wanted: Mapping[str, str | tuple[str, ...]], *,
             if name not in columns and column not in present:
                 source[name] = state_label(present, name) or column
         ambiguous = _by_suffix(source, columns, present)
+        _check_stray_units(units, wanted, source)
         _check_gaps(path, table, {source[n] for n in source if n not in missing})
     else:  # (the columns read checked as numbers, the others kept as text)
         ambiguous = _by_suffix(source, columns, table_header(path))
+        _check_stray_units(units, wanted, source)  # (before a long file is read)
         present = read_table(path, optional=sorted(set(source.values())), others="text",
                              min_rows=min_rows,
                              missing=sorted({source[name] for name in missing if name in source}))
-    stray = sorted(set(units) - set(wanted) - set(source.values()))
-    if stray:
-        raise ValueError(f"--units: {stray} name neither a quantity read ({list(wanted)}) nor "
-                         f"a column read ({sorted(set(source.values()))})")
     for name in optional:  # (one whose column was named must be there)
         if name not in columns and source[name] not in present:
             del source[name]
@@ -311,8 +317,8 @@ def read_quantities(path, wanted: Mapping[str, str | tuple[str, ...]], *,
                for name, column in source.items() if column not in present]
     if missing:
         raise ValueError(f"{path}: missing column(s) {', '.join(missing)}; its columns: "
-                         f"{list(present)} (name them with --columns QUANTITY=COLUMN; table: "
-                         "--displacement, --load, --time)")
+                         f"{list(present)} (name them with --columns QUANTITY=COLUMN; "
+                         "spineid table: --displacement, --load, --time)")
     read_as, unknown_units = {}, []
     for name, kinds in wanted.items():
         column = source[name]

@@ -396,7 +396,8 @@ def read_quasi_static(path: str | pathlib.Path, *, columns: Mapping[str, str] | 
     """Read a quasi-static test CSV with the columns `Fx,Fy,Fz,Mx,My,Mz,dx,dy,dz,b1,b2,b3`
     (SI units: N, N m, m, rad; extra columns are ignored). A tester's file with its own
     column names and units (`read_quantities`): `columns` maps these names to its columns,
-    `units` gives units by name or column."""
+    `units` gives units by name or column; without them, a file lacking a plain name is read
+    so too (its `Fx_N`, `dx_mm` columns found by their names)."""
     if not columns and not units and has_columns(path, LOAD_COLUMNS + DEFLECTION_COLUMNS):
         table = read_table(path, LOAD_COLUMNS + DEFLECTION_COLUMNS, min_rows=1)
         read_as = None

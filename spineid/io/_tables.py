@@ -154,7 +154,10 @@ def read_table(
 
 def table_header(path) -> list[str]:
     """The column names of the CSV at `path` (its first row after the `#` comment lines), read
-    without the rest; empty for a file that cannot be read (its reader then says why)."""
+    without the rest; empty for anything but a regular file that can be read (its reader
+    then says why: a FIFO is never opened, it would block)."""
+    if not pathlib.Path(path).is_file():
+        return []
     try:
         with pathlib.Path(path).open(newline="", encoding="utf-8-sig") as file:
             for line in file:

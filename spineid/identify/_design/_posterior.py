@@ -231,12 +231,13 @@ class Posterior:
         unit. The priors stay as the model file states them, SI."""
         factors = np.array([factor for _, factor in shown]) if shown else np.ones(
             len(self.names))
+        width = max([8] + [len(unit) for unit, _ in shown or []])  # (the unit column)
         lines = [f"posterior: {self.chains} chain(s) of {len(self.draws) // self.chains} draws "
                  f"(NUTS) in {self.seconds:.1f} s; acceptance {self.acceptance:.2f}, "
                  f"{self.divergences} divergent, step {self.step_size:.3g}",
                  f"{'parameter':30s} {'mean':>11s} {'sd':>10s} {'2.5%':>11s} {'97.5%':>11s}"
                  f" {'R-hat':>6s} {'ESS bulk':>8s} {'ESS tail':>8s}"
-                 + (f" {'unit':>9s}  prior (SI)" if shown else "  prior")]
+                 + (f"  {'unit':>{width}s}  prior (SI)" if shown else "  prior")]
         interval = self.interval() * factors[:, None]
         r_hat = self.r_hat if self.r_hat is not None else np.full(len(self.names), np.nan)
         tail = self.ess_tail if self.ess_tail is not None else r_hat
@@ -246,7 +247,7 @@ class Posterior:
                          f"{self.sd[j] * factors[j]:10.3g} "
                          f"{interval[j, 0]:11.5g} {interval[j, 1]:11.5g} {r_hat[j]:6.3f} "
                          f"{self.effective_samples[j]:8.0f} {tail[j]:8.0f}  "
-                         + (f"{shown[j][0]:>8s}  " if shown else "")
+                         + (f"{shown[j][0]:>{width}s}  " if shown else "")
                          + f"{kind}({a:.3g}, {b:.3g})")
         if self.noise_model:
             lines.append("likelihood: " + "; ".join(
