@@ -964,3 +964,14 @@ def test_the_design_command_names_a_missing_design_file_and_refuses_a_zero_budge
         status = stop.code
     assert status == 2 and "--budget" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_long_validation_is_cut_into_chunks_that_show_its_progress_early():
+    # Issue 53, item 8: `design --validate 100000` ran for minutes with nothing shown, its
+    # first progress step (and tqdm's estimate of the time left) after 10,000 fits. Ten steps
+    # for a short validation, at most DEFAULT_CHUNK fits each for a long one.
+    from spineid.executors import DEFAULT_CHUNK
+    from spineid.identify._design._validation import validation_chunk
+
+    assert [validation_chunk(n) for n in (2, 20, 50, 250)] == [1, 2, 5, 25]
+    assert validation_chunk(100_000) == DEFAULT_CHUNK == 25

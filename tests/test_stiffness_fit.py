@@ -294,14 +294,23 @@ def test_a_diagonal_matrix_under_ar1_noise_equals_statsmodels_glsar_and_hac():
     np.testing.assert_allclose(given.matrix[1, 1], white.params[0], rtol=1e-8)
 
 
+def design_of(entries, deflections, c):
+    # Load channel c's rows of the least-squares system of the matrix entries (i, j).
+    design = np.zeros((len(deflections), len(entries)))
+    for k, (i, j) in enumerate(entries):
+        design[:, k] += deflections[:, j] * (i == c) + deflections[:, i] * (j == c and i != j)
+    return design
+
+
 def test_a_full_matrix_under_correlated_noise_has_the_errors_of_the_exact_covariance():
     # Oracle: generalized least squares with each channel's whole Toeplitz covariance of its
     # fitted autoregression (statsmodels' `arma_acovf`, scipy's Toeplitz solver: no whitening
     # filter). The fit conditions on each channel's first rows (Cochrane-Orcutt), which loses
     # information of order 1/n: measured 1.5% at 2000 rows for this sweep, 17% at 400.
-    pytest.importorskip("statsmodels")
+    sm = pytest.importorskip("statsmodels.api")
     from statsmodels.tsa.arima_process import arma_acovf
     from scipy.linalg import solve_toeplitz
+    from spineid.identify._common._uncertainty import newey_west_lags
     from spineid.identify._kinds._stiffness_fit import generalized_loads
 
     rng = np.random.default_rng(8)
@@ -317,9 +326,7 @@ def test_a_full_matrix_under_correlated_noise_has_the_errors_of_the_exact_covari
         assert model["order"] >= 1
         covariance = arma_acovf(np.r_[1.0, -np.asarray(model["coefficients"])], [1.0], nobs=n,
                                 sigma2=model["innovation_sd"] ** 2)
-        design = np.zeros((n, len(fit.entries)))
-        for k, (i, j) in enumerate(fit.entries):
-            design[:, k] += deflections[:, j] * (i == c) + deflections[:, i] * (j == c and i != j)
+        design = design_of(fit.entries, deflections, c)
         information = information + design.T @ solve_toeplitz(covariance, design)
         score = score + design.T @ solve_toeplitz(covariance, f[:, c])
     exact_errors = np.sqrt(np.diag(np.linalg.inv(information)))
@@ -335,6 +342,18 @@ def test_a_full_matrix_under_correlated_noise_has_the_errors_of_the_exact_covari
     assert np.median(understated) < 0.65
     robust = np.array([fit.stderr_robust[i, j] for i, j in fit.entries]) / exact_errors
     assert 0.7 < np.median(robust) < 1.4
+    # Those robust errors (formed one load channel at a time) are statsmodels' Newey-West
+    # errors of the whole weighted system stacked, each channel a panel of its own.
+    sigma = np.asarray(white.noise)
+    stacked = np.concatenate([design_of(fit.entries, deflections, c) / sigma[c]
+                              for c in range(6)])
+    panel = sm.OLS(np.concatenate([f[:, c] / sigma[c] for c in range(6)]), stacked).fit(
+        cov_type="hac-panel", cov_kwds={"groups": np.repeat(np.arange(6), n),
+                                        "maxlags": newey_west_lags(n), "use_correction": False})
+    np.testing.assert_allclose(panel.params, [white.matrix[i, j] for i, j in fit.entries],
+                               rtol=1e-6)
+    np.testing.assert_allclose([fit.stderr_robust[i, j] for i, j in fit.entries], panel.bse,
+                               rtol=1e-8)
     assert fit.goodness_of_fit.level == "explains"
     # White weights see correlated residuals: the matrix describes the loads, but its errors
     # are the ones to distrust (the advice says so).

@@ -176,8 +176,10 @@ def read_measurement(path, channels: Sequence[str], units: Sequence[str], *,
                      initial: Sequence[float] | None = None,
                      own_markers: bool = False, parsed: Mapping | None = None) -> Measurement:
     """A trajectory file read for a model's `channels` (SI `units`): a CSV with spineid's own
-    column names in SI (`Measurement.from_csv`), or, with `columns` or `column_units` given or
-    for an OpenSim storage file (`.sto`, `.mot`), a file with its own (`Measurement.from_file`),
+    column names in SI (`Measurement.from_csv`), or, with `columns` or `column_units` given,
+    for an OpenSim storage file (`.sto`, `.mot`), or for a CSV without a column of some channel's
+    own name (its `NAME_UNIT` columns, `x_mm`, `theta_deg`, are found and converted without
+    options), a file with its own names and units (`Measurement.from_file`),
     or a marker file (`.trc`, `.c3d`) with `markers` (`{"upper": names, "lower": names}`,
     `lower` optional) and the model's `initial` channel values (`markers_measurement`), or,
     with `own_markers` (a model observing markers of its own, `<marker>_x`, ...), by
@@ -462,7 +464,9 @@ def read_load_displacement(path, *, displacement: str | None = None, load: str |
 
     A tester's file with its own column names and units (`read_quantities`): `displacement`,
     `load` and `time` name its columns, `units` gives units by quantity (`displacement`,
-    `load`, `t`) or column; OpenSim storage files (`.sto`, `.mot`) are read this way too. A
+    `load`, `t`) or column; without them, a file whose columns are named `NAME_UNIT`
+    (`displacement_mm`, `load_kN`) is read from those, each in the unit its name ends with;
+    OpenSim storage files (`.sto`, `.mot`) are read this way too. A
     displacement and a load of different motions (an angle with a force, a length with a
     moment) are refused."""
     if displacement is None and load is None and time is None and not units and \

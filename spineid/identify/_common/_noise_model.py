@@ -41,6 +41,7 @@ import numpy as np
 
 from ._failure import FAILED_RESIDUAL
 from ._noise_kinds import AbstractNoiseModel, AR, as_noise_model, White
+from ._shown import in_unit
 
 INCONSISTENT = 1.5
 """An autoregression whose own innovation variance (the one that gives it the residuals'
@@ -94,15 +95,11 @@ class ChannelNoise:
         """In words, e.g. `AR(1), phi 0.61, innovation sd 0.012`; the standard deviations in
         SI, or in `shown` (a unit and the factor from SI to it: `("mm", 1e3)` gives `AR(1),
         phi 0.61, innovation sd 12 mm`)."""
-        unit, factor = shown or ("", 1.0)
-
-        def sd(value):
-            return f"{value * factor:.3g}" + (f" {unit}" if unit else "")
-
         if self.order == 0:
-            return f"white, sd {sd(self.marginal)}"
+            return f"white, sd {in_unit(self.marginal, shown)}"
         return (f"AR({self.order}), phi {', '.join(f'{c:.3g}' for c in self.coefficients)}, "
-                f"innovation sd {sd(self.innovation)} (sd {sd(self.marginal)})")
+                f"innovation sd {in_unit(self.innovation, shown)} "
+                f"(sd {in_unit(self.marginal, shown)})")
 
 
 def autocovariances(series: Sequence[np.ndarray], max_lag: int) -> tuple[np.ndarray, int]:

@@ -212,27 +212,37 @@ def hac_covariance(jacobian: np.ndarray, residuals: np.ndarray, records: list[np
     `columns`: `(p,)` bool, the parameters analysed (the rest get NaN); `lags`: default
     `newey_west_lags` of the longest record."""
     jacobian = np.asarray(jacobian, dtype=float)
-    p = jacobian.shape[1]
-    covariance = np.full((p, p), np.nan)
+    residuals = np.asarray(residuals, dtype=float)
+    if lags is None:
+        lags = newey_west_lags(max((len(r) for r in records), default=1))
+    return record_hac_covariance(
+        jacobian.T @ jacobian, ((jacobian[np.asarray(r)], residuals[np.asarray(r)])
+                                for r in records), columns, lags)
+
+
+def record_hac_covariance(gram: np.ndarray, records, columns: np.ndarray,
+                          lags: int) -> np.ndarray:
+    """`hac_covariance` from its parts, for systems too large to hold at once: `gram` `(p, p)`
+    is `J^T J` over every row, `records` an iterable of `(J_r (k, p), e_r (k,))`, each
+    record's rows of the Jacobian and its residuals in sample order (consumed once, so that
+    only one record's rows need exist at a time)."""
+    gram = np.asarray(gram, dtype=float)
+    covariance = np.full(gram.shape, np.nan)
     index = np.flatnonzero(columns)
     if index.size == 0:
         return covariance
     # (columns scaled to unit norm for the inverse: SI columns of a polynomial law in metres
     # differ by many orders of magnitude)
-    norms = np.linalg.norm(jacobian[:, index], axis=0)
+    norms = np.sqrt(np.maximum(np.diag(gram)[index], 0.0))
     norms = np.where(norms > 0, norms, 1.0)
-    J = jacobian[:, index] / norms
-    scores = J * np.asarray(residuals, dtype=float)[:, None]
-    if lags is None:
-        lags = newey_west_lags(max((len(r) for r in records), default=1))
     meat = np.zeros((index.size, index.size))
-    for record in records:
-        g = scores[np.asarray(record)]
+    for rows, errors in records:
+        g = np.asarray(rows, dtype=float)[:, index] / norms * np.asarray(errors)[:, None]
         meat += g.T @ g
         for lag in range(1, min(lags, len(g) - 1) + 1):
             block = g[lag:].T @ g[:-lag]
             meat += (1.0 - lag / (lags + 1.0)) * (block + block.T)
-    bread = np.linalg.pinv(J.T @ J)
+    bread = np.linalg.pinv(gram[np.ix_(index, index)] / np.outer(norms, norms))
     covariance[np.ix_(index, index)] = bread @ meat @ bread / np.outer(norms, norms)
     return covariance
 

@@ -6,9 +6,7 @@ import dataclasses
 import math
 
 from ._noise_model import ChannelNoise
-
-Shown = dict[str, tuple[str, float]]
-"""Channel -> (its unit, the factor that takes an SI value to it): `{"x": ("mm", 1e3)}`."""
+from ._shown import in_unit, Shown
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,11 +86,6 @@ class GoodnessOfFit:
         -> unit and factor from SI, e.g. `{"x": ("mm", 1e3)}`) are printed in those units; the
         rest, and every channel by default, in SI."""
         shown = shown or {}
-
-        def amount(value, channel):
-            unit, factor = shown.get(channel, ("", 1.0))
-            return f"{value * factor:.3g}" + (f" {unit}" if unit else "")
-
         if self.noise_given:
             numbers = (f"chi-square {self.chi_square:.6g} for {self.dof} degrees of freedom "
                        f"(reduced {self.reduced_chi_square:.3g}, p = {self.p_value:.3g})")
@@ -123,16 +116,17 @@ class GoodnessOfFit:
             described = ChannelNoise.from_dict(entry).describe(shown.get(channel))
             lines.append(f"  noise model of {channel}: {described}")
         for channel, entry in self.misfit.items():
+            rms = in_unit(entry["rms"], shown.get(channel))
             lines.append(
-                f"  misfit of {channel}: smooth part RMS {amount(entry['rms'], channel)} "
+                f"  misfit of {channel}: smooth part RMS {rms} "
                 f"({100 * entry['fraction_of_range']:.2g}% of the data's range, "
                 f"{entry['in_noise_sd']:.2g} noise sd; tolerance "
                 f"{100 * entry['max_fraction']:.2g}%), p = {entry['p_value']:.2g}")
         for channel, entry in self.noise_check.items():
             if not entry["plausible"]:
                 lines.append(f"  noise of {channel}: estimated sd "
-                             f"{amount(entry['estimated'], channel)}, at most "
-                             f"{amount(entry['maximum'], channel)} plausible")
+                             f"{in_unit(entry['estimated'], shown.get(channel))}, at most "
+                             f"{in_unit(entry['maximum'], shown.get(channel))} plausible")
         lines += [f"  why: {reason}" for reason in self.reasons]
         lines += [f"  try: {advice}" for advice in self.advice]
         return "\n".join(lines)

@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from ...executors._chunks import DEFAULT_CHUNK
 from ...executors._executors import Local
 from .._common._result_family import json_number
 from .._solvers import LevenbergMarquardt
@@ -114,6 +115,14 @@ def noisy_copies(problem: FitProblem, repetitions: int, seed: int = 0) -> list[F
         for m in problem.measurements]) for _ in range(repetitions)]
 
 
+def validation_chunk(repetitions: int) -> int:
+    """The fits per chunk of a validation of `repetitions`: a tenth of them (ten progress steps),
+    at most `DEFAULT_CHUNK`, so that a long validation (`--validate 10000`) shows its progress
+    and tqdm's estimate of the time left after its first few dozen fits, not its first
+    thousand."""
+    return min(max(1, repetitions // 10), DEFAULT_CHUNK)
+
+
 def validate_design(design, repetitions: int = 50, *, seed: int = 0, executor=None,
                     progress: bool = False, out=None, resume: bool = False,
                     **simulation) -> DesignValidation:
@@ -145,9 +154,9 @@ def validate_design(design, repetitions: int = 50, *, seed: int = 0, executor=No
     correlation = getattr(design, "correlation", {})
     copies = (correlated_copies(problem, correlation, repetitions, seed) if correlation
               else noisy_copies(problem, repetitions, seed))
-    fits = fit_batch(copies, LevenbergMarquardt(),
-                     executor=executor or Local(), chunk=max(1, repetitions // 10), out=out,
-                     resume=resume, progress=progress)
+    fits = fit_batch(copies, LevenbergMarquardt(), executor=executor or Local(),
+                     chunk=validation_chunk(repetitions), out=out, resume=resume,
+                     progress=progress)
     ended = np.all(np.isfinite(fits.values), axis=1)
     if np.count_nonzero(ended) < 2:
         raise ValueError(f"validate_design: {np.count_nonzero(ended)} of {repetitions} fits "

@@ -8,6 +8,7 @@ such unit in them with the factor that takes an SI value to it (`load/displaceme
 1e-3)."""
 
 from ...io._columns import SI_NAMES, UNITS, units_substituted
+from .._common._shown import in_unit
 
 _SI_LOAD = {"m": "N", "rad": "Nm"}
 """The SI load unit of each SI displacement unit (a translation's force, a rotation's moment)."""
@@ -64,16 +65,13 @@ def law_summary(fit, units: tuple[str, str] | None) -> list[str]:
     def unit(kind):  # (name, factor from SI) of an abstract unit; SI: no name
         return shown_in(kind, units) if units else ("", 1.0)
 
-    def amount(value, kind):
-        name, factor = unit(kind)
-        return f"{value * factor:.3g}" + (f" {name}" if name else "")
-
     lines = [f"{fit.kind} law fitted to {fit.n_data} points: "
              + ("converged" if fit.converged else "NOT converged")
-             + f", cost {fit.cost:.4g}, load noise {amount(fit.noise, 'load')}"
+             + f", cost {fit.cost:.4g}, load noise {in_unit(fit.noise, unit('load'))}"
              + (" (estimated)" if fit.noise_estimated else "")
              + ("" if fit.displacement_noise is None else ", displacement noise "
-                f"{amount(fit.displacement_noise, 'displacement')} (errors in both variables)"),
+                + in_unit(fit.displacement_noise, unit('displacement'))
+                + " (errors in both variables)"),
              f"method: {fit.method}", *([described(units)] if units and not in_si(units)
                                         else []),
              *fit.parameter_table(shown=[unit(u) for u in fit.units] if units else None)]

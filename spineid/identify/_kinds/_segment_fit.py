@@ -50,6 +50,7 @@ from .._common._noise_model import (
     drift_notes, whiten_padded, White,
 )
 from .._common._result_family import AbstractParameterFit
+from .._common._shown import noise_line
 from .._common._uncertainty import channel_records, hac_covariance
 from .._common._transform import Transform
 from .._solvers import LevenbergMarquardt, MultiStart
@@ -143,10 +144,7 @@ class SegmentFit(AbstractParameterFit):
         lines = [f"segment fit: {'converged' if self.converged else 'NOT converged'} after "
                  f"{self.n_steps} steps in {self.seconds:.2f} s; cost {self.cost:.6g} "
                  f"({self.n_data} data values)",
-                 "noise sigma " + ("(estimated from residuals)" if self.noise_estimated
-                                   else "(given)") + ": " + ", ".join(
-                     f"{c}={sigma * channels[c][1]:.3g} {channels[c][0]}" if lab
-                     else f"{c}={sigma:.3g}" for c, sigma in self.noise.items()),
+                 noise_line(self.noise, self.noise_estimated, channels if lab else None),
                  *([f"(in the test's units: translations {length}, rotations {angle}; "
                     "report.json in SI)"] if lab else []),
                  *self.parameter_table(shown=shown if lab else None)]

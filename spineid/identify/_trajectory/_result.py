@@ -14,6 +14,7 @@ from ...io._columns import column_unit, unit_in_lab, UNITS
 from ...io._measurements import Measurement
 from ...kinematics._planar import body_point_position
 from .._common._profile import Profiled
+from .._common._shown import noise_line
 from ._problem import FitProblem
 
 
@@ -133,10 +134,7 @@ class FitResult(Profiled):
             f"fit with {self.solver}: {'converged' if self.converged else 'NOT converged'} "
             f"after {self.n_steps} steps in {self.seconds:.2f} s; cost {self.cost:.6g} "
             f"({self.n_data} data values)",
-            "noise sigma " + ("(estimated from residuals)" if self.noise_estimated else "(given)")
-            + ": " + ", ".join(f"{c}={sigma * channels[c][1]:.3g} {channels[c][0]}"
-                               if c in channels else f"{c}={sigma:.3g}"
-                               for c, sigma in self.noise.items()),
+            noise_line(self.noise, self.noise_estimated, channels),
             "",
             *([f"parameters in the data's units ({', '.join(lab.values())}; SI in report.json, "
                "and here with summary(si=True) or fit --si):"] if in_units else []),
