@@ -8,7 +8,7 @@ What it holds and what it cannot: JAX stores no program that calls back into Pyt
 diffrax solve carries equinox's runtime checks (`saveat.ts must be increasing`, ...), which
 raise through such callbacks; the solves that report their failures instead of raising
 (`simulate(..., throw=False)`, as every fit calls it) trace those checks as NaN-producing
-(`spineid/simulation/_reported_checks.py`), so the trajectory fits are stored: a second process
+(`spineid/_reported_checks.py`), so the trajectory fits are stored: a second process
 loads the 4-axial-spring fit's Levenberg-Marquardt loop instead of compiling it (2.6 s of XLA).
 Not stored: simulations that raise (`simulate` with `throw=True`, its default) and fits that
 print every solver step (`fit(..., progress="steps")`, `spineid fit --steps`). What is stored

@@ -11,7 +11,7 @@ import pytest
 
 import spineid
 from helpers import AXIAL_SPRINGS, LOADS, TORSION, VECTOR_SPRINGS, document, model
-from spineid.simulation._reported_checks import checks_reported_as_nan
+from spineid._reported_checks import checks_reported_as_nan
 
 TS = jnp.linspace(0.0, 0.2, 101)
 
@@ -119,6 +119,36 @@ def test_a_check_inside_a_solve_that_does_not_throw_reports_instead_of_raising()
     with pytest.raises(Exception, match="saveat.ts must lie between t0 and t1"):
         jax.jit(lambda ts: eqx.internal.error_if(
             ts, (ts > 0.3) | (ts < 0.2), "saveat.ts must lie between t0 and t1."))(TS + 0.1)
+
+
+class _CheckedSystem(eqx.Module):
+    # A system whose accelerations hold an equinox check, as a bushing's Euler-angle
+    # singularity or a facet's parallel faces do.
+    stiffness: jax.Array
+
+    def accelerations(self, t, q, qdot):
+        return eqx.internal.error_if(-self.stiffness * q, q > 0.3, "past the singularity")
+
+
+def test_a_model_check_traced_in_one_mode_is_never_reused_in_the_other():
+    # The accelerations are jitted (traced once per system structure); their trace is kept per
+    # mode, so a check traced to raise is not reused inside a solve that reports (whose program
+    # must hold no callback), nor a reporting one outside it, in whichever order they come.
+    from spineid.models._mechanics import lagrangian_vector_field
+
+    system, y = _CheckedSystem(jnp.asarray(2.0)), (jnp.array([0.5]), jnp.zeros(1))
+
+    def field(y):
+        return lagrangian_vector_field(0.0, y, system)[1]
+
+    with pytest.raises(Exception, match="past the singularity"):
+        jax.jit(field)(y)
+    with checks_reported_as_nan():
+        reported = jax.jit(lambda y: field(y) + 0.0)(y)
+    assert np.all(np.isnan(reported))
+    with pytest.raises(Exception, match="past the singularity"):
+        jax.jit(lambda y: field(y) * 1.0)(y)
+    np.testing.assert_allclose(jax.jit(field)((jnp.array([0.1]), jnp.zeros(1))), [-0.2])
 
 
 def test_the_reporting_mode_is_per_thread():

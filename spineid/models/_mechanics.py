@@ -17,6 +17,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PyTree
 
+from .._reported_checks import reporting_checks
+
 
 class AbstractLagrangianSystem(eqx.Module):
     """A mechanical system described by its energies, generalized forces and start state.
@@ -198,7 +200,7 @@ def lagrangian_vector_field(t, y: PyTree, system: AbstractLagrangianSystem) -> P
     `y` is the tuple `(q, qdot)`; `args` is the system.
     """
     q, qdot = y
-    return qdot, _accelerations(system, t, q, qdot)
+    return qdot, _accelerations(system, jnp.asarray(t), q, qdot, reporting_checks())
 
 
 # The energies' derivatives as jitted calls: a solver traces its vector field or residual many
@@ -207,24 +209,36 @@ def lagrangian_vector_field(t, y: PyTree, system: AbstractLagrangianSystem) -> P
 # are one call of it (XLA inlines the call, so the compiled program is the same). Measured:
 # tracing and lowering the head-neck chain's Kvaerno4 solve 29 s -> 17 s; four of the suite's
 # slowest tests (a head-neck fit, its MEBDF solve, a segment fit, spine levels) 170 s -> 156 s
-# from an empty compilation cache, where XLA's compilation is most of what remains.
-_accelerations = eqx.filter_jit(
-    lambda system, t, q, qdot: system.accelerations(t, q, qdot))
+# from an empty compilation cache, where XLA's compilation is most of what remains. The last
+# argument, static, is whether equinox's checks inside are traced to raise or to give NaN
+# (`spineid._reported_checks`): a trace of one mode is never reused in the other.
+@eqx.filter_jit
+def _accelerations(system, t, q, qdot, reporting: bool):
+    return system.accelerations(t, q, qdot)
 
 
 @eqx.filter_jit
-def equations_of_motion(system, t, q: Float[Array, " n"], qdot: Float[Array, " n"]):
-    """`system.equations_of_motion(t, q, qdot)` (`(M, f)`: the mass matrix `(n, n)` and the
-    forces `(n,)` of `M qddot = f`, Liu 2001 eq 2-9), jitted: traced once per system structure
-    however often a solver calls it."""
+def _equations_of_motion(system, t, q, qdot, reporting: bool):
     return system.equations_of_motion(t, q, qdot)
 
 
 @eqx.filter_jit
+def _potential_gradient(system, q, reporting: bool):
+    return jax.grad(system.potential_energy, argnums=1)(jnp.zeros((), q.dtype), q)
+
+
+def equations_of_motion(system, t, q: Float[Array, " n"], qdot: Float[Array, " n"]):
+    """`system.equations_of_motion(t, q, qdot)` (`(M, f)`: the mass matrix `(n, n)` and the
+    forces `(n,)` of `M qddot = f`, Liu 2001 eq 2-9), jitted: traced once per system structure
+    however often a solver calls it."""
+    return _equations_of_motion(system, jnp.asarray(t), q, qdot, reporting_checks())
+
+
 def potential_gradient(system, q: Float[Array, " n"]) -> Float[Array, " n"]:
     """`dU/dq` `(n_dof,)` (N, N m) of `system`'s potential energy at `t = 0` and coordinates
-    `q` `(n_dof,)`: the elastic forces an equilibrium balances, jitted (as `_accelerations`)."""
-    return jax.grad(system.potential_energy, argnums=1)(jnp.zeros((), q.dtype), q)
+    `q` `(n_dof,)`: the elastic forces an equilibrium balances, jitted as
+    `equations_of_motion`."""
+    return _potential_gradient(system, q, reporting_checks())
 
 
 def mechanical_energy(system: AbstractLagrangianSystem, t, q, qdot) -> Float[Array, ""]:

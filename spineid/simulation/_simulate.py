@@ -9,7 +9,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ..models._mechanics import AbstractLagrangianSystem, lagrangian_vector_field
-from ._reported_checks import checks_reported_as_nan
+from .._reported_checks import checks_reported_as_nan
 from ._windows import integrate_in_windows
 
 

@@ -7,8 +7,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-MAX_ORDER = 5
-"""The largest autoregressive order `"auto"` considers."""
+MAX_ORDER = 10
+"""The largest autoregressive order `"auto"` considers (BIC chooses among 0 to this, and at most
+a tenth of the shortest record). 10, not 5: noise low-pass filtered as motion capture and
+testers filter it needs orders 4-10 for its low-frequency power, which the errors of slowly
+varying parameters depend on (docs/goodness-of-fit.md: under such noise the trajectory fits'
+errors went from 1.4-1.5 to 1.2-1.3 times too small, the stiffness matrices' were calibrated);
+under AR(1) noise BIC still chooses order 1."""
 
 ORDER_LIMIT = 20
 """The largest order a model may be given."""

@@ -119,7 +119,7 @@ def validation_chunk(repetitions: int) -> int:
     """The fits per chunk of a validation of `repetitions`: a tenth of them (ten progress steps),
     at most `DEFAULT_CHUNK`, so that a long validation (`--validate 10000`) shows its progress
     and tqdm's estimate of the time left after its first few dozen fits, not its first
-    thousand."""
+    thousand. (A validation resumed keeps the chunks its folder was cut into.)"""
     return min(max(1, repetitions // 10), DEFAULT_CHUNK)
 
 
@@ -155,8 +155,8 @@ def validate_design(design, repetitions: int = 50, *, seed: int = 0, executor=No
     copies = (correlated_copies(problem, correlation, repetitions, seed) if correlation
               else noisy_copies(problem, repetitions, seed))
     fits = fit_batch(copies, LevenbergMarquardt(), executor=executor or Local(),
-                     chunk=validation_chunk(repetitions), out=out, resume=resume,
-                     progress=progress)
+                     chunk=None if resume else validation_chunk(repetitions), out=out,
+                     resume=resume, progress=progress)
     ended = np.all(np.isfinite(fits.values), axis=1)
     if np.count_nonzero(ended) < 2:
         raise ValueError(f"validate_design: {np.count_nonzero(ended)} of {repetitions} fits "

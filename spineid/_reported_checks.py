@@ -16,7 +16,9 @@ body with `on_error="nan"`, inlined into the solve being traced. Nothing is cach
 mode, so a check traced afterwards outside the block raises as before. A check that asks for
 a mode of its own keeps it. `diffrax.diffeqsolve` keeps traces of its own (a `filter_jit`),
 keyed by its arguments: `simulate` gives its non-throwing solves a vector field of their own
-(`_vector_field_reporting`), so the two modes never share a solve's trace either.
+(`_vector_field_reporting`), so the two modes never share a solve's trace either; the
+energies' derivatives that spineid jits itself (`spineid.models._mechanics`) take the mode
+(`reporting_checks`) as a static argument, for the same reason.
 
 The mode is per thread: equinox's jitted check is replaced once, for good, by a dispatcher
 that gives the NaN-mode body only in a thread inside the block and equinox's own jitted check
@@ -48,6 +50,13 @@ def _dispatch(x, pred, index, msgs, *, on_error):
     if getattr(_INSIDE, "depth", 0):
         return _reported(x, pred, index, msgs, on_error=on_error)
     return _ORIGINAL[0](x, pred, index, msgs, on_error=on_error)
+
+
+def reporting_checks() -> bool:
+    """Whether this thread is tracing inside a `checks_reported_as_nan` block: functions that
+    keep traces of their own (`jit`) pass it as a static argument, so that a trace made in one
+    mode is never reused in the other (`spineid.models._mechanics`)."""
+    return getattr(_INSIDE, "depth", 0) > 0
 
 
 @contextlib.contextmanager
