@@ -134,7 +134,7 @@ def test_a_model_check_traced_in_one_mode_is_never_reused_in_the_other():
     # The accelerations are jitted (traced once per system structure); their trace is kept per
     # mode, so a check traced to raise is not reused inside a solve that reports (whose program
     # must hold no callback), nor a reporting one outside it, in whichever order they come.
-    from spineid.models._mechanics import lagrangian_vector_field
+    from spineid.models._mechanics import lagrangian_vector_field, reported_vector_field
 
     system, y = _CheckedSystem(jnp.asarray(2.0)), (jnp.array([0.5]), jnp.zeros(1))
 
@@ -149,6 +149,17 @@ def test_a_model_check_traced_in_one_mode_is_never_reused_in_the_other():
     with pytest.raises(Exception, match="past the singularity"):
         jax.jit(lambda y: field(y) * 1.0)(y)
     np.testing.assert_allclose(jax.jit(field)((jnp.array([0.1]), jnp.zeros(1))), [-0.2])
+    # The other order, on a structure met first inside the block (two coordinates).
+    y2 = (jnp.array([0.5, 0.1]), jnp.zeros(2))
+    with checks_reported_as_nan():
+        assert np.isnan(jax.jit(field)(y2)[0])
+    with pytest.raises(Exception, match="past the singularity"):
+        jax.jit(lambda y: field(y) - 0.0)(y2)
+    # A non-throwing solve's vector field reports wherever it is traced: also after the
+    # solve's block, as a derivative traced later (an implicit stage's Jacobian-vector
+    # product, a checkpointed adjoint) traces it.
+    reported = jax.jit(lambda y: reported_vector_field(0.0, y, system)[1])(y)
+    assert np.all(np.isnan(reported))
 
 
 def test_the_reporting_mode_is_per_thread():

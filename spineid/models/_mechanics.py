@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PyTree
 
-from .._reported_checks import reporting_checks
+from .._reported_checks import checks_reported_as_nan, reporting_checks
 
 
 class AbstractLagrangianSystem(eqx.Module):
@@ -203,6 +203,16 @@ def lagrangian_vector_field(t, y: PyTree, system: AbstractLagrangianSystem) -> P
     return qdot, _accelerations(system, jnp.asarray(t), q, qdot, reporting_checks())
 
 
+def reported_vector_field(t, y: PyTree, system: AbstractLagrangianSystem) -> PyTree:
+    """`lagrangian_vector_field` for the solves that do not throw (`simulate(...,
+    throw=False)`, every fit's): equinox's checks inside the accelerations give NaN states
+    instead of raising whenever they are traced, also where a derivative traces them again
+    after the solve's own trace (a Jacobian-vector product through an implicit stage, a
+    checkpointed adjoint)."""
+    q, qdot = y
+    return qdot, _accelerations(system, jnp.asarray(t), q, qdot, True)
+
+
 # The energies' derivatives as jitted calls: a solver traces its vector field or residual many
 # times (each stage, its Newton Jacobian, the step-size controller's first step), and each
 # trace of those derivatives is large; under `jit` the first trace is cached and the others
@@ -211,20 +221,24 @@ def lagrangian_vector_field(t, y: PyTree, system: AbstractLagrangianSystem) -> P
 # slowest tests (a head-neck fit, its MEBDF solve, a segment fit, spine levels) 170 s -> 156 s
 # from an empty compilation cache, where XLA's compilation is most of what remains. The last
 # argument, static, is whether equinox's checks inside are traced to raise or to give NaN
-# (`spineid._reported_checks`): a trace of one mode is never reused in the other.
+# (`spineid._reported_checks`), and the body is traced in that mode: a trace of one mode is
+# never reused in the other.
 @eqx.filter_jit
 def _accelerations(system, t, q, qdot, reporting: bool):
-    return system.accelerations(t, q, qdot)
+    with checks_reported_as_nan(reporting):
+        return system.accelerations(t, q, qdot)
 
 
 @eqx.filter_jit
 def _equations_of_motion(system, t, q, qdot, reporting: bool):
-    return system.equations_of_motion(t, q, qdot)
+    with checks_reported_as_nan(reporting):
+        return system.equations_of_motion(t, q, qdot)
 
 
 @eqx.filter_jit
 def _potential_gradient(system, q, reporting: bool):
-    return jax.grad(system.potential_energy, argnums=1)(jnp.zeros((), q.dtype), q)
+    with checks_reported_as_nan(reporting):
+        return jax.grad(system.potential_energy, argnums=1)(jnp.zeros((), q.dtype), q)
 
 
 def equations_of_motion(system, t, q: Float[Array, " n"], qdot: Float[Array, " n"]):

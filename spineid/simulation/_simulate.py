@@ -8,7 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from ..models._mechanics import AbstractLagrangianSystem, lagrangian_vector_field
+from ..models._mechanics import (
+    AbstractLagrangianSystem, lagrangian_vector_field, reported_vector_field)
 from .._reported_checks import checks_reported_as_nan
 from ._windows import integrate_in_windows
 
@@ -224,8 +225,9 @@ def simulate(
 def _vector_field_reporting(t, y, system):
     # `lagrangian_vector_field` under a name of its own for the solves that do not throw:
     # `diffeqsolve` keeps one trace per vector field, so a solve traced with its checks
-    # reported as NaN never reuses one traced with them raising, nor the other way round.
-    return lagrangian_vector_field(t, y, system)
+    # reported as NaN never reuses one traced with them raising, nor the other way round (and
+    # the model's own checks give NaN wherever they are traced: `reported_vector_field`).
+    return reported_vector_field(t, y, system)
 
 
 def simulate_in_windows(
