@@ -215,6 +215,13 @@ def test_segment_fit_of_a_record_under_correlated_noise(segment):
     assert np.all(np.isfinite(auto.stderr_robust)) and np.all(auto.stderr_robust > 0)
     assert np.all(np.abs(auto.values - truth) < 3 * auto.stderr)
     assert "robust" in auto.summary()
+    # A row whose load the model cannot carry (a tension of 1e9 N) finds no equilibrium at any
+    # stiffness tried: refused, naming it (before: its constant failed residual swamped the
+    # noise estimate, sigma ~1e51, and the fit stopped after 0 steps at its start).
+    loads_broken = np.array(test.loads)
+    loads_broken[-1] = [0.0, 0.0, 1e9, 0.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match=r"1 row\(s\) found no equilibrium.*row 55: loads"):
+        fit_segment(started, QuasiStaticTest(loads_broken, test.deflections), free)
     # Fitted as white, the rows are load cases in no order: no whiteness test, no robust errors.
     white = fit_segment(started, test, free, noise_model="white")
     assert white.goodness_of_fit.whiteness is None and white.stderr_robust is None

@@ -83,8 +83,11 @@ def _chunks(items: Sequence, size: int) -> list[Chunk]:
             for number, start in enumerate(range(0, len(items), size))]
 
 
-def _written_chunk(out) -> int | None:
-    # The chunk size of the batch written to `out`, where it says one.
+def written_chunk(out) -> int | None:
+    """The chunk size (items per chunk) the batch written to folder `out` was cut into, as its
+    `batch.json` says; None where `out` is None or holds no readable batch."""
+    if out is None:
+        return None
     try:
         found = json.loads((pathlib.Path(out) / "batch.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, TypeError):
@@ -160,7 +163,7 @@ def run_batch(function: Callable, items: Sequence, *, executor: AbstractExecutor
     if not items:
         raise ValueError("run_batch: no items")
     if chunk is None:  # (a batch resumed keeps the chunks it was cut into)
-        chunk = _written_chunk(out) if resume else None
+        chunk = written_chunk(out) if resume else None
         chunk = executor.default_chunk(len(items)) if chunk is None else chunk
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise ValueError(f"chunk {chunk!r}: expected a whole number of items >= 1")

@@ -13,11 +13,11 @@ each copy is fitted as a lab would fit it: the noise estimated, its model `"auto
 
 import dataclasses
 import math
-import pathlib
 import time
 
 import numpy as np
 
+from ...executors._batch import written_chunk
 from ...executors._chunks import DEFAULT_CHUNK
 from ...executors._executors import Local
 from .._common._result_family import json_number
@@ -124,11 +124,6 @@ def validation_chunk(repetitions: int) -> int:
     return min(max(1, repetitions // 10), DEFAULT_CHUNK)
 
 
-def _written(out) -> bool:
-    # Whether `out` holds a batch already (its chunks, which a resumed validation keeps).
-    return out is not None and (pathlib.Path(out) / "batch.json").is_file()
-
-
 def validate_design(design, repetitions: int = 50, *, seed: int = 0, executor=None,
                     progress: bool = False, out=None, resume: bool = False,
                     **simulation) -> DesignValidation:
@@ -161,7 +156,7 @@ def validate_design(design, repetitions: int = 50, *, seed: int = 0, executor=No
     copies = (correlated_copies(problem, correlation, repetitions, seed) if correlation
               else noisy_copies(problem, repetitions, seed))
     fits = fit_batch(copies, LevenbergMarquardt(), executor=executor or Local(),
-                     chunk=None if resume and _written(out) else validation_chunk(repetitions),
+                     chunk=(resume and written_chunk(out)) or validation_chunk(repetitions),
                      out=out, resume=resume, progress=progress)
     ended = np.all(np.isfinite(fits.values), axis=1)
     if np.count_nonzero(ended) < 2:

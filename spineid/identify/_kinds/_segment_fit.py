@@ -200,7 +200,7 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
     channel left out, Cochrane-Orcutt), Newey-West errors of the white-weighted estimate stand
     beside its errors where a channel needed an order (`stderr_robust`), and the verdict has
     three levels (docs/goodness-of-fit.md); a row without equilibrium at the white-weighted fit
-    leaves the noise white (and fails the verdict). Fewer rows, or `"white"`: load cases
+    leaves the noise white, said so (and fails the verdict). Fewer rows, or `"white"`: load cases
     without an order, white noise, the verdict checks the noise's plausibility only. The
     residuals are those of the module docstring; spineid's Levenberg-Marquardt
     (`spineid.levenberg_marquardt`, the one every fit uses) minimises them, with the Jacobian
@@ -210,7 +210,10 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
 
     **Returns:** a `SegmentFit`. Raises `ValueError` for a model that is not a spatial pair,
     fewer data than parameters, bad noise, a noise model the test cannot support (an order
-    beyond a tenth of its rows, coefficients beside given noise) or a solver it cannot run.
+    beyond a tenth of its rows, coefficients beside given noise), a solver it cannot run, or
+    rows whose loads find no equilibrium at the values the first fit reaches (naming them: a
+    load the model cannot carry there leaves a residual no parameter moves, and would swamp
+    the noise estimated and the verdict).
     """
     started = time.perf_counter()
     if solver is None:
@@ -244,6 +247,7 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
     solution, how, notes = run_solver(solver, objective, transform, np.zeros(len(parameters)),
                                       progress=progress, provisional=sigma_given is None)
     converged, steps = solution.converged, solution.steps
+    _check_equilibria(test, objective.predictions_from(solution.residuals)[1], solution.steps)
     if isinstance(solver, MultiStart):
         notes.insert(0, f"solved by {how}")
     notes.extend(notes_first)
@@ -272,9 +276,12 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
     # percent of its own range.
     judged = np.maximum(judged_ranges(raw_white, ranges),
                         np.repeat([ranges[:3].max(), ranges[3:].max()], 3))
-    failed_rows = not np.all(solved_white)
     correlated = None
-    if (isinstance(kind_of_noise, AR) and not failed_rows
+    if isinstance(kind_of_noise, AR) and not np.all(solved_white):
+        notes.append("the noise model was not applied: no equilibrium at the white-weighted "
+                     "fit for rows " + ", ".join(str(i + 1) for i in np.flatnonzero(~solved_white))
+                     + "; the standard errors assume white noise")
+    elif (isinstance(kind_of_noise, AR)
             and not misfit_exceeds([raw_white], judged, max_misfit)):
         correlated = _under_noise_model(local, objective, solution.value, raw_white, ranges,
                                         len(parameters), kind_of_noise, notes, progress)
@@ -328,6 +335,19 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
             **({"ranges": dict(zip(DEFLECTION_COLUMNS, map(float, judged))),
                 "max_misfit": dict.fromkeys(DEFLECTION_COLUMNS, max_misfit)} if record
                else {})))
+
+
+def _check_equilibria(test, solved, steps):
+    # Refuses a fit some of whose rows found no equilibrium at the values its first pass reached.
+    if np.all(solved):
+        return
+    rows = np.flatnonzero(~np.asarray(solved))
+    shown = "; ".join(f"row {i + 1}: loads {np.array2string(test.loads[i], precision=4)}"
+                      for i in rows[:3]) + ("; ..." if len(rows) > 3 else "")
+    raise ValueError(
+        f"{test.source}: {len(rows)} row(s) found no equilibrium of the model at the values the "
+        f"fit reached after {steps} step(s) ({shown}; N and N m): the model cannot carry those "
+        "loads there. Leave those rows out, or start nearer (a spineid.MultiStart)")
 
 
 RECORD_ROWS = 10

@@ -299,8 +299,9 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
     robust = None
     if noises:
         errors = (targets[exact] - predicted(least_squares)) / white_sigma
-        gram = sum(selection[c].T @ (deflections.T @ deflections) @ selection[c]
-                   / white_sigma[c] ** 2 for c in range(6))
+        moments = deflections.T @ deflections
+        gram = sum(selection[c].T @ moments @ selection[c] / white_sigma[c] ** 2
+                   for c in range(6))
         robust = np.sqrt(np.diag(record_hac_covariance(
             gram, ((deflections @ selection[c] / white_sigma[c], errors[:, c])
                    for c in range(6)), identifiability.identifiable, newey_west_lags(n))))
