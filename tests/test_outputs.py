@@ -7,6 +7,7 @@ import os
 import pathlib
 import random
 import signal
+import stat
 import threading
 import time
 from types import SimpleNamespace
@@ -409,3 +410,35 @@ def test_resume_refuses_a_folder_that_holds_a_single_runs_result(tmp_path):
     single.finish()
     with pytest.raises(ValueError, match="does not hold one \\(it holds a single run's result"):
         OutputFolder(tmp_path / "out", "fit", resume=True)
+
+
+@pytest.mark.parametrize("writes", [1, 2, 4])
+def test_a_full_disk_ends_the_run_in_one_line_and_leaves_a_visibly_incomplete_folder(
+        tmp_path, capsys, monkeypatch, writes):
+    # The disk fills after `writes` files were flushed (the marker's rewrites among them):
+    # every later flush fails as a full disk does. One line naming the cause, exit 2, and the
+    # folder whole or visibly incomplete (no temporary file, no half-written one).
+    import errno
+
+    import spineid.io._atomic as atomic
+
+    flushed = [0]
+
+    class FullDisk:
+        def __getattr__(self, name):
+            return getattr(os, name)
+
+        @staticmethod
+        def fsync(handle):
+            if stat.S_ISDIR(os.fstat(handle).st_mode):  # (a folder's flush: no space needed)
+                return os.fsync(handle)
+            if flushed[0] >= writes:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            flushed[0] += 1
+            return os.fsync(handle)
+
+    monkeypatch.setattr(atomic, "os", FullDisk())
+    out = tmp_path / "out"
+    assert main(["database", "--out", str(out)]) == 2
+    assert "No space left on device" in capsys.readouterr().err
+    assert _check_folder(out) == "incomplete"
