@@ -492,10 +492,16 @@ def test_a_bushing_given_by_its_diagonal_takes_units_of_each_entrys_kind(tmp_pat
      "is in N/m"),
     ('damping = "0.04 N s/mm"', 'damping = "0.04 N/mm"', "springs[0].damping: '0.04 N/mm'"),
     ('stiffness = "27 N/mm"', 'stiffness = "27 N/mmm"',
-     "springs[0].stiffness: expected a number (SI; a parameter's value may carry its unit"),
-    ("mass = 0.5", 'mass = "0.5 kg"', "upper.mass: '0.5 kg': a unit is read on a model "
-     "parameter only"),
-    ("pose = [0.0, 0.03, 0.0]", 'pose = [0.0, "30 mm", 0.0]', "upper.pose[1]: '30 mm'"),
+     "springs[0].stiffness: expected a number (SI; a parameter's value, or a mass, length, "
+     "angle, time or load"),
+    ("mass = 0.5", 'mass = "0.5 mm"', "upper.mass: '0.5 mm' is not of this value's kind "
+     "(in kg)"),
+    ("pose = [0.0, 0.03, 0.0]", 'pose = [0.0, 0.03, "30 mm"]',
+     "upper.pose[2]: '30 mm' is not of this value's kind (an angle)"),
+    ("amplitude = 0.08", 'amplitude = "0.08 N"', "loads[2].amplitude: '0.08 N' is not of this "
+     "value's kind (in N m)"),
+    ("frequency = 4.0", 'frequency = "4 s"', "loads[0].frequency: '4 s': a unit is read on a "
+     "model parameter and on the values whose kind the format declares"),
     ("mass = 0.5", 'mass = "500 g"', "upper.mass: expected a number (SI"),
 ])
 def test_a_unit_that_is_not_one_or_not_the_parameters_kind_is_refused(tmp_path, old, new,
@@ -504,6 +510,35 @@ def test_a_unit_that_is_not_one_or_not_the_parameters_kind_is_refused(tmp_path, 
     path.write_text(_lab_model().replace(old, new))
     with pytest.raises(ValueError, match=re.escape(message)):
         spineid.load_model_file(path)
+
+
+def test_geometry_masses_and_loads_written_with_their_units_are_the_si_model(tmp_path):
+    # The bundled four-spring pair with every value that is not a parameter written as a lab
+    # would (g is no unit: kg; mm, deg, kg mm^2, N m): the same model as the SI file, its
+    # motion equal to rounding; a fitted file writes them back as the file gave them.
+    text = spineid.dataset_path("axial_4_springs.toml").read_text()
+    for si, lab in [("mass = 0.5", 'mass = "0.5 kg"'),
+                    ("inertia = 1.2e-3", 'inertia = "1200 kg mm^2"'),
+                    ("pose = [0.0, 0.03, 0.0]", 'pose = ["0 mm", "3 cm", "0 deg"]'),
+                    ("lower_point = [-0.02, 0.010]", 'lower_point = ["-20 mm", "10 mm"]'),
+                    ("amplitude = 0.08", 'amplitude = "80 Nmm"'),
+                    ("phase = 1.0", f'phase = "{math.degrees(1.0)!r} deg"'),
+                    ("gravity = [0.0, 0.0]", 'gravity = ["0 m/s^2", "0 mm/s^2"]')]:
+        assert text.count(si) == 1, si
+        text = text.replace(si, lab)
+    path = tmp_path / "lab.toml"
+    path.write_text(text)
+    lab = spineid.load_model_file(path)
+    si = spineid.load_model_file(spineid.dataset_path("axial_4_springs.toml"))
+    ts = np.linspace(0.0, 0.05, 51)
+    np.testing.assert_allclose(np.asarray(spineid.simulate(lab.model, ts).q),
+                               np.asarray(spineid.simulate(si.model, ts).q), rtol=1e-12,
+                               atol=1e-15)
+    assert lab.quantities["upper.inertia"] == ("1200 kg mm^2", pytest.approx(1.2e-3))
+    assert lab.quantities["springs[0].lower_point[0]"] == ("-20 mm", pytest.approx(-0.02))
+    written = spineid.write_model_file(tmp_path / "fitted.toml", lab,
+                                       {"springs[0].stiffness": 26410.0}).read_text()
+    assert 'inertia = "1200 kg mm^2"' in written and '"3 cm"' in written
 
 
 def test_text_that_is_no_quantity_stays_text(tmp_path):

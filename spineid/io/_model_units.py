@@ -8,11 +8,16 @@ unit is a product of the units of `UNITS` (and `kg`), each with an optional whol
 `N/mm`, `N m/deg`, `Nmm/deg`, `kN/m`. Such text is read into SI before the model is built
 (`quantities_in_document`), so every check of the kind applies to the SI value; its unit must
 be of the parameter's kind (`N/mm` for a stiffness in N/m, not `N/deg`; radians count as a
-ratio, so a symmetric matrix's mirrored entries, N/rad and N m/m, are of one kind), and a value
-that is not a parameter's (a mass, a position, a load, whose kind the file does not declare, or a
-head-neck posture in degrees) is refused: it stays SI (`check_quantities`). Text that does not
-read as a number with a unit is left for the kind's reader, which refuses it where it expects
-a number (`DocumentChecker.number`) and keeps it where it expects text (names, files).
+ratio, so a symmetric matrix's mirrored entries, N/rad and N m/m, are of one kind). Beside the
+parameters, the values whose kind the format declares by their key (`declared_unit`: masses,
+inertias, points and positions, poses by their entries, orientations and phases, times, a
+load's amplitude by its component, gravity) take a unit of that kind: `mass = "450 g"` is not
+one (no `g`), `mass = "0.45 kg"`, `lower_point = ["-20 mm", "10 mm"]`, `pose = ["0 mm", "30 mm",
+"5 deg"]`, `amplitude = "2 N m"` for an `Mz` load. Any other value (a head-neck posture already
+in degrees, a frequency, a key whose kind depends on its model) is refused with a unit: it
+stays SI (`check_quantities`). Text that does not read as a number with a unit is left for the
+kind's reader, which refuses it where it expects a number (`DocumentChecker.number`) and keeps
+it where it expects text (names, files).
 
 The units are `UNITS`'s table rather than a units library, for the reason `quantity_in_si`
 gives: a small closed set of spine-test quantities, errors that list exactly what is accepted,
@@ -70,26 +75,55 @@ def _physical(dimensions: dict[str, int]) -> dict[str, int]:
     return {base: e for base, e in dimensions.items() if base != "rad"}
 
 
+DECLARED_UNITS = {
+    "mass": "kg", "masses": "kg", "inertia": "kg m^2", "head_inertia": "kg m^2",
+    **dict.fromkeys(("point", "lower_point", "upper_point", "position", "centre", "radius",
+                     "curve", "body_depth", "body_height", "spinous_reach", "disc_height",
+                     "base_disc_height", "base_depth", "base_spinous_reach", "head_centre",
+                     "head_anterior", "head_posterior"), "m"),
+    "orientation": "rad", "phase": "rad", "t_end": "s", "t_peak": "s",
+    "gravity": "m/s^2", "peak": "m/s^2",
+}
+"""The SI unit of the values that are not parameters, by their key, in every kind that has the
+key (docs/formats/model-files.md): a value written with its unit there must be of this kind.
+(`pose`, `initial_pose` and a load's `amplitude` are declared by `declared_unit`.)"""
+
+
+def declared_unit(table: dict, key: str):
+    """The SI unit the format declares for `table[key]` where it is not a parameter: a unit,
+    a tuple of units by entry (a planar pose `(m, m, rad)`, a spatial one `(m, m, m, rad, rad,
+    rad)`), or `None` for a key whose kind the format does not declare."""
+    if key in ("pose", "initial_pose") and isinstance(table[key], list):
+        return {3: ("m", "m", "rad"), 6: ("m",) * 3 + ("rad",) * 3}.get(len(table[key]))
+    if key == "amplitude" and isinstance(table.get("component"), str):
+        return {"F": "N", "M": "N m"}.get(table["component"][:1])
+    return DECLARED_UNITS.get(key)
+
+
 def quantities_in_document(document: dict, source: str) -> tuple[dict, dict[str, tuple]]:
     """The model document with every value written with its unit (module docstring) in SI,
-    and what was read: `{path: (text, SI dimensions, SI value)}`, each path as the document
-    nests it (`springs[0].stiffness`, `bushings[0].stiffness[3]`; `check_quantities` names the
-    parameter). Text that is not a number with a unit stays as it is, and the `[priors]` table
-    (SI) is not read."""
+    and what was read: `{path: (text, SI dimensions, SI value, declared SI unit or None)}`,
+    each path as the document nests it (`springs[0].stiffness`, `bushings[0].stiffness[3]`;
+    `check_quantities` names the parameter). Text that is not a number with a unit stays as it
+    is, and the `[priors]` table (SI) is not read."""
     read: dict[str, tuple] = {}
 
-    def walk(value, name):
+    def walk(value, name, declared=None):
         if isinstance(value, dict):
-            return {key: walk(item, f"{name}.{key}" if name else str(key))
+            return {key: walk(item, f"{name}.{key}" if name else str(key),
+                              declared_unit(value, key))
                     for key, item in value.items()}
         if isinstance(value, list):
-            return [walk(item, f"{name}[{i}]") for i, item in enumerate(value)]
+            return [walk(item, f"{name}[{i}]",
+                         declared[i] if isinstance(declared, tuple) else declared)
+                    for i, item in enumerate(value)]
         match = _QUANTITY.match(value) if isinstance(value, str) else None
         parsed = None if match is None else unit_expression(match.group(2))
         if parsed is None:
             return value
         si = float(match.group(1)) * parsed[0]
-        read[name] = (value.strip(), parsed[1], si)
+        read[name] = (value.strip(), parsed[1], si,
+                      declared if isinstance(declared, str) else None)
         return si
 
     converted = walk({k: v for k, v in document.items() if k != "priors"}, "")
@@ -115,16 +149,24 @@ def parameter_of(path: str, names) -> str | None:
 
 
 def check_quantities(read: dict[str, tuple], parameters, source: str) -> dict[str, tuple]:
-    """Refuse a value written with its unit (`read`: `quantities_in_document`'s) that is not a
-    parameter's (of `parameters`, each with `name` and SI `unit`) or whose unit is not of the
-    parameter's kind, naming the key; returns `{path: (text, SI value)}` of those read."""
+    """Refuse a value written with its unit (`read`: `quantities_in_document`'s) that is
+    neither a parameter's (of `parameters`, each with `name` and SI `unit`) nor one whose kind
+    the format declares (`declared_unit`), or whose unit is not of that kind, naming the key;
+    returns `{path: (text, SI value)}` of those read."""
     units = {p.name: p.unit for p in parameters}
-    for path, (text, dimensions, _) in read.items():
+    for path, (text, dimensions, _, declared) in read.items():
         name = parameter_of(path, units)
+        if name is None and declared is not None:
+            if _physical(si_dimensions(declared)) != _physical(dimensions):
+                kind = "an angle" if declared == "rad" else f"in {declared}"
+                raise ValueError(f"{source}: {path}: {text!r} is not of this value's kind "
+                                 f"({kind})")
+            continue
         if name is None:
             raise ValueError(f"{source}: {path}: {text!r}: a unit is read on a model parameter "
-                             "only (a stiffness, a damping: the values a fit starts from); "
-                             "write this value as an SI number")
+                             "and on the values whose kind the format declares (masses, "
+                             "inertias, points, poses, times, loads: docs/formats/"
+                             "model-files.md); write this value as an SI number")
         expected = si_dimensions(units[name])
         if expected is None:
             raise ValueError(f"{source}: {path}: {text!r}: {name}'s unit ({units[name]}) is "
@@ -133,7 +175,7 @@ def check_quantities(read: dict[str, tuple], parameters, source: str) -> dict[st
             raise ValueError(f"{source}: {path}: {text!r} is not of the parameter's kind "
                              f"({name} is in {units[name]}; e.g. N/mm for N/m, N m/deg for "
                              "N m/rad)")
-    return {path: (text, si) for path, (text, _, si) in read.items()}
+    return {path: (text, si) for path, (text, _, si, _) in read.items()}
 
 
 def with_units_as_read(document: dict, quantities: dict[str, tuple]) -> dict:

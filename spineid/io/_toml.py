@@ -57,8 +57,9 @@ class DocumentChecker:
             return default
         value = table[name]
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            self.fail(key, "a number" + (" (SI; a parameter's value may carry its unit, e.g. "
-                                         "'27 N/mm': docs/formats/model-files.md)"
+            self.fail(key, "a number" + (" (SI; a parameter's value, or a mass, length, "
+                                         "angle, time or load, may carry its unit, e.g. "
+                                         "'27 N/mm', '30 mm': docs/formats/model-files.md)"
                                          if isinstance(value, str) else ""), value)
         if not math.isfinite(value):
             self.fail(key, "a finite number", value)
