@@ -25,7 +25,8 @@ its dampers (Levenberg-Marquardt from the file's stiffnesses). `--part trajector
 same fits under the noise model a lab gives after recording a still specimen
 (`tracking_characterised`: rho known, or each channel's AR(10) of the filtered noise).
 `--part trajectory-exact`: the same fit under filtered noise, linearised at the truth, against
-the Cramer-Rao bound of the filter's exact covariance (`trajectory_exact_part`).
+the Cramer-Rao bound of the filter's exact covariance, the autoregressions estimated from the
+noise itself and, as the fits do, from the residuals (`trajectory_exact_part`).
 
 Stiffness matrices (`--part stiffness`): a tester's sweep of 1000 rows moving all six degrees of
 freedom at once (1 mm, 8 degrees; sinusoids of 1-3.5 cycles), the loads of Christophy et al.'s
@@ -224,7 +225,7 @@ def trajectory_exact_part(repetitions, rng):
     `fit_channel_noise`, as the fit does from its residuals): its spread, its reported errors,
     their calibration and coverage. No nonlinear fit runs: this isolates what the noise model
     costs from what the nonlinear fit adds (the fits' own calibration is `--part trajectory`)."""
-    from spineid.identify._common._noise_model import AR, fit_channel_noise, whitened
+    from spineid.identify._common._noise_model import AR, fit_channel_noise, White, whitened
     from spineid.identify._trajectory._objective import measured_sensitivities
 
     channels = ("x", "y", "theta")
@@ -253,20 +254,45 @@ def trajectory_exact_part(repetitions, rng):
                for c in range(3))
     white_spread = np.sqrt(np.diag(bread @ meat @ bread))
     white_reported = np.sqrt(np.diag(bread))
+    share = len(truth) / 3
+
+    def generalized(noise, estimates):
+        # The estimate's error and its reported errors under the channels' `estimates`.
+        a = np.concatenate([whitened(jacobian[:, c], e.coefficients) / e.innovation
+                            for c, e in enumerate(estimates)])
+        b = np.concatenate([whitened(noise[:, c], e.coefficients) / e.innovation
+                            for c, e in enumerate(estimates)])
+        covariance = np.linalg.inv(a.T @ a)
+        return covariance @ a.T @ b, np.sqrt(np.diag(covariance))
+
     errors, reported, orders = [], [], []
+    from_residuals, reported_residuals = [], []
     for _ in range(repetitions):
         noise = TRACKING_SD * (operator @ rng.normal(size=(ts.size + 400, 3)))
-        rows_a, rows_b = [], []
-        for c, channel in enumerate(channels):
-            estimate = fit_channel_noise([noise[:, c]], AR(), len(truth) / 3, channel)
-            orders.append(estimate.order)
-            rows_a.append(whitened(jacobian[:, c], estimate.coefficients) / estimate.innovation)
-            rows_b.append(whitened(noise[:, c], estimate.coefficients) / estimate.innovation)
-        a, b = np.concatenate(rows_a), np.concatenate(rows_b)
-        covariance = np.linalg.inv(a.T @ a)
-        errors.append(covariance @ a.T @ b)
-        reported.append(np.sqrt(np.diag(covariance)))
+        estimates = [fit_channel_noise([noise[:, c]], AR(), share, channel)
+                     for c, channel in enumerate(channels)]
+        orders += [e.order for e in estimates]
+        error, stderr = generalized(noise, estimates)
+        errors.append(error)
+        reported.append(stderr)
+        # As the fit does it: the autoregressions from the white-weighted fit's residuals, then
+        # from each generalized fit's residuals at those orders (iterated prewhitening).
+        error = np.linalg.lstsq(weighted, np.concatenate(
+            [noise[:, c] / TRACKING_SD[c] for c in range(3)]), rcond=None)[0]
+        residuals = noise - jacobian @ error
+        estimates = [fit_channel_noise([residuals[:, c]], AR(), share, channel)
+                     for c, channel in enumerate(channels)]
+        kept = [AR(e.order) if e.order else White() for e in estimates]
+        for _ in range(6):
+            error, stderr = generalized(noise, estimates)
+            residuals = noise - jacobian @ error
+            estimates = [fit_channel_noise([residuals[:, c]], kind, share, channel)
+                         for c, (kind, channel) in enumerate(zip(kept, channels))]
+        error, stderr = generalized(noise, estimates)
+        from_residuals.append(error)
+        reported_residuals.append(stderr)
     errors, reported = np.array(errors), np.array(reported)
+    from_residuals, reported_residuals = np.array(from_residuals), np.array(reported_residuals)
     spread = errors.std(axis=0)
 
     def listed(values, digits=2):
@@ -283,6 +309,11 @@ def trajectory_exact_part(repetitions, rng):
     print(f"  auto's spread over the exact bound {listed(spread / exact)}; its reported errors "
           f"over the bound {listed(reported.mean(axis=0) / exact)}; orders chosen: "
           + ", ".join(f"{k}: {orders.count(k)}" for k in sorted(set(orders))))
+    spread, mean = from_residuals.std(axis=0), reported_residuals.mean(axis=0)
+    covered = np.mean(np.abs(from_residuals) < 1.96 * reported_residuals, axis=0)
+    print(f"  auto from the residuals, iterated (as the fits do): true spread {listed(spread)}, "
+          f"mean reported {listed(mean)} (calibration {listed(spread / mean)}, coverage "
+          f"{listed(100 * covered, 0)}%)")
 
 
 def trajectory_part(repetitions, rng, verdicts_only=False, models=("auto", "white")):

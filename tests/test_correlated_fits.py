@@ -61,21 +61,26 @@ def test_errors_under_the_noise_model_are_the_cramer_rao_bound_of_the_dense_cova
         pair, correlated):
     result, _ = correlated
     models = result.goodness_of_fit.noise_model
-    assert [models[c]["order"] for c in CHANNELS] == [1, 1, 1]
+    # (AIC may add orders with small coefficients to an AR(1): `chosen_order`.)
+    assert all(models[c]["order"] >= 1 for c in CHANNELS)
     assert all(0.4 < models[c]["coefficients"][0] < 0.8 for c in CHANNELS)
     # The oracle: F = sum_c J_c^T Sigma_c^-1 J_c with Sigma_c the Toeplitz matrix of the fitted
-    # AR(1)'s autocovariances (statsmodels), the sensitivities unweighted; no whitening.
+    # autoregression's autocovariances (statsmodels), the sensitivities unweighted; no
+    # whitening.
     unit = _problem(pair, np.zeros_like(pair[2]), noise=dict.fromkeys(CHANNELS, 1.0))
     jacobian = measured_sensitivities(unit, CHANNELS, result.values).reshape(201, 3, -1)
     fisher = 0
     for c, channel in enumerate(CHANNELS):
-        phi, innovation = models[channel]["coefficients"][0], models[channel]["innovation_sd"]
-        gamma = arma_acovf([1.0, -phi], [1.0], 201, sigma2=innovation ** 2)
+        phi, innovation = models[channel]["coefficients"], models[channel]["innovation_sd"]
+        gamma = arma_acovf(np.concatenate([[1.0], -np.asarray(phi)]), [1.0], 201,
+                           sigma2=innovation ** 2)
         covariance = gamma[np.abs(np.subtract.outer(np.arange(201), np.arange(201)))]
         fisher = fisher + jacobian[:, c].T @ np.linalg.solve(covariance, jacobian[:, c])
     expected = np.sqrt(np.diag(np.linalg.inv(fisher)))
-    # (Cochrane-Orcutt leaves the first sample out where the dense form keeps it: 1 in 201.)
-    np.testing.assert_allclose(result.stderr, expected, rtol=0.02)
+    # (Cochrane-Orcutt leaves the first p samples out where the dense form keeps them: p of
+    # 201.)
+    order = max(models[c]["order"] for c in CHANNELS)
+    np.testing.assert_allclose(result.stderr, expected, rtol=0.02 * order)
 
 
 def test_coefficients_given_are_kept_and_their_errors_are_the_dense_covariances(pair):
@@ -112,7 +117,7 @@ def test_correlated_noise_is_accepted_with_errors_that_white_weights_understate(
     assert np.all(np.abs(result.values - result.start) / result.stderr < 4)  # (the start: truth)
     assert result.stderr_robust is not None and np.all(np.isfinite(result.stderr_robust))
     report = result.report()
-    assert report["goodness_of_fit"]["noise_model"]["x"]["order"] == 1
+    assert report["goodness_of_fit"]["noise_model"]["x"]["order"] >= 1
     assert "robust" in result.summary()
 
 

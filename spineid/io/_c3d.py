@@ -13,7 +13,6 @@ use as an oracle; `c3d` is pure Python.)
 """
 
 import math
-import pathlib
 import struct
 import warnings
 

@@ -576,8 +576,8 @@ def _forces(reader, model, bodies, names, units, spinning):
                  for exponents, coefficient in polynomial_terms(
                      _text(element, tag, "0.0"), f"{where}: <{tag}>").items()]
         bushings.append(ExpressionBushing(
-            *placed, tuple(t[0] for t in terms), tuple(t[1] for t in terms),
-            floats([t[2] for t in terms]), **vectors))
+            *placed, outputs=tuple(t[0] for t in terms), exponents=tuple(t[1] for t in terms),
+            coefficients=floats([t[2] for t in terms]), **vectors))
     if dropped:
         warnings.warn(f"{reader.path}: forces dropped (spineid reads the passive model: "
                       f"bushings, coordinate limits, prescribed forces, joints, gravity): "

@@ -29,8 +29,20 @@ class CoordinateCoupler(eqx.Module):
     scale: Float[Array, ""]
 
 
-class _Damped(eqx.Module):
-    # A two-frame bushing's damper, `D = diag(translational, rotational)` in `y`'s order.
+class _TwoFrameBushing(eqx.Module):
+    # What OpenSim's two bushings share: the component's name (`label`, static), the frame on
+    # body `body1` and the one on `body2` (static indices, `GROUND` for ground; each
+    # `(translation (3,) m, rotation (3, 3))` in its body), and the damper `-D y'`, `D =
+    # diag(translational, rotational)` in the deflection `y = [p, beta]`'s order.
+
+    label: str = eqx.field(static=True)
+    body1: int = eqx.field(static=True)
+    body2: int = eqx.field(static=True)
+    frame1: tuple[Float[Array, "3"], Float[Array, "3 3"]]
+    frame2: tuple[Float[Array, "3"], Float[Array, "3 3"]]
+    rotational_damping: Float[Array, "3"]
+    translational_damping: Float[Array, "3"]
+    collection: ClassVar[str] = "bushings"
 
     @property
     def damping_diagonal(self) -> Float[Array, "6"]:
@@ -38,7 +50,13 @@ class _Damped(eqx.Module):
         return jnp.concatenate([self.translational_damping, self.rotational_damping])
 
 
-class TreeBushing(_Damped):
+_DAMPING_FIELDS = (ParameterField("rotational_damping", "bushings.rotational_damping",
+                                  "N m s/rad"),
+                   ParameterField("translational_damping", "bushings.translational_damping",
+                                  "N s/m"))
+
+
+class TreeBushing(_TwoFrameBushing):
     """OpenSim's `BushingForce` between a frame on body `body1` and one on body `body2`
     (static indices, `GROUND` for ground; frames `(translation (3,) m, rotation (3, 3))` in
     those bodies): the load `f = -K y - D y'` with `y = [p, beta]` the relative motion of
@@ -52,23 +70,15 @@ class TreeBushing(_Damped):
     `bushing_1.rotational_stiffness[2]`, groups `bushings.rotational_stiffness`, ...
     """
 
-    label: str = eqx.field(static=True)
-    body1: int = eqx.field(static=True)
-    body2: int = eqx.field(static=True)
-    frame1: tuple[Float[Array, "3"], Float[Array, "3 3"]]
-    frame2: tuple[Float[Array, "3"], Float[Array, "3 3"]]
     rotational_stiffness: Float[Array, "3"]
     translational_stiffness: Float[Array, "3"]
-    rotational_damping: Float[Array, "3"]
-    translational_damping: Float[Array, "3"]
-    collection: ClassVar[str] = "bushings"
 
     def parameter_fields(self):
         """The four vectors, named and grouped after OpenSim's properties (lower bound 0)."""
-        units = {"rotational_stiffness": "N m/rad", "translational_stiffness": "N/m",
-                 "rotational_damping": "N m s/rad", "translational_damping": "N s/m"}
-        return tuple(ParameterField(field, f"bushings.{field}", unit)
-                     for field, unit in units.items())
+        return (ParameterField("rotational_stiffness", "bushings.rotational_stiffness",
+                               "N m/rad"),
+                ParameterField("translational_stiffness", "bushings.translational_stiffness",
+                               "N/m"), *_DAMPING_FIELDS)
 
     @property
     def stiffness_diagonal(self) -> Float[Array, "6"]:
@@ -102,7 +112,7 @@ def monomial(exponents: tuple[int, ...]) -> str:
                     for name, power in zip(DEFLECTIONS, exponents) if power)
 
 
-class ExpressionBushing(_Damped):
+class ExpressionBushing(_TwoFrameBushing):
     """OpenSim's `ExpressionBasedBushingForce` with polynomial expressions: frames and
     deflection `y = [p, beta]` as `TreeBushing`'s; the spring's load is OpenSim's six
     expressions `[Mx, My, Mz, Fx, Fy, Fz](dq)` of `dq = [beta, p]` (`theta_x .. delta_z`),
@@ -119,17 +129,9 @@ class ExpressionBushing(_Damped):
     term each is) and the dampings as `TreeBushing`'s.
     """
 
-    label: str = eqx.field(static=True)
-    body1: int = eqx.field(static=True)
-    body2: int = eqx.field(static=True)
-    frame1: tuple[Float[Array, "3"], Float[Array, "3 3"]]
-    frame2: tuple[Float[Array, "3"], Float[Array, "3 3"]]
     outputs: tuple[int, ...] = eqx.field(static=True)
     exponents: tuple[tuple[int, ...], ...] = eqx.field(static=True)
     coefficients: Float[Array, " t"]
-    rotational_damping: Float[Array, "3"]
-    translational_damping: Float[Array, "3"]
-    collection: ClassVar[str] = "bushings"
     conservative: ClassVar[bool] = False
 
     @property
@@ -142,11 +144,7 @@ class ExpressionBushing(_Damped):
         """The coefficients (each in its term's unit, unbounded) and the two dampings."""
         units = tuple(_term_unit(o, e) for o, e in zip(self.outputs, self.exponents))
         return (ParameterField("coefficients", "bushings.coefficients", units or "",
-                               lower=-math.inf),
-                ParameterField("rotational_damping", "bushings.rotational_damping",
-                               "N m s/rad"),
-                ParameterField("translational_damping", "bushings.translational_damping",
-                               "N s/m"))
+                               lower=-math.inf), *_DAMPING_FIELDS)
 
     def spring_load(self, y: Float[Array, "6"]) -> Float[Array, "6"]:
         """The expressions' load `(6,)` in `y`'s order (`[Fx, Fy, Fz, Mx, My, Mz]`, N, N m)

@@ -8,12 +8,12 @@ from collections.abc import Sequence
 import numpy as np
 
 MAX_ORDER = 10
-"""The largest autoregressive order `"auto"` considers (BIC chooses among 0 to this, and at most
-a tenth of the shortest record). 10, not 5: noise low-pass filtered as motion capture and
-testers filter it needs orders 4-10 for its low-frequency power, which the errors of slowly
-varying parameters depend on (docs/goodness-of-fit.md: under such noise the trajectory fits'
-errors went from 1.4-1.5 to 1.2-1.3 times too small, the stiffness matrices' were calibrated);
-under AR(1) noise BIC still chooses order 1."""
+"""The largest autoregressive order `"auto"` considers (it chooses among 0 to this, and at most
+a tenth of the shortest record: `chosen_order`). 10, not 5: noise low-pass filtered as motion
+capture and testers filter it needs orders 4-10 for its low-frequency power, which the errors
+of slowly varying parameters depend on (docs/goodness-of-fit.md: under such noise the
+trajectory fits' errors went from 1.4-1.5 to 1.2-1.3 times too small, the stiffness matrices'
+were calibrated); 20 did no better than 10."""
 
 ORDER_LIMIT = 20
 """The largest order a model may be given."""
@@ -41,8 +41,9 @@ class White(AbstractNoiseModel):
 @dataclasses.dataclass(frozen=True)
 class AR(AbstractNoiseModel):
     """Autoregressive errors of order `order` (a whole number from 1 to `ORDER_LIMIT`), or of the
-    order from 0 (white) to `max_order` that the residuals' Bayesian information criterion
-    prefers when `order` is `None` (`"auto"`); or of the `coefficients` given (a lab that knows
+    order from 0 (white) to `max_order` that the residuals prefer when `order` is `None`
+    (`"auto"`: white where the Bayesian information criterion says so, else the Akaike
+    criterion's order, `chosen_order`); or of the `coefficients` given (a lab that knows
     its filter: its spectrum as an autoregression), `phi_1..phi_p` for every channel or
     `{channel: phi}` (a channel not named white), the innovations' deviation then the only
     noise parameter estimated. `coefficients` are stored as given for every channel, or as

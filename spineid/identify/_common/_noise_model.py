@@ -187,7 +187,7 @@ def fit_channel_noise(series: Sequence[np.ndarray], model: AbstractNoiseModel,
                       n_free: float = 0.0, channel: str | None = None) -> ChannelNoise:
     """The noise of one channel (named `channel`) from its raw residuals `series` (one `(k,)`
     per record, in the order of the samples; values not measured left out): the order (given,
-    or by BIC from 0 to `max_order` for `AR()`), the Yule-Walker coefficients (or those
+    or from 0 to `max_order` for `AR()`: `chosen_order`), the Yule-Walker coefficients (or those
     given), and the standard deviations, with `n_free` (the share of the fit's parameters this
     channel absorbed) taken off the degrees of freedom as in `noise_from_residuals`."""
     series = [np.asarray(s, dtype=float) for s in series if np.size(s)]
@@ -203,15 +203,33 @@ def fit_channel_noise(series: Sequence[np.ndarray], model: AbstractNoiseModel,
     gamma, total = autocovariances(series, max(orders))
     models = levinson_durbin(gamma, max(orders))
     if len(orders) > 1:
-        # BIC of a Gaussian autoregression: N ln(s_a^2) + p ln(N) (the samples lost to the
-        # start of each record are few against N and alike across the orders compared).
-        def bic(p):
-            return total * math.log(max(models[p][1], 1e-300)) + p * math.log(max(total, 2))
-
-        order = min(orders, key=bic)
+        order = chosen_order(models, orders, total)
     else:
         order = orders[0]
     return noise_under(series, models[order][0], n_free)
+
+
+def chosen_order(models: list[tuple[np.ndarray, float]], orders: Sequence[int],
+                 total: int) -> int:
+    """The autoregressive order `"auto"` chooses among `orders` (from 0) for the Yule-Walker
+    `models` (`levinson_durbin`'s) of `total` samples: 0 (white) where the Bayesian
+    information criterion prefers it, else the order the Akaike criterion prefers (at least
+    BIC's). BIC (`N ln s_a^2 + p ln N`) is consistent for a noise that is white or a finite
+    autoregression, so it keeps white noise white; but filtered noise (a Butterworth
+    filter's output, an ARMA process) is no finite autoregression, and for such noise AIC
+    (`N ln s_a^2 + 2 p`) is the efficient choice (Shibata 1980, Ann. Statist. 8, 147-164): it
+    keeps the orders that carry the low-frequency power the errors of slowly varying
+    parameters depend on. Measured (`experiments/coverage_correlated.py`, the trajectory fit
+    linearised, 200 filtered records): errors 1.24-1.36 times too small under BIC's orders,
+    1.08-1.26 under this rule; white and AR(1) noise alike under both. (The samples lost to
+    the start of each record are few against `N` and alike across the orders compared.)"""
+    def criterion(p, penalty):
+        return total * math.log(max(models[p][1], 1e-300)) + p * penalty
+
+    order = min(orders, key=lambda p: criterion(p, math.log(max(total, 2))))
+    if order:
+        order = max(order, min(orders, key=lambda p: criterion(p, 2.0)))
+    return order
 
 
 def noise_under(series: Sequence[np.ndarray], coefficients: Sequence[float],

@@ -194,7 +194,7 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
     default: estimated from the residuals; `exact`: map moments onto the Euler basis (default)
     or use them as measured (linearised; `conversion_effect` says what that costs);
     `noise_model` (with the noise estimated): `"auto"` (default: each load channel white where
-    its residuals are, else the autoregressive order BIC chooses), `"white"`, `"ar:P"` or a
+    its residuals are, else the autoregressive order AIC chooses), `"white"`, `"ar:P"` or a
     `spineid.AR`; the rows are then taken in the order they were recorded (a tester's sweep);
     `max_misfit`: the largest smooth misfit accepted, a fraction of each load channel's range
     (default 2%; `docs/goodness-of-fit.md`).

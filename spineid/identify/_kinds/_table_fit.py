@@ -289,7 +289,7 @@ def fit_load_law(
     `spineid.LawDynamics` (a damper to fit, a known inertia, the rates' window; default none:
     a quasi-static test); `noise`: the load noise, estimated from the residuals
     under a noise model (`spineid.identify._common._noise_model`): `None` or `"auto"` (the
-    default: white where the residuals are, else the autoregressive order their BIC prefers),
+    default: white where the residuals are, else the autoregressive order their AIC prefers),
     `"white"`, `"ar:P"` or `spineid.AR(P)`, `"phi:..."` or `spineid.AR(coefficients=phi)`
     (the autoregression given: only its innovations' deviation estimated); or given, a
     standard deviation (load units, white);

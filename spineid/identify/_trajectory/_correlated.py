@@ -3,8 +3,9 @@
 
 After the fit under white weights (ordinary least squares, the noise estimated per channel),
 each channel's autoregression is fitted to its residuals, pooled over the load cases (`"auto"`:
-the order by BIC, 0 where they are white; the trajectory fit is then unchanged, as it is where
-the white-weighted fit's smooth misfit exceeds the tolerance: `misfit_exceeds`). Where a
+0 where BIC finds them white, else the order AIC prefers, `chosen_order`; the trajectory fit
+is then unchanged, as it is where the white-weighted fit's smooth misfit exceeds the
+tolerance: `misfit_exceeds`). Where a
 channel needs an order, the fit is weighted by the whitening filter (generalized least squares, the
 first `q` samples of each record left out: Cochrane-Orcutt), the autoregression estimated again
 from the new residuals and the fit repeated until the innovations' deviations settle (iterated
