@@ -379,6 +379,12 @@ def test_the_design_command_reads_a_design_file_and_writes_its_report(tmp_path, 
     (lambda t: t + '\n[correlation]\ntheta = "high"\n',
      r"correlation\.theta: expected the coefficients"),
     (lambda t: t + "\n[correlation]\nz = 0.5\n", r"correlation\.z: expected one of"),
+    (lambda t: t.replace("budget = 2", "budget = 9"),
+     r"budget: expected at most the number of candidates \(7\), got 9"),
+    (lambda t: t.replace('baseline = ["bundled protocol"]', 'baseline = ["today"]'),
+     r"baseline: expected names of candidates \(among \['bundled protocol'"),
+    (lambda t: t.replace('name = "Fx 3 Hz"', 'name = "Fx 12 Hz"'),
+     r"candidates: expected distinct names; repeated, got \['Fx 12 Hz'\]"),
     (lambda t: t + "\n[correlation]\ntheta = 1.5\n",
      r"correlation\['theta'\] = \(1.5,\): not a stationary autoregression"),
 ])
@@ -975,3 +981,23 @@ def test_a_long_validation_is_cut_into_chunks_that_show_its_progress_early():
 
     assert [validation_chunk(n) for n in (2, 20, 50, 250)] == [1, 2, 5, 25]
     assert validation_chunk(100_000) == DEFAULT_CHUNK == 25
+
+
+def test_the_design_files_page_shows_whole_files_that_read(tmp_path):
+    # Each TOML block of docs/formats/design-files.md is a whole design file: beside a copy of
+    # the bundled model (its `model = "../axial_4_springs.toml"`), it reads without an error.
+    import pathlib
+    import shutil
+
+    from spineid.io import read_design_file
+
+    page = (pathlib.Path(__file__).parent.parent / "docs" / "formats" / "design-files.md")
+    blocks = [b.split("```", 1)[0] for b in page.read_text().split("```toml\n")[1:]]
+    assert len(blocks) == 2
+    shutil.copy(spineid.dataset_path("axial_4_springs.toml"), tmp_path / "axial_4_springs.toml")
+    (tmp_path / "designs").mkdir()
+    for k, block in enumerate(blocks):
+        path = tmp_path / "designs" / f"block_{k}.toml"
+        path.write_text(block)
+        read = read_design_file(path)
+        assert read is not None

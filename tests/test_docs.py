@@ -120,3 +120,16 @@ def test_the_python_of_the_readme_and_the_home_page_runs_as_printed(capsys):
     assert names.startswith("['springs[0].stiffness', 'springs[0].damping'"), names
     low, high = map(float, re.search(r"interval \[([\d.]+), ([\d.]+)\] N/m", interval).groups())
     assert low < 20000.0 < high and high - low < 100.0, interval
+
+
+def test_the_scale_out_pages_population_example_runs_as_printed(tmp_path, monkeypatch, capsys):
+    # The scale-out page's one complete program (a population on two threads, a Monte-Carlo
+    # study, a multi-start on the executor) runs as pasted, in a folder of its own.
+    (block,) = [b for b in _python_blocks((DOCS / "scale-out.md").read_text())
+                if "population_fits" in b]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "scale-out.md", "exec"), {"__name__": "__docs__"})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("8 fit(s): 8 converged"), printed
+    assert printed[1:] == ["(8, 4) (8, 4)", "(8, 4)"], printed
+    assert (tmp_path / "population_fits" / "batch.json").is_file()

@@ -162,6 +162,15 @@ def read_design_file(path: str | pathlib.Path) -> DesignFile:
         channels = _channels(table, key, model, check)
         candidates.append((table["name"], candidate_model,
                            np.linspace(0.0, duration, samples), channels))
+    names = [c[0] for c in candidates]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        check.fail("candidates", "distinct names; repeated", repeated)
+    if budget > len(candidates):
+        check.fail("budget", f"at most the number of candidates ({len(candidates)})", budget)
+    unknown = [name for name in baseline if name not in names]
+    if unknown:
+        check.fail("baseline", f"names of candidates (among {names})", unknown)
     return DesignFile(model=model, candidates=tuple(candidates), free=free, noise=noise,
                       criterion=criterion, budget=budget, baseline=baseline, limits=limits,
                       source=str(path), correlation=correlation)
