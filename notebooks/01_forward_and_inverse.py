@@ -167,12 +167,13 @@ print(lab_result.goodness_of_fit.summary())
 
 # %% [markdown]
 # The default noise model (`"auto"`) fits an autoregression to each channel's residuals (the
-# order by BIC, none where they are white), refits by generalized least squares and takes the
-# errors under it: here about three times those of the white weighting, and the estimates lie
-# much closer to the truth in their terms. A Butterworth spectrum is not a low-order
-# autoregression, though: the whitened residuals are still not white, and over many such
-# records these errors are still 1.3-1.7 times too small (docs/goodness-of-fit.md, measured by
-# experiments/coverage_correlated.py); for noise correlated as an autoregression they hold.
+# order AIC prefers, none where BIC finds them white), refits by generalized least squares and
+# takes the errors under it: here about three times those of the white weighting, and the
+# estimates lie much closer to the truth in their terms. A Butterworth spectrum is not a
+# low-order autoregression, though: the whitened residuals are still not white, and over many
+# such records these errors are still 1.1-1.2 times too small (docs/goodness-of-fit.md,
+# measured by experiments/coverage_correlated.py); for noise correlated as an autoregression
+# they hold.
 # The smooth part of the residuals that the verdict measures is drawn in red. The model missing
 # a ligament is still flagged on the same data:
 

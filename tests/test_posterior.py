@@ -364,3 +364,31 @@ def test_the_log_prior_of_each_family_is_scipys_log_density():
     outside = points[0].copy()
     outside[2] = 5.5  # beyond the uniform's (1, 4)
     assert float(_log_prior(jnp.asarray(outside), kinds, values)) == -np.inf
+
+
+def test_a_combination_of_parameters_of_several_units_is_shown_on_relative_changes():
+    # Two springs seen only as their sum (N/m) and a damping (N s/m) seen through a mixture
+    # with them: the posterior's combinations are the fit's, on relative changes where units
+    # mix (each parameter over its scale, as a fit's summary shows them), so that draws at the
+    # values give each combination's own value; of one unit, in SI as they are.
+    from spineid.identify._common._uncertainty import fisher_analysis
+    from spineid.identify._design._posterior import posterior_combinations
+
+    names = ["springs[0].stiffness", "springs[1].stiffness", "springs[0].damping"]
+    values = np.array([27000.0, 12000.0, 40.0])
+    rng = np.random.default_rng(4)
+    sum_and_damping = rng.normal(size=(50, 2)) @ np.array([[1e-3, 1e-3, 0.0],
+                                                          [2e-4, 2e-4, 0.5]])
+    _, mixed = fisher_analysis(sum_and_damping, values, values, names)
+    draws = np.tile(values, (5, 1))
+    found = posterior_combinations(mixed, draws, names, ["N/m", "N/m", "N s/m"])
+    assert len(found) == 2 and all("scales" in c for c in found)
+    for combination, entry in zip(mixed.combinations, found):
+        assert entry["coefficients"] == combination["relative"]["coefficients"]
+        assert entry["mean"] == pytest.approx(combination["relative"]["value"], rel=1e-12)
+        assert entry["stderr"] == combination["relative"]["standard_error"]
+    _, one_unit = fisher_analysis(sum_and_damping[:, :1] * np.array([1.0, 1.0, 0.0]), values,
+                                  values, names)
+    (entry,) = posterior_combinations(one_unit, draws, names, ["N/m", "N/m", "N/m"])
+    assert "scales" not in entry
+    assert entry["mean"] == pytest.approx(one_unit.combinations[0]["value"], rel=1e-12)

@@ -13,8 +13,9 @@ The models, per channel, of the errors `e_t` of one record in the order of its s
 - `AR(p)`: autoregressive of order `p`, `e_t = phi_1 e_(t-1) + ... + phi_p e_(t-p) + a_t`,
   the innovations `a_t` independent with standard deviation `s_a` (Box and Jenkins; Seber and
   Wild 1989, section 6.2). `AR()` (order `None`) chooses the order from 0 (white) to
-  `max_order` by the Bayesian information criterion of the residuals, so a channel whose
-  residuals are white stays white: this is the default, `"auto"`.
+  `max_order`: white where the Bayesian information criterion of the residuals prefers it, so
+  a channel whose residuals are white stays white, else the Akaike criterion's order
+  (`chosen_order`): this is the default, `"auto"`.
 - `AR(coefficients=phi)`: the autoregression given (for every channel, or `{channel: phi}`),
   for a lab that knows how its signals are filtered: its spectrum in autoregressive form. Only
   the innovations' standard deviation is estimated, and the verdict's whiteness test then

@@ -139,8 +139,10 @@ class Posterior:
     posterior predictive p-value) and `explains_data` (`predictive_p >= ALPHA`); what the
     data determine (the identifiable combinations of the Fisher information at the start, as
     a fit reports them, `Identifiability`): `rank`, and `combinations`, one dict per
-    combination `sum_j c_j theta_j`: `coefficients` `{name: c_j}`, its posterior `mean`,
-    `sd`, `low95`, `high95`, and the linearised `stderr` beside them; `noise_model` (channel ->
+    combination `sum_j c_j theta_j`: `coefficients` `{name: c_j}` (where its parameters are
+    of several units, on relative changes: `sum_j c_j theta_j / s_j`, the `scales` `{name:
+    s_j}` beside, as a fit's summary shows them), its posterior `mean`, `sd`, `low95`,
+    `high95`, and the linearised `stderr` beside them; `noise_model` (channel ->
     the noise the likelihood assumed, as a fit's report gives it: `order`, `coefficients`,
     `innovation_sd`, `sd`, `described`, and its `source`, given or estimated by the fit).
 
@@ -259,8 +261,9 @@ class Posterior:
                          f"{len(self.names)} parameters; their posteriors (linearised error "
                          "beside):")
             for combination in self.combinations:
-                terms = " ".join(f"{c:+.3g} {n}" for n, c in
-                                 combination["coefficients"].items())
+                scales = combination.get("scales", {})
+                terms = " ".join(f"{c:+.3g} {n}" + (f"/{scales[n]:.3g}" if n in scales else "")
+                                 for n, c in combination["coefficients"].items())
                 lines.append(f"  {terms}: {combination['mean']:.6g} +- {combination['sd']:.3g}"
                              f" (95% {combination['low95']:.6g} to {combination['high95']:.6g};"
                              f" linearised +- {combination['stderr']:.3g})")
@@ -461,15 +464,8 @@ def posterior(problem: FitProblem, *, fit: FitResult | None = None, priors: dict
     _, identifiability = fisher_analysis(
         sensitivity, start, resolved_scales(sensitivity, start, value_scales(start, transform)),
         problem.names)
-    combinations = []
-    for combination in identifiability.combinations:
-        weights = np.array([combination["coefficients"].get(n, 0.0) for n in problem.names])
-        along = draws @ weights
-        low95, high95 = np.percentile(along, [2.5, 97.5])
-        combinations.append({"coefficients": combination["coefficients"],
-                             "mean": float(along.mean()), "sd": float(along.std(ddof=1)),
-                             "low95": float(low95), "high95": float(high95),
-                             "stderr": combination["standard_error"]})
+    combinations = posterior_combinations(identifiability, draws, problem.names,
+                                          [p.unit for p in problem.parameters])
     fewest = np.minimum(chain_diagnostics["ess_bulk"], chain_diagnostics["ess_tail"])
     low = [n for n, e in zip(problem.names, fewest) if not e >= 100]
     if low:
@@ -487,3 +483,30 @@ def posterior(problem: FitProblem, *, fit: FitResult | None = None, priors: dict
                      rank=identifiability.rank, noise_model=noise_model, chains=chains,
                      r_hat=chain_diagnostics["r_hat"], ess_tail=chain_diagnostics["ess_tail"],
                      sample_stats={"diverging": divergent, "acceptance_rate": acceptance})
+
+
+def posterior_combinations(identifiability, draws: np.ndarray, names, units) -> list[dict]:
+    """The posterior of each identifiable combination of `identifiability` (a fit's
+    `Identifiability`) from the `draws` `(m, p)` (SI) of the parameters `names` in `units`:
+    `coefficients`, their `mean`, `sd`, `low95`, `high95` along the draws and the linearised
+    `stderr`. Parameters of one unit as they are (a sum of stiffnesses); of several, on
+    relative changes, each divided by its scale (`scales` beside: as a fit's summary shows
+    them), so that they compare."""
+    units = dict(zip(names, units))
+    combinations = []
+    for combination in identifiability.combinations:
+        relative = combination.get("relative")
+        mixed = relative is not None and len(
+            {units.get(n) for n in relative["coefficients"]}) > 1
+        shown = relative if mixed else combination
+        scales = ({n: shown["scales"][n] for n in shown["coefficients"]} if mixed else {})
+        weights = np.array([shown["coefficients"].get(n, 0.0) / scales.get(n, 1.0)
+                            for n in names])
+        along = np.asarray(draws) @ weights
+        low95, high95 = np.percentile(along, [2.5, 97.5])
+        combinations.append({"coefficients": shown["coefficients"],
+                             **({"scales": scales} if mixed else {}),
+                             "mean": float(along.mean()), "sd": float(along.std(ddof=1)),
+                             "low95": float(low95), "high95": float(high95),
+                             "stderr": shown["standard_error"]})
+    return combinations
