@@ -247,8 +247,11 @@ def run_segment(methods, budget, count):
 
     def ours(factors):
         start = spineid.apply_values(model_file.model, parameters, truth * factors)
-        fit = spineid.fit_segment(dataclasses.replace(model_file, model=start), test, free,
-                                  noise)
+        try:
+            fit = spineid.fit_segment(dataclasses.replace(model_file, model=start), test, free,
+                                      noise)
+        except ValueError:  # (equilibria not found where the fit got to: refused, a miss)
+            return math.inf, False
         return float(fit.cost), fit.explains_data
 
     residual = jax.jit(lambda pair, q, load: equilibrium_residual(pair, q, load))

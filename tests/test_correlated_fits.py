@@ -77,10 +77,9 @@ def test_errors_under_the_noise_model_are_the_cramer_rao_bound_of_the_dense_cova
         covariance = gamma[np.abs(np.subtract.outer(np.arange(201), np.arange(201)))]
         fisher = fisher + jacobian[:, c].T @ np.linalg.solve(covariance, jacobian[:, c])
     expected = np.sqrt(np.diag(np.linalg.inv(fisher)))
-    # (Cochrane-Orcutt leaves the first p samples out where the dense form keeps them: p of
-    # 201.)
-    order = max(models[c]["order"] for c in CHANNELS)
-    np.testing.assert_allclose(result.stderr, expected, rtol=0.02 * order)
+    # (Cochrane-Orcutt leaves the first p samples out where the dense form keeps them: the
+    # motion starts at rest, where the sensitivities vanish; measured 2e-6 with an AR(6).)
+    np.testing.assert_allclose(result.stderr, expected, rtol=0.02)
 
 
 def test_coefficients_given_are_kept_and_their_errors_are_the_dense_covariances(pair):

@@ -502,6 +502,8 @@ def test_a_bushing_given_by_its_diagonal_takes_units_of_each_entrys_kind(tmp_pat
      "value's kind (in N m)"),
     ("frequency = 4.0", 'frequency = "4 s"', "loads[0].frequency: '4 s': a unit is read on a "
      "model parameter and on the values whose kind the format declares"),
+    ("phase = 1.0", 'phase = "2 mm/m"', "loads[2].phase: '2 mm/m' is not of this value's kind "
+     "(an angle)"),
     ("mass = 0.5", 'mass = "500 g"', "upper.mass: expected a number (SI"),
 ])
 def test_a_unit_that_is_not_one_or_not_the_parameters_kind_is_refused(tmp_path, old, new,
@@ -513,23 +515,28 @@ def test_a_unit_that_is_not_one_or_not_the_parameters_kind_is_refused(tmp_path, 
 
 
 def test_geometry_masses_and_loads_written_with_their_units_are_the_si_model(tmp_path):
-    # The bundled four-spring pair with every value that is not a parameter written as a lab
-    # would (g is no unit: kg; mm, deg, kg mm^2, N m): the same model as the SI file, its
-    # motion equal to rounding; a fitted file writes them back as the file gave them.
+    # The bundled four-spring pair, tilted 0.1 rad under gravity, with every value that is not
+    # a parameter written as a lab would (g is no unit: kg; mm, deg, kg mm^2, N mm, mm/s^2):
+    # the same model as the SI file, its motion equal to rounding; a fitted file writes them
+    # back as the file gave them.
     text = spineid.dataset_path("axial_4_springs.toml").read_text()
+    text = text.replace("pose = [0.0, 0.03, 0.0]", "pose = [0.0, 0.03, 0.1]").replace(
+        "gravity = [0.0, 0.0]", "gravity = [0.0, -9.81]")
+    (tmp_path / "si.toml").write_text(text)
     for si, lab in [("mass = 0.5", 'mass = "0.5 kg"'),
                     ("inertia = 1.2e-3", 'inertia = "1200 kg mm^2"'),
-                    ("pose = [0.0, 0.03, 0.0]", 'pose = ["0 mm", "3 cm", "0 deg"]'),
+                    ("pose = [0.0, 0.03, 0.1]",
+                     f'pose = ["0 mm", "3 cm", "{math.degrees(0.1)!r} deg"]'),
                     ("lower_point = [-0.02, 0.010]", 'lower_point = ["-20 mm", "10 mm"]'),
                     ("amplitude = 0.08", 'amplitude = "80 Nmm"'),
                     ("phase = 1.0", f'phase = "{math.degrees(1.0)!r} deg"'),
-                    ("gravity = [0.0, 0.0]", 'gravity = ["0 m/s^2", "0 mm/s^2"]')]:
+                    ("gravity = [0.0, -9.81]", 'gravity = ["0 m/s^2", "-9810 mm/s^2"]')]:
         assert text.count(si) == 1, si
         text = text.replace(si, lab)
     path = tmp_path / "lab.toml"
     path.write_text(text)
     lab = spineid.load_model_file(path)
-    si = spineid.load_model_file(spineid.dataset_path("axial_4_springs.toml"))
+    si = spineid.load_model_file(tmp_path / "si.toml")
     ts = np.linspace(0.0, 0.05, 51)
     np.testing.assert_allclose(np.asarray(spineid.simulate(lab.model, ts).q),
                                np.asarray(spineid.simulate(si.model, ts).q), rtol=1e-12,

@@ -92,7 +92,9 @@ def written_chunk(out) -> int | None:
         found = json.loads((pathlib.Path(out) / "batch.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, TypeError):
         return None
-    return found.get("chunk") if isinstance(found, dict) else None
+    chunk = found.get("chunk") if isinstance(found, dict) else None
+    return chunk if isinstance(chunk, int) and not isinstance(chunk, bool) and chunk >= 1 \
+        else None
 
 
 def _check_folder(out: pathlib.Path, header: dict, resume: bool, overwrite: bool) -> dict:

@@ -92,7 +92,7 @@ def read_design_file(path: str | pathlib.Path) -> DesignFile:
     the key (`candidates[2].duration`), before anything is simulated."""
     path = pathlib.Path(path)
     document = read_toml(path, "design file")
-    check = DocumentChecker(str(path))
+    check = DocumentChecker(str(path), units=False)
     check.keys(document, "", _TOP, {"model", "free", "noise"})
     if ("candidates" in document) == ("protocol" in document):
         check.fail("candidates", "either [[candidates]] tables (experiments to choose from) or "

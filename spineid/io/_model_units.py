@@ -110,8 +110,11 @@ def quantities_in_document(document: dict, source: str) -> tuple[dict, dict[str,
 
     def walk(value, name, declared=None):
         if isinstance(value, dict):
+            # (An OpenSim model file's `[initial]` and `[initial_speeds]` are keyed by its
+            # coordinates' names, whatever they are: no declared kind there.)
+            own = name not in ("initial", "initial_speeds")
             return {key: walk(item, f"{name}.{key}" if name else str(key),
-                              declared_unit(value, key))
+                              declared_unit(value, key) if own else None)
                     for key, item in value.items()}
         if isinstance(value, list):
             return [walk(item, f"{name}[{i}]",
@@ -157,7 +160,9 @@ def check_quantities(read: dict[str, tuple], parameters, source: str) -> dict[st
     for path, (text, dimensions, _, declared) in read.items():
         name = parameter_of(path, units)
         if name is None and declared is not None:
-            if _physical(si_dimensions(declared)) != _physical(dimensions):
+            # (Exactly the declared kind: an angle in deg or rad, not a ratio of lengths; a
+            # moment in N m, not N m/rad.)
+            if si_dimensions(declared) != dimensions:
                 kind = "an angle" if declared == "rad" else f"in {declared}"
                 raise ValueError(f"{source}: {path}: {text!r} is not of this value's kind "
                                  f"({kind})")
@@ -165,8 +170,9 @@ def check_quantities(read: dict[str, tuple], parameters, source: str) -> dict[st
         if name is None:
             raise ValueError(f"{source}: {path}: {text!r}: a unit is read on a model parameter "
                              "and on the values whose kind the format declares (masses, "
-                             "inertias, points, poses, times, loads: docs/formats/"
-                             "model-files.md); write this value as an SI number")
+                             "inertias, points, poses of 3 or 6 entries, times, a load's "
+                             "amplitude: docs/formats/model-files.md); write this value as an "
+                             "SI number")
         expected = si_dimensions(units[name])
         if expected is None:
             raise ValueError(f"{source}: {path}: {text!r}: {name}'s unit ({units[name]}) is "

@@ -32,8 +32,10 @@ _POSITION_KEYS = ("pose", "initial_pose", "point", "lower_point", "upper_point",
 class DocumentChecker:
     """Reads typed values out of a parsed TOML document, failing with the file and key."""
 
-    def __init__(self, source: str):
-        self.source = source
+    def __init__(self, source: str, units: bool = True):
+        # `units`: whether the document may write values with their units (a model file; a
+        # design file may not), for the hint of `number`.
+        self.source, self.units = source, units
 
     def fail(self, key: str, expected: str, got: Any = MISSING) -> None:
         found = "it is missing" if got is MISSING else f"got {got!r}"
@@ -60,7 +62,9 @@ class DocumentChecker:
             self.fail(key, "a number" + (" (SI; a parameter's value, or a mass, length, "
                                          "angle, time or load, may carry its unit, e.g. "
                                          "'27 N/mm', '30 mm': docs/formats/model-files.md)"
-                                         if isinstance(value, str) else ""), value)
+                                         if isinstance(value, str) and self.units
+                                         else " (SI)" if isinstance(value, str) else ""),
+                      value)
         if not math.isfinite(value):
             self.fail(key, "a finite number", value)
         if abs(value) > LARGEST_NUMBER:

@@ -33,15 +33,15 @@ class _TwoFrameBushing(eqx.Module):
     # What OpenSim's two bushings share: the component's name (`label`, static), the frame on
     # body `body1` and the one on `body2` (static indices, `GROUND` for ground; each
     # `(translation (3,) m, rotation (3, 3))` in its body), and the damper `-D y'`, `D =
-    # diag(translational, rotational)` in the deflection `y = [p, beta]`'s order.
+    # diag(translational, rotational)` in the deflection `y = [p, beta]`'s order (its two
+    # fields, `rotational_damping` and `translational_damping`, each class's last, so that
+    # the fields keep their places in both: positional construction as before).
 
     label: str = eqx.field(static=True)
     body1: int = eqx.field(static=True)
     body2: int = eqx.field(static=True)
     frame1: tuple[Float[Array, "3"], Float[Array, "3 3"]]
     frame2: tuple[Float[Array, "3"], Float[Array, "3 3"]]
-    rotational_damping: Float[Array, "3"]
-    translational_damping: Float[Array, "3"]
     collection: ClassVar[str] = "bushings"
 
     @property
@@ -72,6 +72,8 @@ class TreeBushing(_TwoFrameBushing):
 
     rotational_stiffness: Float[Array, "3"]
     translational_stiffness: Float[Array, "3"]
+    rotational_damping: Float[Array, "3"]
+    translational_damping: Float[Array, "3"]
 
     def parameter_fields(self):
         """The four vectors, named and grouped after OpenSim's properties (lower bound 0)."""
@@ -132,6 +134,8 @@ class ExpressionBushing(_TwoFrameBushing):
     outputs: tuple[int, ...] = eqx.field(static=True)
     exponents: tuple[tuple[int, ...], ...] = eqx.field(static=True)
     coefficients: Float[Array, " t"]
+    rotational_damping: Float[Array, "3"]
+    translational_damping: Float[Array, "3"]
     conservative: ClassVar[bool] = False
 
     @property

@@ -220,10 +220,12 @@ def chosen_order(models: list[tuple[np.ndarray, float]], orders: Sequence[int],
     filter's output, an ARMA process) is no finite autoregression, and for such noise AIC
     (`N ln s_a^2 + 2 p`) is the efficient choice (Shibata 1980, Ann. Statist. 8, 147-164): it
     keeps the orders that carry the low-frequency power the errors of slowly varying
-    parameters depend on. Measured (`experiments/coverage_correlated.py`, the trajectory fit
-    linearised, 200 filtered records): errors 1.24-1.36 times too small under BIC's orders,
-    1.08-1.26 under this rule; white and AR(1) noise alike under both. (The samples lost to
-    the start of each record are few against `N` and alike across the orders compared.)"""
+    parameters depend on. Measured (`experiments/coverage_correlated.py --part
+    trajectory-exact`, the trajectory fit linearised, 300 filtered records, the noise
+    estimated from the residuals as the fits do): errors 1.22-1.34 times too small under BIC's
+    orders, 1.10-1.19 under this rule; the nonlinear fits 1.21-1.31 and 1.09-1.19; AR(1)
+    noise alike under both (docs/goodness-of-fit.md). (The samples lost to the start of each
+    record are few against `N` and alike across the orders compared.)"""
     def criterion(p, penalty):
         return total * math.log(max(models[p][1], 1e-300)) + p * penalty
 

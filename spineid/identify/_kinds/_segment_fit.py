@@ -346,8 +346,9 @@ def _check_equilibria(test, solved, steps):
                       for i in rows[:3]) + ("; ..." if len(rows) > 3 else "")
     raise ValueError(
         f"{test.source}: {len(rows)} row(s) found no equilibrium of the model at the values the "
-        f"fit reached after {steps} step(s) ({shown}; N and N m): the model cannot carry those "
-        "loads there. Leave those rows out, or start nearer (a spineid.MultiStart)")
+        f"fit reached after {steps} step(s) ({shown}; N and N m): loads beyond what the model "
+        "carries there, or an equilibrium its solve cannot reach. Leave those rows out, or "
+        "start elsewhere (spineid segment --starts N, spineid.MultiStart in Python)")
 
 
 RECORD_ROWS = 10
