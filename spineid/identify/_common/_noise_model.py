@@ -375,10 +375,12 @@ def sampled_noise_model(model: AbstractNoiseModel, records: Sequence, what: str
                      "(an autoregression needs even sampling)")
 
 
-def coefficient_matrix(noises: Sequence[ChannelNoise]) -> np.ndarray:
+def coefficient_matrix(noises: Sequence[ChannelNoise], width: int = 0) -> np.ndarray:
     """The autoregressions of channels `noises` as one `(c, q)` matrix, zero-padded to the
-    highest order `q` (`whiten_padded`)."""
-    q = max((n.order for n in noises), default=0)
+    highest order, or to `width` if that is more (`whiten_padded`): a fit that pads to its
+    noise model's highest order (`AR.highest`) compiles one program whatever orders its
+    records need."""
+    q = max(max((n.order for n in noises), default=0), width)
     matrix = np.zeros((len(noises), q))
     for row, noise in zip(matrix, noises):
         row[:noise.order] = noise.coefficients

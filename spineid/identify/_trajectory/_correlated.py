@@ -96,8 +96,14 @@ def correlated_fit(run, u, objective: _Objective) -> CorrelatedFit | None:
     if misfit_exceeds(blocks, problem.channel_ranges(), problem.max_misfit):
         return None  # (a model that does not describe its data has no noise model to fit)
 
+    # (Padded to the highest order the model may choose for these records: one compiled
+    # program for every order chosen.)
+    shortest = min(len(m.ts) for m in problem.measurements)
+    width = (min(run.noise_model.highest, shortest // 10)
+             if isinstance(run.noise_model, AR) else 0)
+
     def refit(found, sigma, previous):
-        weighted = run.objective_for(sigma, coefficient_matrix(list(found.values())))
+        weighted = run.objective_for(sigma, coefficient_matrix(list(found.values()), width))
         start = jnp.asarray(u) if previous is None else previous[0].value
         return run.local.solve(weighted, start, False), weighted
 
@@ -118,7 +124,7 @@ def correlated_fit(run, u, objective: _Objective) -> CorrelatedFit | None:
     fits, noises = whitened.fits, whitened.noises
     solution = fits[-1][0]
     sigma = innovations(noises)
-    weighted = run.objective_for(sigma, coefficient_matrix(list(noises.values())))
+    weighted = run.objective_for(sigma, coefficient_matrix(list(noises.values()), width))
     return CorrelatedFit(np.asarray(solution.value), bool(solution.converged),
                          sum(int(f[0].steps) for f in fits), sigma, weighted, noises, theta,
                          blocks)
