@@ -19,6 +19,7 @@ from spineid import (
 )
 from spineid.elements._parameters import select_parameters
 from spineid.io import dumps_toml, read_quasi_static, read_toml
+from spineid.io._measurements import DEFLECTION_COLUMNS
 from spineid.identify._common._noise_model import stationary_errors
 from spineid.studies._segment import MAIN_COMPONENT
 from spineid.simulation._equilibrium import equilibrium_residual
@@ -220,8 +221,17 @@ def test_segment_fit_of_a_record_under_correlated_noise(segment):
     # noise estimate, sigma ~1e51, and the fit stopped after 0 steps at its start).
     loads_broken = np.array(test.loads)
     loads_broken[-1] = [0.0, 0.0, 1e9, 0.0, 0.0, 0.0]
-    with pytest.raises(ValueError, match=r"1 row\(s\) found no equilibrium.*row 55: loads"):
-        fit_segment(started, QuasiStaticTest(loads_broken, test.deflections), free)
+    broken = QuasiStaticTest(loads_broken, test.deflections)
+    with pytest.raises(ValueError, match=r"1 row\(s\) found no equilibrium.*row 55: loads"
+                                         r" Fx 0 N, Fy 0 N, Fz 1e\+09 N, Mx 0 N m"):
+        fit_segment(started, broken, free)
+    # The same with the noise given (no estimate to swamp) and under the multistart solver.
+    sd = [5e-6] * 3 + [np.radians(0.01)] * 3
+    with pytest.raises(ValueError, match=r"1 row\(s\) found no equilibrium.*row 55"):
+        fit_segment(started, broken, free, noise=dict(zip(DEFLECTION_COLUMNS, sd)),
+                    noise_model="white")
+    with pytest.raises(ValueError, match=r"1 row\(s\) found no equilibrium.*row 55"):
+        fit_segment(started, broken, free, solver=spineid.MultiStart(n=2))
     # Fitted as white, the rows are load cases in no order: no whiteness test, no robust errors.
     white = fit_segment(started, test, free, noise_model="white")
     assert white.goodness_of_fit.whiteness is None and white.stderr_robust is None
@@ -315,6 +325,20 @@ def test_segment_command_runs_the_nine_cases_and_fits(tmp_path, capsys):
     assert float(row.split()[2]) == pytest.approx(in_lab["parameters"][0]["value"] / 1e3,
                                                   rel=1e-5)
     assert in_lab["data"][0]["read_as"]["dx"]["unit"] == "mm"
+    # A row the model cannot carry in the lab's file: refused, its loads in the file's units
+    # (N, N mm), nothing written.
+    header, *rows = (tmp_path / "lab.csv").read_text().splitlines()
+    last = rows[-1].split(",")
+    last[list(lab).index("Axial_N")] = "1e9"
+    (tmp_path / "broken.csv").write_text("\n".join([header, *rows[:-1], ",".join(last)]) + "\n")
+    capsys.readouterr()
+    assert main(["segment", str(start), "--out", str(tmp_path / "broken"), "--fit",
+                 str(tmp_path / "broken.csv"), "--columns", columns, "--free",
+                 "facets.stiffness", "--noise", lab_noise]) == 2
+    printed = capsys.readouterr()
+    assert re.search(r"row 9: loads Fx \S+ N, Fy \S+ N, Fz 1e\+09 N, Mx \S+ Nmm",
+                     printed.err), printed.err
+    assert not (tmp_path / "broken").exists() or not any((tmp_path / "broken").iterdir())
     assert main(["segment", "--out", str(tmp_path / "si_alone"), "--si"]) == 2
     assert "--si: only with --fit" in capsys.readouterr().err
     # A noise model the nine rows cannot support (ten rows per order): refused, nothing written.

@@ -173,14 +173,28 @@ def whitened(series: np.ndarray, coefficients: Sequence[float]) -> np.ndarray:
     return out
 
 
+SAMPLES_PER_ORDER = 10
+"""Samples the shortest record must hold per autoregressive order fitted or given."""
+
+
+def supported_order(model: AbstractNoiseModel, shortest: int) -> int:
+    """The highest autoregressive order `model` may take for records whose shortest holds
+    `shortest` samples: 0 for white noise; else its highest (`AR.highest`), at most one order
+    per `SAMPLES_PER_ORDER` samples (the one rule of `check_order`, of `fit_channel_noise`'s
+    orders and of the width the fits pad their whitening coefficients to)."""
+    if not isinstance(model, AR):
+        return 0
+    return min(model.highest, max(shortest // SAMPLES_PER_ORDER, 0))
+
+
 def check_order(model: AbstractNoiseModel, lengths: Sequence[int], what: str) -> None:
-    """Refuse an autoregressive order the records (`lengths`, samples each) cannot support: the
-    shortest must hold at least ten samples per order (`what` names the option)."""
+    """Refuse an autoregressive order the records (`lengths`, samples each) cannot support
+    (`supported_order`: ten samples per order in the shortest; `what` names the option)."""
     if isinstance(model, AR) and model.fixed and lengths:
         shortest = min(lengths)
-        if shortest < 10 * model.highest:
+        if supported_order(model, shortest) < model.highest:
             raise ValueError(f"{what} {model.name}: the shortest record has {shortest} "
-                             f"samples; an order of at most {max(shortest // 10, 0)} is "
+                             f"samples; an order of at most {shortest // SAMPLES_PER_ORDER} is "
                              "supported (ten samples per order), or use white")
 
 
@@ -200,7 +214,7 @@ def fit_channel_noise(series: Sequence[np.ndarray], model: AbstractNoiseModel,
     elif model.order is not None:
         orders = [model.order]
     else:
-        orders = list(range(0, min(model.max_order, max(shortest // 10, 0)) + 1))
+        orders = list(range(0, supported_order(model, shortest) + 1))
     gamma, total = autocovariances(series, max(orders))
     models = levinson_durbin(gamma, max(orders))
     if len(orders) > 1:

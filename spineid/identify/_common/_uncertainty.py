@@ -27,6 +27,19 @@ def numerical_rank(singular: np.ndarray) -> int:
     return int(np.sum(singular > singular[0] * RANK_RTOL))
 
 
+def shown_combination(combination: dict, units: dict) -> tuple[dict, dict]:
+    """How a combination of `Identifiability.combinations` reads best (the one rule of a fit's
+    summary, the posterior's combinations and their plot): parameters of one unit as they are
+    (a sum of stiffnesses, in SI); of several (`units`: name -> unit), on relative changes,
+    each divided by its scale, so that they compare. Returns the form shown (`coefficients`,
+    `value`, `standard_error`) and the scales `{name: s_j}` it divides by (empty when the
+    parameters are shown as they are)."""
+    relative = combination.get("relative")
+    if relative is None or len({units.get(n) for n in relative["coefficients"]}) <= 1:
+        return combination, {}
+    return relative, {n: relative["scales"][n] for n in relative["coefficients"]}
+
+
 @dataclasses.dataclass
 class Identifiability:
     """What the data determine.

@@ -60,7 +60,7 @@ from .._common._analysis import value_scales
 from .._common._goodness import ALPHA, chi_square_sf
 from .._common._result_family import json_number
 from .._common._noise_model import ChannelNoise, coefficient_matrix
-from .._common._uncertainty import fisher_analysis, numerical_rank
+from .._common._uncertainty import fisher_analysis, numerical_rank, shown_combination
 from .._trajectory._fit import _noise_array
 from .._trajectory._objective import _evaluate, _Objective, forward_objective, resolved_scales
 from .._trajectory._problem import FitProblem
@@ -495,17 +495,13 @@ def posterior_combinations(identifiability, draws: np.ndarray, names, units) -> 
     units = dict(zip(names, units))
     combinations = []
     for combination in identifiability.combinations:
-        relative = combination.get("relative")
-        mixed = relative is not None and len(
-            {units.get(n) for n in relative["coefficients"]}) > 1
-        shown = relative if mixed else combination
-        scales = ({n: shown["scales"][n] for n in shown["coefficients"]} if mixed else {})
+        shown, scales = shown_combination(combination, units)
         weights = np.array([shown["coefficients"].get(n, 0.0) / scales.get(n, 1.0)
                             for n in names])
         along = np.asarray(draws) @ weights
         low95, high95 = np.percentile(along, [2.5, 97.5])
         combinations.append({"coefficients": shown["coefficients"],
-                             **({"scales": scales} if mixed else {}),
+                             **({"scales": scales} if scales else {}),
                              "mean": float(along.mean()), "sd": float(along.std(ddof=1)),
                              "low95": float(low95), "high95": float(high95),
                              "stderr": shown["standard_error"]})

@@ -26,7 +26,7 @@ from jaxtyping import Array, Float
 
 from ...elements._parameters import apply_values, Parameter, select_parameters
 from ...io._columns import unit_in_lab, UNITS
-from ...io._measurements import DEFLECTION_COLUMNS, QuasiStaticTest
+from ...io._measurements import DEFLECTION_COLUMNS, LOAD_COLUMNS, QuasiStaticTest
 from ...io._model_file import ModelFile
 from ...models._spatial_pair import SpatialPair
 from ...simulation._equilibrium import equilibrium, equilibrium_change
@@ -341,12 +341,19 @@ def _check_equilibria(test, solved, steps):
     # Refuses a fit some of whose rows found no equilibrium at the values its first pass reached.
     if np.all(solved):
         return
+    # (The loads in the units of the tester's columns where the file said them, else SI.)
     rows = np.flatnonzero(~np.asarray(solved))
-    shown = "; ".join(f"row {i + 1}: loads {np.array2string(test.loads[i], precision=4)}"
-                      for i in rows[:3]) + ("; ..." if len(rows) > 3 else "")
+    read_as = test.read_as or {}
+    units = [read_as.get(name, {}).get("unit") or si
+             for name, si in zip(LOAD_COLUMNS, ("N",) * 3 + ("N m",) * 3)]
+    shown = "; ".join(
+        f"row {i + 1}: loads " + ", ".join(
+            f"{name} {value / UNITS.get(unit, (None, 1.0))[1]:.4g} {unit}"
+            for name, value, unit in zip(LOAD_COLUMNS, test.loads[i], units))
+        for i in rows[:3]) + ("; ..." if len(rows) > 3 else "")
     raise ValueError(
         f"{test.source}: {len(rows)} row(s) found no equilibrium of the model at the values the "
-        f"fit reached after {steps} step(s) ({shown}; N and N m): loads beyond what the model "
+        f"fit reached after {steps} step(s) ({shown}): loads beyond what the model "
         "carries there, or an equilibrium its solve cannot reach. Leave those rows out, or "
         "start elsewhere (spineid segment --starts N, spineid.MultiStart in Python)")
 

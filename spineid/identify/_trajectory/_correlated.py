@@ -29,6 +29,7 @@ from .._common._noise_model import (
     channel_noises,
     ChannelNoise,
     coefficient_matrix,
+    supported_order,
     usable_noise_model,
 )
 from .._common._uncertainty import channel_records, hac_covariance
@@ -99,8 +100,7 @@ def correlated_fit(run, u, objective: _Objective) -> CorrelatedFit | None:
     # (Padded to the highest order the model may choose for these records: one compiled
     # program for every order chosen.)
     shortest = min(len(m.ts) for m in problem.measurements)
-    width = (min(run.noise_model.highest, shortest // 10)
-             if isinstance(run.noise_model, AR) else 0)
+    width = supported_order(run.noise_model, shortest)
 
     def refit(found, sigma, previous):
         weighted = run.objective_for(sigma, coefficient_matrix(list(found.values()), width))

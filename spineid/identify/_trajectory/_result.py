@@ -15,6 +15,7 @@ from ...io._measurements import Measurement
 from ...kinematics._planar import body_point_position
 from .._common._profile import Profiled
 from .._common._shown import noise_line
+from .._common._uncertainty import shown_combination
 from ._problem import FitProblem
 
 
@@ -143,18 +144,14 @@ class FitResult(Profiled):
         ident = self.identifiability
         units = dict(zip(self.names, self.units))
         for k, combination in enumerate(ident.combinations):
-            # Parameters of one unit read best as they are (a sum of stiffnesses); of several,
-            # on relative changes, each divided by its scale, so that they compare.
-            mixed = "relative" in combination and len(
-                {units.get(n) for n in combination["relative"]["coefficients"]}) > 1
-            shown = combination["relative"] if mixed else combination
+            shown, scales = shown_combination(combination, units)
             terms = " ".join(
-                f"{c:+.3g}*{n}" + (f"/{shown['scales'][n]:.3g}" if mixed else "")
+                f"{c:+.3g}*{n}" + (f"/{scales[n]:.3g}" if scales else "")
                 for n, c in list(shown["coefficients"].items())[:6]
             )
             more = len(shown["coefficients"]) - 6
             # (Of one unit, in the data's units where the table is.)
-            one_unit = not mixed and len({units.get(n) for n in shown["coefficients"]}) == 1
+            one_unit = not scales and len({units.get(n) for n in shown["coefficients"]}) == 1
             unit, factor = in_units[self.names.index(next(iter(shown["coefficients"])))] \
                 if one_unit and in_units else ("", 1.0)
             lines.append(
