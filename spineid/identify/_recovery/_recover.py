@@ -101,6 +101,8 @@ FIRST_ATOM_CANDIDATES = 33
 
 VERTEX_FRACTIONS = (1e-3, 1e-2, 1e-1, 1.0)
 """Fractions of the ceiling at which a single atom is tried (`_best_vertex`)."""
+VERTEX_BATCH = 256
+"""Single-atom candidates simulated in one vmapped solve (`_best_vertex`)."""
 
 
 def _best_vertex(problem: RecoveryProblem, solver: _Solver, grid: np.ndarray) -> _Atoms:
@@ -109,9 +111,18 @@ def _best_vertex(problem: RecoveryProblem, solver: _Solver, grid: np.ndarray) ->
     unit = np.asarray(_features(problem.curve.at(jnp.asarray(grid)), origin))
     fractions = np.asarray(VERTEX_FRACTIONS)
     candidates = (fractions[:, None, None] * problem.max_stiffness * unit[None]).reshape(-1, 4)
+    batches = np.array_split(candidates, max(1, math.ceil(len(candidates) / VERTEX_BATCH)))
+    if solver.progress and len(batches) > 1:
+        # (A large grid's silent part otherwise: 8000 simulations for N = 2000, about a
+        # minute on a 2-core CPU; the bar's estimate of the time left from the second batch.)
+        from tqdm import tqdm
+
+        batches = tqdm(batches, desc=f"  grid N={grid.size}: each spring alone at "
+                       f"{len(fractions)} fractions of the ceiling", unit="batch",
+                       leave=False)
     costs = np.concatenate([
-        np.asarray(_moment_costs(solver.objective, jnp.asarray(chunk), origin))
-        for chunk in np.array_split(candidates, max(1, math.ceil(len(candidates) / 256)))
+        np.asarray(_moment_costs(solver.objective, jnp.asarray(batch), origin))
+        for batch in batches
     ])
     solver.n_evaluations += len(candidates)
     best = int(np.nanargmin(costs))
