@@ -15,14 +15,16 @@ elastic model has in place of Panjabi's hysteresis-based definition.
 """
 
 import dataclasses
-import functools
 import warnings
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._programs import stored_call
+from .._reported_checks import checks_reported_as_nan
 from ..elements._base import unlabelled
 from ..elements._bushings import TableBushing
 from ..kinematics._rotations import euler123_angles, euler123_rotation
@@ -130,11 +132,12 @@ def _sweep(pair: SpatialPair, direction: Array, moments: Array):
     return (jnp.concatenate([down[::-1], up]), jnp.concatenate([down_ok[::-1], up_ok]))
 
 
-@jax.jit
+@eqx.filter_jit
 def _all_segments(pairs: SpatialPair, moments: Array):
     directions = jnp.arange(3)
     per_pair = jax.vmap(lambda pair: jax.vmap(lambda d: _sweep(pair, d, moments))(directions))
-    return per_pair(pairs)
+    with checks_reported_as_nan():  # (a failed check: no equilibrium, not a raise)
+        return per_pair(pairs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,7 +269,7 @@ def segment_flexibility(chain: SpatialChain, moment: float = 10.0, steps: int = 
         raise ValueError("segment_flexibility: the joints differ in layout (element types or "
                          f"table sizes) and cannot be solved together: {error}") from None
     moments = load_steps(moment, steps)
-    changes, converged = _all_segments(stacked, jnp.asarray(moments))
+    changes, converged = stored_call(_all_segments, stacked, jnp.asarray(moments))
     changes = np.asarray(changes)
     return _warn_extrapolated(FlexibilityTest(
         joints=tuple(names[k] for k in chosen), moments=moments, rotations=changes[..., 3:],
@@ -344,15 +347,21 @@ def moment_sweep(chain: SpatialChain, loaded: int, moments: Float[Array, " k"],
     return jnp.concatenate([down[::-1], up]), jnp.concatenate([down_ok[::-1], up_ok])
 
 
-@jax.jit
-def _tangent_eigenvalues(chain: SpatialChain, poses: Array, loads: Array) -> Array:
+@eqx.filter_jit
+def _tangent_eigenvalues(chain: SpatialChain, poses: Array, loads: Array):
     tangent = jax.jacfwd(chain_residual, argnums=1)
-    return jax.vmap(lambda q, load: jnp.linalg.eigvals(tangent(chain, q, load)))(poses, loads)
+    with checks_reported_as_nan():
+        return (jax.vmap(lambda q, load: jnp.linalg.eigvals(tangent(chain, q, load)))(poses,
+                                                                                     loads),)
 
 
-@functools.partial(jax.jit, static_argnums=(1,))
-def _chain_sweeps(chain: SpatialChain, loaded: int, moments: Array, axes: Array, atol):
-    return jax.vmap(lambda axis: moment_sweep(chain, loaded, moments, axis, atol))(axes.T)
+@eqx.filter_jit
+def _chain_sweeps(chain: SpatialChain, loaded: int, moments: Array, axes: Array, atol: float):
+    with checks_reported_as_nan():
+        poses, converged = jax.vmap(
+            lambda axis: moment_sweep(chain, loaded, moments, axis, atol))(axes.T)
+        changes = jax.vmap(jax.vmap(lambda q: _joint_changes(chain, q)))(poses)
+    return poses, converged, changes
 
 
 def _stability(chain, k, moments, axes, poses) -> np.ndarray:
@@ -360,8 +369,9 @@ def _stability(chain, k, moments, axes, poses) -> np.ndarray:
     body_loads = np.zeros((3, moments.size, chain.n_dof))
     for d in range(3):
         body_loads[d, :, 6 * k + 3:6 * k + 6] = moments[:, None] * np.asarray(axes)[:, d]
-    eigenvalues = np.asarray(_tangent_eigenvalues(
-        chain, poses.reshape(-1, chain.n_dof), jnp.asarray(body_loads.reshape(-1, chain.n_dof))))
+    eigenvalues = np.asarray(stored_call(
+        _tangent_eigenvalues, chain, poses.reshape(-1, chain.n_dof),
+        jnp.asarray(body_loads.reshape(-1, chain.n_dof)))[0])
     return np.all(eigenvalues.real > 0, axis=1).reshape(3, moments.size)
 
 
@@ -398,8 +408,9 @@ def spine_flexibility(chain: SpatialChain, body: str, moment: float = 10.0, step
     check_sweepable(chain, "spine_flexibility")
     moments = load_steps(moment, steps)
     axes = joint_axes(chain, k)
-    poses, converged = _chain_sweeps(chain, k, jnp.asarray(moments), axes, atol)
-    changes = np.asarray(jax.vmap(jax.vmap(lambda q: _joint_changes(chain, q)))(poses))
+    poses, converged, changes = stored_call(_chain_sweeps, chain, k, jnp.asarray(moments),
+                                            jnp.asarray(axes), float(atol))
+    changes = np.asarray(changes)
     changes = np.moveaxis(changes, 2, 0)  # (joints, 3, k, 6)
     joints = len(chain.bodies)
     stable = _stability(chain, k, moments, axes, poses) if stability else None
