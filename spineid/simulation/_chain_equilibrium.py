@@ -8,7 +8,6 @@ joint-by-joint solves of `spine_flexibility` are faster; a test checks that both
 """
 
 import dataclasses
-import functools
 import warnings
 
 import equinox as eqx
@@ -17,6 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._programs import stored_call
+from .._reported_checks import checks_reported_as_nan
 from ..kinematics._rotations import euler123_angles, euler123_rotation
 from ..models._spatial_chain import SpatialChain
 from ._flexibility import (
@@ -180,9 +181,12 @@ class ChainPath:
         return self.poses[-1]
 
 
-@functools.partial(jax.jit, static_argnums=(3,))
-def _assemble(chain, start, fractions, atol):
-    return _continued(lambda f: engaged(chain, f, start), fractions, start, atol)
+@eqx.filter_jit
+def _assemble(chain, start, fractions, atol: float):
+    # (A stored program, `stored_call`: its solves' equinox checks traced as NaN, a step
+    # without equilibrium, so that no host callback keeps it from being stored.)
+    with checks_reported_as_nan():
+        return _continued(lambda f: engaged(chain, f, start), fractions, start, atol)
 
 
 def assemble_links(chain: SpatialChain, steps: int = 10, atol: float = 1e-7) -> ChainPath:
@@ -197,7 +201,8 @@ def assemble_links(chain: SpatialChain, steps: int = 10, atol: float = 1e-7) -> 
         raise ValueError("assemble_links: the chain has no links to assemble")
     fractions = np.arange(1, steps + 1) / steps
     start = chain.initial_state()[0]
-    poses, converged = _assemble(chain, start, jnp.asarray(fractions), atol)
+    poses, converged = stored_call(_assemble, chain, start, jnp.asarray(fractions),
+                                   float(atol))
     path = ChainPath(fractions, np.asarray(poses), np.asarray(converged))
     if not np.all(path.converged):
         warnings.warn(f"assemble_links: {int(np.sum(~path.converged))} of {steps} steps found "
@@ -206,8 +211,8 @@ def assemble_links(chain: SpatialChain, steps: int = 10, atol: float = 1e-7) -> 
     return path
 
 
-@functools.partial(jax.jit, static_argnums=(4,))
-def _loaded_paths(chain, start, side, units, atol):
+@eqx.filter_jit
+def _loaded_paths(chain, start, side, units, atol: float):
     # side: (s + 1,) moments from 0 up; units: (3, 6 n) unit body loads per direction. Each
     # direction's two sides are continued from the unloaded equilibrium, solved from `start` by
     # the first step (moment 0) of every sweep: one traced Newton solve serves the whole test.
@@ -221,7 +226,8 @@ def _loaded_paths(chain, start, side, units, atol):
 
         return jax.lax.scan(step, start, side)[1]
 
-    return jax.vmap(sweep)(jnp.stack([units, -units], axis=1).reshape(-1, units.shape[1]))
+    with checks_reported_as_nan():  # (stored, as `_assemble`)
+        return jax.vmap(sweep)(jnp.stack([units, -units], axis=1).reshape(-1, units.shape[1]))
 
 
 def chain_flexibility(chain: SpatialChain, body: str, moment: float = 10.0, steps: int = 20,
@@ -251,8 +257,8 @@ def chain_flexibility(chain: SpatialChain, body: str, moment: float = 10.0, step
     axes = joint_axes(chain, k)
     units = np.zeros((3, chain.n_dof))
     units[:, 6 * k + 3:6 * k + 6] = axes.T
-    paths, flags, changes = (np.asarray(a) for a in _loaded_paths(
-        chain, q0, jnp.asarray(moments[steps:]), jnp.asarray(units), atol))
+    paths, flags, changes = (np.asarray(a) for a in stored_call(
+        _loaded_paths, chain, q0, jnp.asarray(moments[steps:]), jnp.asarray(units), float(atol)))
     if not np.all(flags[:, 0]):
         raise ValueError("chain_flexibility: no unloaded equilibrium found from start")
 

@@ -24,6 +24,7 @@ The body's centre of mass is the centre of its vertebral body (half its depth be
 
 import dataclasses
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -186,7 +187,7 @@ def bent_geometry(geometry: SpineGeometry, curve) -> SpineGeometry:
         disc_centre, disc = (a[k] for a in bent.disc_frames())
         vector = disc @ curve[k]
         angle = float(np.linalg.norm(vector))
-        turn = np.asarray(axis_rotation(vector / angle, angle))
+        turn = np.asarray(_axis_rotation(vector / angle, angle))
         centres = centres.copy()
         centres[k:] = disc_centre + (centres[k:] - disc_centre) @ turn.T
         rotations = rotations.copy()
@@ -246,8 +247,13 @@ def _halfway(lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
     angle = np.arccos(np.clip((np.trace(relative) - 1) / 2, -1.0, 1.0))
     if angle < 1e-12:
         return lower
-    axis = np.asarray(axial(relative)) / np.sin(angle)
-    return lower @ np.asarray(axis_rotation(axis, angle / 2))
+    axis = np.asarray(_axial(relative)) / np.sin(angle)
+    return lower @ np.asarray(_axis_rotation(axis, angle / 2))
+
+
+# (Jitted: the geometry calls them hundreds of times on numpy arrays, where each eager call
+# dispatched its dozen operations one by one, about 5 ms, 3 s of a spine's construction.)
+_axial, _axis_rotation = jax.jit(axial), jax.jit(axis_rotation)
 
 
 def joint_ranges() -> dict[str, np.ndarray]:
