@@ -214,6 +214,35 @@ def test_an_inconsistent_dae_start_is_refused_measured_and_projected():
         0.0, bad, None), bad)
 
 
+def test_equations_in_units_far_apart_are_not_taken_for_algebraic_ones():
+    # The pendulum with its velocity equations multiplied by 1e-12 (a mass of 1e-12 kg: rows of
+    # M and f alike): the same DAE. Its singular values 1e-12 of the largest are not its null
+    # space (before: every velocity equation counted as algebraic, and the start was refused);
+    # the multiplier's row alone is, as at unit scale. A regular M of such rows has no
+    # algebraic equation.
+    theta0, scale = 0.6, jnp.array([1.0, 1.0, 1e-12, 1e-12, 1.0])
+    mass = jnp.diag(scale.at[4].set(0.0))
+    term = spineid.ImplicitTerm(lambda t, y, args: mass,
+                                lambda t, y, args: scale * _pendulum(t, y, args))
+    good = jnp.array([np.sin(theta0), -np.cos(theta0), 0.3, 0.4, 9.81 * np.cos(theta0) + 0.25])
+    bad = good.at[4].add(1.0)
+    np.testing.assert_allclose(term.algebraic_residual(0.0, bad, None), [0, 0, 0, 0, -1.0],
+                               atol=1e-12)
+    np.testing.assert_allclose(term.consistent(0.0, bad, None), good, rtol=1e-12, atol=1e-12)
+    regular = spineid.ImplicitTerm(lambda t, y, args: jnp.diag(scale),
+                                   lambda t, y, args: scale * _pendulum(t, y, args))
+    np.testing.assert_allclose(regular.algebraic_residual(0.0, bad, None), 0.0, atol=1e-30)
+    # Integrated, it follows the pendulum at unit scale.
+    ts = jnp.linspace(0.0, 0.5, 6)
+    runs = [diffrax.diffeqsolve(
+        spineid.ImplicitTerm(lambda t, y, args, m=m: m, f), spineid.MEBDF(), 0.0, 0.5, 1e-4,
+        good, saveat=diffrax.SaveAt(ts=ts),
+        stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-10)).ys
+        for m, f in ((mass, term.vector_field),
+                     (jnp.diag(jnp.array([1.0, 1.0, 1.0, 1.0, 0.0])), _pendulum))]
+    np.testing.assert_allclose(runs[0], runs[1], rtol=1e-6, atol=1e-8)
+
+
 def test_terms_it_cannot_integrate_are_refused():
     with pytest.raises(ValueError, match="ODETerm or a spineid.ImplicitTerm, not ControlTerm"):
         diffrax.diffeqsolve(diffrax.ControlTerm(lambda t, y, args: -y,
