@@ -38,8 +38,7 @@ chain = spineid.ModelFile.from_document(document).model
 top = chain.body_names[-1]
 times = {}
 for name, call in (("segments", lambda: spineid.segment_flexibility(chain, 10.0, 20)),
-                   ("whole", lambda: spineid.spine_flexibility(chain, top, 10.0, 20,
-                                                               stability=False))):
+                   ("whole", lambda: spineid.spine_flexibility(chain, top, 10.0, 20))):
     for attempt in ("first", "warm"):
         clock = time.perf_counter()
         call()

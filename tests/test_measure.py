@@ -163,12 +163,11 @@ def test_off_grid_recovery_finds_the_pin_and_certifies_it(pin_problem):
     assert "ceiling" in " ".join(result.warnings)
 
 
-def test_grid_recovery_is_nonnegative_and_localises_the_pin(pin_problem, monkeypatch, capsys):
+def test_grid_recovery_is_nonnegative_and_localises_the_pin(pin_problem, capsys):
     # (Its 20 single-spring starts in two batches of 10: a large grid's search shows a bar with
     # an estimate of the time left.)
-    monkeypatch.setattr("spineid.identify._recovery._recover.VERTEX_BATCH", 10)
-    result = recover_grid(pin_problem, spineid.GridFrankWolfe(5, max_iterations=40),
-                          progress=True)
+    result = recover_grid(pin_problem, spineid.GridFrankWolfe(5, max_iterations=40,
+                                                              vertex_batch=10), progress=True)
     assert "grid N=5: each spring alone at 4 fractions of the ceiling" in capsys.readouterr().err
     np.testing.assert_allclose(result.positions, np.linspace(0.0, 0.04, 5))
     assert np.all(result.stiffness >= 0) and result.stiffness.sum() <= pin_problem.max_stiffness * (1 + 1e-9)

@@ -325,18 +325,18 @@ def test_segment_command_runs_the_nine_cases_and_fits(tmp_path, capsys):
     assert float(row.split()[2]) == pytest.approx(in_lab["parameters"][0]["value"] / 1e3,
                                                   rel=1e-5)
     assert in_lab["data"][0]["read_as"]["dx"]["unit"] == "mm"
-    # A row the model cannot carry in the lab's file: refused, its loads in the file's units
-    # (N, N mm), nothing written.
+    # A row the model cannot carry in the lab's file (a moment of 1e9 N mm, 1e6 N m): refused,
+    # its loads in the file's units (N, N mm), nothing written.
     header, *rows = (tmp_path / "lab.csv").read_text().splitlines()
     last = rows[-1].split(",")
-    last[list(lab).index("Axial_N")] = "1e9"
+    last[list(lab).index("Mx_Nmm")] = "1e9"
     (tmp_path / "broken.csv").write_text("\n".join([header, *rows[:-1], ",".join(last)]) + "\n")
     capsys.readouterr()
     assert main(["segment", str(start), "--out", str(tmp_path / "broken"), "--fit",
                  str(tmp_path / "broken.csv"), "--columns", columns, "--free",
                  "facets.stiffness", "--noise", lab_noise]) == 2
     printed = capsys.readouterr()
-    assert re.search(r"row 9: loads Fx \S+ N, Fy \S+ N, Fz 1e\+09 N, Mx \S+ Nmm",
+    assert re.search(r"row 9: loads Fx \S+ N, Fy \S+ N, Fz \S+ N, Mx 1e\+09 Nmm, My \S+ Nmm",
                      printed.err), printed.err
     assert not (tmp_path / "broken").exists() or not any((tmp_path / "broken").iterdir())
     assert main(["segment", "--out", str(tmp_path / "si_alone"), "--si"]) == 2

@@ -370,7 +370,7 @@ def _stability(chain, k, moments, axes, poses) -> np.ndarray:
     for d in range(3):
         body_loads[d, :, 6 * k + 3:6 * k + 6] = moments[:, None] * np.asarray(axes)[:, d]
     eigenvalues = np.asarray(stored_call(
-        _tangent_eigenvalues, chain, poses.reshape(-1, chain.n_dof),
+        _tangent_eigenvalues, chain, jnp.asarray(poses).reshape(-1, chain.n_dof),
         jnp.asarray(body_loads.reshape(-1, chain.n_dof)))[0])
     return np.all(eigenvalues.real > 0, axis=1).reshape(3, moments.size)
 

@@ -124,7 +124,8 @@ class ImplicitTerm(diffrax.AbstractTerm):
         """How far `y` `(n,)` at `t` is from the algebraic equations of a DAE: `f(t, y)`
         projected onto the left null space of `M(t, y)` (its singular directions, singular
         values at most `NULL_SPACE` of the largest once each row, or column, is scaled to a
-        largest entry of 1; for `M` with zero rows, those rows of `f`), `(n,)` in `f`'s units; zero at consistent values, and for a regular `M`."""
+        largest entry of 1; for `M` with zero rows, those rows of `f`), `(n,)` in `f`'s
+        units; zero at consistent values, and for a regular `M`."""
         return _off_constraints(self.mass(t, y, args), self.vector_field(t, y, args))
 
     def consistent(self, t, y, args, iterations: int = 20) -> Float[Array, " n"]:

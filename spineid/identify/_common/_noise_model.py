@@ -195,7 +195,8 @@ def check_order(model: AbstractNoiseModel, lengths: Sequence[int], what: str) ->
         if supported_order(model, shortest) < model.highest:
             raise ValueError(f"{what} {model.name}: the shortest record has {shortest} "
                              f"samples; an order of at most {shortest // SAMPLES_PER_ORDER} is "
-                             "supported (ten samples per order), or use white")
+                             f"supported ({SAMPLES_PER_ORDER} samples per order), or use "
+                             "white")
 
 
 def fit_channel_noise(series: Sequence[np.ndarray], model: AbstractNoiseModel,

@@ -29,9 +29,10 @@ def numerical_rank(singular: np.ndarray) -> int:
 
 def shown_combination(combination: dict, units: dict) -> tuple[dict, dict]:
     """How a combination of `Identifiability.combinations` reads best (the one rule of a fit's
-    summary, the posterior's combinations and their plot): parameters of one unit as they are
-    (a sum of stiffnesses, in SI); of several (`units`: name -> unit), on relative changes,
-    each divided by its scale, so that they compare. Returns the form shown (`coefficients`,
+    summary and the posterior's combinations; the identifiability plot's heat map shows every
+    combination on relative changes, where its columns compare): parameters of one unit as
+    they are (a sum of stiffnesses, in SI); of several (`units`: name -> unit), on relative
+    changes, each divided by its scale, so that they compare. Returns the form shown (`coefficients`,
     `value`, `standard_error`) and the scales `{name: s_j}` it divides by (empty when the
     parameters are shown as they are)."""
     relative = combination.get("relative")

@@ -26,7 +26,9 @@ from jaxtyping import Array, Float
 
 from ...elements._parameters import apply_values, Parameter, select_parameters
 from ...io._columns import unit_in_lab, UNITS
-from ...io._measurements import DEFLECTION_COLUMNS, LOAD_COLUMNS, QuasiStaticTest
+from ...io._measurements import (
+    DEFLECTION_COLUMNS, LOAD_COLUMNS, QUASI_STATIC_UNITS, QuasiStaticTest,
+)
 from ...io._model_file import ModelFile
 from ...models._spatial_pair import SpatialPair
 from ...simulation._equilibrium import equilibrium, equilibrium_change
@@ -344,12 +346,12 @@ def _check_equilibria(test, solved, steps):
     # (The loads in the units of the tester's columns where the file said them, else SI.)
     rows = np.flatnonzero(~np.asarray(solved))
     read_as = test.read_as or {}
-    units = [read_as.get(name, {}).get("unit") or si
-             for name, si in zip(LOAD_COLUMNS, ("N",) * 3 + ("N m",) * 3)]
+    shown_as = [(read_as[name]["unit"], read_as[name]["factor"]) if name in read_as
+                else (QUASI_STATIC_UNITS[name], 1.0) for name in LOAD_COLUMNS]
     shown = "; ".join(
         f"row {i + 1}: loads " + ", ".join(
-            f"{name} {value / UNITS.get(unit, (None, 1.0))[1]:.4g} {unit}"
-            for name, value, unit in zip(LOAD_COLUMNS, test.loads[i], units))
+            f"{name} {value / factor:.4g} {unit}"
+            for name, value, (unit, factor) in zip(LOAD_COLUMNS, test.loads[i], shown_as))
         for i in rows[:3]) + ("; ..." if len(rows) > 3 else "")
     raise ValueError(
         f"{test.source}: {len(rows)} row(s) found no equilibrium of the model at the values the "

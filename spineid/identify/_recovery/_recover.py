@@ -76,7 +76,7 @@ def recover_grid(problem: RecoveryProblem, n_springs: int | GridFrankWolfe, *,
     noise_estimated = problem.noise is None
     grid = np.linspace(0.0, 1.0, n_springs) if n_springs > 1 else np.array([0.5])
     solver = _Solver(problem, _objective(problem, sigma, steps), progress)
-    atoms = _best_vertex(problem, solver, grid)
+    atoms = _best_vertex(problem, solver, grid, options.vertex_batch)
     _say(progress, f"  grid N={n_springs}: start from spring {np.flatnonzero(atoms.active)[0]} "
                    f"at {atoms.p.sum():.0e} of the ceiling")
     search = _conditional_gradient(problem, solver, atoms, grid, **settings)
@@ -101,17 +101,17 @@ FIRST_ATOM_CANDIDATES = 33
 
 VERTEX_FRACTIONS = (1e-3, 1e-2, 1e-1, 1.0)
 """Fractions of the ceiling at which a single atom is tried (`_best_vertex`)."""
-VERTEX_BATCH = 256
-"""Single-atom candidates simulated in one vmapped solve (`_best_vertex`)."""
 
 
-def _best_vertex(problem: RecoveryProblem, solver: _Solver, grid: np.ndarray) -> _Atoms:
-    # The cheapest measure among single grid springs at the VERTEX_FRACTIONS of the ceiling.
+def _best_vertex(problem: RecoveryProblem, solver: _Solver, grid: np.ndarray,
+                 batch: int = 256) -> _Atoms:
+    # The cheapest measure among single grid springs at the VERTEX_FRACTIONS of the ceiling,
+    # `batch` of them simulated in one vmapped solve.
     origin = jnp.asarray(problem.curve.at(jnp.asarray(0.5)))
     unit = np.asarray(_features(problem.curve.at(jnp.asarray(grid)), origin))
     fractions = np.asarray(VERTEX_FRACTIONS)
     candidates = (fractions[:, None, None] * problem.max_stiffness * unit[None]).reshape(-1, 4)
-    batches = np.array_split(candidates, max(1, math.ceil(len(candidates) / VERTEX_BATCH)))
+    batches = np.array_split(candidates, max(1, math.ceil(len(candidates) / batch)))
     if solver.progress and len(batches) > 1:
         # (A large grid's silent part otherwise: 8000 simulations for N = 2000, about a
         # minute on a 2-core CPU; the bar's estimate of the time left from the second batch.)
@@ -121,8 +121,8 @@ def _best_vertex(problem: RecoveryProblem, solver: _Solver, grid: np.ndarray) ->
                        f"{len(fractions)} fractions of the ceiling", unit="batch",
                        leave=False)
     costs = np.concatenate([
-        np.asarray(_moment_costs(solver.objective, jnp.asarray(batch), origin))
-        for batch in batches
+        np.asarray(_moment_costs(solver.objective, jnp.asarray(chunk), origin))
+        for chunk in batches
     ])
     solver.n_evaluations += len(candidates)
     best = int(np.nanargmin(costs))

@@ -48,15 +48,19 @@ class GridFrankWolfe:
     springs equally spaced on the curve (end points included), fully corrective Frank-Wolfe over
     the grid; stop when the gap over the grid is at most `gap_tolerance * max(cost, n_data)`,
     or after `max_rounds` rounds; `max_iterations` projected Levenberg-Marquardt iterations per
-    refit of the weights; `simulation_max_steps` steps of each integration."""
+    refit of the weights; `simulation_max_steps` steps of each integration; `vertex_batch`
+    single-spring starts simulated in one vmapped solve by the search for the start (memory
+    against speed; the search shows a progress bar over its batches when there are several)."""
 
     n_springs: int
     gap_tolerance: float = 1e-3
     max_rounds: int = 30
     max_iterations: int = 60
     simulation_max_steps: int = 50_000
+    vertex_batch: int = 256
 
     def __post_init__(self):
         positive_int("GridFrankWolfe", "n_springs", self.n_springs)
         positive_int("GridFrankWolfe", "max_rounds", self.max_rounds)
+        positive_int("GridFrankWolfe", "vertex_batch", self.vertex_batch)
         _check_common("GridFrankWolfe", self)
