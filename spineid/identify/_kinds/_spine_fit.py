@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ..._reported_checks import checks_reported_as_nan
 from ...elements._bushings import TableBushing
 from ...kinematics._rotations import euler123_rotation
 from ...models._spatial_chain import SpatialChain
@@ -86,7 +87,11 @@ class _SpineObjective(AbstractObjective):
         return poses, ok
 
     def __call__(self, u, args=None):
-        poses, ok = self.predict(u)
+        # (Its solves' equinox checks traced as NaN, a step without equilibrium, as every fit's:
+        # the fit backs off from it, and its compiled programs, free of host callbacks, are
+        # loaded from JAX's cache by a later process instead of compiled again.)
+        with checks_reported_as_nan():
+            poses, ok = self.predict(u)
         misfit = (poses - self.data) / self.sigma
         return guarded(misfit, ok[:, :, None, None]).ravel()
 
@@ -137,9 +142,19 @@ def _inverse_laws(chain: SpatialChain, direction: int):
     # Per joint, the law's angle as a function of moment (tabulated, interpolated): laws are
     # increasing, so one table inverts each.
     grid = np.linspace(-0.6, 0.6, 24001)
-    tables = [np.asarray(jax.vmap(element.laws[3 + direction].load)(jnp.asarray(grid)))
+    tables = [np.asarray(_law_table(element.laws[3 + direction], jnp.asarray(grid)))
               for element in chain.elements]
     return lambda k, moment: np.interp(moment, tables[k], grid)
+
+
+@eqx.filter_jit
+def _law_table(law, grid):
+    # A law's loads `(g,)` at the angles `grid` (rad). (Jitted: one trace per kind of law and
+    # table size, where an eager vmap traced each of a spine's 51 laws again, about 5 s.)
+    return jax.vmap(law.load)(grid)
+
+
+_rotations = jax.jit(jax.vmap(euler123_rotation))  # (eager, each call dispatched op by op)
 
 
 def data_start(chain: SpatialChain, loaded: int, moments: np.ndarray, axes: np.ndarray,
@@ -151,7 +166,7 @@ def data_start(chain: SpatialChain, loaded: int, moments: np.ndarray, axes: np.n
     median over load steps). Joints above the highest observed body at or below the loaded
     one (their motion is not seen), and directions not tested, keep 1."""
     scales = np.ones((len(chain.bodies), 3))
-    rotation = jax.vmap(euler123_rotation)
+    rotation = _rotations
     frames = [joint_axes(chain, k) for k in range(len(chain.elements))]
     reference = np.stack([np.asarray(b.reference_pose) for b in chain.bodies])
     seen = [-1] + sorted(i for i in observed if i <= loaded)
