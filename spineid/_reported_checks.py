@@ -18,7 +18,11 @@ a mode of its own keeps it. `diffrax.diffeqsolve` keeps traces of its own (a `fi
 keyed by its arguments: `simulate` gives its non-throwing solves a vector field of their own
 (`_vector_field_reporting`), so the two modes never share a solve's trace either; the
 energies' derivatives that spineid jits itself (`spineid.models._mechanics`) take the mode
-(`reporting_checks`) as a static argument, for the same reason.
+(`reporting_checks`) as a static argument, for the same reason. JAX's control flow
+(`lax.scan`, `cond`, `while_loop`) also keeps the traces of its bodies, keyed by the body
+function: a body traced inside the block must be a function made for that trace (a closure, as
+the equilibria's and sweeps' are), never one defined once at module level that holds a check,
+or its NaN-mode trace would serve a later raising trace.
 
 The mode is per thread: equinox's jitted check is replaced once, for good, by a dispatcher
 that gives the NaN-mode body only in a thread inside the block and equinox's own jitted check

@@ -217,9 +217,9 @@ def test_an_inconsistent_dae_start_is_refused_measured_and_projected():
 def test_equations_in_units_far_apart_are_not_taken_for_algebraic_ones():
     # The pendulum with its velocity equations multiplied by 1e-12 (a mass of 1e-12 kg: rows of
     # M and f alike): the same DAE. Its singular values 1e-12 of the largest are not its null
-    # space (before: every velocity equation counted as algebraic, and the start was refused);
-    # the multiplier's row alone is, as at unit scale. A regular M of such rows has no
-    # algebraic equation.
+    # space (before: every velocity equation counted as algebraic, their residual reported
+    # and moved by `consistent`); the multiplier's row alone is, as at unit scale. A regular M
+    # of such rows has no algebraic equation, coupled or not.
     theta0, scale = 0.6, jnp.array([1.0, 1.0, 1e-12, 1e-12, 1.0])
     mass = jnp.diag(scale.at[4].set(0.0))
     term = spineid.ImplicitTerm(lambda t, y, args: mass,
@@ -232,6 +232,14 @@ def test_equations_in_units_far_apart_are_not_taken_for_algebraic_ones():
     regular = spineid.ImplicitTerm(lambda t, y, args: jnp.diag(scale),
                                    lambda t, y, args: scale * _pendulum(t, y, args))
     np.testing.assert_allclose(regular.algebraic_residual(0.0, bad, None), 0.0, atol=1e-30)
+    coupled = jnp.array([[2.0, 1.0], [1e-12, 2e-12]])  # (regular; its rows 1e12 apart)
+    two = spineid.ImplicitTerm(lambda t, y, args: coupled, lambda t, y, args: coupled @ y)
+    np.testing.assert_allclose(two.algebraic_residual(0.0, jnp.array([0.3, -0.2]), None), 0.0,
+                               atol=1e-30)
+    singular = spineid.ImplicitTerm(lambda t, y, args: coupled.at[1].set(0.0),
+                                    lambda t, y, args: jnp.array([y[0], y[0] - 1.0]))
+    np.testing.assert_allclose(singular.algebraic_residual(0.0, jnp.array([3.0, 0.0]), None),
+                               [0.0, 2.0], atol=1e-12)
     # Integrated, it follows the pendulum at unit scale.
     ts = jnp.linspace(0.0, 0.5, 6)
     runs = [diffrax.diffeqsolve(

@@ -359,8 +359,8 @@ print("counts", c.loaded, c.exported, c.traced)
 
 def test_a_second_process_loads_the_spine_tests_programs_with_the_same_numbers(tmp_path):
     # The spine verbs' first call in a new process: the segment tests, the whole-spine sweep
-    # and its stability check run from stored programs (for Liu's 17 vertebrae about 1.3 and
-    # 1.5 s against 14 and 17 s traced and stored: docs/performance.md), bit for bit as a
+    # and its stability check run from stored programs (for Liu's 17 vertebrae about 1.4 and
+    # 2.2 s against 12 and 20 s traced and stored: docs/performance.md), bit for bit as a
     # process computes them without the store. (Their solves' equinox checks are traced as
     # NaN, a step without equilibrium, so that no host callback keeps them from being stored.)
     first = _run(SPINE, tmp_path)

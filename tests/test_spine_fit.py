@@ -8,6 +8,8 @@ experiment; here one noisy fit lies within a few standard errors), and a wrong m
 zone twice as wide as the model's, which no scale can mimic) that the goodness of fit rejects.
 """
 
+import dataclasses
+
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
@@ -140,3 +142,19 @@ def test_a_start_stopped_by_a_check_inside_its_solve_is_skipped_with_a_warning(
     raising_always = True
     with pytest.raises(ValueError, match="every start was stopped by a check"):
         spineid.fit_spine_levels(lumbar, "L2", MOMENTS, noisy, start=5.0 * truth)
+    # A solve whose checks are traced as NaN ends instead with load steps without equilibrium
+    # (their residuals failed): that start skipped alike.
+    raising_always = False
+
+    def ends_failed(self, objective, u0, *arguments, **options):
+        solution = original(self, objective, u0, *arguments, **options)
+        if np.allclose(np.asarray(u0), far):
+            return dataclasses.replace(solution, linearisation=(
+                1e30, *solution.linearisation[1:]))
+        return solution
+
+    monkeypatch.setattr(spineid.LevenbergMarquardt, "solve", ends_failed)
+    fit = spineid.fit_spine_levels(lumbar, "L2", MOMENTS, noisy, start=5.0 * truth)
+    assert fit.explains_data
+    assert any(w.startswith("the given start was skipped: its solve ended where load steps "
+                            "find no equilibrium") for w in fit.warnings), fit.warnings

@@ -123,7 +123,7 @@ class ImplicitTerm(diffrax.AbstractTerm):
     def algebraic_residual(self, t, y, args) -> Float[Array, " n"]:
         """How far `y` `(n,)` at `t` is from the algebraic equations of a DAE: `f(t, y)`
         projected onto the left null space of `M(t, y)` (its singular directions, singular
-        values at most `NULL_SPACE` of the largest once each row, or column, is scaled to a
+        values at most `NULL_SPACE` of the largest once its rows and columns are scaled to a
         largest entry of 1; for `M` with zero rows, those rows of `f`), `(n,)` in `f`'s
         units; zero at consistent values, and for a regular `M`."""
         return _off_constraints(self.mass(t, y, args), self.vector_field(t, y, args))
@@ -155,8 +155,8 @@ class ImplicitTerm(diffrax.AbstractTerm):
 
 
 NULL_SPACE = 1e-10
-"""A mass matrix's singular value at most this fraction of its largest, its rows (or columns)
-each scaled to a largest entry of 1, is zero: its direction belongs to the algebraic equations
+"""A mass matrix's singular value at most this fraction of its largest, its rows and columns
+scaled to a largest entry of 1, is zero: its direction belongs to the algebraic equations
 (`ImplicitTerm.algebraic_residual`)."""
 
 CONSISTENT = 1e-7
@@ -166,21 +166,24 @@ CONSISTENT = 1e-7
 
 def _null_spaces(mass):
     # Orthonormal bases `(n, n)` of the left and right null spaces of `mass`, as columns (the
-    # others zero): singular values at most `NULL_SPACE` of the largest, each space from the
-    # SVD of `mass` equilibrated on its other side (the right null space from the rows scaled
-    # to a largest entry of 1, the left from the columns so scaled; neither space changes),
-    # so that a regular `M` of equations in units far apart, `blockdiag(I, M)` with inertias
-    # of 1e-12 kg m^2, is not called singular. (Zero rows and columns stay zero.)
+    # others zero). Their dimension: the singular values at most `NULL_SPACE` of the largest of
+    # `mass` equilibrated on both sides (rows, then columns, scaled to a largest entry of 1),
+    # so that a regular `M` of equations, or variables, in units far apart (`blockdiag(I, M)`
+    # with inertias of 1e-12 kg m^2) is not called singular. Each space from the SVD of `mass`
+    # equilibrated on its other side, which leaves it unchanged (the right null space from the
+    # rows scaled, the left from the columns), its last singular directions. (Zero rows and
+    # columns stay zero; a row that should be zero but holds round-off is scaled up with the
+    # others and counted as a differential equation.)
     def scaled(matrix):
         largest = jnp.max(jnp.abs(matrix), axis=1, keepdims=True)
         return matrix / jnp.where(largest > 0, largest, 1.0)
 
-    def null_columns(vectors, values):
-        return vectors * (values <= NULL_SPACE * jnp.max(values))[None, :]
-
-    _, values, right_t = jnp.linalg.svd(scaled(mass))
-    left, values_t, _ = jnp.linalg.svd(scaled(mass.T).T)
-    return null_columns(left, values_t), null_columns(right_t.T, values)
+    n = mass.shape[0]
+    both = jnp.linalg.svd(scaled(scaled(mass).T).T, compute_uv=False)
+    null = jnp.arange(n) >= n - jnp.sum(both <= NULL_SPACE * jnp.max(both))
+    _, _, right_t = jnp.linalg.svd(scaled(mass))
+    left, _, _ = jnp.linalg.svd(scaled(mass.T).T)
+    return left * null[None, :], right_t.T * null[None, :]
 
 
 def _off_constraints(mass, right_hand):

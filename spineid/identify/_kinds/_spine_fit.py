@@ -38,7 +38,7 @@ from ...simulation._flexibility import (
 )
 from .._common._abstract_objective import AbstractObjective
 from .._common._analysis import analyse_parameters, not_converged_note
-from .._common._failure import compiled_check_message, failed, guarded
+from .._common._failure import compiled_check_message, failed, failed_cost, guarded
 from .._common._goodness import assess_fit
 from .._common._noise import check_noise, grouped_noise
 from .._common._result_family import AbstractParameterFit
@@ -150,7 +150,7 @@ def _inverse_laws(chain: SpatialChain, direction: int):
 @eqx.filter_jit
 def _law_table(law, grid):
     # A law's loads `(g,)` at the angles `grid` (rad). (Jitted: one trace per kind of law and
-    # table size, where an eager vmap traced each of a spine's 51 laws again, about 5 s.)
+    # table size, where an eager vmap traced each of a spine's 51 laws again, about 3 s.)
     return jax.vmap(law.load)(grid)
 
 
@@ -290,16 +290,23 @@ def fit_spine_levels(chain: SpatialChain, loaded: str, moments, poses, *, observ
     objective = _SpineObjective(chain, jnp.asarray(moments), jnp.asarray(axes),
                                 jnp.asarray(poses), jnp.asarray(sigma), k, indices)
 
-    skipped = []  # starts whose solve a check inside it stopped (a pose at the Euler-angle
-    # singularity, measured from 5x the truth): skipped with a warning, as every fit does
+    skipped = []  # starts whose solve ended without equilibrium in some load step (its checks
+    # traced as NaN: a pose at the Euler-angle singularity, measured from 5x the truth), or
+    # that a check raising inside it stopped: skipped with a warning, as every fit does
 
     def minimise(objective, u0, what):
         try:
-            return solver.solve(objective, u0, progress)
+            solution = solver.solve(objective, u0, progress)
         except eqx.EquinoxRuntimeError as error:
             skipped.append(f"{what} was skipped: a check inside its solve stopped it "
                            f"({compiled_check_message(error)})")
             return None
+        if failed_cost(float(solution.cost), 0.5):
+            skipped.append(f"{what} was skipped: its solve ended where load steps find no "
+                           "equilibrium (a pose at the singularity of the Euler angles, or "
+                           "moments the joints cannot carry there)")
+            return None
+        return solution
 
     solution = minimise(objective, jnp.log(jnp.asarray(start).ravel()),
                         "the given start" if given else "the start")
@@ -320,7 +327,8 @@ def fit_spine_levels(chain: SpatialChain, loaded: str, moments, poses, *, observ
             solution, start = read_off, from_data
     if solution is None:
         raise ValueError("fit_spine_levels: every start was stopped by a check inside its "
-                         f"solve: {'; '.join(skipped)}; give a start nearer the truth "
+                         f"solve or ended without equilibrium: {'; '.join(skipped)}; give a "
+                         "start nearer the truth "
                          "(start=(n, 3) scales)")
     # Joints between unobserved vertebrae are seen only through their sum: the data may be
     # explained as well by scales traded between them (one softer, its neighbour stiffer),
