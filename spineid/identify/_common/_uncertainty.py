@@ -32,9 +32,9 @@ def shown_combination(combination: dict, units: dict) -> tuple[dict, dict]:
     summary and the posterior's combinations; the identifiability plot's heat map shows every
     combination on relative changes, where its columns compare): parameters of one unit as
     they are (a sum of stiffnesses, in SI); of several (`units`: name -> unit), on relative
-    changes, each divided by its scale, so that they compare. Returns the form shown (`coefficients`,
-    `value`, `standard_error`) and the scales `{name: s_j}` it divides by (empty when the
-    parameters are shown as they are)."""
+    changes, each divided by its scale, so that they compare. Returns the form shown
+    (`coefficients`, `value`, `standard_error`) and the scales `{name: s_j}` it divides by
+    (empty when the parameters are shown as they are)."""
     relative = combination.get("relative")
     if relative is None or len({units.get(n) for n in relative["coefficients"]}) <= 1:
         return combination, {}

@@ -52,7 +52,7 @@ from .._common._noise_model import (
     drift_notes, whiten_padded, White,
 )
 from .._common._result_family import AbstractParameterFit
-from .._common._shown import noise_line
+from .._common._shown import in_unit, noise_line
 from .._common._uncertainty import channel_records, hac_covariance
 from .._common._transform import Transform
 from .._solvers import LevenbergMarquardt, MultiStart
@@ -346,12 +346,12 @@ def _check_equilibria(test, solved, steps):
     # (The loads in the units of the tester's columns where the file said them, else SI.)
     rows = np.flatnonzero(~np.asarray(solved))
     read_as = test.read_as or {}
-    shown_as = [(read_as[name]["unit"], read_as[name]["factor"]) if name in read_as
+    shown_as = [(read_as[name]["unit"], 1.0 / read_as[name]["factor"]) if name in read_as
                 else (QUASI_STATIC_UNITS[name], 1.0) for name in LOAD_COLUMNS]
     shown = "; ".join(
         f"row {i + 1}: loads " + ", ".join(
-            f"{name} {value / factor:.4g} {unit}"
-            for name, value, (unit, factor) in zip(LOAD_COLUMNS, test.loads[i], shown_as))
+            f"{name} {in_unit(value, unit)}"
+            for name, value, unit in zip(LOAD_COLUMNS, test.loads[i], shown_as))
         for i in rows[:3]) + ("; ..." if len(rows) > 3 else "")
     raise ValueError(
         f"{test.source}: {len(rows)} row(s) found no equilibrium of the model at the values the "

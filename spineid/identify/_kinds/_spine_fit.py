@@ -166,7 +166,6 @@ def data_start(chain: SpatialChain, loaded: int, moments: np.ndarray, axes: np.n
     median over load steps). Joints above the highest observed body at or below the loaded
     one (their motion is not seen), and directions not tested, keep 1."""
     scales = np.ones((len(chain.bodies), 3))
-    rotation = _rotations
     frames = [joint_axes(chain, k) for k in range(len(chain.elements))]
     reference = np.stack([np.asarray(b.reference_pose) for b in chain.bodies])
     seen = [-1] + sorted(i for i in observed if i <= loaded)
@@ -176,9 +175,9 @@ def data_start(chain: SpatialChain, loaded: int, moments: np.ndarray, axes: np.n
         for below, above in zip(seen[:-1], seen[1:]):
             span = range(below + 1, above + 1)
             column = observed.index(above)
-            turned = np.asarray(rotation(jnp.asarray(poses[m, :, column, 3:])))
+            turned = np.asarray(_rotations(jnp.asarray(poses[m, :, column, 3:])))
             if below >= 0:
-                base = np.asarray(rotation(jnp.asarray(poses[m, :, observed.index(below), 3:])))
+                base = np.asarray(_rotations(jnp.asarray(poses[m, :, observed.index(below), 3:])))
                 base_reference = np.asarray(euler123_rotation(reference[below, 3:]))
             else:
                 base = np.repeat(np.asarray(euler123_rotation(chain.base_pose[3:]))[None],

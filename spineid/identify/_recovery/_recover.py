@@ -104,7 +104,7 @@ VERTEX_FRACTIONS = (1e-3, 1e-2, 1e-1, 1.0)
 
 
 def _best_vertex(problem: RecoveryProblem, solver: _Solver, grid: np.ndarray,
-                 batch: int = 256) -> _Atoms:
+                 batch: int = GridFrankWolfe.vertex_batch) -> _Atoms:
     # The cheapest measure among single grid springs at the VERTEX_FRACTIONS of the ceiling,
     # `batch` of them simulated in one vmapped solve.
     origin = jnp.asarray(problem.curve.at(jnp.asarray(0.5)))
