@@ -1,18 +1,24 @@
 """MEBDF (`spineid.MEBDF`, Cash's modified extended BDF) against diffrax's Kvaerno solvers and
 scipy's stiff integrators: accuracy, steps and wall time.
 
-Part `stiff`: three stiff test problems (Hairer and Wanner's test set), each integrated by
-`spineid.MEBDF` (its chord iteration a hundred times tighter; jit-compiled, timed warm; with
-its Jacobian reused across steps and with a fresh one every step, and how many its accepted
-steps took) and by scipy's `BDF` and `Radau` (timed as they run, their Jacobian by finite
-differences as a lab would call them), all at the same tolerance, against scipy's `Radau` at
-`rtol = 1e-12` as the reference: the largest error at the end relative to the reference
-(`atol` the problem's own scale), accepted steps and seconds.
+Part `stiff`: four stiff test problems (three of Hairer and Wanner's test set), each integrated
+by `spineid.MEBDF` (its chord iteration a hundred times tighter; jit-compiled, timed warm; its
+order varied, 1-4 (the default), with its Jacobian reused across steps and with a fresh one
+every step, and how many its accepted steps took; the order fixed at 4, and varied 1-5 and
+fixed at 5, with the accepted steps at each order) and by scipy's `BDF` and `Radau` (timed as
+they run, their Jacobian by finite differences as a lab would call them), all at the same
+tolerance, against scipy's `Radau` at
+`rtol = 1e-12` as the reference (the stiff oscillator: its exact solution): the largest error
+at the end relative to the reference (`atol` the problem's own scale), accepted steps and
+seconds.
 
 - Robertson's chemical kinetics to t = 40 (3 species, rate constants 0.04, 1e4, 3e7);
 - van der Pol's oscillator with mu = 1000, `y'' = mu (1 - y^2) y' - y`, to t = 3000 (about
   1.5 relaxation periods);
-- HIRES, the plant-physiology problem of Schaefer (8 species) to t = 321.8122.
+- HIRES, the plant-physiology problem of Schaefer (8 species) to t = 321.8122;
+- a stiff oscillator: a mode of eigenvalues -1 +- 200i driven by sin t beside a slow mode
+  driven by cos t, to t = 50 (its stiff eigenvalues next to the imaginary axis, where the
+  BDF family of high order loses stability).
 
 Part `whiplash`: the head-neck chain (datasets/head_neck.toml) through its rear-end pulse to
 5 s, as `spineid whiplash --integrator NAME` runs it (`spineid.whiplash_study`, rtol 1e-5):
@@ -68,11 +74,32 @@ def hires(t, y, args=None):
         -280.0 * y[5] * y[7] + 1.81 * y[6]])
 
 
+def oscillator(t, y, args=None):
+    """The stiff oscillator `(3,)`: a damped mode of frequency 200 rad/s driven by `sin t`, and
+    a slow mode driven by `cos t`."""
+    return jnp.array([-y[0] - 200.0 * y[1] + jnp.sin(t), 200.0 * y[0] - y[1],
+                      -y[2] + jnp.cos(t)])
+
+
+def oscillator_exact(t):
+    """The stiff oscillator's exact solution `(3,)` at `t` from `(1, 0, 0)`: the driven mode as
+    the complex `z = y_0 + i y_1`, `z' = (-1 + 200 i) z + sin t`, free part and the particular
+    solution of `sin t = (e^(it) - e^(-it)) / 2i`; the slow mode `(cos t + sin t - e^-t) / 2`."""
+    rate = -1.0 + 200.0j
+
+    def driven(t):
+        return (np.exp(1j * t) / (1j - rate) - np.exp(-1j * t) / (-1j - rate)) / 2j
+
+    z = (1.0 - driven(0.0)) * np.exp(rate * t) + driven(t)
+    return np.array([z.real, z.imag, (np.cos(t) + np.sin(t) - np.exp(-t)) / 2])
+
+
 PROBLEMS = {
     # name: (vector field, start, end time, absolute tolerance (the problem's scale))
     "Robertson": (robertson, np.array([1.0, 0.0, 0.0]), 40.0, 1e-10),
     "van der Pol (mu 1000)": (van_der_pol, np.array([2.0, 0.0]), 3000.0, 1e-8),
     "HIRES": (hires, np.array([1.0, 0, 0, 0, 0, 0, 0, 0.0057]), 321.8122, 1e-10),
+    "stiff oscillator": (oscillator, np.array([1.0, 0.0, 0.0]), 50.0, 1e-10),
 }
 
 
@@ -80,18 +107,20 @@ def reference(problem, rtol=1e-12):
     """The end state of `problem` (a `PROBLEMS` entry) by scipy's Radau at `rtol`, with the
     exact Jacobian (JAX)."""
     f, y0, t_end, atol = problem
-    jacobian = jax.jit(jax.jacfwd(lambda y: f(0.0, y)))
-    return solve_ivp(lambda t, y: np.asarray(f(t, y)), (0.0, t_end), y0, method="Radau",
+    jacobian, field = jax.jit(jax.jacfwd(lambda y: f(0.0, y))), jax.jit(f)
+    return solve_ivp(lambda t, y: np.asarray(field(t, y)), (0.0, t_end), y0, method="Radau",
                      rtol=rtol, atol=atol * rtol * 1e8,
                      jac=lambda t, y: np.asarray(jacobian(y))).y[:, -1]
 
 
-def mebdf_solve(problem, rtol, reuse_jacobian=True):
+def mebdf_solve(problem, rtol, reuse_jacobian=True, min_order=1, max_order=4):
     """`problem` integrated by `spineid.MEBDF` at `rtol` (its chord iteration a hundred times
-    tighter; `reuse_jacobian` its option): a jitted function of nothing that returns `(end
-    state, accepted steps, Jacobians taken)`."""
+    tighter; `reuse_jacobian`, `min_order` and `max_order` its options): a jitted function of
+    nothing that returns `(end state, accepted steps, Jacobians taken, accepted steps at each
+    order)`."""
     f, y0, t_end, atol = problem
-    solver = spineid.MEBDF(rtol=rtol / 100, atol=atol / 100, reuse_jacobian=reuse_jacobian)
+    solver = spineid.MEBDF(max_order=max_order, min_order=min_order, rtol=rtol / 100,
+                           atol=atol / 100, reuse_jacobian=reuse_jacobian)
 
     @jax.jit
     def run():
@@ -99,31 +128,36 @@ def mebdf_solve(problem, rtol, reuse_jacobian=True):
             diffrax.ODETerm(f), solver, 0.0, t_end, 1e-6, jnp.asarray(y0),
             saveat=diffrax.SaveAt(t1=True, solver_state=True),
             stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol), max_steps=200_000)
-        return solution.ys[-1], solution.stats["num_accepted_steps"], solution.solver_state[-1]
+        state = solution.solver_state
+        return (solution.ys[-1], solution.stats["num_accepted_steps"], state.n_jacobians,
+                state.order_counts)
 
     return run
 
 
 def stiff_part(rtol):
     print(f"{'problem':22s} {'integrator':16s} {'error':>9s} {'steps':>7s} {'seconds':>8s} "
-          "Jacobians")
+          "Jacobians, steps at orders 1, 2, ...")
     for name, problem in PROBLEMS.items():
         f, y0, t_end, atol = problem
-        exact = reference(problem)
+        exact = oscillator_exact(t_end) if f is oscillator else reference(problem)
         scale = atol + np.abs(exact)
 
-        def line(integrator, end, steps, seconds, jacobians=""):
+        def line(integrator, end, steps, seconds, jacobians="", orders=None):
             error = np.max(np.abs(np.asarray(end) - exact) / scale)
+            counts = "" if orders is None else " " + "/".join(str(int(c)) for c in orders)
             print(f"{name:22s} {integrator:16s} {error:9.2e} {int(steps):7d} {seconds:8.3f} "
-                  f"{jacobians}", flush=True)
+                  f"{jacobians}{counts}", flush=True)
 
-        for reuse in (True, False):
-            run = mebdf_solve(problem, rtol, reuse)
+        for label, reuse, orders in (("MEBDF", True, (1, 4)), ("MEBDF (fresh J)", False, (1, 4)),
+                                     ("MEBDF order 4", True, (4, 4)),
+                                     ("MEBDF 1-5", True, (1, 5)),
+                                     ("MEBDF order 5", True, (5, 5))):
+            run = mebdf_solve(problem, rtol, reuse, *orders)
             jax.block_until_ready(run())  # (compiled)
             clock = time.perf_counter()
-            end, steps, jacobians = jax.block_until_ready(run())
-            line("MEBDF" if reuse else "MEBDF (fresh J)", end, steps,
-                 time.perf_counter() - clock, int(jacobians))
+            end, steps, jacobians, counts = jax.block_until_ready(run())
+            line(label, end, steps, time.perf_counter() - clock, int(jacobians), counts)
         numpy_f = jax.jit(lambda t, y: f(t, y))
         for method in ("BDF", "Radau"):
             clock = time.perf_counter()
@@ -142,7 +176,9 @@ def whiplash_part():
     for name, solver in (("Kvaerno4", diffrax.Kvaerno4()), ("Kvaerno5", diffrax.Kvaerno5()),
                          ("MEBDF", spineid.MEBDF(rtol=1e-7, atol=1e-9)),
                          ("MEBDF (fresh J)", spineid.MEBDF(rtol=1e-7, atol=1e-9,
-                                                          reuse_jacobian=False))):
+                                                          reuse_jacobian=False)),
+                         ("MEBDF order 4", spineid.MEBDF(min_order=4, rtol=1e-7, atol=1e-9)),
+                         ("MEBDF 1-5", spineid.MEBDF(max_order=5, rtol=1e-7, atol=1e-9))):
         study = spineid.whiplash_study(chain, 5.0, solver=solver, rtol=1e-5)
         summary = study.summary()
         difference = np.max(np.abs(np.asarray(study.head) - np.asarray(exact.head)))

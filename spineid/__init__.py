@@ -152,6 +152,7 @@ from .simulation import (  # noqa: E402
     LinearModes as LinearModes,
     load_steps as load_steps,
     MEBDF as MEBDF,
+    MEBDFState as MEBDFState,
     moment_sweep as moment_sweep,
     pose_change as pose_change,
     segment_flexibility as segment_flexibility,

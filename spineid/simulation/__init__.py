@@ -32,6 +32,7 @@ from ._mebdf import (
     ImplicitTerm as ImplicitTerm,
     lagrangian_implicit_term as lagrangian_implicit_term,
     MEBDF as MEBDF,
+    MEBDFState as MEBDFState,
 )
 from ._modes import linear_modes as linear_modes, LinearModes as LinearModes
 from ._simulate import (

@@ -28,22 +28,32 @@ coefficients are those of polynomial exactness on the actual past times (variabl
 form: no interpolation of the history when the step size changes), from small linear systems
 solved in each step. The local error estimate is `y_(n+1) - ybar_(n+1)`, the order-`q` BDF's
 error against the order-`q + 1` result, so the step-size controller sees error order `q + 1`.
-The order rises from 1 at the start (and after a jump) by one per accepted step to `order`, as
-the history fills.
 
-What this solver is, and is not yet (issue 54 asks for more): explicit ODEs `y' = f(t, y)`
+The order `q` varies between `min_order` and `max_order` (Brenan, Campbell and Petzold 1996,
+section 5.2: DASSL's rule, on this history). From 1 at the start (and after a jump) it rises
+by one per accepted step as the history fills; then, after each accepted step, the scaled
+derivatives `T_p = h^p y^(p)` are estimated from the divided differences of the new value and
+the history (`T_p`, which measures the error of the order `p - 1` formula, needs `p` past
+points, so the history keeps `max_order + 1`): the order falls by one where `T_q <= T_(q+1)`
+(a lower order would be as accurate: the series of derivatives has stopped falling, as in a
+stiff transient or near a kink) and rises by one where `T_(q+2) < T_(q+1)` after `q + 1` steps
+at the same order. Where `T_p` does not yet have its points, the order stays. The choice is
+not differentiated (`stop_gradient`); the controller is told the error order of `max_order`.
+
+What this solver is, and is not yet: explicit ODEs `y' = f(t, y)`
 (`diffrax.ODETerm`), the implicit form `M(t, y) y' = f(t, y)` and semi-explicit DAEs of index
 1 (`ImplicitTerm`; index 2 and 3 only after the user reduces the index, as the pendulum's
 constraint differentiated twice; the constraint then drifts at the tolerance's level), variable
-step, the order given (`max_order`, 1-5; it ramps up at the start); no choice of order by the
-error estimates. A chord
+step and order (or the order fixed: `min_order = max_order`). A rejected step keeps its order
+(DASSL also lowers it there where `T_q <= T_(q+1)`; here only accepted steps choose). A chord
 iteration that does not converge rejects the step (the controller then shrinks it). The
 controller is told the full order's error order even while the order ramps up; the second
 stage evaluates `f` one step past the step's end, so a step that ends at a jump (`jump_ts`)
 sees the field beyond it, which the error estimate then has to shrink the step for.
 """
 
-from typing import ClassVar
+import math
+from typing import ClassVar, NamedTuple
 
 import diffrax
 import equinox as eqx
@@ -218,20 +228,82 @@ def lagrangian_implicit_term() -> ImplicitTerm:
     return ImplicitTerm(_lagrangian_mass, _lagrangian_forces)
 
 
+class MEBDFState(NamedTuple):
+    """What `MEBDF` carries from step to step (`diffrax.SaveAt(solver_state=True)` returns it):
+    `times` `(max_order + 1,)` and `values` `(max_order + 1, n)`, the last accepted times and
+    flat states, newest first, of which `filled` are set; `slope` `(n,)`, the slope at the last
+    accepted point (an implicit term's dense output); `jacobian` `(n, n)`, the last Jacobian of
+    the right-hand side, and `n_jacobians`, how many were taken (with the one at the start);
+    `order`, the order of the next step, `at_order`, how many accepted steps ran at it, and
+    `ramping`, whether the order is still rising from the start (module docstring);
+    `order_counts` `(max_order,)`, how many accepted steps ran at each order 1, 2, ...."""
+
+    times: Array
+    values: Array
+    filled: Array
+    slope: Array
+    jacobian: Array
+    n_jacobians: Array
+    order: Array
+    at_order: Array
+    ramping: Array
+    order_counts: Array
+
+
+def scaled_derivatives(s, history, weights):
+    """The scaled derivatives `T_p = h^p y^(p)`, `p = 0 .. K`, of the values `history` `(K + 1,
+    n)` at the scaled times `s` `(K + 1,)` (units of the step `h`, newest first, distinct) as
+    `p!` times the divided difference of the first `p + 1` points, each as the root mean square
+    of its components over `weights` `(n,)` (`(K + 1,)`; exact for a polynomial of degree `p`,
+    equal to the backward differences at equal steps; Brenan, Campbell and Petzold 1996, eq
+    5.2.7's `(k + 1)`-th term)."""
+    table, norms = history, [jnp.sqrt(jnp.mean((history[0] / weights) ** 2))]
+    for m in range(1, s.shape[0]):
+        gap = s[:-m] - s[m:]
+        table = (table[:-1] - table[1:]) / jnp.where(gap == 0, 1.0, gap)[:, None]
+        norms.append(math.factorial(m) * jnp.sqrt(jnp.mean((table[0] / weights) ** 2)))
+    return jnp.stack(norms)
+
+
+def next_order(derivatives, filled, order, at_order, ramping, min_order, max_order):
+    """The order after an accepted step of order `order` (module docstring; DASSL's rule,
+    Brenan, Campbell and Petzold 1996, section 5.2): `derivatives` `(K + 1,)` the scaled
+    derivatives `T_p` through the new value and the `filled` past values before it (`T_p` known
+    where `p <= filled`), `at_order` the accepted steps at `order` before this one, `ramping`
+    whether the order still rises by one per step from the start. **Returns:** `(order,
+    at_order, ramping)` for the next step."""
+    size = derivatives.shape[0]
+
+    def known(p):
+        return (p <= filled) & (p < size)
+
+    def value(p):
+        return derivatives[jnp.minimum(p, size - 1)]
+
+    lower = (order > min_order) & known(order + 1) & (value(order) <= value(order + 1))
+    rise_ramping = ramping & (filled >= order)
+    rise_settled = (~ramping & (at_order + 1 >= order + 1) & known(order + 2)
+                    & (value(order + 2) < value(order + 1)))
+    rise = ~lower & (order < max_order) & (rise_ramping | rise_settled)
+    new = order - lower.astype(order.dtype) + rise.astype(order.dtype)
+    return (new, jnp.where(new == order, at_order + 1, 0),
+            ramping & ~lower & (new < max_order))
+
+
 class MEBDF(diffrax.AbstractAdaptiveSolver):
     """Cash's modified extended BDF (module docstring), for `diffrax.diffeqsolve` with an
     adaptive step-size controller (`diffrax.PIDController`) or constant steps.
 
-    **Fields:** `max_order` (1-5, default 4: the corrector's order is `max_order + 1` once the
-    history holds `max_order` points); `rtol`, `atol` (the chord iteration's stop: every
+    **Fields:** `max_order` (1-5, default 4: the highest BDF order, the corrector's one more)
+    and `min_order` (default 1; the order varies between them by the error estimates, module
+    docstring; `min_order = max_order` fixes it once the history holds that many points);
+    `rtol`, `atol` (the chord iteration's stop: every
     component of the last correction within `atol + rtol |z|`; keep them about ten times
     tighter than the controller's); `max_iterations` (chord iterations per stage before the
     step is rejected); `reuse_jacobian` (default true: keep the last Jacobian while its
     iterations contract, module docstring; false: a fresh one every step, the better choice
-    under `vmap`, where both branches run). The state carries the history (the last
-    `max_order` accepted times and values, and how many are filled), the slope at the last
-    accepted point (an implicit term's dense output), the last Jacobian and how many the
-    accepted steps took (with the one at the start).
+    under `vmap`, where both branches run). The state is an `MEBDFState` (history, slope,
+    Jacobian, order).
 
     Use: `diffrax.diffeqsolve(diffrax.ODETerm(f), spineid.MEBDF(), t0, t1, dt0, y0,
     stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=1e-9))`, or with
@@ -248,6 +320,7 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
     interpolation_cls: ClassVar = diffrax.ThirdOrderHermitePolynomialInterpolation
 
     max_order: int = eqx.field(static=True, default=4)
+    min_order: int = eqx.field(static=True, default=1)
     rtol: float = 1e-8
     atol: float = 1e-11
     max_iterations: int = eqx.field(static=True, default=8)
@@ -257,6 +330,9 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
         if not (isinstance(self.max_order, int) and 1 <= self.max_order <= MAX_ORDER):
             raise ValueError(f"MEBDF max_order {self.max_order!r}: expected a whole number "
                              f"from 1 to {MAX_ORDER}")
+        if not (isinstance(self.min_order, int) and 1 <= self.min_order <= self.max_order):
+            raise ValueError(f"MEBDF min_order {self.min_order!r}: expected a whole number "
+                             f"from 1 to max_order ({self.max_order})")
         if not (isinstance(self.max_iterations, int) and self.max_iterations >= 1):
             raise ValueError(f"MEBDF max_iterations {self.max_iterations!r}: expected a whole "
                              "number >= 1")
@@ -274,7 +350,7 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
         terms, direction = _unwrapped(terms)
         _check_term(terms, y0)
         flat, unravel = ravel_pytree(y0)
-        k = self.max_order
+        k = self.max_order + 1
         times = jnp.full(k, t0, dtype=flat.dtype)
         values = jnp.zeros((k, flat.size), flat.dtype).at[0].set(flat)
         # The slope at the last accepted point (the dense output's, under an implicit term):
@@ -284,7 +360,7 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
         if isinstance(terms, ImplicitTerm):
             mass = terms.mass(direction * t0, flat, args)
             right_hand = terms.vector_field(direction * t0, flat, args)
-            slope = direction * (jnp.linalg.pinv(mass) @ right_hand)
+            slope = direction * _least_slope(mass, right_hand)
             residual = _off_constraints(mass, right_hand)
             values = eqx.error_if(
                 values, jnp.max(jnp.abs(residual)) > CONSISTENT * (
@@ -293,18 +369,22 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
                 "(ImplicitTerm.algebraic_residual(t0, y0, args) says by how much; "
                 "ImplicitTerm.consistent(t0, y0, args) moves its algebraic variables onto them)")
         f = _field(terms, direction, args, unravel)
-        return (times, values, jnp.array(1), slope, jax.jacfwd(lambda z: f(t0, z))(flat),
-                jnp.array(1))
+        return MEBDFState(times, values, jnp.array(1), slope,
+                          jax.jacfwd(lambda z: f(t0, z))(flat), jnp.array(1), jnp.array(1),
+                          jnp.array(0), jnp.array(True),
+                          jnp.zeros(self.max_order, jnp.asarray(1).dtype))
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
-        times, values, count, slope0, jacobian0, n_jacobians = solver_state
+        (times, values, count, slope0, jacobian0, n_jacobians, q, at_order, ramping,
+         order_counts) = solver_state
         flat0, unravel = ravel_pytree(y0)
-        k = self.max_order
+        k = self.max_order + 1
         dtype = flat0.dtype
-        # After a jump (or at the start) the history is the step's start alone.
+        # After a jump (or at the start) the history is the step's start alone, the order 1.
         count = jnp.where(made_jump, 1, count)
+        q, at_order = jnp.where(made_jump, 1, q), jnp.where(made_jump, 0, at_order)
+        ramping = ramping | made_jump
         times, values = times.at[0].set(t0), values.at[0].set(flat0)
-        q = jnp.clip(count, 1, k)
         h = t1 - t0
         inner, direction = _unwrapped(terms)
         implicit = isinstance(inner, ImplicitTerm)
@@ -388,10 +468,17 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
         else:
             y1, ybar1, slope, converged, jacobian, n_jacobians = fresh()
         error = jnp.where(converged, y1 - ybar1, jnp.inf)
-        new_state = (jnp.concatenate([jnp.array([t1], dtype), times[:-1]]),
-                     jnp.concatenate([y1[None], values[:-1]]),
-                     jnp.minimum(count + 1, k), jnp.where(converged, slope, slope0), jacobian,
-                     n_jacobians)
+        # The next step's order, from the new value and the whole history (not differentiated).
+        derivatives = scaled_derivatives(
+            jax.lax.stop_gradient(s1), jax.lax.stop_gradient(jnp.concatenate([y1[None], values])),
+            jax.lax.stop_gradient(self.atol + self.rtol * jnp.abs(y1)))
+        order, at_order, ramping = next_order(derivatives, count, q, at_order, ramping,
+                                              self.min_order, self.max_order)
+        new_state = MEBDFState(jnp.concatenate([jnp.array([t1], dtype), times[:-1]]),
+                               jnp.concatenate([y1[None], values[:-1]]),
+                               jnp.minimum(count + 1, k), jnp.where(converged, slope, slope0),
+                               jacobian, n_jacobians, order, at_order, ramping,
+                               order_counts.at[q - 1].add(1))
         y1_tree = unravel(y1)
         result = diffrax.RESULTS.where(converged, diffrax.RESULTS.successful,
                                        diffrax.RESULTS.nonlinear_max_steps_reached)
@@ -420,7 +507,16 @@ def _start_slope(term: ImplicitTerm, direction, t, y, args):
     # of `M` (a DAE's algebraic slopes 0; differentiable, unlike a least-squares solve at
     # repeated singular values): the dense output's slope at the start and after a jump.
     right = _field(term, direction, args, None)(t, y)
-    return jnp.linalg.pinv(term.mass(direction * t, y, args)) @ right
+    return _least_slope(term.mass(direction * t, y, args), right)
+
+
+def _least_slope(mass, right_hand):
+    # `pinv(M) f` `(n,)` with the rows of `M y' = f` scaled to a largest entry of 1 in `M` (as
+    # `_null_spaces` counts the algebraic equations), so that the equations of a regular `M`
+    # in units far apart keep their slopes; an algebraic equation's zero row stays zero.
+    largest = jnp.max(jnp.abs(mass), axis=1)
+    scale = jnp.where(largest > 0, largest, 1.0)
+    return jnp.linalg.pinv(mass / scale[:, None]) @ (right_hand / scale)
 
 
 def _unwrapped(terms):
