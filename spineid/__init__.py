@@ -153,6 +153,8 @@ from .simulation import (  # noqa: E402
     load_steps as load_steps,
     MEBDF as MEBDF,
     MEBDFState as MEBDFState,
+    pinned_pair_maximal_start as pinned_pair_maximal_start,
+    pinned_pair_maximal_term as pinned_pair_maximal_term,
     moment_sweep as moment_sweep,
     pose_change as pose_change,
     segment_flexibility as segment_flexibility,

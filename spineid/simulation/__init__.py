@@ -28,6 +28,10 @@ from ._flexibility import (
     segment_pair as segment_pair,
     spine_flexibility as spine_flexibility,
 )
+from ._maximal import (
+    pinned_pair_maximal_start as pinned_pair_maximal_start,
+    pinned_pair_maximal_term as pinned_pair_maximal_term,
+)
 from ._mebdf import (
     ImplicitTerm as ImplicitTerm,
     lagrangian_implicit_term as lagrangian_implicit_term,

@@ -43,7 +43,8 @@ not differentiated (`stop_gradient`); the controller is told the error order of 
 What this solver is, and is not yet: explicit ODEs `y' = f(t, y)`
 (`diffrax.ODETerm`), the implicit form `M(t, y) y' = f(t, y)` and semi-explicit DAEs of index
 1 (`ImplicitTerm`; index 2 and 3 only after the user reduces the index, as the pendulum's
-constraint differentiated twice; the constraint then drifts at the tolerance's level), variable
+constraint differentiated twice, or the pinned pair in maximal coordinates, `_maximal.py`;
+the constraint then drifts at the tolerance's level), variable
 step and order (or the order fixed: `min_order = max_order`). A rejected step keeps its order
 (DASSL also lowers it there where `T_q <= T_(q+1)`; here only accepted steps choose). A chord
 iteration that does not converge rejects the step (the controller then shrinks it). The
