@@ -163,11 +163,24 @@ def test_off_grid_recovery_finds_the_pin_and_certifies_it(pin_problem):
     assert "ceiling" in " ".join(result.warnings)
 
 
+def test_vertex_batches_have_one_size_and_hold_every_row_once():
+    from spineid.identify._recovery._recover import even_batches
+
+    rows = np.arange(40.0).reshape(20, 2)
+    for batch, sizes in ((8, [7, 7, 7]), (10, [10, 10]), (256, [20]), (1, [1] * 20)):
+        batches = even_batches(rows, batch)
+        assert [len(b) for b in batches] == sizes
+        joined = np.concatenate(batches)
+        np.testing.assert_array_equal(joined[:20], rows)
+        np.testing.assert_array_equal(joined[20:], np.repeat(rows[-1:], len(joined) - 20, 0))
+
+
 def test_grid_recovery_is_nonnegative_and_localises_the_pin(pin_problem, capsys):
-    # (Its 20 single-spring starts in two batches of 10: a large grid's search shows a bar with
-    # an estimate of the time left.)
+    # (Its 20 single-spring starts in three batches of 7, the last padded with a copy, so that
+    # one program runs them all: a large grid's search shows a bar with an estimate of the
+    # time left.)
     result = recover_grid(pin_problem, spineid.GridFrankWolfe(5, max_iterations=40,
-                                                              vertex_batch=10), progress=True)
+                                                              vertex_batch=8), progress=True)
     assert "grid N=5: each spring alone at 4 fractions of the ceiling" in capsys.readouterr().err
     np.testing.assert_allclose(result.positions, np.linspace(0.0, 0.04, 5))
     assert np.all(result.stiffness >= 0) and result.stiffness.sum() <= pin_problem.max_stiffness * (1 + 1e-9)

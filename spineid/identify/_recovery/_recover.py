@@ -103,6 +103,16 @@ VERTEX_FRACTIONS = (1e-3, 1e-2, 1e-1, 1.0)
 """Fractions of the ceiling at which a single atom is tried (`_best_vertex`)."""
 
 
+def even_batches(rows: np.ndarray, batch: int) -> list[np.ndarray]:
+    """`rows` `(n, ...)` in `ceil(n / batch)` batches of one size (at most `batch`), the last
+    padded with copies of the last row (fewer than the number of batches), so that a vmapped
+    program compiles once for all of them: a batch's results past `n` in all are padding."""
+    count = max(1, math.ceil(len(rows) / batch))
+    size = math.ceil(len(rows) / count)
+    padded = np.concatenate([rows, np.repeat(rows[-1:], count * size - len(rows), axis=0)])
+    return np.split(padded, count)
+
+
 def _best_vertex(problem: RecoveryProblem, solver: _Solver, grid: np.ndarray,
                  batch: int = GridFrankWolfe.vertex_batch) -> _Atoms:
     # The cheapest measure among single grid springs at the VERTEX_FRACTIONS of the ceiling,
@@ -111,7 +121,7 @@ def _best_vertex(problem: RecoveryProblem, solver: _Solver, grid: np.ndarray,
     unit = np.asarray(_features(problem.curve.at(jnp.asarray(grid)), origin))
     fractions = np.asarray(VERTEX_FRACTIONS)
     candidates = (fractions[:, None, None] * problem.max_stiffness * unit[None]).reshape(-1, 4)
-    batches = np.array_split(candidates, max(1, math.ceil(len(candidates) / batch)))
+    batches = even_batches(candidates, batch)
     if solver.progress and len(batches) > 1:
         # (A large grid's silent part otherwise: 8000 simulations for N = 2000, about a
         # minute on a 2-core CPU; the bar's estimate of the time left from the second batch.)
@@ -123,7 +133,7 @@ def _best_vertex(problem: RecoveryProblem, solver: _Solver, grid: np.ndarray,
     costs = np.concatenate([
         np.asarray(_moment_costs(solver.objective, jnp.asarray(chunk), origin))
         for chunk in batches
-    ])
+    ])[:len(candidates)]  # (the last batch's padding off)
     solver.n_evaluations += len(candidates)
     best = int(np.nanargmin(costs))
     atoms = _Atoms(grid.copy(), np.zeros(grid.size), np.zeros(grid.size, bool))

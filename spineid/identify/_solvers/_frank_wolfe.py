@@ -49,8 +49,9 @@ class GridFrankWolfe:
     the grid; stop when the gap over the grid is at most `gap_tolerance * max(cost, n_data)`,
     or after `max_rounds` rounds; `max_iterations` projected Levenberg-Marquardt iterations per
     refit of the weights; `simulation_max_steps` steps of each integration; `vertex_batch`
-    single-spring starts simulated in one vmapped solve by the search for the start (memory
-    against speed; the search shows a progress bar over its batches when there are several)."""
+    single-spring starts at most simulated in one vmapped solve by the search for the start
+    (memory against speed; the batches of one size, the last padded, so that one program runs
+    them; the search shows a progress bar over its batches when there are several)."""
 
     n_springs: int
     gap_tolerance: float = 1e-3
