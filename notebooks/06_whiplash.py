@@ -98,7 +98,8 @@ print(f"head position, MEBDF against Kvaerno4: at most {1e3 * head_gap:.1e} mm a
 # The paper's solver (MEBDFV) reached a peak `e_R` of 0.0103; every run here is orders of
 # magnitude below it, and the implicit ones take a small fraction of the explicit one's steps.
 # The two implicit methods trace the same head motion; docs/performance.md times them over the
-# whole five seconds (MEBDF about twice as fast there). The study holds what the neck does:
+# whole five seconds (MEBDF 1.35-2.3 times as fast there, by run and options). The study holds
+# what the neck does:
 
 # %%
 summary = study.summary()
