@@ -304,7 +304,7 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
     **Fields:** `max_order` (1-5, default 4: the highest BDF order, the corrector's one more)
     and `min_order` (default 1; the order varies between them by the error estimates, module
     docstring; `min_order = max_order` fixes it once the history holds that many points);
-    `rtol`, `atol` (the chord iteration's stop: every
+    `rtol` (>= 0), `atol` (> 0) (the chord iteration's stop: every
     component of the last correction within `atol + rtol |z|`; keep them about ten times
     tighter than the controller's); `max_iterations` (chord iterations per stage before the
     step is rejected); `reuse_jacobian` (default true: keep the last Jacobian while its
@@ -340,6 +340,15 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
         if not (isinstance(self.min_order, int) and 1 <= self.min_order <= self.max_order):
             raise ValueError(f"MEBDF min_order {self.min_order!r}: expected a whole number "
                              f"from 1 to max_order ({self.max_order})")
+        for name, least in (("rtol", 0.0), ("atol", None)):
+            # (Plain numbers checked here; arrays, as under a trace, are the caller's.)
+            value = getattr(self, name)
+            if isinstance(value, (int, float)) and not (
+                    math.isfinite(value) and (value > 0 or value == least)):
+                raise ValueError(f"MEBDF {name} {value!r}: expected a finite number > 0"
+                                 + (" (or 0)" if least is not None else "")
+                                 + " (the chord iteration's stop: |correction| <= atol + "
+                                 "rtol |z|)")
         if not (isinstance(self.max_iterations, int) and self.max_iterations >= 1):
             raise ValueError(f"MEBDF max_iterations {self.max_iterations!r}: expected a whole "
                              "number >= 1")
