@@ -52,7 +52,8 @@ What this solver is, and is not yet: explicit ODEs `y' = f(t, y)`
 constraint differentiated twice, or the pinned pair in maximal coordinates, `_maximal.py`;
 the constraint then drifts at the tolerance's level), variable
 step and order (or the order fixed: `min_order = max_order`). A rejected step keeps its order
-(DASSL also lowers it there where `T_q <= T_(q+1)`; here only accepted steps choose). A chord
+(DASSL also lowers it there where `T_q <= T_(q+1)`; diffrax discards a rejected step's solver
+state, so here only accepted steps choose). A chord
 iteration that does not converge rejects the step (the controller then shrinks it). The
 controller is told the highest order's error order (above); the second
 stage evaluates `f` one step past the step's end, so a step that ends at a jump (`jump_ts`)
@@ -262,8 +263,8 @@ def scaled_derivatives(s, history, weights):
     n)` at the scaled times `s` `(K + 1,)` (units of the step `h`, newest first, distinct) as
     `p!` times the divided difference of the first `p + 1` points, each as the root mean square
     of its components over `weights` `(n,)` (`(K + 1,)`; exact for a polynomial of degree `p`,
-    equal to the backward differences at equal steps; Brenan, Campbell and Petzold 1996, eq
-    5.2.7's `(k + 1)`-th term)."""
+    equal to the backward differences at equal steps: what DASSL's modified divided
+    differences measure, Brenan, Campbell and Petzold 1996, section 5.2)."""
     table, norms = history, [jnp.sqrt(jnp.mean((history[0] / weights) ** 2))]
     for m in range(1, s.shape[0]):
         gap = s[:-m] - s[m:]
