@@ -61,7 +61,7 @@ sees the field beyond it, which the error estimate then has to shrink the step f
 """
 
 import math
-from typing import ClassVar, NamedTuple
+from typing import ClassVar
 
 import diffrax
 import equinox as eqx
@@ -236,7 +236,7 @@ def lagrangian_implicit_term() -> ImplicitTerm:
     return ImplicitTerm(_lagrangian_mass, _lagrangian_forces)
 
 
-class MEBDFState(NamedTuple):
+class MEBDFState(eqx.Module):
     """What `MEBDF` carries from step to step (`diffrax.SaveAt(solver_state=True)` returns it):
     `times` `(max_order + 1,)` and `values` `(max_order + 1, n)`, the last accepted times and
     flat states, newest first, of which `filled` are set; `slope` `(n,)`, the slope at the last
@@ -392,8 +392,13 @@ class MEBDF(diffrax.AbstractAdaptiveSolver):
                           jnp.zeros(self.max_order, jnp.asarray(1).dtype))
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
-        (times, values, count, slope0, jacobian0, n_jacobians, q, at_order, ramping,
-         order_counts) = solver_state
+        # (An equinox module, not a NamedTuple: a NamedTuple's generated `__new__` belongs
+        # to no module, which the program store takes for a replacement made at run time.)
+        times, values, count = solver_state.times, solver_state.values, solver_state.filled
+        slope0, jacobian0 = solver_state.slope, solver_state.jacobian
+        n_jacobians, q, at_order = (solver_state.n_jacobians, solver_state.order,
+                                    solver_state.at_order)
+        ramping, order_counts = solver_state.ramping, solver_state.order_counts
         flat0, unravel = ravel_pytree(y0)
         k = self.max_order + 1
         dtype = flat0.dtype
