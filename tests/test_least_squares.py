@@ -152,6 +152,21 @@ def test_single_pass_and_stepwise_loops_reach_the_certified_result(start):
     assert np.all(np.abs(START * np.exp(early.value) - CERTIFIED) <= 0.02 * CERTIFIED_SD)
 
 
+def test_the_stepwise_loop_prints_the_compiled_loops_progress_lines(capfd):
+    # The stepwise loop prints from Python (a compiled program that prints cannot be stored:
+    # spineid/_programs.py), line for line what the compiled single pass prints.
+    from spineid.identify._common._least_squares import stepwise_levenberg_marquardt
+
+    residuals = _Misra1a(jnp.asarray(MISRA1A_X), jnp.asarray(MISRA1A_Y))
+    start = jnp.asarray([1.5, -1.0])
+    levenberg_marquardt(residuals, start, single_pass=True, progress=True)
+    jax.effects_barrier()
+    compiled = capfd.readouterr().out.splitlines()
+    stepwise_levenberg_marquardt(residuals, start, progress=True)
+    printed = capfd.readouterr().out.splitlines()
+    assert len(compiled) > 3 and printed == compiled
+
+
 def test_single_pass_refuses_inexact_jacobians():
     with pytest.raises(ValueError, match="single_pass and inexact_jacobians"):
         levenberg_marquardt(lambda u, exact: misra1a(u), jnp.zeros(2), single_pass=True,

@@ -6,6 +6,10 @@ after a jump), stiff problems against scipy's Radau at a tight tolerance, jit, v
 gradients against the analytic derivative, the implicit form and index-1 DAEs (the pendulum,
 the pinned pair in maximal coordinates against its one-coordinate model and Newton's law)."""
 
+import functools
+import importlib.util
+import pathlib
+
 import diffrax
 import jax
 import jax.numpy as jnp
@@ -173,9 +177,15 @@ def test_scaled_derivatives_are_exact_for_polynomials_and_the_order_follows_thei
                           1, 4)[0]) == 2
 
 
-def _oscillator(t, y, args):
-    return jnp.array([-y[0] - 200.0 * y[1] + jnp.sin(t), 200.0 * y[0] - y[1],
-                      -y[2] + jnp.cos(t)])
+@functools.cache
+def _integrators():
+    # experiments/integrators.py, whose problems (fields, exact solutions, scipy references)
+    # these tests run at smaller sizes.
+    path = pathlib.Path(__file__).resolve().parents[1] / "experiments" / "integrators.py"
+    spec = importlib.util.spec_from_file_location("integrators_experiment", path)
+    integrators = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(integrators)
+    return integrators
 
 
 def test_varying_the_order_beats_a_fixed_one_where_stiff_modes_oscillate():
@@ -188,17 +198,11 @@ def test_varying_the_order_beats_a_fixed_one_where_stiff_modes_oscillate():
     # exponential and its particular solution). After a jump (`jump_ts`) the order starts
     # again from 1.
     t = 40.0
-    rate = -1.0 + 200.0j
-
-    def driven(t):
-        return (np.exp(1j * t) / (1j - rate) - np.exp(-1j * t) / (-1j - rate)) / 2j
-
-    z = (1.0 - driven(0.0)) * np.exp(rate * t) + driven(t)
-    exact = np.array([z.real, z.imag, (np.cos(t) + np.sin(t) - np.exp(-t)) / 2])
+    oscillator, exact = _integrators().oscillator, _integrators().oscillator_exact(t)
     runs = {}
     for min_order in (1, 4):
         solution = diffrax.diffeqsolve(
-            diffrax.ODETerm(_oscillator), spineid.MEBDF(min_order=min_order, rtol=1e-6,
+            diffrax.ODETerm(oscillator), spineid.MEBDF(min_order=min_order, rtol=1e-6,
                                                         atol=1e-12),
             0.0, t, 1e-4, jnp.array([1.0, 0.0, 0.0]),
             saveat=diffrax.SaveAt(t1=True, solver_state=True), max_steps=50_000,
@@ -214,7 +218,7 @@ def test_varying_the_order_beats_a_fixed_one_where_stiff_modes_oscillate():
     assert counts[:3].sum() > 0.1 * steps  # (orders below 4 in use)
     np.testing.assert_array_equal(fixed_counts[:3], [1, 1, 1])  # (the ramp from the start)
     jumped = diffrax.diffeqsolve(
-        diffrax.ODETerm(_oscillator), spineid.MEBDF(min_order=4), 0.0, 2.0, 1e-4,
+        diffrax.ODETerm(oscillator), spineid.MEBDF(min_order=4), 0.0, 2.0, 1e-4,
         jnp.array([1.0, 0.0, 0.0]), saveat=diffrax.SaveAt(t1=True, solver_state=True),
         stepsize_controller=diffrax.PIDController(rtol=1e-4, atol=1e-10, jump_ts=[1.0]))
     np.testing.assert_array_equal(jumped.solver_state.order_counts[:3], [2, 2, 2])
@@ -456,13 +460,7 @@ def test_stiff_benchmarks_agree_with_scipys_radau(name, bound):
     # At rtol 1e-6 against scipy's Radau at 1e-10 (experiments/integrators.py, which also
     # measured scipy's BDF at 1e-6: 1.9e-4 and 8.7e-6, in more steps): the global error stays
     # within the bound, relative to each component's size, with the Jacobian reused.
-    import importlib.util
-    import pathlib
-
-    path = pathlib.Path(__file__).resolve().parents[1] / "experiments" / "integrators.py"
-    spec = importlib.util.spec_from_file_location("integrators_experiment", path)
-    integrators = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(integrators)
+    integrators = _integrators()
     mebdf_solve, PROBLEMS, reference = (integrators.mebdf_solve, integrators.PROBLEMS,
                                         integrators.reference)
 

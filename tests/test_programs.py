@@ -67,6 +67,40 @@ def test_a_second_process_runs_the_stored_fit_with_the_numbers_of_a_traced_one(t
         assert first[key] == second[key] == traced[key]  # bit for bit
 
 
+STEPWISE = noisy_pair_script(["springs[0].stiffness", "springs[2].stiffness"]) + """
+import contextlib, io
+import jax.numpy as jnp
+import spineid._programs as programs
+from spineid.identify._common._least_squares import stepwise_levenberg_marquardt
+from spineid.identify._trajectory._objective import forward_objective
+objective = forward_objective(problem, np.array([5e-6, 5e-6, 1.7e-4]))
+printed = io.StringIO()
+with contextlib.redirect_stdout(printed):
+    solution = stepwise_levenberg_marquardt(
+        objective, problem.transform().to_unconstrained(jnp.asarray(problem.start)),
+        progress=True)
+print("value", [float(v).hex() for v in solution.value])
+print("steps", int(solution.steps), len(printed.getvalue().splitlines()))
+c = programs.counts
+print("counts", c.loaded, c.exported, c.traced)
+"""
+
+
+def test_the_stepwise_loop_runs_its_linearisation_from_the_stored_program(tmp_path):
+    # The loop that spine-level and segment fits run (each of its evaluations a compiled
+    # residual-and-Jacobian program, `stored_call`): a second process loads that program and
+    # traces nothing of it, with the same iterations bit for bit; the progress lines printed
+    # from Python, one per update (a program that printed could not be stored).
+    first = _run(STEPWISE, tmp_path)
+    loaded, exported, traced = map(int, first["counts"].split())
+    assert loaded == 0 and exported >= 1 and traced == 0
+    second = _run(STEPWISE, tmp_path)
+    assert second["counts"] == f"{exported} 0 0"
+    assert first["value"] == second["value"] and first["steps"] == second["steps"]
+    steps, lines = map(int, first["steps"].split())
+    assert steps >= 1 and lines == steps + 1  # (the start's update prints too)
+
+
 class _Scaled(eqx.Module):  # (a model class of this test module: its code is in no key)
     k: jax.Array
 

@@ -60,12 +60,11 @@ def _body_mass(model: PinnedPair, dtype):
 
 
 def _algebraic(model, t, q, v, force_lambda):
-    # c'' = G M^-1 (F + G^T lambda) + (dG/dt) v `(2,)` (m/s^2), and F + G^T lambda.
-    jacobian = jax.jacfwd(lambda q: _constraint(model, q))(q)
+    # c'' = G M^-1 (F + G^T lambda) + (dG/dt) v `(2,)` (m/s^2), F + G^T lambda, and G `(2, 3)`
+    # (G and its rate dG/dt = dG[v] from one forward-mode pass).
+    jacobian, rate = jax.jvp(jax.jacfwd(lambda p: _constraint(model, p)), (q,), (v,))
     total = _forces(model, t, q, v) + jacobian.T @ force_lambda
-    curvature = jax.jvp(lambda q: jax.jacfwd(lambda p: _constraint(model, p))(q) @ v,
-                        (q,), (v,))[1]
-    return jacobian @ (total / _body_mass(model, q.dtype)) + curvature, total
+    return jacobian @ (total / _body_mass(model, q.dtype)) + rate @ v, total, jacobian
 
 
 def _mass(t, y, model):
@@ -75,7 +74,7 @@ def _mass(t, y, model):
 
 def _field(t, y, model):
     q, v, force_lambda = y[:3], y[3:6], y[6:]
-    acceleration, total = _algebraic(model, t, q, v, force_lambda)
+    acceleration, total, _ = _algebraic(model, t, q, v, force_lambda)
     return jnp.concatenate([v, total, acceleration])
 
 
@@ -103,7 +102,6 @@ def pinned_pair_maximal_start(model: PinnedPair, t0: float = 0.0) -> Float[Array
     theta = jnp.asarray(model.initial_angle)
     q = jnp.concatenate([model.centre_of_mass(theta), theta[None]])
     v = jnp.zeros(3, q.dtype)
-    free, _ = _algebraic(model, t0, q, v, jnp.zeros(2, q.dtype))
-    jacobian = jax.jacfwd(lambda q: _constraint(model, q))(q)
+    free, _, jacobian = _algebraic(model, t0, q, v, jnp.zeros(2, q.dtype))
     response = jacobian @ (jacobian.T / _body_mass(model, q.dtype)[:, None])
     return jnp.concatenate([q, v, -jnp.linalg.solve(response, free)])

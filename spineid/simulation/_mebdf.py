@@ -193,8 +193,7 @@ def _null_spaces(mass):
     # columns stay zero; a row that should be zero but holds round-off is scaled up with the
     # others and counted as a differential equation.)
     def scaled(matrix):
-        largest = jnp.max(jnp.abs(matrix), axis=1, keepdims=True)
-        return matrix / jnp.where(largest > 0, largest, 1.0)
+        return matrix / _row_scales(matrix)[:, None]
 
     n = mass.shape[0]
     both = jnp.linalg.svd(scaled(scaled(mass).T).T, compute_uv=False)
@@ -202,6 +201,14 @@ def _null_spaces(mass):
     _, _, right_t = jnp.linalg.svd(scaled(mass))
     left, _, _ = jnp.linalg.svd(scaled(mass.T).T)
     return left * null[None, :], right_t.T * null[None, :]
+
+
+def _row_scales(matrix):
+    # The largest magnitude in each row of `matrix` `(n,)`, 1 for a zero row: the rows divided
+    # by it have a largest entry of 1 (the rows' half of equilibrating a matrix on both sides,
+    # `_null_spaces` and `_least_slope`; the columns' half is that of the transpose).
+    largest = jnp.max(jnp.abs(matrix), axis=1)
+    return jnp.where(largest > 0, largest, 1.0)
 
 
 def _off_constraints(mass, right_hand):
@@ -537,12 +544,8 @@ def _least_slope(mass, right_hand):
     # algebraic equations (rows, then columns, scaled to a largest entry of 1: `R M C`, the
     # slope `C pinv(R M C) R f`), so that equations, or variables, in units far apart keep
     # their slopes; an algebraic equation's zero row and column stay zero.
-    def largest(matrix, axis):
-        size = jnp.max(jnp.abs(matrix), axis=axis)
-        return jnp.where(size > 0, size, 1.0)
-
-    rows = largest(mass, 1)
-    columns = largest(mass / rows[:, None], 0)
+    rows = _row_scales(mass)
+    columns = _row_scales((mass / rows[:, None]).T)
     return (jnp.linalg.pinv(mass / rows[:, None] / columns[None, :])
             @ (right_hand / rows)) / columns
 

@@ -53,6 +53,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from ..._programs import stored_call
+
 DECREMENT_TOL = 1e-4
 """Default statistical stop: Gauss-Newton decrement in (noise-scaled) half chi-square units."""
 
@@ -293,7 +295,7 @@ def _single_pass_start(n, u0):
                 step=jnp.zeros_like(u0), damping=jnp.asarray(-1.0, dtype),
                 increase=jnp.asarray(2.0, dtype), steps=jnp.asarray(0),
                 passes=jnp.asarray(0), first=jnp.asarray(True), done=jnp.asarray(False),
-                hopeless=jnp.asarray(False))
+                hopeless=jnp.asarray(False), decrement=jnp.asarray(jnp.inf, dtype))
 
 
 def _single_pass_going(state, max_steps):
@@ -337,7 +339,8 @@ def _single_pass_update(state, trial_residuals, trial_jacobian, decrement_tol, x
     return dict(u=u, residuals=residuals, jacobian=jacobian, cost=cost, predicted=predicted,
                 step=step, damping=damping, increase=increase,
                 steps=state["steps"] + jnp.where(first, 0, 1), passes=state["passes"] + 1,
-                first=jnp.asarray(False), done=done, hopeless=_hopeless(damping, largest))
+                first=jnp.asarray(False), done=done, hopeless=_hopeless(damping, largest),
+                decrement=decrement)
 
 
 def _single_pass_solution(state):
@@ -381,13 +384,28 @@ def linearised(function, u: Float[Array, " p"]
 _update_compiled = eqx.filter_jit(_single_pass_update)
 
 
+def _default_device():
+    # The device this thread's computations run on (`jax.default_device`, which executors set
+    # per chunk; a platform's name means its first device), where stored programs put their
+    # results.
+    chosen = jax.config.jax_default_device
+    if isinstance(chosen, str):
+        return jax.devices(chosen)[0]
+    return chosen if chosen is not None else jax.devices()[0]
+
+
+_start_compiled = jax.jit(_single_pass_start, static_argnums=0)
+
+
 def stepwise_levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 200,
                                  decrement_tol: float = DECREMENT_TOL, xtol: float = 1e-10,
                                  gtol: float = 1e-10, progress: bool = False,
                                  provisional: bool = False) -> LeastSquaresSolution:
     """`levenberg_marquardt(function, u0, single_pass=True, ...)` (the same iterations, the
     same stops and result) run as a Python loop over two compiled functions: the residuals
-    with their Jacobian, and the update of the iteration.
+    with their Jacobian (run from its stored program where an earlier process traced it,
+    `spineid/_programs.py`), and the update of the iteration; `progress` prints the compiled
+    loop's lines from Python.
 
     For residuals whose compilation dominates a fit: XLA compiled the Jacobian of the nine
     equilibrium solves of a segment fit in 21 s on its own, and in 46 s inside a
@@ -398,12 +416,23 @@ def stepwise_levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps:
     u0 = jnp.asarray(u0)
     # (The first evaluation gives the number of residuals: tracing `function` for its shape
     # alone would cost as much as tracing it for the compilation, seconds for an equilibrium.)
-    residuals, jacobian = linearised(function, u0)
-    state = _single_pass_start(residuals.shape[0], u0)
+    # (Each evaluation runs from its stored program where an earlier process traced it: the
+    # tracing of the spine's 51 scales through 33 equilibria took 6.4 s of a 17 s command.)
+    # Every array placed on the device as the compiled steps return theirs, so that each
+    # program is compiled (or loaded) once, not once more for the first call's placement; the
+    # progress printed here, since a program that prints is compiled again in every process.
+    u0 = jax.device_put(u0, u0.sharding if u0.committed else _default_device())
+    residuals, jacobian = stored_call(linearised, function, u0)
+    state = _start_compiled(residuals.shape[0], u0)
     while True:
-        state = _update_compiled(state, residuals, jacobian, decrement_tol, xtol, gtol, progress,
+        steps = int(state["steps"])
+        state = _update_compiled(state, residuals, jacobian, decrement_tol, xtol, gtol, False,
                                  provisional)
+        if progress:
+            print(f"  LM step {steps}: cost {float(state['cost']):.6e}, damping "
+                  f"{float(state['damping']):.3g}, decrement {float(state['decrement']):.3g}",
+                  flush=True)
         if not bool(_single_pass_going(state, max_steps)):
             break
-        residuals, jacobian = linearised(function, _single_pass_trial(state))
+        residuals, jacobian = stored_call(linearised, function, _single_pass_trial(state))
     return _single_pass_solution(state)
