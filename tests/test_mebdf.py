@@ -203,7 +203,7 @@ def test_varying_the_order_beats_a_fixed_one_where_stiff_modes_oscillate():
     for min_order in (1, 4):
         solution = diffrax.diffeqsolve(
             diffrax.ODETerm(oscillator), spineid.MEBDF(min_order=min_order, rtol=1e-6,
-                                                        atol=1e-12),
+                                                       atol=1e-12),
             0.0, t, 1e-4, jnp.array([1.0, 0.0, 0.0]),
             saveat=diffrax.SaveAt(t1=True, solver_state=True), max_steps=50_000,
             stepsize_controller=diffrax.PIDController(rtol=1e-4, atol=1e-10))

@@ -89,14 +89,18 @@ print("counts", c.loaded, c.exported, c.traced)
 def test_the_stepwise_loop_runs_its_linearisation_from_the_stored_program(tmp_path):
     # The loop that spine-level and segment fits run (each of its evaluations a compiled
     # residual-and-Jacobian program, `stored_call`): a second process loads that program and
-    # traces nothing of it, with the same iterations bit for bit; the progress lines printed
-    # from Python, one per update (a program that printed could not be stored).
+    # traces nothing of it, with the iterations of a process that traces it (the store off)
+    # bit for bit; the progress lines printed from Python, one per update (a program that
+    # printed could not be stored).
     first = _run(STEPWISE, tmp_path)
     loaded, exported, traced = map(int, first["counts"].split())
     assert loaded == 0 and exported >= 1 and traced == 0
     second = _run(STEPWISE, tmp_path)
     assert second["counts"] == f"{exported} 0 0"
-    assert first["value"] == second["value"] and first["steps"] == second["steps"]
+    off = _run(STEPWISE, tmp_path, SPINEID_PROGRAMS="off")
+    assert off["counts"].startswith("0 0 ")
+    for key in ("value", "steps"):
+        assert first[key] == second[key] == off[key]
     steps, lines = map(int, first["steps"].split())
     assert steps >= 1 and lines == steps + 1  # (the start's update prints too)
 

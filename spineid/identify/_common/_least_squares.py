@@ -50,6 +50,7 @@ a residual evaluation here being a whole simulation:
 
 import equinox as eqx
 import jax
+import jax.extend
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
@@ -384,14 +385,13 @@ def linearised(function, u: Float[Array, " p"]
 _update_compiled = eqx.filter_jit(_single_pass_update)
 
 
-def _default_device():
-    # The device this thread's computations run on (`jax.default_device`, which executors set
-    # per chunk; a platform's name means its first device), where stored programs put their
-    # results.
-    chosen = jax.config.jax_default_device
-    if isinstance(chosen, str):
-        return jax.devices(chosen)[0]
-    return chosen if chosen is not None else jax.devices()[0]
+def _placement(function):
+    # Where the loop's arrays go: with `function`'s own arrays where it holds committed ones,
+    # else on the device this thread computes on (`jax.default_device`, which executors set
+    # per chunk), where stored programs put their results.
+    committed = (leaf.sharding for leaf in jax.tree.leaves(function)
+                 if isinstance(leaf, jax.Array) and leaf.committed)
+    return next(committed, None) or jax.extend.backend.get_default_device()
 
 
 _start_compiled = jax.jit(_single_pass_start, static_argnums=0)
@@ -421,11 +421,12 @@ def stepwise_levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps:
     # Every array placed on the device as the compiled steps return theirs, so that each
     # program is compiled (or loaded) once, not once more for the first call's placement; the
     # progress printed here, since a program that prints is compiled again in every process.
-    u0 = jax.device_put(u0, u0.sharding if u0.committed else _default_device())
+    if not u0.committed:
+        u0 = jax.device_put(u0, _placement(function))
     residuals, jacobian = stored_call(linearised, function, u0)
     state = _start_compiled(residuals.shape[0], u0)
     while True:
-        steps = int(state["steps"])
+        steps = int(state["steps"]) if progress else 0
         state = _update_compiled(state, residuals, jacobian, decrement_tol, xtol, gtol, False,
                                  provisional)
         if progress:
