@@ -386,11 +386,12 @@ _update_compiled = eqx.filter_jit(_single_pass_update)
 
 
 def _placement(function):
-    # Where the loop's arrays go: with `function`'s own arrays where it holds committed ones,
-    # else on the device this thread computes on (`jax.default_device`, which executors set
-    # per chunk), where stored programs put their results.
+    # Where the loop's arrays go: with `function`'s own arrays where it holds committed ones on
+    # one device, else on the device this thread computes on (`jax.default_device`, which
+    # executors set per chunk), where stored programs put their results.
     committed = (leaf.sharding for leaf in jax.tree.leaves(function)
-                 if isinstance(leaf, jax.Array) and leaf.committed)
+                 if isinstance(leaf, jax.Array) and leaf.committed
+                 and len(leaf.sharding.device_set) == 1)
     return next(committed, None) or jax.extend.backend.get_default_device()
 
 
