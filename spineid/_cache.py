@@ -12,9 +12,10 @@ raise through such callbacks; the solves that report their failures instead of r
 loads the 4-axial-spring fit's Levenberg-Marquardt loop instead of compiling it (2.6 s of XLA).
 Not stored: simulations that raise (`simulate` with `throw=True`, its default) and fits that
 print every solver step (`fit(..., progress="steps")`, `spineid fit --steps`). What is stored
-besides: the load-law fits of `spineid table`, Jacobians and sensitivities outside an ODE
-solve, and the many small programs of operations run outside `jit` (about 60 in a trajectory
-fit's process, 10-30 ms each to compile). What remains of a second process's cost is tracing
+besides: the whiplash study's windows (`spineid whiplash`), the load-law fits of `spineid
+table`, Jacobians and sensitivities outside an ODE solve, and the many small programs of
+operations run outside `jit` (about 60 in a trajectory fit's process, 10-30 ms each to
+compile). What remains of a second process's cost is tracing
 (the cache is keyed by the traced program, so it is traced again) and what is not JAX. Numbers
 in docs/performance.md.
 
