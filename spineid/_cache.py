@@ -11,13 +11,13 @@ raise through such callbacks; the solves that report their failures instead of r
 (`spineid/_reported_checks.py`), so the trajectory fits are stored: a second process
 loads the 4-axial-spring fit's Levenberg-Marquardt loop instead of compiling it (2.6 s of XLA).
 Not stored: simulations that raise (`simulate` with `throw=True`, its default) and fits that
-print every solver step (`fit(..., progress="steps")`, `spineid fit --steps`). What is stored
-besides: the whiplash study's windows (`spineid whiplash`), the load-law fits of `spineid
-table`, Jacobians and sensitivities outside an ODE solve, and the many small programs of
-operations run outside `jit` (about 60 in a trajectory fit's process, 10-30 ms each to
-compile). What remains of a second process's cost is tracing
-(the cache is keyed by the traced program, so it is traced again) and what is not JAX. Numbers
-in docs/performance.md.
+print every solver step (`fit(..., progress="steps")`, `spineid fit --steps`), nor
+`energy_work_check` with its default `throw=True`. What is stored besides: the whiplash
+study's windows (`spineid whiplash`), the load-law fits of `spineid table`, Jacobians and
+sensitivities outside an ODE solve, and the many small programs of operations run outside
+`jit` (about 60 in a trajectory fit's process, 10-30 ms each to compile). What remains of a
+second process's cost is tracing (the cache is keyed by the traced program, so it is traced
+again) and what is not JAX. Numbers in docs/performance.md.
 
 `import spineid` turns the cache on, in the user's cache directory (`~/.cache/spineid/jax` on
 Linux, `$XDG_CACHE_HOME` if set; `~/Library/Caches/spineid/jax` on macOS; `%LOCALAPPDATA%` on

@@ -401,11 +401,13 @@ def energy_work_vector_field(t, state, chain: HeadNeckChain):
 
 
 def _energy_work_reporting(t, state, chain: HeadNeckChain):
-    # `energy_work_vector_field` for the solves that do not throw (`whiplash_study`'s windows,
-    # the sensitivities): a vector field of its own, so that such a solve, traced with its
-    # checks reported as NaN, never shares a trace with a raising one (as `simulate` does,
-    # `spineid._reported_checks`); its program then holds no callback and JAX's persistent
-    # cache keeps it for the next process.
+    # `energy_work_vector_field` for the solves that do not throw (`whiplash_study`'s
+    # windows, `energy_work_check(..., throw=False)`): a vector field of its own, so that
+    # such a solve, traced with its checks reported as NaN, never shares a trace with a
+    # raising one (as `simulate` does, `spineid._reported_checks`); its program then holds
+    # no callback and JAX's persistent cache keeps it for the next process (not where a
+    # derivative adds solves of its own that raise: lineax's tangent solves under forward
+    # mode, `peak_force_sensitivity`).
     q, qdot, _ = state
     dq, dqdot = reported_vector_field(t, (q, qdot), chain)
     return dq, dqdot, chain.relative_power(t, q, qdot)
@@ -432,7 +434,9 @@ def energy_work_check(chain: HeadNeckChain, ts, solver=None, rtol: float = 1e-8,
     step-size controller is told the kinks of the pulse (`t_peak`, `t_end`) so steps do not
     straddle them; `adjoint` a diffrax adjoint (`ForwardMode()` for `jax.jacfwd` through the
     run). Raises `ValueError` if `ts` (when concrete) ends before the pulse does; with
-    `throw=False` a failed integration is not raised but reported in the result's `result`.
+    `throw=False` a failed integration is not raised but reported in the result's `result`,
+    and a failed runtime check inside the solve (times not increasing, a model's own check)
+    as non-finite states (`whiplash_study` names both in its error).
     `spineid.whiplash_study` runs it in windows, for progress and interruption.
     """
     ts = jnp.asarray(ts, dtype=float)
@@ -446,8 +450,8 @@ def energy_work_check(chain: HeadNeckChain, ts, solver=None, rtol: float = 1e-8,
 def _solve_energy_work(chain, ts, state, solver, rtol, atol, max_steps, adjoint, throw):
     # The motion with its work from `state = (q, qdot, W)` at ts[0], saved at `ts`. Not
     # throwing, the checks traced inside report NaN states (`classify` then names them), and
-    # the program is stored for the next process (measured: 33 s of XLA for Kvaerno4 on a
-    # loaded 2-core machine, not paid again).
+    # the program is stored for the next process (measured: 24.6-33 s of XLA for Kvaerno4 on
+    # a loaded 2-core machine, loaded in 1.7 s).
     with checks_reported_as_nan(active=not throw):
         solution = diffrax.diffeqsolve(
             diffrax.ODETerm(energy_work_vector_field if throw else _energy_work_reporting),
