@@ -260,7 +260,7 @@ def assert_each_worker_has_a_core_of_its_own(executor):
     import distributed
 
     with distributed.Client(executor.scheduler) as client:
-        client.wait_for_workers(2, timeout=300)  # (restarts, on a loaded machine)
+        client.wait_for_workers(2, timeout=120)
         per_worker = list(client.run(cores_of_threads).values())
     assert len(per_worker) == 2 and all(len(c) == 1 and len(c[0]) == 1 for c in per_worker)
     assert per_worker[0] != per_worker[1]

@@ -162,9 +162,7 @@ class Dask(AbstractExecutor):
       2-core machine, two pinned workers 1.71-1.79 times one, unpinned 1.45-1.63). `False`
       leaves them to the operating system, e.g. when other work shares those cores. A running
       cluster (`scheduler`) keeps its own arrangement.
-    - `timeout`: seconds to wait for the scheduler before giving up with an error. A local
-      cluster's workers (`started()`) are waited for at least 300 s: each imports JAX and
-      spineid, which on a loaded 2-core machine took over 120 s.
+    - `timeout`: seconds to wait for the scheduler before giving up with an error.
     - `retries`: how often a task whose worker died, or that raised, is run again (default
       once) before its chunk is reported failed (for a worker's death a remote scheduler
       follows its own `distributed.scheduler.allowed-failures` setting). A local cluster's
@@ -254,7 +252,7 @@ class Dask(AbstractExecutor):
         _, distributed = _dask_modules()
         with self._local_cluster() as cluster:
             with distributed.Client(cluster, timeout=self.timeout) as client:
-                client.wait_for_workers(self.workers, timeout=max(self.timeout, 300.0))
+                client.wait_for_workers(self.workers, timeout=max(self.timeout, 120.0))
             yield dataclasses.replace(self, scheduler=cluster.scheduler_address)
 
     @contextlib.contextmanager
