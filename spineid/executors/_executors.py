@@ -19,6 +19,13 @@ from collections.abc import Callable, Iterator, Sequence
 from ._chunks import Chunk, DEFAULT_CHUNK, run_chunk
 from ._pinning import pins, PRELOAD
 
+WORKER_START_WAIT = 120.0
+"""Seconds `Dask.started()` waits (at least) for every worker of its local cluster to arrive."""
+
+LOST_WORKER_TIMEOUT = 600.0
+"""Seconds a local cluster waits for a dead worker's nanny to bring it back before it closes
+the nanny (Dask's `distributed.deploy.lost-worker-timeout`)."""
+
 
 class AbstractExecutor:
     """Runs chunks of a batch: `session()` is a context manager giving a `submit(chunks)`
@@ -219,7 +226,15 @@ class Dask(AbstractExecutor):
                 # queued on a one-thread worker) the chunk queued behind a chunk that kills
                 # its worker was blamed with it and reported failed (measured: 1 worker,
                 # chunks [dies, fine]: both failed; with 1.0 only the first).
-                "distributed.scheduler.worker-saturation": 1.0}
+                "distributed.scheduler.worker-saturation": 1.0,
+                # A local cluster closes a worker's nanny for good when no worker of its
+                # name is back `lost-worker-timeout` after a death (Dask's default 15 s).
+                # After deaths in a row the timer of the first death could fire while the
+                # nanny was restarting the worker a second time: the cluster then had one
+                # worker less for the rest of its life (seen on a loaded 2-core machine,
+                # where a restart takes 5-10 s). The nanny restarts its worker itself; the
+                # cluster gives it as long as a worker may take to start.
+                "distributed.deploy.lost-worker-timeout": f"{LOST_WORKER_TIMEOUT:g}s"}
 
     @contextlib.contextmanager
     def _local_cluster(self):
@@ -252,7 +267,8 @@ class Dask(AbstractExecutor):
         _, distributed = _dask_modules()
         with self._local_cluster() as cluster:
             with distributed.Client(cluster, timeout=self.timeout) as client:
-                client.wait_for_workers(self.workers, timeout=max(self.timeout, 120.0))
+                client.wait_for_workers(self.workers,
+                                        timeout=max(self.timeout, WORKER_START_WAIT))
             yield dataclasses.replace(self, scheduler=cluster.scheduler_address)
 
     @contextlib.contextmanager
