@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import spineid
-from spineid.executors import _pinning
+from spineid.executors import _executors, _pinning
 
 pytestmark = pytest.mark.xdist_group("executors")
 
@@ -273,15 +273,15 @@ def test_a_started_cluster_serves_many_batches_and_keeps_the_executor_settings(t
 
     # Dask closes a local cluster's nanny for good when its worker is not back within
     # `lost-worker-timeout` of a death; a restart takes seconds, so a timeout of 1 s here (as
-    # Dask's default 15 s was after deaths in a row on a loaded machine) would leave the
-    # cluster one worker short after the deaths below, unless the executor's own setting holds.
+    # Dask's default 15 s was after deaths in a row on a loaded machine) would close the
+    # nannies of the workers that die below, unless the executor's own setting holds.
     with dask.config.set({"distributed.deploy.lost-worker-timeout": "1s"}), \
             spineid.Dask(workers=2, retries=2).started() as executor:
         assert executor.scheduler.startswith("tcp://") and executor.retries == 2
         # (Checked first: with the 1-s timeout in force the deaths below would close both
         # nannies, and the batch would wait for workers forever.)
         assert dask.utils.parse_timedelta(dask.config.get(
-            "distributed.deploy.lost-worker-timeout")) >= 120
+            "distributed.deploy.lost-worker-timeout")) >= _executors.WORKER_START_WAIT
         assert_each_worker_has_a_core_of_its_own(executor)
         first = spineid.run_batch(square, [(v, None) for v in range(4)], chunk=1,
                                   executor=executor)
@@ -295,7 +295,7 @@ def test_a_started_cluster_serves_many_batches_and_keeps_the_executor_settings(t
         assert [r["index"] for r in second.failures] == [1]
         assert calls(counter).count(-1) == 3
         assert second.results[2] == {"square": 9}
-        # Both workers are back after the deaths (each restart took longer than the 1-s
+        # Both workers are back after the deaths (a restart takes longer than the 1-s
         # timeout), and those started again have their cores too.
         with distributed.Client(executor.scheduler) as client:
             client.wait_for_workers(2, timeout=120)

@@ -233,7 +233,8 @@ class Dask(AbstractExecutor):
                 # nanny was restarting the worker a second time: the cluster then had one
                 # worker less for the rest of its life (seen on a loaded 2-core machine,
                 # where a restart takes 5-10 s). The nanny restarts its worker itself; the
-                # cluster gives it as long as a worker may take to start.
+                # cluster gives it well beyond the time a worker takes to start
+                # (`WORKER_START_WAIT`).
                 "distributed.deploy.lost-worker-timeout": f"{LOST_WORKER_TIMEOUT:g}s"}
 
     @contextlib.contextmanager
