@@ -251,16 +251,16 @@ def test_an_unreachable_scheduler_is_said_within_its_timeout():
     assert time.perf_counter() - clock < 30
 
 
-def assert_each_worker_has_a_core_of_its_own(executor):
-    # Every thread of each worker process allowed on one core, a different core per worker
-    # (read in the workers from /proc; two workers are pinned on a machine of two or three
-    # usable cores).
-    if not _pinning.pins(2):
-        return
+def assert_both_workers_are_up_each_on_a_core_of_its_own(executor):
+    # Both workers registered (raises if one is missing after the wait); every thread of each
+    # worker process allowed on one core, a different core per worker (read in the workers
+    # from /proc; two workers are pinned on a machine of two or three usable cores).
     import distributed
 
     with distributed.Client(executor.scheduler) as client:
-        client.wait_for_workers(2, timeout=120)
+        client.wait_for_workers(2, timeout=_executors.WORKER_START_WAIT)
+        if not _pinning.pins(2):
+            return
         per_worker = list(client.run(cores_of_threads).values())
     assert len(per_worker) == 2 and all(len(c) == 1 and len(c[0]) == 1 for c in per_worker)
     assert per_worker[0] != per_worker[1]
@@ -269,7 +269,8 @@ def assert_each_worker_has_a_core_of_its_own(executor):
 @pytest.mark.own_process
 def test_a_started_cluster_serves_many_batches_and_keeps_the_executor_settings(tmp_path):
     import dask
-    import distributed
+    import distributed  # noqa: F401 (its settings registered before the `dask.config.set`
+    # below, whose exit would otherwise remove every `distributed.*` setting it saw created)
 
     # Dask closes a local cluster's nanny for good when its worker is not back within
     # `lost-worker-timeout` of a death; a restart takes seconds, so a timeout of 1 s here (as
@@ -282,7 +283,7 @@ def test_a_started_cluster_serves_many_batches_and_keeps_the_executor_settings(t
         # nannies, and the batch would wait for workers forever.)
         assert dask.utils.parse_timedelta(dask.config.get(
             "distributed.deploy.lost-worker-timeout")) >= _executors.WORKER_START_WAIT
-        assert_each_worker_has_a_core_of_its_own(executor)
+        assert_both_workers_are_up_each_on_a_core_of_its_own(executor)
         first = spineid.run_batch(square, [(v, None) for v in range(4)], chunk=1,
                                   executor=executor)
         assert [r["square"] for r in first.results] == [0, 1, 4, 9]
@@ -297,9 +298,7 @@ def test_a_started_cluster_serves_many_batches_and_keeps_the_executor_settings(t
         assert second.results[2] == {"square": 9}
         # Both workers are back after the deaths (a restart takes longer than the 1-s
         # timeout), and those started again have their cores too.
-        with distributed.Client(executor.scheduler) as client:
-            client.wait_for_workers(2, timeout=120)
-        assert_each_worker_has_a_core_of_its_own(executor)
+        assert_both_workers_are_up_each_on_a_core_of_its_own(executor)
     # Closed at the end of the block: its address no longer answers.
     with pytest.raises(ConnectionError, match="not reachable"):
         spineid.run_batch(square, [(1, None)],
