@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import spineid
+import spineid.io._columns as columns_module
 from spineid.elements._parameters import declared_parameters
 from spineid.kinematics._functions import (
     Constant, LinearFunction, MultiplierFunction, NaturalCubicSpline, PiecewiseLinearFunction,
@@ -711,10 +712,17 @@ def test_a_states_file_gives_the_start_of_its_record(tmp_path, capsys, monkeypat
         label: states[1:, k] for k, label in enumerate(labels)})
     assert spineid.io.states_start(tmp_path / "later.sto", spineid.read_osim(truth)) is None
     # a fit's problem starts there: simulated from it, the model follows OpenSim's motion
-    # (from the file's defaults it would not: flexion 0.25 rad at rest)
+    # (from the file's defaults it would not: flexion 0.25 rad at rest); the file parsed once,
+    # for its channels and its start
+    parses = []
+    parse = columns_module.read_storage
+    monkeypatch.setattr(columns_module, "read_storage",
+                        lambda path, **options: parses.append(str(path)) or parse(path, **options))
     problem = spineid.FitProblem.from_files(truth, [tmp_path / "states.sto"],
                                             ["bushing_1.rotational_stiffness[2]"])
+    monkeypatch.setattr(columns_module, "read_storage", parse)
     assert problem.started_from_data == [str(tmp_path / "states.sto")]
+    assert parses == [str(tmp_path / "states.sto")]
     motion = spineid.simulate(problem.models[0], jnp.asarray(times))
     np.testing.assert_allclose(np.asarray(motion.q), states[:, ::2], atol=1e-3)
     # and the command line says so before it fits (the fit itself stopped at once: the line is

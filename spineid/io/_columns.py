@@ -25,7 +25,7 @@ from collections.abc import Collection, Mapping
 
 import numpy as np
 
-from ._storage import read_storage
+from ._storage import read_storage, StorageTable
 from ._tables import read_table, table_header
 
 # Unit names (a column's suffix or a `--units` value) -> (SI unit, factor to SI).
@@ -266,10 +266,23 @@ def _check_stray_units(units: Mapping, wanted: Mapping, source: dict) -> None:
                          f"a column read ({sorted(set(source.values()))})")
 
 
+def storage_table(path, tables: dict | None = None) -> StorageTable:
+    """The OpenSim storage file `path` read with gaps allowed in every column
+    (`read_storage(path, missing=True)`), taken from `tables` (`{str(path): StorageTable}`)
+    where an earlier reader kept it, and kept there otherwise; `tables=None` reads it."""
+    table = None if tables is None else tables.get(str(path))
+    if table is None:
+        table = read_storage(path, missing=True)
+        if tables is not None:
+            tables[str(path)] = table
+    return table
+
+
 def read_quantities(path, wanted: Mapping[str, str | tuple[str, ...]], *,
                     columns: Mapping[str, str] | None = None,
                     units: Mapping[str, str] | None = None, optional: Collection[str] = (),
-                    min_rows: int = 2, missing: Collection[str] = ()) -> ColumnsRead:
+                    min_rows: int = 2, missing: Collection[str] = (),
+                    tables: dict | None = None) -> ColumnsRead:
     """Read the quantities `wanted` (name -> SI unit: `"s"`, `"m"`, `"rad"`, `"N"`, `"N m"`, or a
     tuple of those it may be in: a displacement in m or rad) from a CSV table or an OpenSim
     storage file, converted to SI (module docstring).
@@ -277,7 +290,9 @@ def read_quantities(path, wanted: Mapping[str, str | tuple[str, ...]], *,
     **Arguments:** `columns`: quantity -> the file's column (default: the quantity's own
     name); `units`: quantity or column -> unit name (`UNITS`); `optional`: quantities read only
     where their column is present; `min_rows`: the fewest rows; `missing`: quantities that
-    may have values not measured (an empty cell or `NaN`: NaN).
+    may have values not measured (an empty cell or `NaN`: NaN); `tables`: a storage file's
+    table (`read_storage`, every column allowed gaps) is taken from it by path where it is
+    there, and kept in it otherwise (`storage_table`), so that a file is parsed once.
 
     **Returns:** a `ColumnsRead`. Raises `ValueError` naming the file for a mapping or unit of
     an unknown quantity, a column that is not in the file (listing those present), a unit of
@@ -294,7 +309,7 @@ def read_quantities(path, wanted: Mapping[str, str | tuple[str, ...]], *,
     if storage and "t" in wanted and "t" not in columns:
         source["t"] = "time"  # (a storage file's time column)
     if storage:  # (gaps checked once a states file's `/value` labels are resolved)
-        table = read_storage(path, missing=True)
+        table = storage_table(path, tables)
         present = {"time": table.time, **table.columns}
         for name, column in source.items():  # (a coordinate's `/jointset/J/C/value`)
             if name not in columns and column not in present:

@@ -13,9 +13,9 @@ import numpy as np
 
 from ..kinematics._markers import body_coordinates, relative_poses, rigid_poses
 from ..kinematics._rotations import euler123_rotation
-from ._columns import STORAGE_SUFFIXES, UNITS, read_quantities, state_label
+from ._columns import STORAGE_SUFFIXES, UNITS, read_quantities, state_label, storage_table
 from ._c3d import read_c3d
-from ._storage import MarkerTrajectories, read_storage, read_trc
+from ._storage import MarkerTrajectories, read_trc
 from ._tables import has_columns, read_table, read_trajectory, write_table
 
 
@@ -70,16 +70,18 @@ class Measurement:
     @classmethod
     def from_file(cls, path, channels: Sequence[str], units: Sequence[str], *,
                   columns: Mapping[str, str] | None = None,
-                  column_units: Mapping[str, str] | None = None) -> "Measurement":
+                  column_units: Mapping[str, str] | None = None,
+                  tables: dict | None = None) -> "Measurement":
         """Read a trajectory from a CSV table or an OpenSim storage file (`.sto`, `.mot`) with
         its own column names and units (`read_quantities`): `channels` with their SI `units`
         (a model's `observable_names` and `observable_units`), and the time `t`; `columns`
         maps a channel (or `t`) to the file's column, `column_units` gives units by channel or
-        column. An empty cell or `NaN` of a channel is a value not measured (NaN). Warns, as
-        `from_csv`, where the time looks like milliseconds."""
+        column; `tables` keeps a storage file's table read once (`read_quantities`). An empty
+        cell or `NaN` of a channel is a value not measured (NaN). Warns, as `from_csv`, where
+        the time looks like milliseconds."""
         wanted = {"t": "s", **dict(zip(channels, units))}
         read = read_quantities(path, wanted, columns=columns, units=column_units,
-                               missing=channels)
+                               missing=channels, tables=tables)
         ts = read.values["t"]
         if looks_like_ms(ts) and read.read_as["t"]["unit"] == "s":
             _warn_ms(path, ts)
@@ -174,7 +176,7 @@ def read_measurement(path, channels: Sequence[str], units: Sequence[str], *,
                      column_units: Mapping[str, str] | None = None,
                      markers: Mapping[str, Sequence[str]] | None = None,
                      initial: Sequence[float] | None = None,
-                     own_markers: bool = False, parsed: Mapping | None = None) -> Measurement:
+                     own_markers: bool = False, parsed: dict | None = None) -> Measurement:
     """A trajectory file read for a model's `channels` (SI `units`): a CSV with spineid's own
     column names in SI (`Measurement.from_csv`), or, with `columns` or `column_units` given,
     for an OpenSim storage file (`.sto`, `.mot`), or for a CSV without a column of some channel's
@@ -185,7 +187,8 @@ def read_measurement(path, channels: Sequence[str], units: Sequence[str], *,
     with `own_markers` (a model observing markers of its own, `<marker>_x`, ...), by
     `marker_channels` (from the file's markers already read, where `parsed` holds them:
     `{path: MarkerTrajectories}`, as `own_markers_seen` fills it). `markers` given for a file
-    that holds no markers is refused."""
+    that holds no markers is refused. A storage file's table read here is kept in `parsed`
+    too (`{path: StorageTable}`), for `states_start` to read the start from."""
     suffix = pathlib.Path(path).suffix.lower()
     if suffix in MARKER_SUFFIXES:
         if own_markers:
@@ -204,7 +207,7 @@ def read_measurement(path, channels: Sequence[str], units: Sequence[str], *,
     if columns or column_units or pathlib.Path(path).suffix.lower() in STORAGE_SUFFIXES or \
             not has_columns(path, ("t", *channels)):
         return Measurement.from_file(path, channels, units, columns=columns,
-                                     column_units=column_units)
+                                     column_units=column_units, tables=parsed)
     return Measurement.from_csv(path, channels)
 
 
@@ -491,7 +494,7 @@ def read_load_displacement(path, *, displacement: str | None = None, load: str |
                                 read.values.get("t"), str(path), read.read_as)
 
 
-def states_start(path, model):
+def states_start(path, model, parsed: dict | None = None):
     """The start a states file gives a model read from OpenSim (`spineid.MultibodyTree`):
     where an OpenSim storage file (`.sto`) whose first row is at t = 0 holds
     `<path>/value` and `<path>/speed` of every free coordinate (its component path, or a
@@ -502,11 +505,12 @@ def states_start(path, model):
     of them not measured in its first row), a first row at another time (a fit simulates from
     t = 0), or angles whose unit the header does not give (no `inDegrees`). Values not
     measured elsewhere in the file are the fit's business (`read_measurement`), not the
-    start's."""
+    start's. A table `read_measurement` already read is taken from `parsed` (`{path:
+    StorageTable}`), not read again."""
     if pathlib.Path(path).suffix.lower() not in STORAGE_SUFFIXES or not hasattr(
             model, "starting_at") or getattr(model, "observed", "") != "coordinates":
         return None
-    table = read_storage(path, missing=True)
+    table = storage_table(path, parsed)
     if abs(float(table.time[0])) > 1e-9 * max(1.0, float(table.time[-1])):
         return None
     values = np.array(model.default_values, dtype=float)

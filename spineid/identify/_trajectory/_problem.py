@@ -172,7 +172,9 @@ class FitProblem:
         if isinstance(data_paths, (str, pathlib.Path)):
             data_paths = [data_paths]
         model = model_file.model
-        parsed = {}  # (marker files read once: which markers they hold, then their channels)
+        # (files read once: marker files for which markers they hold, then their channels;
+        # storage files for their channels, then their first row as the start)
+        parsed = {}
         if not markers and getattr(model, "markers", ()) and any(
                 pathlib.Path(p).suffix.lower() in MARKER_SUFFIXES for p in data_paths):
             # A model with markers of its own (an OpenSim MarkerSet) observes them in marker
@@ -190,8 +192,8 @@ class FitProblem:
         # A states file that holds every free coordinate's value and speed gives the start
         # of its own record (the model's defaults otherwise).
         # (not where the columns or units are the user's, or the models given)
-        started = [None if columns or units or "models" in options else states_start(p, model)
-                   for p in data_paths]
+        started = [None if columns or units or "models" in options else
+                   states_start(p, model, parsed) for p in data_paths]
         if any(start is not None for start in started):
             options["models"] = [model if start is None else start for start in started]
         names, units_si = model.observable_names, model.observable_units
