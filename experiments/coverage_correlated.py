@@ -186,18 +186,19 @@ def filtered(white):
     return signal.filtfilt(*TRACKING_FILTER, white, axis=0)[200:-200]
 
 
-def tracking_noise(rng, kind, n):
-    # (n, 3) noise of the three channels, each of standard deviation TRACKING_SD (a filtered
-    # record scaled to its own sample deviation).
+def tracking_noise(rng, kind, n, sd=TRACKING_SD):
+    # (n, m) noise of m channels, channel c of standard deviation sd[c] (`(m,)`; by default
+    # the three tracking channels; a filtered record scaled to its own sample deviation).
+    m = len(sd)
     if kind == "filtered":
-        e = filtered(rng.normal(size=(n + 400, 3)))
-        return TRACKING_SD * e / np.std(e, axis=0)
+        e = filtered(rng.normal(size=(n + 400, m)))
+        return sd * e / np.std(e, axis=0)
     rho = float(kind.split()[-1])
-    a = rng.normal(size=(n + 300, 3)) * np.sqrt(1 - rho ** 2)
-    e = np.zeros((n + 300, 3))
+    a = rng.normal(size=(n + 300, m)) * np.sqrt(1 - rho ** 2)
+    e = np.zeros((n + 300, m))
     for t in range(1, n + 300):
         e[t] = rho * e[t - 1] + a[t]
-    return TRACKING_SD * e[300:]
+    return sd * e[300:]
 
 
 def tracking_characterised(rng, kind, order=10):

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import spineid
-from coverage_correlated import filtered, row
+from coverage_correlated import row, tracking_noise
 from spineid.elements._parameters import select_parameters
 
 FREE = ["C7_C6_bushing.rotational_stiffness"]
@@ -35,18 +35,9 @@ KINDS = ("white", "AR(1) rho 0.6", "filtered")
 
 def coordinate_noise(rng, kind, shape):
     # `shape` (samples, coordinates) of noise of standard deviation SD per coordinate.
-    n, m = shape
     if kind == "white":
         return SD * rng.normal(size=shape)
-    if kind == "filtered":
-        e = filtered(rng.normal(size=(n + 400, m)))
-        return SD * e / np.std(e, axis=0)
-    rho = float(kind.split()[-1])
-    a = rng.normal(size=(n + 300, m)) * np.sqrt(1 - rho ** 2)
-    e = np.zeros((n + 300, m))
-    for t in range(1, n + 300):
-        e[t] = rho * e[t - 1] + a[t]
-    return SD * e[300:]
+    return tracking_noise(rng, kind, shape[0], np.full(shape[1], SD))
 
 
 def main():
