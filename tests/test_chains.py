@@ -156,8 +156,10 @@ def test_chains_out_of_range_are_refused(conjugate):
 
 
 def test_the_posterior_verb_fits_samples_and_writes_what_arviz_reads(tmp_path, capsys):
-    # The three-spring pair of tests/test_posterior.py (its sampler's programs serve here),
-    # simulated for 0.2 s with noise, through the command line.
+    # The three-spring pair of tests/test_posterior.py, simulated for 0.2 s with noise, through
+    # the command line. (As many draws and warm-up steps as test_posterior.py's posteriors:
+    # the warm-up's length and the draws' chunks, a tenth of them, are compiled into the
+    # sampler's programs, and these then come from the compilation cache.)
     import json
 
     import jax
@@ -176,8 +178,8 @@ def test_the_posterior_verb_fits_samples_and_writes_what_arviz_reads(tmp_path, c
     spineid.write_trajectory(data_path, times, data, ("x", "y", "theta"))
     out = tmp_path / "posterior"
     code = main(["posterior", str(model_path), str(data_path), "--free", "stiffness",
-                 "--noise", "x=5e-6,y=5e-6,theta=1.7e-4", "--samples", "60", "--warmup", "60",
-                 "--chains", "2", "--out", str(out)])
+                 "--noise", "x=5e-6,y=5e-6,theta=1.7e-4", "--samples", "100", "--warmup",
+                 "100", "--chains", "2", "--out", str(out)])
     printed = capsys.readouterr().out
     report = json.loads((out / "report.json").read_text())
     posterior_report = report["posterior"]
@@ -185,10 +187,10 @@ def test_the_posterior_verb_fits_samples_and_writes_what_arviz_reads(tmp_path, c
     r_hats = [p["r_hat"] for p in posterior_report["parameters"]]
     explains = posterior_report["predictive_check"]["explains_data"]
     assert code == (0 if explains and max(r_hats) <= R_HAT else 1)
-    assert "2 chain(s) of 60 draws" in printed
+    assert "2 chain(s) of 100 draws" in printed
     # draws.csv: a plain table (numpy reads its header), chain by chain.
     table = np.genfromtxt(out / "draws.csv", delimiter=",", names=True)
-    assert len(table) == 120 and set(table["chain"]) == {1.0, 2.0}
+    assert len(table) == 200 and set(table["chain"]) == {1.0, 2.0}
     # posterior.nc: ArviZ reads the same draws and finds the same R-hat.
     data_set = arviz.from_netcdf(out / "posterior.nc")
     stiffness = data_set.posterior["springs[0].stiffness"].values

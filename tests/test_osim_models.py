@@ -84,11 +84,16 @@ def _accelerations(model, q, qdot):
     return _accelerations_at(model, jnp.asarray(0.0), q, qdot)
 
 
+# (Compiled once per model layout: run operation by operation, these took seconds a state.)
+_coordinates_and_speeds = eqx.filter_jit(
+    lambda ours, q, qdot: (ours.coordinates(q), ours.opensim_speeds(q, qdot)))
+
+
 def _set_state(model, state, ours, q, qdot):
     # OpenSim's coordinates and speeds (a ball or free joint's speeds are an angular velocity).
     coordinates = model.getCoordinateSet()
-    values = np.asarray(ours.coordinates(jnp.asarray(q)))
-    speeds = np.asarray(ours.opensim_speeds(jnp.asarray(q), jnp.asarray(qdot)))
+    values, speeds = map(np.asarray, _coordinates_and_speeds(
+        ours, jnp.asarray(q, dtype=float), jnp.asarray(qdot, dtype=float)))
     for i, name in enumerate(ours.coordinate_names):
         coordinates.get(name).setValue(state, float(values[i]), False)
         coordinates.get(name).setSpeedValue(state, float(speeds[i]))
@@ -133,6 +138,7 @@ def test_body_transforms_equal_opensims_at_random_coordinates(which, request):
     _bodies_as_in_opensim(path, [rng.uniform(-0.7, 0.7, n_dof) for _ in range(4)])
 
 
+@eqx.filter_jit
 def _spatial_accelerations(ours, q, qdot, qddot):
     # Each body's angular acceleration and its origin's acceleration, ground axes.
     def rates(x, v):
@@ -350,9 +356,11 @@ def test_prescribed_forces_move_the_bodies_as_in_opensim(tmp_path, small_neck):
     assert [load.name for load in ours.prescribed] == ["push", "pull", "lean", "press"]
     _opensim_accelerations_agree(edited, ours, seed=8, spread=0.4, times=(0.3, 0.8))
     # the Lagrange form takes the same generalized forces
-    q, qdot, t = jnp.asarray([0.2, -0.3, 0.1, 0.25]), jnp.asarray([0.5, -1.0, 0.3, 0.0]), 0.8
-    lagrange = eqx.filter_jit(spineid.generalized_accelerations)(ours, jnp.asarray(t), q, qdot)
-    np.testing.assert_allclose(np.asarray(_accelerations_at(ours, jnp.asarray(t), q, qdot)),
+    # (t a float64 array as above, not a weakly typed Python float: the same compiled program)
+    q, qdot = jnp.asarray([0.2, -0.3, 0.1, 0.25]), jnp.asarray([0.5, -1.0, 0.3, 0.0])
+    t = jnp.asarray(np.float64(0.8))
+    lagrange = eqx.filter_jit(spineid.generalized_accelerations)(ours, t, q, qdot)
+    np.testing.assert_allclose(np.asarray(_accelerations_at(ours, t, q, qdot)),
                                np.asarray(lagrange), rtol=1e-9)
     # the forces' derivatives (a place in ground moves through the body as it turns) equal
     # central differences
@@ -385,8 +393,9 @@ def test_prescribed_forces_move_the_bodies_as_in_opensim(tmp_path, small_neck):
                      "point = [0.02, 0.01, 0]\n")
     loaded = spineid.load_model_file(start).model
     in_file = spineid.read_osim(tmp_path / "constant.osim")
-    np.testing.assert_allclose(np.asarray(loaded.generalized_forces(0.5, q, qdot)),
-                               np.asarray(in_file.generalized_forces(0.5, q, qdot)), atol=1e-14)
+    generalized = eqx.filter_jit(lambda model: model.generalized_forces(0.5, q, qdot))
+    np.testing.assert_allclose(np.asarray(generalized(loaded)), np.asarray(generalized(in_file)),
+                               atol=1e-14)
     start.write_text(f'kind = "opensim"\nfile = "{small_neck}"\n\n[[loads]]\nbody = "v3"\n')
     with pytest.raises(ValueError, match="loads\\[0\\].body.*a body of the model"):
         spineid.load_model_file(start)

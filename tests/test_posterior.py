@@ -69,7 +69,8 @@ def test_a_narrow_prior_pulls_the_posterior_as_two_normals_combine(problem, fitt
     error = fitted.stderr[0]
     centre, width = fitted.values[0] + 5 * error, error / 10
     priors = {"springs[0].stiffness": ("normal", centre, width)}
-    pulled = spineid.posterior(problem, priors=priors, samples=200, warmup=100, chains=2,
+    # (Draws and warm-up as the fixture's: the same compiled programs.)
+    pulled = spineid.posterior(problem, priors=priors, samples=100, warmup=100,
                                start=fitted.values, seed=2)
     # The two normals combine (correlations with the other springs change the weights a
     # little: bounds rather than equality).
@@ -301,10 +302,11 @@ def test_priors_written_in_the_model_file_are_the_posteriors_and_given_ones_win(
     path = spineid.io.write_model_file(tmp_path / "with_priors.toml", with_file.model_file, {})
     assert spineid.load_model_file(path).priors == with_file.model_file.priors
     assert tomllib.loads(path.read_text())["priors"]["springs[0].stiffness"] == prior
-    from_file = spineid.posterior(with_file, samples=40, warmup=20, chains=1,
+    # (Draws and warm-up as the fixture's: the same compiled programs, none compiled here.)
+    from_file = spineid.posterior(with_file, samples=100, warmup=100, chains=1,
                                   start=fitted.values, seed=4)
     given = spineid.posterior(problem, priors={"springs[0].stiffness": tuple(prior)},
-                              samples=40, warmup=20, chains=1, start=fitted.values, seed=4)
+                              samples=100, warmup=100, chains=1, start=fitted.values, seed=4)
     # (The same sampler with the same priors, on two problems built apart: the draws agree to
     # rounding, not always to the bit.)
     np.testing.assert_allclose(from_file.draws, given.draws, rtol=1e-6)
@@ -313,7 +315,7 @@ def test_priors_written_in_the_model_file_are_the_posteriors_and_given_ones_win(
     assert from_file.draws[:, 0].mean() > fitted.values[0] + 4 * error
     assert from_file.priors[0] == ("normal", prior[1], prior[2])
     overridden = spineid.posterior(with_file, priors={"springs[0].stiffness": (
-        "lognormal", float(fitted.values[0]), 1.0)}, samples=10, warmup=10, chains=1,
+        "lognormal", float(fitted.values[0]), 1.0)}, samples=100, warmup=100, chains=1,
         start=fitted.values)
     assert overridden.priors[0][0] == "lognormal"
 
