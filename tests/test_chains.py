@@ -139,7 +139,9 @@ def test_four_chains_sample_the_exact_conjugate_posterior(conjugate):
 
 def test_vectorized_chains_draw_what_chains_one_after_another_draw(conjugate):
     problem, _, _ = conjugate
-    arguments = dict(priors={"force": ("normal", *PRIOR)}, samples=20, warmup=20, chains=2,
+    # (Draws and warm-up as the test above: chains one after another run its compiled
+    # programs; the vectorized chains compile their own.)
+    arguments = dict(priors={"force": ("normal", *PRIOR)}, samples=300, warmup=100, chains=2,
                      seed=8)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # (too few draws: said, and meant)
