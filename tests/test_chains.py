@@ -144,7 +144,7 @@ def test_vectorized_chains_draw_what_chains_one_after_another_draw(conjugate):
     arguments = dict(priors={"force": ("normal", *PRIOR)}, samples=300, warmup=100, chains=2,
                      seed=8)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # (too few draws: said, and meant)
+        warnings.simplefilter("ignore", RuntimeWarning)  # (a warning is not what this test checks)
         apart = spineid.posterior(problem, **arguments)
         together = spineid.posterior(problem, vectorize_chains=True, **arguments)
     np.testing.assert_allclose(together.draws, apart.draws, rtol=1e-9)

@@ -84,7 +84,7 @@ def _accelerations(model, q, qdot):
     return _accelerations_at(model, jnp.asarray(0.0), q, qdot)
 
 
-# (Compiled once per model layout: run operation by operation, these took seconds a state.)
+# (Compiled once per model layout: run operation by operation, these took seconds per state.)
 _coordinates_and_speeds = eqx.filter_jit(
     lambda ours, q, qdot: (ours.coordinates(q), ours.opensim_speeds(q, qdot)))
 

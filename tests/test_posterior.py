@@ -302,7 +302,7 @@ def test_priors_written_in_the_model_file_are_the_posteriors_and_given_ones_win(
     path = spineid.io.write_model_file(tmp_path / "with_priors.toml", with_file.model_file, {})
     assert spineid.load_model_file(path).priors == with_file.model_file.priors
     assert tomllib.loads(path.read_text())["priors"]["springs[0].stiffness"] == prior
-    # (Draws and warm-up as the fixture's: the same compiled programs, none compiled here.)
+    # (Draws and warm-up as the fixture's: its sampler's compiled programs.)
     from_file = spineid.posterior(with_file, samples=100, warmup=100, chains=1,
                                   start=fitted.values, seed=4)
     given = spineid.posterior(problem, priors={"springs[0].stiffness": tuple(prior)},
