@@ -13,8 +13,8 @@ reported standard error: 1 when the errors are right), the coverage of the 95% i
 the binomial standard error of the coverage) and the share of fits accepted (the model explains
 or describes the data), as `coverage_correlated.py` prints them for the pair of springs.
 
-Run: `python experiments/opensim_correlated.py [--repetitions 40] [--noise filtered ...]`. What
-has been measured is in docs/goodness-of-fit.md.
+Run: `python experiments/opensim_correlated.py [--repetitions 40] [--noise filtered ...]
+[--noise-models auto white]`. What has been measured is in docs/goodness-of-fit.md.
 """
 
 import argparse
@@ -46,6 +46,8 @@ def main():
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--noise", nargs="+", default=list(KINDS), choices=KINDS,
                         help="the kinds of noise, in this order")
+    parser.add_argument("--noise-models", nargs="+", default=["auto", "white"],
+                        choices=("auto", "white"), help="the fits' noise models, in this order")
     options = parser.parse_args()
     rng = np.random.default_rng(options.seed)
     model_file = spineid.load_model_file(spineid.dataset_path("neck_bushings.osim"))
@@ -61,7 +63,7 @@ def main():
           f"{np.round(truth, 4)} N m/rad; {options.repetitions} repetitions")
     print(f"{'noise':14s} {'fit':6s} calibration (3 stiffnesses), coverage 95%, accepted")
     for kind in options.noise:
-        for noise_model in ("auto", "white"):
+        for noise_model in options.noise_models:
             values, errors, accepted, clock = [], [], 0, time.perf_counter()
             for _ in range(options.repetitions):
                 data = clean + coordinate_noise(rng, kind, clean.shape)

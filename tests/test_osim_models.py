@@ -80,8 +80,9 @@ _accelerations_at = eqx.filter_jit(lambda model, t, q, qdot: model.accelerations
 
 
 def _accelerations(model, q, qdot):
-    # spineid's accelerations at t = 0 (compiled once per model layout).
-    return _accelerations_at(model, jnp.asarray(0.0), q, qdot)
+    # spineid's accelerations at t = 0 (compiled once per model layout; a strongly typed time,
+    # as `_opensim_accelerations_agree` passes, since a weakly typed one compiles it again).
+    return _accelerations_at(model, jnp.asarray(np.float64(0.0)), q, qdot)
 
 
 # (Compiled once per model layout: run operation by operation, these took seconds per state.)

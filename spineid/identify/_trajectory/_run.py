@@ -71,7 +71,7 @@ class _Outcome:
     tried: int = 1
     skipped: int = 0
     agreed: int = 0
-    # `(explains, refinement)` once judged (`_Run.explained`); a copy made by
+    # `(verdict, refinement)` once judged (`_Run.judge`); a copy made by
     # `dataclasses.replace` (same `u`) carries it along.
     judged: tuple | None = None
 
@@ -208,7 +208,16 @@ class _Run:
         return integrated_implicitly(self.problem.models, self.problem.simulation_solver)
 
     def explained(self, outcome: _Outcome) -> bool | None:
-        """Whether the model explains the data at `outcome` (`verdict`). With the noise
+        """Whether the model explains the data at `outcome` (`judge`)."""
+        return self.judge(outcome).explains_data
+
+    def accepted(self, outcome: _Outcome) -> bool | None:
+        """Whether the model explains or describes the data at `outcome` (`judge`): its values
+        and errors are usable (`GoodnessOfFit.accepted`)."""
+        return self.judge(outcome).accepted
+
+    def judge(self, outcome: _Outcome) -> GoodnessOfFit:
+        """The verdict at `outcome` (`verdict`), made once per outcome. With the noise
         estimated, a fit under the provisional weights can fail the verdict only because those
         weights are wrong: a channel whose real noise is far below its placeholder is barely
         fitted, and its residuals keep a trace of the motion (measured: the 4-axial-spring pair
@@ -218,18 +227,18 @@ class _Run:
         again."""
         if outcome.judged is not None:
             return outcome.judged[0]
-        explains, refinement = self.verdict(outcome).explains_data, None
-        if explains is False and self.noise_estimated and math.isfinite(outcome.cost) \
-                and not failed_cost(outcome.cost):
+        goodness, refinement = self.verdict(outcome), None
+        if goodness.explains_data is False and self.noise_estimated \
+                and math.isfinite(outcome.cost) and not failed_cost(outcome.cost):
             try:
                 refinement = self.refine(jnp.asarray(outcome.u))
                 u, _, _, linearisation, _, objective = refinement
                 refined = _Outcome(np.asarray(u), False, 0, linearisation, math.inf, [])
-                explains = self.verdict(refined, objective).explains_data
+                goodness = self.verdict(refined, objective)
             except eqx.EquinoxRuntimeError:  # (as in `local_fit`): the first verdict stands
                 pass
-        outcome.judged = (explains, refinement)
-        return explains
+        outcome.judged = (goodness, refinement)
+        return goodness
 
     def refine(self, u, progress: bool = False):
         """The fit from `u` (unconstrained) with the noise estimated from its residuals, the
