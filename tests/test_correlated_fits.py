@@ -199,7 +199,7 @@ def test_auto_takes_records_with_gaps_as_white_and_says_so(pair):
 
 def test_the_default_solver_takes_a_fit_that_describes_filtered_noise_as_it_is(pair):
     # Motion-capture noise, low-pass filtered (4th-order Butterworth at 40 Hz, zero phase, at
-    # 1 kHz), is smoother than an autoregression of bounded order whitens: the verdict at the
+    # 1 kHz), is smoother than an autoregression of bounded order can whiten: the verdict at the
     # right optimum is "describes". That is no sign of a local optimum, so `Auto` stops at its
     # first fit; before, it added multiple shooting and a multi-start to every such record (the
     # bundled OpenSim neck: 5 fits, 47 s warm, the same values).

@@ -173,8 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output(fit_parser, required=True)
     fit_parser.add_argument("--solver", default=DEFAULT_SOLVER, choices=list(SOLVER_NAMES),
                             help=f"least-squares solver (default {DEFAULT_SOLVER}: spineid's "
-                                 "Levenberg-Marquardt from the start, then more starts if the "
-                                 "model does not explain the data there)")
+                                 "Levenberg-Marquardt from the start, then multiple shooting and "
+                                 "more starts if the model does not describe the data there)")
     fit_parser.add_argument("--starts", type=STARTS, default=None,
                             help="number of starts (multi-start, drawn 0.2x-5x around the "
                                  "model's values); with auto, those it may turn to (default 16)")

@@ -10,17 +10,17 @@ Why these defaults, measured:
   the first fit that explains the data: vmapped, 100 Levenberg-Marquardt fits of the
   4-axial-spring benchmark took 18.6 s where one warm fit takes 0.048 s.
 - `Auto` costs one local fit when the start is good (the verdict of the goodness of fit then
-  passes) and turns to the globalisations only when the model, at the local optimum found,
-  does not describe the data: a wrong local optimum leaves residuals far above the noise, or not
-  white (`spineid.GoodnessOfFit`). First multiple shooting from the same start: on the spatial
-  pair (datasets/spatial_pair.toml, 6 stiffnesses, starts 0.2x-5x) single shooting reached the
-  optimum from 2 of 12 starts, multiple shooting from 6 of 6 in 4-7 s warm; on a lightly
-  damped planar pair it reached 10 of 10 where single shooting reached 0 (tests/test_shooting.py
-  and experiments/benchmark_robustness.py). Running it first on every problem would cost 2-3
-  times a single-shooting fit where that already succeeds (0.43 s against 0.15 s on the
-  4-axial-spring pair), so it comes second, except where the start rings. The multi-start
-  comes last: it is what tells a model that lacks an effect (every start comes back to the same
-  cost) from a bad start.
+  passes) and turns to the globalisations only when the model, at the local optimum found, does
+  not describe the data: a wrong local optimum leaves residuals far above the noise, or a smooth
+  misfit beyond the tolerance (`spineid.GoodnessOfFit`). First multiple shooting from the same
+  start: on the spatial pair (datasets/spatial_pair.toml, 6 stiffnesses, starts 0.2x-5x) single
+  shooting reached the optimum from 2 of 12 starts, multiple shooting from 6 of 6 in 4-7 s warm;
+  on a lightly damped planar pair it reached 10 of 10 where single shooting reached 0
+  (tests/test_shooting.py and experiments/benchmark_robustness.py). Running it first on every
+  problem would cost 2-3 times a single-shooting fit where that already succeeds (0.43 s against
+  0.15 s on the 4-axial-spring pair), so it comes second, except where the start rings. The
+  multi-start comes last: it is what tells a model that lacks an effect (every start comes back to
+  the same cost) from a bad start.
 - The ringing rule: single shooting's cost has a valley for every cycle the simulated
   oscillation slips against the measured one, so it fails where the start's modes run through
   much phase while they last (`LinearModes.ringing_phase`, `max min(omega T, 1 / zeta)`). Measured
@@ -41,10 +41,11 @@ Why these defaults, measured:
   shooting by `Auto` (`integrated_implicitly` in _fit.py says why).
 - What sends a fit on is a verdict of "does not describe" (`GoodnessOfFit.accepted` false), not
   every verdict short of "explains": a fit that describes its data with a smooth misfit within
-  the tolerance is what filtered tracking noise leaves at the right optimum (smoother than an
-  autoregression of bounded order whitens), and a wrong local optimum leaves a misfit beyond
-  the tolerance. Measured on the bundled OpenSim neck (three rotational stiffnesses from 1.4x,
-  7 coordinates x 601 samples, Butterworth-filtered noise, 2 cores): turning on "describes",
+  the tolerance is what filtered tracking noise leaves at the right optimum (such noise is
+  smoother than an autoregression of bounded order can whiten), and a wrong local optimum
+  leaves a misfit beyond the default tolerance (a `max_misfit` widened far lets such a fit
+  stand too). Measured on the bundled OpenSim neck (three rotational stiffnesses from 1.4x,
+  7 coordinates x 601 samples, Butterworth-filtered noise, 2 cores): sent on by "describes",
   each record took multiple shooting and 3 more starts, all back to the same cost (150.7 s cold,
   46.8 s warm); stopping there, one fit (26.5 s cold, 7.4 s warm), the same values and errors.
 """
