@@ -40,14 +40,15 @@ Why these defaults, measured:
   5 of them. Models integrated implicitly (the head-neck chain) are never given to multiple
   shooting by `Auto` (`integrated_implicitly` in _fit.py says why).
 - What sends a fit on is a verdict of "does not describe" (`GoodnessOfFit.accepted` false), not
-  every verdict short of "explains": a fit that describes its data with a smooth misfit within
-  the tolerance is what filtered tracking noise leaves at the right optimum (such noise is
-  smoother than an autoregression of bounded order can whiten), and a wrong local optimum
-  leaves a misfit beyond the default tolerance (a `max_misfit` widened far lets such a fit
-  stand too). Measured on the bundled OpenSim neck (three rotational stiffnesses from 1.4x,
-  7 coordinates x 601 samples, Butterworth-filtered noise, 2 cores): sent on by "describes",
-  each record took multiple shooting and 3 more starts, all back to the same cost (150.7 s cold,
-  46.8 s warm); stopping there, one fit (26.5 s cold, 7.4 s warm), the same values and errors.
+  every verdict short of "explains": a fit that describes its data with a smooth misfit within the
+  tolerance is what filtered tracking noise leaves at the right optimum (such noise is smoother
+  than an autoregression of bounded order can whiten), and a wrong local optimum leaves a misfit
+  beyond the default tolerance (a `max_misfit` widened far lets such a fit stand too; measured by
+  experiments/auto_filtered_starts.py, docs/goodness-of-fit.md). Measured on the bundled OpenSim
+  neck (three rotational stiffnesses from 1.4x, 7 coordinates x 601 samples, Butterworth-filtered
+  noise, 2 cores): sent on by "describes", each record took multiple shooting and 3 more starts,
+  all back to the same cost (150.7 s cold, 46.8 s warm); stopping there, one fit (26.5 s cold,
+  7.4 s warm), the same values and errors.
 """
 
 
