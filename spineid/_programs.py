@@ -30,8 +30,8 @@ then on the process stores and loads no programs, `patched`). Those calls are tr
 Programs are written (atomically, behind a checksum) to `spineid-programs/` inside JAX's
 compilation cache directory, and only while that cache is on (`SPINEID_CACHE=off` turns both
 off; `SPINEID_PROGRAMS=off` only the programs). A program that cannot be exported (one that
-calls back into Python: a solve that prints each step, or the implicit integrators' checks of
-the stiff head-neck chain) is traced as usual, once (the trace the export attempt made is run),
+calls back into Python: a solve that prints each step, or one whose diffrax runtime checks
+throw) is traced as usual, once (the trace the export attempt made is run),
 and a note beside it (`<key>.traced`) keeps later processes from trying again; one whose file
 is unreadable or damaged is exported again; one that reads but fails at its first call is
 deleted.

@@ -6,10 +6,12 @@ how the peak ligament force depends on the stiffness and damping parameters.
 import dataclasses
 
 import diffrax
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._programs import stored_call
 from ..elements._parameters import apply_values, Parameter
 from ..models._head_neck import (
     check_covers_pulse,
@@ -27,6 +29,12 @@ from ..simulation._simulate import (
 from ..simulation._windows import integrate_in_windows
 
 LEVELS = ("T1-C7", "C7-C6", "C6-C5", "C5-C4", "C4-C3", "C3-C2", "C2-C1", "C1-C0")
+
+# The diffrax results a window's stored program tells apart (its outputs must be arrays: the
+# result travels as its index here; any other failure as the last, which `classify` reports as
+# a failed integration, as it would the original).
+_RESULTS = ("successful", "max_steps_reached", "nonlinear_divergence", "dt_min_reached",
+            "internal_error")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,11 +133,13 @@ def whiplash_study(chain: HeadNeckChain, t_end: float = 5.0, n_samples: int | No
     integrated in `windows` consecutive windows (`spineid.integrate_in_windows`; the
     step-size controller starts afresh in each, a few more steps): after each,
     `progress(t, n_steps)` (if given) hears the time reached (s) and the steps taken, and an
-    interruption or a time limit (a Python signal handler) is answered.
-    `seconds` is the warm run time (the first window, which compiles, timed again). Raises
-    `ValueError` for a simulation shorter than the pulse, saved samples that would not fit in
-    memory (before anything is allocated), and a failed integration (one sentence: the limit
-    hit, how far it got, the steps taken)."""
+    interruption or a time limit (a Python signal handler) is answered. The windows' solve
+    runs from a stored program (`spineid/_programs.py`), so that a later process loads it
+    instead of tracing it (`spineid whiplash --t-end 0.2` in a second process: 5 s, 12 s
+    before; docs/performance.md). `seconds` is the warm run time (the first window, which
+    compiles, timed again). Raises `ValueError` for a simulation shorter than the pulse,
+    saved samples that would not fit in memory (before anything is allocated), and a failed
+    integration (one sentence: the limit hit, how far it got, the steps taken)."""
     n_samples = n_samples or int(round(t_end * 1000)) + 1
     ts = np.linspace(0.0, t_end, n_samples)
     solver = DEFAULT_SOLVER if solver is None else solver
@@ -137,10 +147,9 @@ def whiplash_study(chain: HeadNeckChain, t_end: float = 5.0, n_samples: int | No
     refuse_oversized_output(n_samples, 2 * chain.n_dof + 3, "the whiplash simulation")
     check_covers_pulse(chain, t_end)
     q0, qdot0 = chain.initial_state()
-    adjoint = diffrax.RecursiveCheckpointAdjoint()
     (q, qdot, work), result, n_steps, seconds = integrate_in_windows(
-        lambda window_ts, state: solve_energy_work(chain, window_ts, state, solver, rtol, atol,
-                                                   max_steps, adjoint, False),
+        lambda window_ts, state: _stored_window(chain, window_ts, state, solver, rtol, atol,
+                                                max_steps),
         ts, (q0, qdot0, jnp.zeros(())), windows=windows, max_steps=max_steps,
         successful=diffrax.RESULTS.successful,
         max_steps_reached=diffrax.RESULTS.max_steps_reached, on_window=progress)
@@ -162,6 +171,26 @@ def whiplash_study(chain: HeadNeckChain, t_end: float = 5.0, n_samples: int | No
         head_angle=np.asarray(check.q[:, -1]), ligament_forces=np.asarray(forces),
         joint_angles=np.asarray(jax.vmap(chain.joint_angles)(check.q)),
         potential_energy=np.asarray(potential - potential[0]), seconds=seconds)
+
+
+@eqx.filter_jit
+def _whiplash_window(chain, ts, state, solver, rtol, atol, max_steps):
+    # One window of `whiplash_study` (`solve_energy_work`, not throwing) as a tuple of arrays,
+    # the diffrax result as its index in `_RESULTS`, so that `stored_call` keeps its program
+    # for the next process (its tracing: 15-23 s on 2 cores; loaded: under a second).
+    ys, result, n_steps = solve_energy_work(chain, ts, state, solver, rtol, atol, max_steps,
+                                            diffrax.RecursiveCheckpointAdjoint(), False)
+    index = len(_RESULTS) - 1
+    for i, name in reversed(list(enumerate(_RESULTS[:-1]))):
+        index = jnp.where(result == getattr(diffrax.RESULTS, name), i, index)
+    return (*ys, index, n_steps)
+
+
+def _stored_window(chain, ts, state, solver, rtol, atol, max_steps):
+    # `_whiplash_window` from its stored program (`stored_call`), the diffrax result rebuilt.
+    *ys, index, n_steps = stored_call(_whiplash_window, chain, ts, state, solver, float(rtol),
+                                      float(atol), int(max_steps))
+    return tuple(ys), getattr(diffrax.RESULTS, _RESULTS[int(index)]), n_steps
 
 
 def peak_force_sensitivity(chain: HeadNeckChain, parameters: tuple[Parameter, ...],
