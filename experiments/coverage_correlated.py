@@ -26,7 +26,9 @@ same fits under the noise model a lab gives after recording a still specimen
 (`tracking_characterised`: rho known, or each channel's AR(10) of the filtered noise).
 `--part trajectory-exact`: the same fit under filtered noise, linearised at the truth, against
 the Cramer-Rao bound of the filter's exact covariance, the autoregressions estimated from the
-noise itself and, as the fits do, from the residuals (`trajectory_exact_part`).
+noise itself and, as the fits do, from the residuals (`trajectory_exact_part`), and two
+remedies tried for the shortfall of the latter: prewhitened HAC errors, and the fit's absorbed
+part added back to the residuals' autocovariances.
 
 Stiffness matrices (`--part stiffness`): a tester's sweep of 1000 rows moving all six degrees of
 freedom at once (1 mm, 8 degrees; sinusoids of 1-3.5 cycles), the loads of Christophy et al.'s
@@ -179,6 +181,7 @@ TRACKING_SD = np.array([5e-6, 5e-6, np.radians(0.01)])  # m, m, rad: the trackin
 
 
 TRACKING_FILTER = signal.butter(4, 40.0 / 500.0)  # 40 Hz at 1 kHz (Nyquist 500 Hz)
+LAGS = (5, 10, 20)  # of the prewhitened HAC errors of `trajectory_exact_part`
 
 
 def filtered(white):
@@ -224,9 +227,13 @@ def trajectory_exact_part(repetitions, rng):
     white-weighted estimate (sandwich) and, repetition by repetition, the estimate under
     `auto` (each channel's autoregression chosen and estimated from the record by spineid's own
     `fit_channel_noise`, as the fit does from its residuals): its spread, its reported errors,
-    their calibration and coverage. No nonlinear fit runs: this isolates what the noise model
-    costs from what the nonlinear fit adds (the fits' own calibration is `--part trajectory`)."""
-    from spineid.identify._common._noise_model import AR, fit_channel_noise, White, whitened
+    their calibration and coverage; from the residuals, also the prewhitened HAC errors and
+    the autoregressions with the fit's absorbed part added back (`added_back`). No nonlinear fit
+    runs: this isolates what the noise model costs from what the nonlinear fit adds (the fits'
+    own calibration is `--part trajectory`)."""
+    from spineid.identify._common._noise_model import (
+        AR, chosen_order, ChannelNoise, fit_channel_noise, supported_order, White, whitened)
+    from spineid.identify._common._uncertainty import hac_covariance
     from spineid.identify._trajectory._objective import measured_sensitivities
 
     channels = ("x", "y", "theta")
@@ -258,40 +265,85 @@ def trajectory_exact_part(repetitions, rng):
     share = len(truth) / 3
 
     def generalized(noise, estimates):
-        # The estimate's error and its reported errors under the channels' `estimates`.
-        a = np.concatenate([whitened(jacobian[:, c], e.coefficients) / e.innovation
-                            for c, e in enumerate(estimates)])
-        b = np.concatenate([whitened(noise[:, c], e.coefficients) / e.innovation
-                            for c, e in enumerate(estimates)])
+        # The estimate's error, its reported errors under the channels' `estimates`, and the
+        # prewhitened HAC errors at each of `LAGS` lags (the sandwich of the whitened scores,
+        # each channel a record: Andrews and Monahan 1992), and the error's covariance.
+        blocks = [(whitened(jacobian[:, c], e.coefficients) / e.innovation,
+                   whitened(noise[:, c], e.coefficients) / e.innovation)
+                  for c, e in enumerate(estimates)]
+        a = np.concatenate([rows for rows, _ in blocks])
         covariance = np.linalg.inv(a.T @ a)
-        return covariance @ a.T @ b, np.sqrt(np.diag(covariance))
+        error = covariance @ a.T @ np.concatenate([values for _, values in blocks])
+        residuals = np.concatenate([values - rows @ error for rows, values in blocks])
+        first = np.cumsum([0] + [len(values) for _, values in blocks])
+        records = [np.arange(first[c], first[c + 1]) for c in range(len(blocks))]
+        robust = [np.sqrt(np.diag(hac_covariance(a, residuals, records,
+                                                 np.ones(len(truth), bool), lags)))
+                  for lags in LAGS]
+        return error, np.sqrt(np.diag(covariance)), robust, covariance
+
+    def added_back(residuals, rows, covariance, order):
+        # A channel's autoregression from its residuals' autocovariances with what the fit
+        # absorbed added back: under generalized least squares the residuals' covariance is
+        # the noise's less `J C J^T` (`C` the estimate's covariance), so `gamma_l` gains
+        # `sum_t J_t C J_(t+l)^T / N`; the order chosen as `fit_channel_noise` chooses it
+        # (`order` None) or kept, the innovation variance the recursion's.
+        highest = supported_order(AR(), residuals.size)
+        gamma, total = autocovariances([residuals], highest)
+        for lag in range(highest + 1):
+            gamma[lag] += np.einsum("ti,ij,tj->", rows[:rows.shape[0] - lag], covariance,
+                                    rows[lag:]) / residuals.size
+        models = levinson_durbin(gamma, highest)
+        if order is None:
+            order = chosen_order(models, list(range(highest + 1)), total)
+        phi, variance = models[order]
+        return ChannelNoise(order=order, coefficients=tuple(float(c) for c in phi),
+                            innovation=float(np.sqrt(variance)),
+                            marginal=float(np.sqrt(gamma[0])))
 
     errors, reported, orders = [], [], []
-    from_residuals, reported_residuals = [], []
+    from_residuals, reported_residuals, robust = [], [], []
+    from_added, reported_added = [], []
     for _ in range(repetitions):
         noise = TRACKING_SD * (operator @ rng.normal(size=(ts.size + 400, 3)))
         estimates = [fit_channel_noise([noise[:, c]], AR(), share, channel)
                      for c, channel in enumerate(channels)]
         orders += [e.order for e in estimates]
-        error, stderr = generalized(noise, estimates)
+        error, stderr, _, _ = generalized(noise, estimates)
         errors.append(error)
         reported.append(stderr)
         # As the fit does it: the autoregressions from the white-weighted fit's residuals, then
         # from each generalized fit's residuals at those orders (iterated prewhitening).
-        error = np.linalg.lstsq(weighted, np.concatenate(
+        first = np.linalg.lstsq(weighted, np.concatenate(
             [noise[:, c] / TRACKING_SD[c] for c in range(3)]), rcond=None)[0]
-        residuals = noise - jacobian @ error
+        residuals = noise - jacobian @ first
         estimates = [fit_channel_noise([residuals[:, c]], AR(), share, channel)
                      for c, channel in enumerate(channels)]
         kept = [AR(e.order) if e.order else White() for e in estimates]
         for _ in range(6):
-            error, stderr = generalized(noise, estimates)
+            error, *_ = generalized(noise, estimates)
             residuals = noise - jacobian @ error
             estimates = [fit_channel_noise([residuals[:, c]], kind, share, channel)
                          for c, (kind, channel) in enumerate(zip(kept, channels))]
-        error, stderr = generalized(noise, estimates)
+        error, stderr, hac, _ = generalized(noise, estimates)
         from_residuals.append(error)
         reported_residuals.append(stderr)
+        robust.append(hac)
+        # The same with the absorbed part added back to the residuals' autocovariances.
+        residuals = noise - jacobian @ first
+        covariance = (np.linalg.inv(weighted.T @ weighted)
+                      * np.mean((residuals / TRACKING_SD) ** 2))
+        estimates = [added_back(residuals[:, c], jacobian[:, c], covariance, None)
+                     for c in range(3)]
+        kept = [e.order for e in estimates]
+        for _ in range(6):
+            error, _, _, covariance = generalized(noise, estimates)
+            residuals = noise - jacobian @ error
+            estimates = [added_back(residuals[:, c], jacobian[:, c], covariance, kept[c])
+                         for c in range(3)]
+        error, stderr, _, _ = generalized(noise, estimates)
+        from_added.append(error)
+        reported_added.append(stderr)
     errors, reported = np.array(errors), np.array(reported)
     from_residuals, reported_residuals = np.array(from_residuals), np.array(reported_residuals)
     spread = errors.std(axis=0)
@@ -314,6 +366,17 @@ def trajectory_exact_part(repetitions, rng):
     covered = np.mean(np.abs(from_residuals) < 1.96 * reported_residuals, axis=0)
     print(f"  auto from the residuals, iterated (as the fits do): true spread {listed(spread)}, "
           f"mean reported {listed(mean)} (calibration {listed(spread / mean)}, coverage "
+          f"{listed(100 * covered, 0)}%)")
+    for i, lags in enumerate(LAGS):
+        hac = np.array([r[i] for r in robust])
+        print(f"    its prewhitened HAC errors, {lags} lags: calibration "
+              f"{listed(spread / hac.mean(axis=0))}, coverage "
+              f"{listed(100 * np.mean(np.abs(from_residuals) < 1.96 * hac, axis=0), 0)}%")
+    from_added, reported_added = np.array(from_added), np.array(reported_added)
+    spread, mean = from_added.std(axis=0), reported_added.mean(axis=0)
+    covered = np.mean(np.abs(from_added) < 1.96 * reported_added, axis=0)
+    print(f"  the same with the absorbed part added back: true spread {listed(spread)}, mean "
+          f"reported {listed(mean)} (calibration {listed(spread / mean)}, coverage "
           f"{listed(100 * covered, 0)}%)")
 
 
