@@ -85,9 +85,10 @@ study = spineid.whiplash_study(chain, t_end=0.3)
 # The paper's own method: Cash's modified extended BDF (`spineid.MEBDF`, a multistep method
 # that keeps its Newton matrix across steps), its chord iteration a hundred times tighter than
 # the step controller, as `spineid whiplash --integrator mebdf` runs it.
-rtol = 1e-5  # the step controller's (whiplash_study's default)
-cash = spineid.whiplash_study(chain, t_end=0.3, rtol=rtol,
-                              solver=spineid.MEBDF(rtol=rtol / 100, atol=rtol / 1e4))
+controller_rtol = 1e-5  # the step controller's (whiplash_study's default)
+cash = spineid.whiplash_study(chain, t_end=0.3, rtol=controller_rtol,
+                              solver=spineid.MEBDF(rtol=controller_rtol / 100,
+                                                   atol=controller_rtol / 1e4))
 for name, check, rtol in (("Tsit5 (explicit)", explicit, 1e-6),
                           ("Kvaerno4 (implicit)", study.check, 1e-5),
                           ("MEBDF (the paper's)", cash.check, 1e-5)):

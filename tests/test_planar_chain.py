@@ -104,8 +104,10 @@ def test_whiplash_command_bends_the_neck_and_writes_the_study(tmp_path, capsys, 
     # (0.3 s, as notebook 06 and the long run below: the three share one stored program)
     assert main(["whiplash", "--t-end", "0.3", "--out", str(out)]) == 0
     # Its windows' solve ran from a stored program (exported here, loaded by a later process:
-    # its tracing took most of a second process's 12 s), none traced as usual.
-    assert _programs.counts.traced == traced and len(_programs._checked - checked) == 1
+    # its tracing took most of a second process's 12 s), none traced as usual (where the
+    # store is on: `SPINEID_CACHE` or `SPINEID_PROGRAMS` off turn it off).
+    if _programs.program_folder() is not None:
+        assert _programs.counts.traced == traced and len(_programs._checked - checked) == 1
     summary = json.loads((out / "summary.json").read_text())
     assert summary["peak_relative_error_e_R"] < 1e-5  # Kvaerno4 at rtol 1e-5; paper 0.0103
     assert summary["head_extension_deg"]["value"] < -20.0  # the head extends behind the torso

@@ -190,9 +190,9 @@ def _ramped_record(model_file, levels, rng, phi):
     if phi == "filtered":
         from scipy import signal
 
-        white = signal.filtfilt(*signal.butter(4, 0.25), rng.normal(size=(len(loads) + 200, 6)),
-                                axis=0)[100:-100]
-        noise = sd * white / white.std(axis=0)
+        smooth = signal.filtfilt(*signal.butter(4, 0.25), rng.normal(size=(len(loads) + 200, 6)),
+                                 axis=0)[100:-100]
+        noise = sd * smooth / smooth.std(axis=0)
     else:
         noise = np.stack([stationary_errors([phi], s, len(loads), rng) for s in sd], axis=1)
     return loads, np.asarray(displacements), QuasiStaticTest(loads, displacements + noise)

@@ -36,9 +36,11 @@ def integrate_in_windows(solve: Callable, ts, state, *, windows: int, max_steps:
         raise ValueError(f"windows={windows!r}: expected a whole number >= 1")
     ts = np.asarray(ts, dtype=float)
     k = ts.size
-    # Strongly typed float64 leaves, placed on the device (committed) as a compiled call
-    # returns its states: every window's call has the same signature, so that its program is
-    # compiled (or loaded) once, not again for the second window.
+    # Strongly typed float64 leaves, placed on the device (committed), as a stored program
+    # (`spineid/_programs.py`) returns its outputs: every window's call then has the same
+    # signature, so that its program is compiled (or loaded) once, not again for the second
+    # window (a plain `jit` returns uncommitted outputs for uncommitted inputs; either is
+    # consistent this way).
     device = jax.extend.backend.get_default_device()
     state = jax.tree.map(lambda a: jax.device_put(jnp.asarray(a, dtype=float), device), state)
     parts = [jax.tree.map(lambda a: a[None], state)]

@@ -31,10 +31,10 @@ from ..simulation._windows import integrate_in_windows
 LEVELS = ("T1-C7", "C7-C6", "C6-C5", "C5-C4", "C4-C3", "C3-C2", "C2-C1", "C1-C0")
 
 # The diffrax results a window's stored program tells apart (its outputs must be arrays: the
-# result travels as its index here; any other failure as the last, which `classify` reports as
-# a failed integration, as it would the original).
-_RESULTS = ("successful", "max_steps_reached", "nonlinear_divergence", "dt_min_reached",
-            "internal_error")
+# result travels as its index here): success, the step limit (which `integrate_in_windows` and
+# `classify` tell apart) and any other failure as the last, which `classify` reports as a
+# failed integration, as it would the original.
+_RESULTS = ("successful", "max_steps_reached", "nonlinear_divergence")
 
 
 @dataclasses.dataclass(frozen=True)

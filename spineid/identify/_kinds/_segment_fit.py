@@ -58,7 +58,7 @@ from .._common._noise_model import (
 )
 from .._common._result_family import AbstractParameterFit
 from .._common._shown import in_unit, noise_line
-from .._common._uncertainty import channel_records, hac_covariance, standard_errors
+from .._common._uncertainty import channel_records, hac_covariance
 from .._common._transform import Transform
 from .._solvers import LevenbergMarquardt, MultiStart
 from ._run import check_kind_solver, run_solver
@@ -114,12 +114,13 @@ class SegmentFit(AbstractParameterFit):
     """The outcome of `fit_segment`.
 
     Fields: those of every parameter fit (`spineid.AbstractParameterFit`; `noise` per channel,
-    SI, the errors' own deviations under a noise model; `stderr_robust` where an
-    autoregression was fitted; the `goodness_of_fit`: with the noise estimated, a record's
-    verdict has three levels, while the rows of a test of load cases have no order and only the
-    noise's plausibility is checked: `fit_segment`), and `n_steps`, `predicted` (`(k, 6)`
-    displacements of the fitted model), `measured` (`(k, 6)`), `equilibria_converged`
-    (`(k,)`).
+    SI, the errors' own deviations under a noise model; `stderr` the Cramer-Rao errors, or
+    under noise no autoregression describes those of a sandwich, `_sandwiched`;
+    `stderr_robust` where an autoregression was fitted; the `goodness_of_fit`: with the noise
+    estimated, a record's verdict has three levels, while the rows of a test of load cases have
+    no order and only the noise's plausibility is checked: `fit_segment`), and `n_steps`,
+    `predicted` (`(k, 6)` displacements of the fitted model), `measured` (`(k, 6)`),
+    `equilibria_converged` (`(k,)`).
     """
 
     n_steps: int
@@ -204,8 +205,8 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
     row to row, the autoregression is fitted to the residuals and the fit refined under it
     (generalized least squares by iterated prewhitening, Seber and Wild 1989, section 6.2, as
     the trajectory fits: `spineid/identify/_trajectory/_correlated.py`; the first rows of each
-    channel left out, Cochrane-Orcutt; where an autoregression does not describe a channel's
-    noise, the errors from the sandwich of the whitened scores, `_sandwiched`), Newey-West
+    channel left out, Cochrane-Orcutt; where an autoregression is far from describing a
+    channel's noise, the errors from the sandwich of the whitened scores, `_sandwiched`), Newey-West
     errors of the white-weighted estimate stand beside its errors where a channel needed an
     order (`stderr_robust`), and the verdict has
     three levels (docs/goodness-of-fit.md); a row without equilibrium at the white-weighted fit
@@ -303,13 +304,16 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
     predicted, equilibria = objective.white().predictions_from(
         linearised(objective.white(), solution.value)[0] if noises else solution.residuals)
     names = [p.name for p in parameters]
-    analysis = analyse_parameters(jacobian, values, names, [p.unit for p in parameters],
-                                  transform)
-    messages = list(analysis.warnings) + notes
-    if noises and any(n.whitened is not None and n.innovation > n.whitened
-                      for n in noises.values()):
-        analysis = _sandwiched(analysis, jacobian, np.asarray(solution.residuals), len(measured))
-        messages.append(SANDWICHED_NOTE)
+    units = [p.unit for p in parameters]
+    analysis = analyse_parameters(jacobian, values, names, units, transform)
+    sandwiched = None
+    if noises and np.all(equilibria) and any(n.whitened is not None
+                                             and n.innovation ** 2 > SANDWICHED * n.whitened ** 2
+                                             for n in noises.values()):
+        sandwiched = _sandwiched(analysis, jacobian, np.asarray(solution.residuals),
+                                 len(measured), values, names, units, transform)
+    analysis = analysis if sandwiched is None else sandwiched
+    messages = list(analysis.warnings) + notes + ([SANDWICHED_NOTE] if sandwiched else [])
     robust = None
     if noises:
         # Beside them, Newey-West errors of the white-weighted estimate (each channel a record
@@ -350,30 +354,48 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
                else {})))
 
 
+SANDWICHED = 2.0
+"""A segment fit's errors come from the sandwich of its whitened scores (`_sandwiched`) where
+a channel's autoregression has an own innovation variance (the one that gives it the
+residuals' variance) more than this many times that of the residuals it whitens: measured on
+100 records each (`experiments/coverage_correlated.py`'s segment records), filtered noise gave
+2.75-4.67, AR(1) noise at rho 0.9 at most 1.63 (above `INCONSISTENT`, 1.5, in 10 of them,
+where the sandwich covered the truth less often than the model's errors: 74% against 93%)."""
+
 SANDWICHED_NOTE = ("standard errors from the generalized fit's whitened scores (Newey-West "
                    "over the rows): an autoregression does not describe the noise here")
 
 
 def _sandwiched(analysis: ParameterAnalysis, jacobian: np.ndarray, residuals: np.ndarray,
-                rows: int) -> ParameterAnalysis:
-    """`analysis` with the covariance of the generalized least-squares estimate from the
-    sandwich of its whitened scores (`hac_covariance` of the whitened sensitivities `jacobian`
-    `(6 rows, p)` and residuals `(6 rows,)`, each channel a record in the order of the rows,
-    Newey-West's lags: the prewhitened HAC covariance of Andrews and Monahan 1992), for a fit
-    where an autoregression does not describe a channel's noise (`noise_under` then keeps the
-    model's own innovation variance). Such noise (a steep low-pass filter along the rows) is
-    far more predictable one row ahead than any autoregression of order at most 9 says, and a
-    segment's sensitivities change from one load case to the next, so its information lies
-    where the whitened residuals are smallest: the noise model's own errors were 2-3 times
-    too large (calibration 0.35, coverage 100%; the sandwich's 1.00, 99%: 100 records of
-    `experiments/coverage_correlated.py --part segment`, docs/goodness-of-fit.md). Under AR(1)
-    noise the autoregression describes the noise and the model's errors stand (the sandwich
-    was 1.15-1.44 times too small there)."""
-    columns = analysis.identifiability.identifiable & ~analysis.at_bound
-    covariance = hac_covariance(jacobian, residuals, channel_records([rows], 6), columns)
-    stderr, correlation = standard_errors(covariance)
-    return dataclasses.replace(analysis, covariance=covariance, stderr=stderr,
-                               correlation=correlation)
+                rows: int, values, names, units, transform) -> ParameterAnalysis | None:
+    """The analysis of a fit whose errors come from the sandwich of its whitened scores: the
+    prewhitened HAC covariance of the generalized least-squares estimate (Andrews and Monahan
+    1992; `hac_covariance` of the whitened sensitivities `jacobian` `(6 rows, p)` and residuals
+    `(6 rows,)`, each channel a record in the order of the rows, Newey-West's lags), for a fit
+    where an autoregression does not describe a channel's noise (its own innovation variance
+    more than `SANDWICHED` times the whitened residuals'). Its identifiability, combinations
+    and warnings are those of that covariance (`analyse_parameters` of a square root of its
+    inverse). `None` (the noise model's errors stand) where a free parameter is not
+    identifiable on its own.
+
+    Why: noise low-pass filtered along the rows is far more predictable one row ahead than
+    any autoregression of order at most 9 says, and a segment's sensitivities change from one
+    load case to the next, so its information lies where the whitened residuals are smallest:
+    the noise model's own errors were 2-3 times too large (calibration 0.35, coverage 100%;
+    with the sandwich 1.00, 99%: 100 records of `experiments/coverage_correlated.py --part
+    segment`, docs/goodness-of-fit.md); under AR(1) noise the model's errors stand (the
+    sandwich 1.15-1.44 times too small there)."""
+    active = ~analysis.at_bound
+    if not np.all(analysis.identifiability.identifiable[active]):
+        return None
+    covariance = hac_covariance(jacobian, residuals, channel_records([rows], 6), active)
+    try:
+        root = np.linalg.cholesky(np.linalg.inv(covariance[np.ix_(active, active)]))
+    except np.linalg.LinAlgError:
+        return None
+    effective = np.zeros((int(active.sum()), len(values)))
+    effective[:, active] = root.T  # (effective^T effective: the inverse of the covariance)
+    return analyse_parameters(effective, values, names, units, transform)
 
 
 def _check_equilibria(test, solved, steps):
