@@ -95,18 +95,17 @@ def test_kinetic_energy_equals_work_along_the_whiplash():
 
 
 @pytest.mark.xdist_group("whiplash")
-def test_whiplash_command_bends_the_neck_and_writes_the_study(tmp_path, capsys, monkeypatch):
+def test_whiplash_command_bends_the_neck_and_writes_the_study(tmp_path, capsys):
     out = tmp_path / "whiplash"
-    # (another test of this worker may have monkeypatched spineid, which stops the program
-    # store for the rest of its process: `_programs.patched`)
-    monkeypatch.setattr(_programs, "_tainted", "")
     traced, checked = _programs.counts.traced, set(_programs._checked)
     # (0.3 s, as notebook 06 and the long run below: the three share one stored program)
     assert main(["whiplash", "--t-end", "0.3", "--out", str(out)]) == 0
     # Its windows' solve ran from a stored program (exported here, loaded by a later process:
-    # its tracing took most of a second process's 12 s), none traced as usual (where the
-    # store is on: `SPINEID_CACHE` or `SPINEID_PROGRAMS` off turn it off).
-    if _programs.program_folder() is not None:
+    # its tracing took most of a second process's 12 s), none traced as usual; where the
+    # store is on (`SPINEID_CACHE` or `SPINEID_PROGRAMS` off turn it off) and no other test of
+    # this worker has monkeypatched spineid, which stops it for the rest of the process
+    # (`_programs.patched`: traces made under a patch could otherwise be stored).
+    if _programs.program_folder() is not None and not _programs._tainted:
         assert _programs.counts.traced == traced and len(_programs._checked - checked) == 1
     summary = json.loads((out / "summary.json").read_text())
     assert summary["peak_relative_error_e_R"] < 1e-5  # Kvaerno4 at rtol 1e-5; paper 0.0103

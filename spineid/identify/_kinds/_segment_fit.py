@@ -206,10 +206,10 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
     (generalized least squares by iterated prewhitening, Seber and Wild 1989, section 6.2, as
     the trajectory fits: `spineid/identify/_trajectory/_correlated.py`; the first rows of each
     channel left out, Cochrane-Orcutt; where an autoregression is far from describing a
-    channel's noise, the errors from the sandwich of the whitened scores, `_sandwiched`), Newey-West
-    errors of the white-weighted estimate stand beside its errors where a channel needed an
-    order (`stderr_robust`), and the verdict has
-    three levels (docs/goodness-of-fit.md); a row without equilibrium at the white-weighted fit
+    channel's noise, the errors from the sandwich of the whitened scores, `_sandwiched`),
+    Newey-West errors of the white-weighted estimate stand beside its errors where a channel
+    needed an order (`stderr_robust`), and the verdict has three levels
+    (docs/goodness-of-fit.md); a row without equilibrium at the white-weighted fit
     leaves the noise white, said so (and fails the verdict). Fewer rows, or `"white"`: load cases
     without an order, white noise, the verdict checks the noise's plausibility only. The
     residuals are those of the module docstring; spineid's Levenberg-Marquardt
