@@ -264,23 +264,35 @@ def trajectory_exact_part(repetitions, rng):
     white_reported = np.sqrt(np.diag(bread))
     share = len(truth) / 3
 
-    def generalized(noise, estimates):
-        # The estimate's error, its reported errors under the channels' `estimates`, and the
-        # prewhitened HAC errors at each of `LAGS` lags (the sandwich of the whitened scores,
-        # each channel a record: Andrews and Monahan 1992), and the error's covariance.
+    def generalized(noise, estimates, robust=False):
+        # The estimate's error, its reported errors under the channels' `estimates` and the
+        # error's covariance; with `robust`, also the prewhitened HAC errors at each of `LAGS`
+        # lags (the sandwich of the whitened scores, each channel a record: Andrews and
+        # Monahan 1992).
         blocks = [(whitened(jacobian[:, c], e.coefficients) / e.innovation,
                    whitened(noise[:, c], e.coefficients) / e.innovation)
                   for c, e in enumerate(estimates)]
         a = np.concatenate([rows for rows, _ in blocks])
         covariance = np.linalg.inv(a.T @ a)
         error = covariance @ a.T @ np.concatenate([values for _, values in blocks])
+        if not robust:
+            return error, np.sqrt(np.diag(covariance)), covariance
         residuals = np.concatenate([values - rows @ error for rows, values in blocks])
         first = np.cumsum([0] + [len(values) for _, values in blocks])
         records = [np.arange(first[c], first[c + 1]) for c in range(len(blocks))]
-        robust = [np.sqrt(np.diag(hac_covariance(a, residuals, records,
-                                                 np.ones(len(truth), bool), lags)))
-                  for lags in LAGS]
-        return error, np.sqrt(np.diag(covariance)), robust, covariance
+        hac = [np.sqrt(np.diag(hac_covariance(a, residuals, records,
+                                              np.ones(len(truth), bool), lags)))
+               for lags in LAGS]
+        return error, np.sqrt(np.diag(covariance)), hac
+
+    def iterated(noise, estimates, refit):
+        # Iterated prewhitening from the channels' first `estimates`: six generalized fits,
+        # each followed by `refit(c, residuals of channel c, covariance)`.
+        for _ in range(6):
+            error, _, covariance = generalized(noise, estimates)
+            residuals = noise - jacobian @ error
+            estimates = [refit(c, residuals[:, c], covariance) for c in range(3)]
+        return estimates
 
     def added_back(residuals, rows, covariance, order):
         # A channel's autoregression from its residuals' autocovariances with what the fit
@@ -309,7 +321,7 @@ def trajectory_exact_part(repetitions, rng):
         estimates = [fit_channel_noise([noise[:, c]], AR(), share, channel)
                      for c, channel in enumerate(channels)]
         orders += [e.order for e in estimates]
-        error, stderr, _, _ = generalized(noise, estimates)
+        error, stderr, _ = generalized(noise, estimates)
         errors.append(error)
         reported.append(stderr)
         # As the fit does it: the autoregressions from the white-weighted fit's residuals, then
@@ -320,28 +332,21 @@ def trajectory_exact_part(repetitions, rng):
         estimates = [fit_channel_noise([residuals[:, c]], AR(), share, channel)
                      for c, channel in enumerate(channels)]
         kept = [AR(e.order) if e.order else White() for e in estimates]
-        for _ in range(6):
-            error, *_ = generalized(noise, estimates)
-            residuals = noise - jacobian @ error
-            estimates = [fit_channel_noise([residuals[:, c]], kind, share, channel)
-                         for c, (kind, channel) in enumerate(zip(kept, channels))]
-        error, stderr, hac, _ = generalized(noise, estimates)
+        estimates = iterated(noise, estimates, lambda c, r, _: fit_channel_noise(
+            [r], kept[c], share, channels[c]))
+        error, stderr, hac = generalized(noise, estimates, robust=True)
         from_residuals.append(error)
         reported_residuals.append(stderr)
         robust.append(hac)
         # The same with the absorbed part added back to the residuals' autocovariances.
-        residuals = noise - jacobian @ first
         covariance = (np.linalg.inv(weighted.T @ weighted)
                       * np.mean((residuals / TRACKING_SD) ** 2))
         estimates = [added_back(residuals[:, c], jacobian[:, c], covariance, None)
                      for c in range(3)]
-        kept = [e.order for e in estimates]
-        for _ in range(6):
-            error, _, _, covariance = generalized(noise, estimates)
-            residuals = noise - jacobian @ error
-            estimates = [added_back(residuals[:, c], jacobian[:, c], covariance, kept[c])
-                         for c in range(3)]
-        error, stderr, _, _ = generalized(noise, estimates)
+        orders_added = [e.order for e in estimates]
+        estimates = iterated(noise, estimates, lambda c, r, covariance: added_back(
+            r, jacobian[:, c], covariance, orders_added[c]))
+        error, stderr, _ = generalized(noise, estimates)
         from_added.append(error)
         reported_added.append(stderr)
     errors, reported = np.array(errors), np.array(reported)
