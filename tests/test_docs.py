@@ -133,3 +133,64 @@ def test_the_scale_out_pages_population_example_runs_as_printed(tmp_path, monkey
     assert printed[0].startswith("8 fit(s): 8 converged"), printed
     assert printed[1:] == ["(8, 4) (8, 4)", "(8, 4)"], printed
     assert (tmp_path / "population_fits" / "batch.json").is_file()
+
+
+def _error_samples() -> list[str]:
+    # The error lines the format pages show ("spineid: error: ..." in their plain blocks).
+    lines = []
+    for page in ("data-files.md", "model-files.md"):
+        fence = None  # (the language of the open block; "" a plain one)
+        for line in (DOCS / "formats" / page).read_text().splitlines():
+            if line.startswith("```"):
+                fence = line[3:].strip() if fence is None else None
+            elif fence == "" and line.startswith("spineid: error:"):
+                lines.append(line)
+    return lines
+
+
+def _write_records(folder, rows: dict[int, str], header: str = "t,x,y,theta") -> str:
+    # run1.csv: the header on line 1, then rows of zeros at 1 ms steps, with `rows` (line number:
+    # text) in place of the rows at those lines.
+    lines = [header] + [",".join([f"{0.001 * k:g}"] + ["0"] * header.count(","))
+                        for k in range(15)]
+    for number, text in rows.items():
+        lines[number - 1] = text
+    (folder / "run1.csv").write_text("\n".join(lines) + "\n")
+    return "run1.csv"
+
+
+def _write_model(folder, name: str, text: str) -> str:
+    (folder / name).write_text(text)
+    return name
+
+
+def test_the_error_lines_the_format_pages_show_are_what_spineid_prints(tmp_path, monkeypatch,
+                                                                        capsys):
+    # Each error line of docs/formats is printed as shown by the command a user would run on
+    # the file the page describes (written here, in the folder the command runs in).
+    from spineid.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    planar = str(spineid.dataset_path("axial_4_springs.toml"))
+    fit = ["fit", planar, "--free", "springs", "--out", "out"]
+    spine = spineid.dataset_path("thoracolumbar_spine.toml").read_text()
+    swapped = spine.replace('name = "T2"', 'name = "@"').replace('name = "T1"', 'name = "T2"')
+    runs = {
+        "line 7, column theta": lambda: fit[:2] + [_write_records(
+            tmp_path, {7: "0.005,0,0,n/a"})] + fit[2:],
+        "missing column(s)": lambda: fit[:2] + [_write_records(tmp_path, {}, "t,x,y")] + fit[2:],
+        "line 12: t must be": lambda: fit[:2] + [_write_records(
+            tmp_path, {11: "0.01,0,0,0", 12: "0.01,0,0,0"})] + fit[2:],
+        "upper.mass": lambda: ["simulate", _write_model(
+            tmp_path, "model.toml", spineid.dataset_path("liu_8_springs.toml").read_text()
+            .replace("mass = 0.5", "mass = -1", 1))],
+        "joints[15].upper": lambda: ["simulate", _write_model(
+            tmp_path, "spine.toml", swapped.replace('name = "@"', 'name = "T1"'))],
+    }
+    samples = _error_samples()
+    assert len(samples) == len(runs), samples
+    for sample in samples:
+        (key,) = [key for key in runs if key in sample]
+        assert main(runs[key]()) == 2, sample
+        printed = capsys.readouterr().err.strip().splitlines()
+        assert printed[-1] == sample, (printed[-1], sample)
