@@ -32,7 +32,7 @@ def summary(out):
         return list(csv.DictReader(file))
 
 
-TABLE = ["--displacement", "Rot_deg", "--load", "Torque_Nm", "--nodes=-0.1,0.0,0.1",
+TABLE = ["--displacement", "Rot_deg", "--load", "Torque_Nm", "--nodes=-0.1rad,0rad,0.1rad",
          "--free-breakpoints"]
 
 

@@ -207,14 +207,34 @@ def test_table_and_stiffness_read_testers_files(tmp_path, capsys):
     write_csv(tmp_path / "si.csv", {"displacement": angle, "load": moment})
     write_csv(tmp_path / "tester.csv", {"Rot_Y_deg": np.degrees(angle), "Torque_Nm": moment,
                                         "Specimen": ["C5-C6 #3"] * angle.size})
-    options = ["--nodes=-0.1,0.0,0.1", "--free-breakpoints"]
+    # The nodes bare in each file's displacement unit (SI for `displacement`, degrees for
+    # `Rot_Y_deg`), or with their unit.
+    si_nodes = ["--nodes=-0.1,0.0,0.1", "--free-breakpoints"]
     assert main(["table", str(tmp_path / "si.csv"), "--out", str(tmp_path / "a"),
-                 *options]) == 0
-    assert main(["table", str(tmp_path / "tester.csv"), "--out", str(tmp_path / "b"), *options,
-                 "--displacement", "Rot_Y_deg", "--load", "Torque_Nm"]) == 0
-    a, b = (json.loads((tmp_path / d / "report.json").read_text()) for d in "ab")
-    for pa, pb in zip(a["parameters"], b["parameters"]):
+                 *si_nodes]) == 0
+    tester = ["--displacement", "Rot_Y_deg", "--load", "Torque_Nm", "--free-breakpoints"]
+    assert main(["table", str(tmp_path / "tester.csv"), "--out", str(tmp_path / "b"), *tester,
+                 "--nodes=-0.1rad,0rad,0.1rad"]) == 0
+    degrees = float(np.degrees(0.1))
+    assert main(["table", str(tmp_path / "tester.csv"), "--out", str(tmp_path / "nodes_deg"),
+                 *tester, f"--nodes=-{degrees!r},0,{degrees!r}"]) == 0
+    a, b, c = (json.loads((tmp_path / d / "report.json").read_text())
+               for d in ("a", "b", "nodes_deg"))
+    for pa, pb, pc in zip(a["parameters"], b["parameters"], c["parameters"]):
         assert pb["value"] == pytest.approx(pa["value"], rel=1e-9, abs=1e-12)
+        assert pc["value"] == pytest.approx(pa["value"], rel=1e-6, abs=1e-9)
+    assert c["nodes_given_as"] == f"-{degrees:g}, 0, {degrees:g} deg, the column's unit"
+    # So is the width of the rounded corners.
+    for folder, width in (("width_rad", "0.01rad"), ("width_deg", repr(float(np.degrees(0.01))))):
+        assert main(["table", str(tmp_path / "tester.csv"), "--out", str(tmp_path / folder),
+                     *tester, "--nodes=-0.1rad,0rad,0.1rad", "--smoothing", width]) == 0
+    d, e = (json.loads((tmp_path / f / "report.json").read_text())
+            for f in ("width_rad", "width_deg"))
+    assert e["smoothing_given_as"].endswith("deg, the column's unit")
+    assert [p["value"] for p in e["parameters"]] == pytest.approx(
+        [p["value"] for p in d["parameters"]], rel=1e-6, abs=1e-9)
+    assert [p["value"] for p in d["parameters"]] != pytest.approx(
+        [p["value"] for p in b["parameters"]], rel=1e-6, abs=1e-9)
     # The tester's file also gets the law in its own units: the knee near 0.02 rad (1.146
     # deg), the stiffnesses 40 and 160 N m/rad (0.698 and 2.79 N m/deg).
     printed = capsys.readouterr().out.split("fitting a piecewise_linear law")[-1]

@@ -73,12 +73,13 @@ def misfit_fraction(misfit, span: float | None = None, column_unit: str | None =
 
 
 def column_quantity(text: str, option: str, column_unit: str | None,
-                    kinds: tuple[str, ...]) -> tuple[float, str]:
+                    kinds: tuple[str, ...], sign: str = "positive") -> tuple[float, str]:
     """A quantity typed for one column of a data file (`table --noise 0.5N`, `--max-misfit`,
-    `--displacement-noise 10um`), in SI, and how it was read (`quantity_in_si`): with its unit,
-    or bare in the column's unit `column_unit` (one of `UNITS`; `None` where the file gave
-    none: SI). `kinds` are the SI units the column may hold (a load: `("N", "N m")`), the
-    first taken for a bare number in a column of unknown kind."""
+    `--displacement-noise 10um`, `--smoothing`, each of `--nodes`), in SI, and how it was read
+    (`quantity_in_si`): with its unit, or bare in the column's unit `column_unit` (one of
+    `UNITS`; `None` where the file gave none: SI). `kinds` are the SI units the column may
+    hold (a load: `("N", "N m")`), the first taken for a bare number in a column of unknown
+    kind. `sign`: `"positive"`, `"non-negative"` or `"any"` (finite, as every value)."""
     column_unit = column_unit if column_unit in UNITS else None  # ("SI": spineid's own name)
     si_unit = UNITS[column_unit][0] if column_unit else None
     if si_unit is None:
@@ -88,23 +89,52 @@ def column_quantity(text: str, option: str, column_unit: str | None,
             raise ValueError(f"{option} {text!r}: {typed[1]} is {KINDS[si_unit]}, expected "
                              + " or ".join(f"{KINDS[k]} ({k})" for k in kinds))
     value, how = quantity_in_si(text, si_unit, column_unit, option)
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{option} {text!r}: expected a positive finite value")
+    allowed = {"positive": value > 0, "non-negative": value >= 0, "any": True}[sign]
+    if not (math.isfinite(value) and allowed):
+        wanted = "a finite value" if sign == "any" else f"a {sign} finite value"
+        raise ValueError(f"{option} {text!r}: expected {wanted}")
     return value, how
 
 
-def quantity_text(text: str) -> str:
-    """An option's quantity as typed (`0.5N`, `10um`, `0.002`), checked to be a positive number
-    with a known unit or none, kept as text: the verb converts it when it knows the data's
-    columns (`column_quantity`)."""
+def column_values(text: str, option: str, column_unit: str | None,
+                  kinds: tuple[str, ...]) -> tuple[np.ndarray, str]:
+    """Comma-separated values typed for one column (`table --nodes=0,1.5,3`, or with units:
+    `0mm,1.5mm,3mm`) -> `((n,)` in SI, how they were read), each as `column_quantity` reads it
+    (any sign); values of two kinds (a length and an angle) are refused."""
+    read = [column_quantity(part, option, column_unit, kinds, "any")
+            for part in text.split(",")]
+    units = {how.split()[1] for _, how in read}
+    if column_unit is None and len({UNITS.get(u, (u,))[0] for u in units}) > 1:
+        raise ValueError(f"{option} {text!r}: values of two kinds ({', '.join(sorted(units))}); "
+                         "give them in one")
+    parts = [how.split(" ", 2) + [""] for _, how in read]  # (number, unit, rule)
+    if len({(unit, rule) for _, unit, rule, *_ in parts}) == 1:  # (`0, 1.5, 3 mm, the ...`)
+        _, unit, rule, *_ = parts[0]
+        how = f"{', '.join(number for number, *_ in parts)} {unit} {rule}".rstrip()
+    else:
+        how = "; ".join(how for _, how in read)
+    return np.array([value for value, _ in read]), how
+
+
+def quantity_text(text: str, zero: bool = False) -> str:
+    """An option's quantity as typed (`0.5N`, `10um`, `0.002`), checked to be a positive
+    number (or zero, with `zero`) with a known unit or none, kept as text: the verb converts it
+    when it knows the data's columns (`column_quantity`)."""
     try:
         quantity = parse_quantity(text, "")
     except ValueError as error:  # (an unknown unit)
         raise argparse.ArgumentTypeError(str(error)) from None
-    if quantity is None or not (math.isfinite(quantity[0]) and quantity[0] > 0):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive number, with its unit "
-                                         "(0.5N, 10um) or in the column's unit")
+    if quantity is None or not (math.isfinite(quantity[0])
+                                and (quantity[0] > 0 or zero and quantity[0] == 0)):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected a {'non-negative' if zero else 'positive'} number, with its "
+            "unit (0.5N, 10um) or in the column's unit")
     return text.strip()
+
+
+def width_text(text: str) -> str:
+    """`quantity_text` that takes zero too (`table --smoothing 0`)."""
+    return quantity_text(text, zero=True)
 
 
 def parse_markers(text: str | None) -> dict | None:
@@ -125,19 +155,6 @@ def parse_markers(text: str | None) -> dict | None:
     if "upper" not in bodies:
         raise ValueError("--markers: the upper body's markers are needed (upper=A,B,C)")
     return bodies
-
-def numbers_argument(text: str | None, what: str) -> np.ndarray | None:
-    """Comma-separated numbers -> `(n,)`; `None` for `None`. Raises `ValueError` naming
-    `what`."""
-    if text is None:
-        return None
-    try:
-        numbers = np.array([float(v) for v in text.split(",")])
-    except ValueError:
-        raise ValueError(f"{what} {text!r}: expected comma-separated numbers") from None
-    if not np.all(np.isfinite(numbers)):
-        raise ValueError(f"{what} {text!r}: expected finite numbers (not nan or inf)")
-    return numbers
 
 
 def noise_model_name(text: str) -> str:

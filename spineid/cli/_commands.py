@@ -50,7 +50,7 @@ from ..simulation import simulate_in_windows
 from ..simulation._simulate import DEFAULT_RTOL
 from ..spines import l5_s1_law
 from ..studies import peak_force_sensitivity, segment_study, whiplash_study
-from ._arguments import (column_quantity, integrator, misfit_fraction, numbers_argument,
+from ._arguments import (column_quantity, column_values, integrator, misfit_fraction,
                          parse_markers, parse_noise)
 from ._outputs import (
     figures,
@@ -381,19 +381,29 @@ def command_table(arguments) -> int:
             option = "--noise" if channel == "load" else "--displacement-noise"
             noise[channel], read[channel] = column_quantity(text, option, unit, kinds)
     _print_columns([], read)
+    # The law's displacements (nodes, smoothing width) typed as the noise is: with their unit,
+    # or bare in the displacement column's.
+    nodes, smoothing, shape_read = None, 0.0, {}
+    if arguments.nodes is not None:
+        nodes, shape_read["nodes"] = column_values(arguments.nodes, "--nodes",
+                                                   *typed["displacement"][1:])
+    if arguments.smoothing is not None:
+        smoothing, shape_read["smoothing"] = column_quantity(
+            arguments.smoothing, "--smoothing", *typed["displacement"][1:], "non-negative")
+    for option, how in shape_read.items():
+        print(f"{option} given: {how}", flush=True)
     print(f"fitting a {arguments.law} law to {len(data.load)} points of {arguments.data}",
           flush=True)
-    law = LawForm(arguments.law, numbers_argument(arguments.nodes, "--nodes"),
-                  n_nodes=arguments.n_nodes, free_breakpoints=arguments.free_breakpoints,
-                  smoothing=arguments.smoothing, monotone=not arguments.not_monotone,
-                  degree=arguments.degree)
+    law = LawForm(arguments.law, nodes, n_nodes=arguments.n_nodes,
+                  free_breakpoints=arguments.free_breakpoints, smoothing=smoothing,
+                  monotone=not arguments.not_monotone, degree=arguments.degree)
     result = fit_load_law(data, law, dynamics=LawDynamics(arguments.damping, arguments.inertia),
                           noise=noise.get("load", arguments.noise_model), max_misfit=max_misfit,
                           solver=arguments.solver, displacement_noise=noise.get("displacement"))
     out = arguments.output
     refuse_non_finite(result.report(), "law fit")  # before the first file is written
     contents = dict(result.report(), data=[{"source": data.source, "read_as": data.read_as}],
-                    noise_given_as=read)
+                    noise_given_as=read, **{f"{k}_given_as": v for k, v in shape_read.items()})
     report = write_json(out / "report.json", dict(contents, profiles=[]))
     write_text_atomically(
         out / "law.toml",

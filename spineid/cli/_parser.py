@@ -7,7 +7,7 @@ import math
 from ..elements._load_laws import LAW_KINDS
 from ..identify._solvers import DEFAULT_SOLVER, SOLVER_NAMES
 from . import _commands as verbs
-from ._arguments import add_noise_model, integrator_option, quantity_text
+from ._arguments import add_noise_model, integrator_option, quantity_text, width_text
 from ._design_command import command_design
 from ._posterior_command import command_posterior
 from ._spine_command import (command_spine_flexibility, command_spine_instrument,
@@ -298,13 +298,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_units(table_parser)
     table_parser.add_argument("--law", default="piecewise_linear", choices=LAW_KINDS)
     table_parser.add_argument("--nodes", metavar="X0,X1,...",
-                              help="node displacements of a table law (default: --n-nodes "
-                                   "evenly over the data)")
+                              help="node displacements of a table law, each with its unit "
+                                   "(1.5mm, 2deg) or bare in the displacement column's unit "
+                                   "(SI for a column without one; default: --n-nodes evenly "
+                                   "over the data)")
     table_parser.add_argument("--n-nodes", type=AT_LEAST_TWO, default=6)
     table_parser.add_argument("--free-breakpoints", action="store_true",
                               help="also fit the interior node displacements (phase bounds)")
-    table_parser.add_argument("--smoothing", type=NON_NEGATIVE, default=0.0,
-                              help="smoothing width of piecewise_linear (SI; default 0)")
+    table_parser.add_argument("--smoothing", type=width_text, metavar="W",
+                              help="width over which piecewise_linear's corners are rounded, "
+                                   "with its unit (0.2mm) or bare in the displacement column's "
+                                   "unit (default 0: sharp corners)")
     table_parser.add_argument("--not-monotone", action="store_true",
                               help="allow a table load to decrease (negative stiffness)")
     table_parser.add_argument("--degree", type=POSITIVE_INT, default=3, help="polynomial degree")
