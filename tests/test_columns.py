@@ -460,3 +460,21 @@ def test_a_stiffness_matrix_is_shown_in_its_tests_units_only_where_each_kind_has
     assert entry_in(4, 1, ("kN", "Nmm", "mm", "deg")) == ("Nmm/mm", pytest.approx(1.0))
     assert matrix_units(dict(lab, Fz={"unit": "N"})) is None
     assert matrix_units(read_as(Fx="N", dx="m")) is None and matrix_units(None) is None
+
+
+def test_a_lab_file_in_mm_takes_its_nodes_in_mm_and_says_where_they_lie_in_mm(tmp_path, capsys):
+    # The README's shear tests (Disp_mm, Force_N): nodes typed bare are millimetres, and a node
+    # beyond the data is reported in millimetres, as the summary around it is.
+    data = spineid.dataset_path("lab_shear_tests") / "S01_Pos.csv"
+    columns = ["--displacement", "Disp_mm", "--load", "Force_N", "--noise-model", "white"]
+    assert main(["table", str(data), "--out", str(tmp_path / "in"), *columns,
+                 "--nodes=0,1.5,2.9"]) in (0, 1)
+    printed = capsys.readouterr().out
+    assert "nodes given: 0, 1.5, 2.9 mm, the column's unit" in printed
+    assert re.search(r"^node_displacement \(mm\): 0 \+- 0, 1\.5 \+- 0, 2\.9 \+- 0$", printed,
+                     re.M)
+    assert "outside the data" not in printed
+    assert main(["table", str(data), "--out", str(tmp_path / "out"), *columns,
+                 "--nodes=0,1.5,5mm"]) in (0, 1)
+    printed = capsys.readouterr().out
+    assert "nodes 5 mm lie outside the data (0 to 2.992 mm)" in printed, printed

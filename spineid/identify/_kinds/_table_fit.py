@@ -42,6 +42,7 @@ from ...elements._load_laws import (
     check_monotone,
 )
 from ...elements._parameters import Parameter
+from ...io._columns import UNITS
 from ...io._measurements import LoadDisplacementData
 from .._common._abstract_objective import AbstractObjective
 from .._common._analysis import analyse_parameters, not_converged_note
@@ -364,8 +365,12 @@ def fit_load_law(
         span = max(high - low, 1e-300)
         beyond = node_x[(node_x < low - 1e-9 * span) | (node_x > high + 1e-9 * span)]
         if beyond.size:
-            notes.append(f"nodes {', '.join(f'{v:g}' for v in beyond)} lie outside the data "
-                         f"({low:g} to {high:g}): their loads are extrapolated, not measured")
+            # (in the displacement column's unit where the file gave one, as the summary is)
+            unit = ((data.read_as or {}).get("displacement") or {}).get("unit")
+            factor, unit = (UNITS[unit][1], f" {unit}") if unit in UNITS else (1.0, "")
+            notes.append(f"nodes {', '.join(f'{v / factor:g}' for v in beyond)}{unit} lie "
+                         f"outside the data ({low / factor:g} to {high / factor:g}{unit}): "
+                         "their loads are extrapolated, not measured")
         if kind == "piecewise_linear" and not 0 <= smoothing <= np.min(np.diff(node_x)):
             raise ValueError(f"smoothing {smoothing:g}: expected between 0 and the shortest "
                              f"phase {np.min(np.diff(node_x)):g}")
