@@ -379,6 +379,43 @@ def test_the_fixed_margins_of_a_fits_figures_keep_every_label_inside(figure_name
         plt.close(figure)
 
 
+@pytest.mark.parametrize("verdict, words", [
+    (dict(level=None, explains_data=True, p_value=0.262), "explains the data (chi-square p = "
+                                                          "0.262)"),
+    (dict(level=None, explains_data=False, p_value=1e-9),
+     "does NOT explain the data (chi-square p = 1e-09)"),
+    (dict(level="describes", explains_data=False, p_value=None,
+          misfit={"x": {"fraction_of_range": 0.012}}),
+     "describes the data, smooth misfit up to 1.2% of the range"),
+    (dict(level=None, explains_data=None, p_value=None), None),
+])
+def test_the_residual_figure_states_the_verdict(verdict, words):
+    # The verdict on the residual figure, with the noise given (two levels and the
+    # chi-square's p) as with it estimated (three levels and the smooth misfit); none where
+    # no test was possible.
+    import matplotlib.pyplot as plt
+
+    from spineid.cli._drawing import FitFigureData
+
+    spineid.plots.use_file_backend()
+    channels = ("x", "y", "theta")
+    result = _stand_in_result(["k[0]", "k[1]"], channels, np.random.default_rng(0))
+    result.goodness_of_fit = SimpleNamespace(**dict(dict(misfit={}), **verdict))
+    # (as the command draws it: from the numbers its figure workers receive)
+    rng = np.random.default_rng(1)
+    result.measurements = [spineid.Measurement(m.ts, m.values, channels)
+                           for m in result.measurements]
+    result.predictions = [m.values + rng.normal(size=m.values.shape) * 1e-5
+                          for m in result.measurements]
+    figure = spineid.plots.plot_residuals(FitFigureData.of(result), channels, None)
+    try:
+        title = figure.get_suptitle().splitlines()
+        assert title[0] == "Residuals (data - fit) in units of the noise"
+        assert title[1:] == ([words] if words else []), title
+    finally:
+        plt.close(figure)
+
+
 def test_a_second_run_into_a_folder_another_run_is_writing_is_refused(tmp_path):
     # Two runs started together into one folder: the first to write locks it, the second is
     # refused in one line before it writes a file; once the first has finished, the folder

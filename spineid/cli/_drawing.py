@@ -42,8 +42,10 @@ class FitFigureData:
 
     Fields: `measurements` (`Measurement`s: `ts` s `(k,)`, `values` SI `(k, c)`),
     `predictions` (per load case, `(k, c)` SI), `noise` (per channel, SI), `cost`, `solver`
-    (the text the fit figure's title shows), `names` (free parameters) and `identifiability`
-    (an `Identifiability`, or `None` for a result without one); `residuals()` as the result's.
+    (the text the fit figure's title shows), `names` (free parameters), `identifiability`
+    (an `Identifiability`, or `None` for a result without one) and `goodness_of_fit` (the
+    `GoodnessOfFit` whose verdict the residual figure states, or `None`); `residuals()` as the
+    result's.
     """
 
     measurements: list
@@ -53,6 +55,7 @@ class FitFigureData:
     solver: str
     names: list
     identifiability: object = None
+    goodness_of_fit: object = None
 
     @classmethod
     def of(cls, result) -> "FitFigureData":
@@ -61,7 +64,8 @@ class FitFigureData:
                     for m in result.measurements],
                    [np.asarray(p) for p in result.predictions], dict(result.noise),
                    float(result.cost), str(result.solver), list(getattr(result, "names", ())),
-                   getattr(result, "identifiability", None))
+                   getattr(result, "identifiability", None),
+                   getattr(result, "goodness_of_fit", None))
 
     def residuals(self) -> list[np.ndarray]:
         """Data minus fit, per load case (`(k, c)`, SI)."""
