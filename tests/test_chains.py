@@ -200,3 +200,25 @@ def test_the_posterior_verb_fits_samples_and_writes_what_arviz_reads(tmp_path, c
     assert float(arviz.rhat(data_set)["springs[0].stiffness"]) == pytest.approx(r_hats[0])
     for name in ("posterior.png", "trace.png"):
         assert (out / name).stat().st_size > 10_000
+
+
+def test_arviz_is_imported_without_its_daily_announcement(tmp_path):
+    # ArviZ announces its coming refactor in a FutureWarning once a day per user (a stamp in
+    # its cache folder); `spineid posterior` printed it as a spineid warning. In a fresh cache
+    # folder, where ArviZ itself would announce it, spineid's import is silent.
+    import os
+    import subprocess
+    import sys
+
+    def run(program, folder):
+        environment = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / folder))
+        return subprocess.run([sys.executable, "-W", "error::FutureWarning", "-c", program],
+                              env=environment, capture_output=True, text=True, timeout=300)
+
+    plain = run("import arviz", "plain")
+    if plain.returncode == 0:
+        pytest.skip("this ArviZ makes no announcement")
+    assert "major refactor" in plain.stderr, plain.stderr[-2000:]
+    ours = run("from spineid.identify._design._posterior import imported_arviz; "
+               "print(imported_arviz().__name__)", "ours")
+    assert ours.returncode == 0 and ours.stdout.strip() == "arviz", ours.stderr[-2000:]

@@ -123,6 +123,21 @@ def _discrepancies(objective: _Objective, u):
     return jax.vmap(lambda v: jnp.sum(objective(v) ** 2))(u)
 
 
+def imported_arviz():
+    """ArviZ, imported without the announcement of its coming refactor that it makes once a day
+    (a `FutureWarning` about ArviZ itself, which a spineid user can do nothing about); an
+    `ImportError` with the install hint where it is missing."""
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"\s*ArviZ is undergoing a major refactor",
+                                    category=FutureWarning)
+            import arviz
+    except ImportError:
+        raise ImportError("Posterior.to_inference_data needs ArviZ: pip install "
+                          "'spineid[bayes]'") from None
+    return arviz
+
+
 @dataclasses.dataclass
 class Posterior:
     """Samples of the posterior of a `FitProblem` (`posterior`).
@@ -182,11 +197,7 @@ class Posterior:
         `sample_stats` (`diverging`, `acceptance_rate`), so that `az.summary`,
         `az.plot_trace`, `az.plot_pair` and `to_netcdf` work on them. Needs ArviZ
         (`pip install 'spineid[bayes]'`)."""
-        try:
-            import arviz
-        except ImportError:
-            raise ImportError("Posterior.to_inference_data needs ArviZ: pip install "
-                              "'spineid[bayes]'") from None
+        arviz = imported_arviz()
         chains = self.chain_draws
         return arviz.from_dict(
             posterior={name: chains[:, :, j] for j, name in enumerate(self.names)},
