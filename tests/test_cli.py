@@ -487,3 +487,35 @@ def test_a_table_fit_of_a_testers_file_prints_its_numbers_in_the_files_units(tmp
     assert "data's units" not in printed and f"white, sd {noise:.3g} N\n" in printed
     assert next(line for line in printed.splitlines() if line.startswith("gap[1] ")).split()[
         -1] == "m"
+
+
+@pytest.mark.parametrize("arguments, attribute, value", [
+    (["segment", "--moment", "1800Nmm"], "moment", 1.8),
+    (["segment", "--moment", "1.8"], "moment", 1.8),
+    (["segment", "--force", "0.02kN"], "force", 20.0),
+    (["spine", "flexibility", "--moment", "7500 Nmm"], "moment", 7.5),
+    (["spine", "instrument", "--levels", "L1,T12", "--diameter", "0.55cm"], "diameter", 5.5),
+    (["recover", "m.toml", "d.csv", "--out", "o", "--max-stiffness", "50N/mm"],
+     "max_stiffness", 5e4),
+])
+def test_options_stated_in_a_unit_take_a_number_with_its_unit(arguments, attribute, value):
+    # Every number a user types can carry its unit: an option in N m takes 1800Nmm, one in mm
+    # takes 0.55cm; a bare number stays in the option's own unit.
+    from spineid.cli import build_parser
+
+    parsed = build_parser().parse_args(arguments)
+    assert getattr(parsed, attribute) == pytest.approx(value, rel=1e-12)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["segment", "--moment", "3N"], "N is not a unit of N m"),
+    (["segment", "--force", "2deg"], "deg is not a unit of N"),
+    (["spine", "flexibility", "--moment", "2000000Nmm"], "at most 1000 N m"),
+    (["segment", "--moment=-1Nm"], "expected a positive number"),
+])
+def test_a_number_with_a_unit_of_another_kind_is_refused(arguments, message, capsys):
+    from spineid.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(arguments)
+    assert message in capsys.readouterr().err

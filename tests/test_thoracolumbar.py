@@ -284,7 +284,7 @@ def test_the_spine_flexibility_command_gives_the_python_tests_numbers(segments, 
             (["--joints", "L5-S1", "--loaded", "T1"], "give one of the two"),
             ([str(spineid.dataset_path("c5_c6.toml"))], "needs a kind = \"spatial_chain\""),
             (["--loaded", "S1"], "the chain's fixed base"),
-            (["--moment", "0"], "a positive moment")):
+            (["--moment", "0"], "a positive number of at most 1000 N m")):
         with pytest.raises(SystemExit) if arguments[0] == "--moment" else nullcontext():
             status = main(["spine", "flexibility", "--out", str(tmp_path / "bad"), *arguments])
             assert status == 2

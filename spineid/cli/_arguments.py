@@ -11,6 +11,7 @@ import numpy as np
 from ..identify._common._goodness import MAX_MISFIT
 from ..identify._common._noise_model import as_noise_model
 from ..io._columns import KINDS, parse_quantity, quantity_in_si, UNITS
+from ..io._model_units import quantity_in
 from ..simulation import MEBDF
 
 
@@ -130,6 +131,26 @@ def quantity_text(text: str, zero: bool = False) -> str:
             f"{text!r}: expected a {'non-negative' if zero else 'positive'} number, with its "
             "unit (0.5N, 10um) or in the column's unit")
     return text.strip()
+
+
+def quantity_option(unit: str, high: float = math.inf):
+    """An argparse `type` for an option stated in `unit` (`"N"`, `"N m"`, `"mm"`, `"N/m"`):
+    a positive number of at most `high`, bare in `unit` or typed with a unit of its kind
+    (`--moment 1800Nmm` for an option in N m, `--diameter 0.55cm`), returned in `unit`."""
+    def parse(text: str) -> float:
+        try:
+            value = quantity_in(text, unit)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(f"{text!r}: {error}") from None
+        if value is None or not (math.isfinite(value) and 0 < value <= high):
+            limit = f" of at most {high:g} {unit}" if math.isfinite(high) else ""
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: expected a positive number{limit}, in {unit} or with its unit "
+                f"(e.g. 2{unit.replace(' ', '')})")
+        return value
+
+    parse.__name__ = f"a positive number in {unit}"  # (argparse names the type in messages)
+    return parse
 
 
 def width_text(text: str) -> str:

@@ -7,7 +7,8 @@ import math
 from ..elements._load_laws import LAW_KINDS
 from ..identify._solvers import DEFAULT_SOLVER, SOLVER_NAMES
 from . import _commands as verbs
-from ._arguments import add_noise_model, integrator_option, quantity_text, width_text
+from ._arguments import (add_noise_model, integrator_option, quantity_option, quantity_text,
+                         width_text)
 from ._design_command import command_design
 from ._posterior_command import command_posterior
 from ._spine_command import (command_spine_flexibility, command_spine_instrument,
@@ -37,7 +38,6 @@ def _checked(convert, test, expected: str):
 POSITIVE_INT = _checked(int, lambda v: v > 0, "a whole number >= 1")
 AT_LEAST_TWO = _checked(int, lambda v: v >= 2, "a whole number >= 2")
 SEED = _checked(int, lambda v: 0 <= v < 2**32, "a whole number from 0 to 2**32 - 1")
-POSITIVE = _checked(float, lambda v: math.isfinite(v) and v > 0, "a positive number")
 NON_NEGATIVE = _checked(float, lambda v: math.isfinite(v) and v >= 0, "a number >= 0")
 WHIPLASH_END = _checked(float, lambda v: math.isfinite(v) and 0 < v <= 600,
                         "a positive time in s, at most 600 (1000 samples are saved per second)")
@@ -49,8 +49,7 @@ DRAWS = _checked(int, lambda v: 10 <= v <= 10**6, "a whole number from 10 to 100
 CHAINS = _checked(int, lambda v: 1 <= v <= 64, "a whole number from 1 to 64")
 SPINE_STEPS = _checked(int, lambda v: 2 <= v <= 500, "a whole number from 2 to 500")
 CONTOUR = _checked(float, lambda v: math.isfinite(v) and 0 <= v <= 1, "a fraction from 0 to 1")
-SPINE_MOMENT = _checked(float, lambda v: math.isfinite(v) and 0 < v <= 1000,
-                        "a positive moment of at most 1000 N m")
+SPINE_MOMENT = quantity_option("N m", high=1000.0)
 REPETITIONS = _checked(int, lambda v: 2 <= v <= 10000, "a whole number from 2 to 10000")
 TIME_LIMIT = _checked(float, lambda v: math.isfinite(v) and 0 < v <= 1e7,
                       "a positive time in s, at most 1e7 (about 16 weeks)")
@@ -247,9 +246,11 @@ def build_parser() -> argparse.ArgumentParser:
                                 help="fit N equally spaced springs instead of off-grid atoms")
     recover_parser.add_argument("--max-atoms", type=POSITIVE_INT, default=4,
                                 help="most atoms off the grid (default 4)")
-    recover_parser.add_argument("--max-stiffness", type=POSITIVE, metavar="N_PER_M",
-                                help="ceiling on the total stiffness (default: translational "
-                                     "frequency at the data's Nyquist frequency)")
+    recover_parser.add_argument("--max-stiffness", type=quantity_option("N/m"),
+                                metavar="N_PER_M",
+                                help="ceiling on the total stiffness, N/m or with its unit "
+                                     "(50N/mm; default: translational frequency at the data's "
+                                     "Nyquist frequency)")
     recover_parser.set_defaults(run=verbs.command_recover)
     stiffness_parser = commands.add_parser(
         "stiffness", help="fit a 6x6 stiffness matrix to a quasi-static load-displacement test"
@@ -374,10 +375,12 @@ def build_parser() -> argparse.ArgumentParser:
                                 help="spatial_pair model file with bushings, [[ligaments]] and "
                                      "[[facets]] (default: the bundled datasets/c5_c6.toml)")
     _add_output(segment_parser, default="spineid-segment")
-    segment_parser.add_argument("--force", type=POSITIVE, default=20.0,
-                                help="shear, tension and compression load (N, default 20)")
-    segment_parser.add_argument("--moment", type=POSITIVE, default=1.8,
-                                help="bending and torsion moment (N m, default 1.8)")
+    segment_parser.add_argument("--force", type=quantity_option("N"), default=20.0,
+                                help="shear, tension and compression load (N or with its "
+                                     "unit, 0.02kN; default 20)")
+    segment_parser.add_argument("--moment", type=quantity_option("N m"), default=1.8,
+                                help="bending and torsion moment (N m or with its unit, "
+                                     "1800Nmm; default 1.8)")
     segment_parser.add_argument("--fit", metavar="DATA.csv",
                                 help="fit the --free parameters to a quasi-static test "
                                      "(Fx..Mz,dx,dy,dz,b1,b2,b3, like the written cases.csv)")
@@ -417,7 +420,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     help="spatial_chain model file (default: the bundled "
                                          "datasets/thoracolumbar_spine.toml)")
     flexibility_parser.add_argument("--moment", type=SPINE_MOMENT, default=10.0,
-                                    help="largest moment, each way (N m, default 10)")
+                                    help="largest moment, each way (N m or with its unit, "
+                                         "7500Nmm; default 10)")
     flexibility_parser.add_argument("--steps", type=SPINE_STEPS, default=20,
                                     help="load steps per side (default 20)")
     flexibility_parser.add_argument("--joints", metavar="L5-S1,L4-L5,...",
@@ -466,8 +470,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    help="attachment point: pedicle (default), "
                                         "transverse_process, transverse_process_base, lamina, "
                                         "lamina_inferior")
-    instrument_parser.add_argument("--diameter", type=POSITIVE, default=5.5,
-                                   help="rod diameter (mm, default 5.5)")
+    instrument_parser.add_argument("--diameter", type=quantity_option("mm"), default=5.5,
+                                   help="rod diameter (mm or with its unit, 0.55cm; default "
+                                        "5.5)")
     instrument_parser.add_argument("--material", default="titanium",
                                    help="rod material (default titanium)")
     instrument_parser.add_argument("--steps", type=SPINE_STEPS, default=10,
@@ -475,7 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
                                         "(and load steps of --moment; default 10)")
     instrument_parser.add_argument("--moment", type=SPINE_MOMENT,
                                    help="also test the whole spine before and with the rods "
-                                        "under this moment (N m) on --body")
+                                        "under this moment (N m or with its unit) on --body")
     instrument_parser.add_argument("--body", default="T1",
                                    help="the vertebra loaded with --moment (default T1)")
     instrument_parser.add_argument("--no-plots", action="store_true",

@@ -61,6 +61,24 @@ def unit_expression(text: str) -> tuple[float, dict[str, int]] | None:
     return factor, {base: e for base, e in dimensions.items() if e}
 
 
+def quantity_in(text: str, unit: str) -> float | None:
+    """A number typed with its unit (`"1800 Nmm"`, `"20N"`, `"0.5 N/mm"`) in `unit`, an SI
+    unit or one of `UNITS`' (`"N m"`, `"mm"`, `"N/m"`), or bare (in `unit`); `None` for text
+    that is not a number with a unit, and a `ValueError` for a unit of another kind."""
+    match = _QUANTITY.match(text)
+    if match is None:
+        try:
+            return float(text)
+        except ValueError:
+            return None
+    given, wanted = unit_expression(match.group(2)), unit_expression(unit)
+    if given is None:
+        return None
+    if _physical(given[1]) != _physical(wanted[1]):
+        raise ValueError(f"{match.group(2).strip()} is not a unit of {unit}")
+    return float(match.group(1)) * given[0] / wanted[0]
+
+
 def si_dimensions(unit: str) -> dict[str, int] | None:
     """The dimensions of an SI unit as parameters declare it (`"N m/rad"`, `"kg m^2"`,
     `"N m/(rad rad)"`); `None` for one `unit_expression` does not read."""
