@@ -153,7 +153,7 @@ def test_escapes_a_local_optimum_with_values_not_measured():
     assert default.n_data == gappy.n_data < problem.n_data
 
 
-def test_auto_judges_a_first_fit_under_provisional_weights_after_refining_them():
+def test_auto_judges_a_first_fit_under_provisional_weights_after_refining_them(capsys):
     # Noise 3e-7 m and 3e-9 rad, estimated: the provisional weights (a thousandth of each
     # channel's range) are far above it and in other ratios (theta weighted about 200x too
     # lightly against x). The first fit is right, but its theta residuals still trace the
@@ -163,8 +163,12 @@ def test_auto_judges_a_first_fit_under_provisional_weights_after_refining_them()
     # are repeated until the estimate settles.
     tiny = {"x": 3e-7, "y": 3e-7, "theta": 3e-9}
     truth, problem = planar_problem((1.3, 0.7, 1.2), noise=None, data_noise=tiny)
-    result = spineid.fit(problem)
+    capsys.readouterr()
+    result = spineid.fit(problem, progress=True)
     assert result.solver == "auto: lm from the start"
+    # The refits the verdict needed are shown as they run (they were silent).
+    printed = capsys.readouterr().out
+    assert printed.count("refining the fit with these weights") >= 2, printed
     assert result.explains_data and result.noise_estimated
     assert np.all(np.abs(result.values - truth) <= 4 * result.stderr)
     for channel, sigma in tiny.items():

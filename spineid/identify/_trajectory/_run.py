@@ -231,7 +231,9 @@ class _Run:
         if goodness.explains_data is False and self.noise_estimated \
                 and math.isfinite(outcome.cost) and not failed_cost(outcome.cost):
             try:
-                refinement = self.refine(jnp.asarray(outcome.u))
+                # (shown as in `finish`, which reuses it: the refits of a fit of many
+                # parameters can take minutes, 65 steps of 3.9 s in an OpenSim neck's)
+                refinement = self.refine(jnp.asarray(outcome.u), self.progress)
                 u, _, _, linearisation, _, objective = refinement
                 refined = _Outcome(np.asarray(u), False, 0, linearisation, math.inf, [])
                 goodness = self.verdict(refined, objective)
