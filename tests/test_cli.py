@@ -497,6 +497,9 @@ def test_a_table_fit_of_a_testers_file_prints_its_numbers_in_the_files_units(tmp
     (["spine", "instrument", "--levels", "L1,T12", "--diameter", "0.55cm"], "diameter", 5.5),
     (["recover", "m.toml", "d.csv", "--out", "o", "--max-stiffness", "50N/mm"],
      "max_stiffness", 5e4),
+    (["recover", "m.toml", "d.csv", "--out", "o", "--max-stiffness", "1e5"],
+     "max_stiffness", 1e5),
+    (["segment", "--force", "1E2"], "force", 100.0),
 ])
 def test_options_stated_in_a_unit_take_a_number_with_its_unit(arguments, attribute, value):
     # Every number a user types can carry its unit: an option in N m takes 1800Nmm, one in mm
@@ -512,6 +515,9 @@ def test_options_stated_in_a_unit_take_a_number_with_its_unit(arguments, attribu
     (["segment", "--force", "2deg"], "deg is not a unit of N"),
     (["spine", "flexibility", "--moment", "2000000Nmm"], "at most 1000 N m"),
     (["segment", "--moment=-1Nm"], "expected a positive number"),
+    (["segment", "--moment", "2Nm/deg"], "Nm/deg is not a unit of N m"),
+    (["segment", "--force", "1 N/rad"], "N/rad is not a unit of N"),
+    (["segment", "--force", "3 lbf"], "unknown unit 'lbf'"),
 ])
 def test_a_number_with_a_unit_of_another_kind_is_refused(arguments, message, capsys):
     from spineid.cli import build_parser
@@ -519,3 +525,18 @@ def test_a_number_with_a_unit_of_another_kind_is_refused(arguments, message, cap
     with pytest.raises(SystemExit):
         build_parser().parse_args(arguments)
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, message", [
+    ("0,1.5mm,3", "some values with a unit and some bare"),
+    ("0,1.5,3,", "an empty value"),
+    ("0,1mm,0.1deg", "values of two kinds"),
+])
+def test_values_typed_for_a_column_without_a_unit_are_of_one_kind_and_all_given(text, message):
+    # (`table --nodes` for a file whose displacement column has no unit: SI or all typed)
+    from spineid.cli._arguments import column_values
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        column_values(text, "--nodes", None, ("m", "rad"))
+    values, how = column_values("0mm,1.5mm,3mm", "--nodes", None, ("m", "rad"))
+    assert list(values) == pytest.approx([0.0, 1.5e-3, 3e-3]) and how == "0, 1.5, 3 mm"

@@ -478,3 +478,8 @@ def test_a_lab_file_in_mm_takes_its_nodes_in_mm_and_says_where_they_lie_in_mm(tm
                  "--nodes=0,1.5,5mm"]) in (0, 1)
     printed = capsys.readouterr().out
     assert "nodes 5 mm lie outside the data (0 to 2.992 mm)" in printed, printed
+    # So is a smoothing wider than a phase, refused.
+    assert main(["table", str(data), "--out", str(tmp_path / "wide"), *columns,
+                 "--nodes=0,1.5,2.9", "--smoothing", "2"]) == 2
+    assert "smoothing 2 mm: expected between 0 and the shortest phase 1.4 mm" in \
+        capsys.readouterr().err

@@ -380,19 +380,21 @@ def test_the_fixed_margins_of_a_fits_figures_keep_every_label_inside(figure_name
 
 
 @pytest.mark.parametrize("verdict, words", [
-    (dict(level=None, explains_data=True, p_value=0.262), "explains the data (chi-square p = "
-                                                          "0.262)"),
-    (dict(level=None, explains_data=False, p_value=1e-9),
-     "does NOT explain the data (chi-square p = 1e-09)"),
-    (dict(level="describes", explains_data=False, p_value=None,
+    # (the states real fits produce: with the noise given a level and the chi-square's p, as
+    # a 4-spring fit of a lab's mm file gave; with it estimated a level and the misfit)
+    (dict(level="explains", explains_data=True, noise_given=True, p_value=0.262),
+     "explains the data (chi-square p = 0.262)"),
+    (dict(level="does_not_describe", explains_data=False, noise_given=True, p_value=1e-9),
+     "does NOT describe the data (chi-square p = 1e-09)"),
+    (dict(level="describes", explains_data=None, noise_given=False, p_value=None,
           misfit={"x": {"fraction_of_range": 0.012}}),
      "describes the data, smooth misfit up to 1.2% of the range"),
-    (dict(level=None, explains_data=None, p_value=None), None),
+    (dict(level=None, explains_data=None, noise_given=False, p_value=None), None),
 ])
 def test_the_residual_figure_states_the_verdict(verdict, words):
-    # The verdict on the residual figure, with the noise given (two levels and the
-    # chi-square's p) as with it estimated (three levels and the smooth misfit); none where
-    # no test was possible.
+    # The verdict on the residual figure, with the noise given (its level and the
+    # chi-square's p) as with it estimated (its level and the smooth misfit); none where no
+    # test was possible.
     import matplotlib.pyplot as plt
 
     from spineid.cli._drawing import FitFigureData

@@ -102,12 +102,18 @@ def column_values(text: str, option: str, column_unit: str | None,
     """Comma-separated values typed for one column (`table --nodes=0,1.5,3`, or with units:
     `0mm,1.5mm,3mm`) -> `((n,)` in SI, how they were read), each as `column_quantity` reads it
     (any sign); values of two kinds (a length and an angle) are refused."""
-    read = [column_quantity(part, option, column_unit, kinds, "any")
-            for part in text.split(",")]
+    parts = text.split(",")
+    if not all(part.strip() for part in parts):
+        raise ValueError(f"{option} {text!r}: an empty value (two commas, or one at an end)")
+    read = [column_quantity(part, option, column_unit, kinds, "any") for part in parts]
     units = {how.split()[1] for _, how in read}
     if column_unit is None and len({UNITS.get(u, (u,))[0] for u in units}) > 1:
         raise ValueError(f"{option} {text!r}: values of two kinds ({', '.join(sorted(units))}); "
                          "give them in one")
+    typed = [(parse_quantity(part, option) or (0.0, None))[1] is not None for part in parts]
+    if column_unit is None and any(typed) and not all(typed):
+        raise ValueError(f"{option} {text!r}: some values with a unit and some bare (SI, "
+                         "for a column without a unit); give every value its unit, or none")
     parts = [how.split(" ", 2) + [""] for _, how in read]  # (number, unit, rule)
     if len({(unit, rule) for _, unit, rule, *_ in parts}) == 1:  # (`0, 1.5, 3 mm, the ...`)
         _, unit, rule, *_ = parts[0]

@@ -65,16 +65,19 @@ def quantity_in(text: str, unit: str) -> float | None:
     """A number typed with its unit (`"1800 Nmm"`, `"20N"`, `"0.5 N/mm"`) in `unit`, an SI
     unit or one of `UNITS`' (`"N m"`, `"mm"`, `"N/m"`), or bare (in `unit`); `None` for text
     that is not a number with a unit, and a `ValueError` for a unit of another kind."""
+    try:
+        return float(text)  # (bare, `1e5` included)
+    except ValueError:
+        pass
     match = _QUANTITY.match(text)
     if match is None:
-        try:
-            return float(text)
-        except ValueError:
-            return None
+        return None
     given, wanted = unit_expression(match.group(2)), unit_expression(unit)
     if given is None:
-        return None
-    if _physical(given[1]) != _physical(wanted[1]):
+        known = ", ".join([*UNITS, *MASS_UNITS])
+        raise ValueError(f"unknown unit {match.group(2).strip()!r} (units: {known}, with "
+                         "powers, products and one '/': N/mm, N m/deg)")
+    if given[1] != wanted[1]:  # (the radian counted: N m/deg is not a moment)
         raise ValueError(f"{match.group(2).strip()} is not a unit of {unit}")
     return float(match.group(1)) * given[0] / wanted[0]
 

@@ -93,18 +93,15 @@ def plot_residuals(result, channels: tuple[str, ...], path: str | pathlib.Path) 
 
 
 def _verdict_words(result) -> str:
-    # The verdict of a fit for a figure's title: its level and largest smooth misfit, or with
-    # the noise given its two levels and the chi-square's p-value.
+    # The verdict of a fit for a figure's title: its level, with the noise given the
+    # chi-square's p-value, and the largest smooth misfit.
     fit = getattr(result, "goodness_of_fit", None)
-    if fit is None or fit.level is None and fit.explains_data is None:
+    if fit is None or fit.level is None:
         return ""
-    if fit.level is None:
-        words = "explains the data" if fit.explains_data else "does NOT explain the data"
-        if fit.p_value is not None:
-            words += f" (chi-square p = {fit.p_value:.3g})"
-        return f"\n{words}"
     words = {"explains": "explains the data", "describes": "describes the data",
              "does_not_describe": "does NOT describe the data"}[fit.level]
+    if fit.noise_given and fit.p_value is not None:
+        words += f" (chi-square p = {fit.p_value:.3g})"
     if fit.misfit:
         words += (", smooth misfit up to "
                   f"{100 * max(e['fraction_of_range'] for e in fit.misfit.values()):.2g}% of "

@@ -364,16 +364,16 @@ def fit_load_law(
         low, high = float(np.min(data.displacement)), float(np.max(data.displacement))
         span = max(high - low, 1e-300)
         beyond = node_x[(node_x < low - 1e-9 * span) | (node_x > high + 1e-9 * span)]
+        # (in the displacement column's unit where the file gave one, as the summary is)
+        unit = ((data.read_as or {}).get("displacement") or {}).get("unit")
+        factor, unit = (UNITS[unit][1], f" {unit}") if unit in UNITS else (1.0, "")
         if beyond.size:
-            # (in the displacement column's unit where the file gave one, as the summary is)
-            unit = ((data.read_as or {}).get("displacement") or {}).get("unit")
-            factor, unit = (UNITS[unit][1], f" {unit}") if unit in UNITS else (1.0, "")
             notes.append(f"nodes {', '.join(f'{v / factor:g}' for v in beyond)}{unit} lie "
                          f"outside the data ({low / factor:g} to {high / factor:g}{unit}): "
                          "their loads are extrapolated, not measured")
         if kind == "piecewise_linear" and not 0 <= smoothing <= np.min(np.diff(node_x)):
-            raise ValueError(f"smoothing {smoothing:g}: expected between 0 and the shortest "
-                             f"phase {np.min(np.diff(node_x)):g}")
+            raise ValueError(f"smoothing {smoothing / factor:g}{unit}: expected between 0 and "
+                             f"the shortest phase {np.min(np.diff(node_x)) / factor:g}{unit}")
         start = _start_loads(data, node_x)
         spread = max(np.ptp(data.load), 1e-12)
         if free_breakpoints:
