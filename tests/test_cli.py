@@ -500,6 +500,7 @@ def test_a_table_fit_of_a_testers_file_prints_its_numbers_in_the_files_units(tmp
     (["recover", "m.toml", "d.csv", "--out", "o", "--max-stiffness", "1e5"],
      "max_stiffness", 1e5),
     (["segment", "--force", "1E2"], "force", 100.0),
+    (["whiplash", "--t-end", "300ms"], "t_end", 0.3),
 ])
 def test_options_stated_in_a_unit_take_a_number_with_its_unit(arguments, attribute, value):
     # Every number a user types can carry its unit: an option in N m takes 1800Nmm, one in mm

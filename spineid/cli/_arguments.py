@@ -139,20 +139,22 @@ def quantity_text(text: str, zero: bool = False) -> str:
     return text.strip()
 
 
-def quantity_option(unit: str, high: float = math.inf):
-    """An argparse `type` for an option stated in `unit` (`"N"`, `"N m"`, `"mm"`, `"N/m"`):
-    a positive number of at most `high`, bare in `unit` or typed with a unit of its kind
-    (`--moment 1800Nmm` for an option in N m, `--diameter 0.55cm`), returned in `unit`."""
+def quantity_option(unit: str, high: float = math.inf, expected: str | None = None):
+    """An argparse `type` for an option stated in `unit` (`"N"`, `"N m"`, `"mm"`, `"N/m"`,
+    `"s"`): a positive number of at most `high`, bare in `unit` or typed with a unit of its
+    kind (`--moment 1800Nmm` for an option in N m, `--diameter 0.55cm`, `--t-end 200ms`),
+    returned in `unit`; `expected` says what is expected where the default words do not."""
+    limit = f" of at most {high:g} {unit}" if math.isfinite(high) else ""
+    expected = expected or f"a positive number{limit}, in {unit} or with its unit (e.g. " \
+                           f"2{unit.replace(' ', '')})"
+
     def parse(text: str) -> float:
         try:
             value = quantity_in(text, unit)
         except ValueError as error:
             raise argparse.ArgumentTypeError(f"{text!r}: {error}") from None
         if value is None or not (math.isfinite(value) and 0 < value <= high):
-            limit = f" of at most {high:g} {unit}" if math.isfinite(high) else ""
-            raise argparse.ArgumentTypeError(
-                f"{text!r}: expected a positive number{limit}, in {unit} or with its unit "
-                f"(e.g. 2{unit.replace(' ', '')})")
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {expected}")
         return value
 
     parse.__name__ = f"a positive number in {unit}"  # (argparse names the type in messages)
