@@ -324,7 +324,8 @@ def test_interrupt_and_sigterm_end_with_one_line_and_no_partial_file(tmp_path, c
      "--max-steps: '0': expected a whole number >= 1"),
     (["fit", "M", "D", "--free", "s", "--out", "o", "--starts", "-1"], "--starts"),
     (["fit", "M", "D", "--free", "s", "--out", "o", "--seed", "-1"], "--seed"),
-    (["table", "D", "--out", "o", "--inertia", "-1"], "--inertia: '-1': expected a number >= 0"),
+    (["table", "D", "--out", "o", "--inertia", "-1"], "--inertia: '-1': expected an inertia >= 0"),
+    (["table", "D", "--out", "o", "--inertia", "2N"], "--inertia: '2N': expected an inertia >= 0"),
     (["table", "D", "--out", "o", "--degree", "0"], "--degree"),
     (["table", "D", "--out", "o", "--n-nodes", "1"], "--n-nodes"),
     (["whiplash", "--t-end", "nan"], "--t-end"),
@@ -541,3 +542,16 @@ def test_values_typed_for_a_column_without_a_unit_are_of_one_kind_and_all_given(
         column_values(text, "--nodes", None, ("m", "rad"))
     values, how = column_values("0mm,1.5mm,3mm", "--nodes", None, ("m", "rad"))
     assert list(values) == pytest.approx([0.0, 1.5e-3, 3e-3]) and how == "0, 1.5, 3 mm"
+
+
+def test_an_inertia_is_read_in_the_kind_of_the_displacement():
+    # `table --inertia`: kg m^2 for a rotation, kg for a translation, bare or with its unit.
+    from spineid.cli._arguments import inertia_in_si
+
+    assert inertia_in_si("120kg mm^2", True) == pytest.approx(1.2e-4)
+    assert inertia_in_si("0.4", True) == inertia_in_si("0.4", False) == 0.4
+    assert inertia_in_si("0.4kg", None) == 0.4 and inertia_in_si("2 kg m^2", None) == 2.0
+    with pytest.raises(ValueError, match="a rotation's"):
+        inertia_in_si("0.4kg", True)
+    with pytest.raises(ValueError, match="a translation's"):
+        inertia_in_si("1 kg m^2", False)

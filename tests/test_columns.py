@@ -483,3 +483,31 @@ def test_a_lab_file_in_mm_takes_its_nodes_in_mm_and_says_where_they_lie_in_mm(tm
                  "--nodes=0,1.5,2.9", "--smoothing", "2"]) == 2
     assert "smoothing 2 mm: expected between 0 and the shortest phase 1.4 mm" in \
         capsys.readouterr().err
+
+
+def test_a_dynamic_test_in_degrees_takes_its_inertia_with_its_unit(tmp_path, capsys):
+    # A torsion test of a specimen swung fast enough that its inertia shows in the applied
+    # torque (Rot_deg, Torque_Nm, Time_s): the known inertia typed in kg mm^2 is the SI one.
+    t = np.linspace(0.0, 2.0, 801)
+    angle = 0.1 * np.sin(2 * np.pi * 1.5 * t)  # rad
+    stiffness, inertia = 2.0, 0.01  # N m/rad, kg m^2
+    torque = stiffness * angle - inertia * (2 * np.pi * 1.5) ** 2 * angle
+    torque = torque + np.random.default_rng(7).normal(0.0, 1e-3, t.size)
+    write_csv(tmp_path / "swing.csv", {"Time_s": t, "Rot_deg": np.degrees(angle),
+                                       "Torque_Nm": torque})
+    columns = ["--displacement", "Rot_deg", "--load", "Torque_Nm", "--time", "Time_s",
+               "--n-nodes", "2", "--noise-model", "white", "--si"]
+    reports = []
+    for folder, typed in (("si", "0.01"), ("mm", "10000kg mm^2")):
+        assert main(["table", str(tmp_path / "swing.csv"), "--out", str(tmp_path / folder),
+                     *columns, "--inertia", typed]) in (0, 1)
+        reports.append(json.loads((tmp_path / folder / "report.json").read_text()))
+    capsys.readouterr()
+    values = [[p["value"] for p in report["parameters"]] for report in reports]
+    assert values[1] == pytest.approx(values[0], rel=1e-9, abs=1e-12)
+    slope = reports[0]["derived"]["slopes"][0]["value"]
+    assert slope == pytest.approx(stiffness, rel=0.01)
+    # A translation's unit for a rotation's inertia is refused.
+    assert main(["table", str(tmp_path / "swing.csv"), "--out", str(tmp_path / "kg"),
+                 *columns, "--inertia", "0.01kg"]) == 2
+    assert "expected a rotation's (kg m^2) inertia" in capsys.readouterr().err

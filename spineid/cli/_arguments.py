@@ -161,6 +161,35 @@ def quantity_option(unit: str, high: float = math.inf, expected: str | None = No
     return parse
 
 
+def inertia_text(text: str) -> str:
+    """`table --inertia`: a number >= 0, bare (kg m^2 for a rotation, kg for a translation) or
+    with a unit of either kind (`120kg mm^2`, `0.4kg`), kept as text: the verb converts it
+    when it knows the displacement's kind (`inertia_in_si`)."""
+    for unit in ("kg m^2", "kg"):
+        try:
+            value = quantity_in(text, unit)
+        except ValueError:
+            continue
+        if value is not None and math.isfinite(value) and value >= 0:
+            return text.strip()
+    raise argparse.ArgumentTypeError(f"{text!r}: expected an inertia >= 0, bare or with its "
+                                     "unit (kg m^2 or kg: 120kg mm^2, 0.4kg)")
+
+
+def inertia_in_si(text: str, rotation: bool | None) -> float:
+    """`table --inertia` (`inertia_text`) in SI: kg m^2 where the displacement is a
+    `rotation`, kg where it is a translation; a bare number is taken as it is where the kind
+    is not known (a column without a unit). A unit of the other kind raises `ValueError`."""
+    kinds = {True: ("kg m^2",), False: ("kg",), None: ("kg m^2", "kg")}[rotation]
+    for unit in kinds:
+        try:
+            return quantity_in(text, unit)
+        except ValueError:
+            continue
+    what = "a rotation's (kg m^2)" if rotation else "a translation's (kg)"
+    raise ValueError(f"--inertia {text!r}: expected {what} inertia, as the displacement is")
+
+
 def width_text(text: str) -> str:
     """`quantity_text` that takes zero too (`table --smoothing 0`)."""
     return quantity_text(text, zero=True)

@@ -50,8 +50,8 @@ from ..simulation import simulate_in_windows
 from ..simulation._simulate import DEFAULT_RTOL
 from ..spines import l5_s1_law
 from ..studies import peak_force_sensitivity, segment_study, whiplash_study
-from ._arguments import (column_quantity, column_values, integrator, misfit_fraction,
-                         parse_markers, parse_noise)
+from ._arguments import (column_quantity, column_values, inertia_in_si, integrator,
+                         misfit_fraction, parse_markers, parse_noise)
 from ._outputs import (
     figures,
     output_file,
@@ -397,7 +397,9 @@ def command_table(arguments) -> int:
     law = LawForm(arguments.law, nodes, n_nodes=arguments.n_nodes,
                   free_breakpoints=arguments.free_breakpoints, smoothing=smoothing,
                   monotone=not arguments.not_monotone, degree=arguments.degree)
-    result = fit_load_law(data, law, dynamics=LawDynamics(arguments.damping, arguments.inertia),
+    kind = UNITS.get(typed["displacement"][1], (None,))[0]
+    inertia = inertia_in_si(arguments.inertia, {"rad": True, "m": False}.get(kind))
+    result = fit_load_law(data, law, dynamics=LawDynamics(arguments.damping, inertia),
                           noise=noise.get("load", arguments.noise_model), max_misfit=max_misfit,
                           solver=arguments.solver, displacement_noise=noise.get("displacement"))
     out = arguments.output

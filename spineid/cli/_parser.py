@@ -7,8 +7,8 @@ import math
 from ..elements._load_laws import LAW_KINDS
 from ..identify._solvers import DEFAULT_SOLVER, SOLVER_NAMES
 from . import _commands as verbs
-from ._arguments import (add_noise_model, integrator_option, quantity_option, quantity_text,
-                         width_text)
+from ._arguments import (add_noise_model, inertia_text, integrator_option, quantity_option,
+                         quantity_text, width_text)
 from ._design_command import command_design
 from ._posterior_command import command_posterior
 from ._spine_command import (command_spine_flexibility, command_spine_instrument,
@@ -315,8 +315,9 @@ def build_parser() -> argparse.ArgumentParser:
     table_parser.add_argument("--degree", type=POSITIVE_INT, default=3, help="polynomial degree")
     table_parser.add_argument("--damping", action="store_true",
                               help="fit a damper on the displacement rate (needs column t)")
-    table_parser.add_argument("--inertia", type=NON_NEGATIVE, default=0.0,
-                              help="known inertia of a dynamic test (kg m^2 or kg)")
+    table_parser.add_argument("--inertia", type=inertia_text, default="0", metavar="J",
+                              help="known inertia of a dynamic test: kg m^2 for a rotation, kg "
+                                   "for a translation, or with its unit (120kg mm^2)")
     table_parser.add_argument("--noise", type=quantity_text, metavar="SIGMA",
                               help="load noise (white), with its unit (0.5N, 20Nmm) or bare in "
                                    "the load column's unit; default: estimated under "
