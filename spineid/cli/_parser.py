@@ -38,7 +38,6 @@ def _checked(convert, test, expected: str):
 POSITIVE_INT = _checked(int, lambda v: v > 0, "a whole number >= 1")
 AT_LEAST_TWO = _checked(int, lambda v: v >= 2, "a whole number >= 2")
 SEED = _checked(int, lambda v: 0 <= v < 2**32, "a whole number from 0 to 2**32 - 1")
-NON_NEGATIVE = _checked(float, lambda v: math.isfinite(v) and v >= 0, "a number >= 0")
 WHIPLASH_END = quantity_option("s", high=600.0, expected="a positive time in s (or with its "
                               "unit, 200ms), at most 600 (1000 samples are saved per second)")
 # Counts beyond what any run needs, refused before the work (a billion starts was killed for
