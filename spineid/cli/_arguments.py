@@ -105,19 +105,20 @@ def column_values(text: str, option: str, column_unit: str | None,
     parts = text.split(",")
     if not all(part.strip() for part in parts):
         raise ValueError(f"{option} {text!r}: an empty value (two commas, or one at an end)")
+    if column_unit is None:  # (each value's own unit decides; with a column's, each follows it)
+        typed = [(parse_quantity(part, option) or (0.0, None))[1] for part in parts]
+        units = sorted({unit for unit in typed if unit})
+        if len({UNITS[unit][0] for unit in units}) > 1:
+            raise ValueError(f"{option} {text!r}: values of two kinds ({', '.join(units)}); "
+                             "give them in one")
+        if units and None in typed:
+            raise ValueError(f"{option} {text!r}: some values with a unit and some bare (SI, "
+                             "for a column without a unit); give every value its unit, or none")
     read = [column_quantity(part, option, column_unit, kinds, "any") for part in parts]
-    units = {how.split()[1] for _, how in read}
-    if column_unit is None and len({UNITS.get(u, (u,))[0] for u in units}) > 1:
-        raise ValueError(f"{option} {text!r}: values of two kinds ({', '.join(sorted(units))}); "
-                         "give them in one")
-    typed = [(parse_quantity(part, option) or (0.0, None))[1] is not None for part in parts]
-    if column_unit is None and any(typed) and not all(typed):
-        raise ValueError(f"{option} {text!r}: some values with a unit and some bare (SI, "
-                         "for a column without a unit); give every value its unit, or none")
-    parts = [how.split(" ", 2) + [""] for _, how in read]  # (number, unit, rule)
-    if len({(unit, rule) for _, unit, rule, *_ in parts}) == 1:  # (`0, 1.5, 3 mm, the ...`)
-        _, unit, rule, *_ = parts[0]
-        how = f"{', '.join(number for number, *_ in parts)} {unit} {rule}".rstrip()
+    shown = [how.split(" ", 2) + [""] for _, how in read]  # (number, unit, rule)
+    if len({(unit, rule) for _, unit, rule, *_ in shown}) == 1:  # (`0, 1.5, 3 mm, the ...`)
+        _, unit, rule, *_ = shown[0]
+        how = f"{', '.join(number for number, *_ in shown)} {unit} {rule}".rstrip()
     else:
         how = "; ".join(how for _, how in read)
     return np.array([value for value, _ in read]), how
@@ -165,15 +166,14 @@ def inertia_text(text: str) -> str:
     """`table --inertia`: a number >= 0, bare (kg m^2 for a rotation, kg for a translation) or
     with a unit of either kind (`120kg mm^2`, `0.4kg`), kept as text: the verb converts it
     when it knows the displacement's kind (`inertia_in_si`)."""
-    for unit in ("kg m^2", "kg"):
-        try:
-            value = quantity_in(text, unit)
-        except ValueError:
-            continue
-        if value is not None and math.isfinite(value) and value >= 0:
-            return text.strip()
-    raise argparse.ArgumentTypeError(f"{text!r}: expected an inertia >= 0, bare or with its "
-                                     "unit (kg m^2 or kg: 120kg mm^2, 0.4kg)")
+    try:
+        value = inertia_in_si(text, None)
+    except ValueError:
+        value = None
+    if value is None or not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an inertia >= 0, bare or with "
+                                         "its unit (kg m^2 or kg: 120kg mm^2, 0.4kg)")
+    return text.strip()
 
 
 def inertia_in_si(text: str, rotation: bool | None) -> float:

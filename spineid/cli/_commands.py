@@ -397,8 +397,9 @@ def command_table(arguments) -> int:
     law = LawForm(arguments.law, nodes, n_nodes=arguments.n_nodes,
                   free_breakpoints=arguments.free_breakpoints, smoothing=smoothing,
                   monotone=not arguments.not_monotone, degree=arguments.degree)
-    kind = UNITS.get(typed["displacement"][1], (None,))[0]
-    inertia = inertia_in_si(arguments.inertia, {"rad": True, "m": False}.get(kind))
+    displacement_unit = (law_units(data.read_as) or (None,))[0]  # (its kind: rad or m)
+    inertia = inertia_in_si(arguments.inertia, {"rad": True, "m": False}.get(
+        UNITS.get(displacement_unit, (None,))[0]))
     result = fit_load_law(data, law, dynamics=LawDynamics(arguments.damping, inertia),
                           noise=noise.get("load", arguments.noise_model), max_misfit=max_misfit,
                           solver=arguments.solver, displacement_noise=noise.get("displacement"))

@@ -62,7 +62,7 @@ from ._breakpoints import best_breakpoints, design_matrix
 from ._errors_in_variables import (checked_displacement_noise, effective_sd, load_noise_beside,
                                    typical_noise)
 from ._law_form import LawDynamics, LawForm, misplaced_option
-from ._law_units import law_summary, shown_in
+from ._law_units import law_summary, law_units, shown_in
 from ._rates import measured_rates
 from ._run import check_kind_solver, run_solver
 
@@ -364,8 +364,8 @@ def fit_load_law(
         low, high = float(np.min(data.displacement)), float(np.max(data.displacement))
         span = max(high - low, 1e-300)
         beyond = node_x[(node_x < low - 1e-9 * span) | (node_x > high + 1e-9 * span)]
-        # (in the displacement column's unit where the file gave one, as the summary is)
-        unit = ((data.read_as or {}).get("displacement") or {}).get("unit")
+        # (in the displacement's unit of the summary, `law_units`, where the file gave one)
+        unit = (law_units(data.read_as) or (None,))[0]
         factor, unit = (UNITS[unit][1], f" {unit}") if unit in UNITS else (1.0, "")
         if beyond.size:
             notes.append(f"nodes {', '.join(f'{v / factor:g}' for v in beyond)}{unit} lie "
