@@ -483,6 +483,12 @@ def test_a_lab_file_in_mm_takes_its_nodes_in_mm_and_says_where_they_lie_in_mm(tm
                  "--nodes=0,1.5,2.9", "--smoothing", "2"]) == 2
     assert "smoothing 2 mm: expected between 0 and the shortest phase 1.4 mm" in \
         capsys.readouterr().err
+    # Nodes out of order are refused as typed (once said in metres: "nodes [0.003, 0.001]").
+    assert main(["table", str(data), "--out", str(tmp_path / "order"), *columns,
+                 "--nodes=3,1"]) == 2
+    assert ("--nodes '3,1' (read as 3, 1 mm, the column's unit): expected at least 2 "
+            "increasing displacements") in capsys.readouterr().err
+    assert not (tmp_path / "order").exists()
 
 
 def test_a_dynamic_test_in_degrees_takes_its_inertia_with_its_unit(tmp_path, capsys):

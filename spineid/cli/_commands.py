@@ -387,6 +387,9 @@ def command_table(arguments) -> int:
     if arguments.nodes is not None:
         nodes, shape_read["nodes"] = column_values(arguments.nodes, "--nodes",
                                                    *typed["displacement"][1:])
+        if nodes.size < 2 or np.any(~(np.diff(nodes) > 0)):  # (said as typed, not in SI)
+            raise ValueError(f"--nodes {arguments.nodes!r} (read as {shape_read['nodes']}): "
+                             "expected at least 2 increasing displacements")
     if arguments.smoothing is not None:
         smoothing, shape_read["smoothing"] = column_quantity(
             arguments.smoothing, "--smoothing", *typed["displacement"][1:], "non-negative")
