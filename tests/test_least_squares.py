@@ -253,3 +253,25 @@ def test_a_stall_at_the_residuals_resolution_stops_near_the_least_squares_optimu
     off = np.asarray(solution.value) - best
     assert 0.5 * off @ (x.T @ x) @ off <= 0.1
     assert int(solution.steps) <= 16
+
+
+def test_a_refit_from_the_damping_a_fit_ended_with_takes_fewer_steps_to_the_same_optimum():
+    # A refit of nearly the same residuals (weights 1% lighter) from the optimum of the first
+    # fit: from the default damping, 1e-3 of the largest curvature, its first steps only bring
+    # the damping down; from the damping the first fit ended with, it is a Gauss-Newton step.
+    # A start damping above the default is capped there (the same iterations as the default).
+    first = levenberg_marquardt(misra1a, jnp.array([1.5, -1.0]), decrement_tol=0.0)
+    assert bool(first.converged) and 0 < float(first.damping) < np.inf
+    reweighted = lambda u: misra1a(u) / 1.01  # noqa: E731
+    near = first.value + jnp.array([0.02, -0.02])
+    default = levenberg_marquardt(reweighted, near, decrement_tol=0.0)
+    warm = levenberg_marquardt(reweighted, near, decrement_tol=0.0, damping=first.damping)
+    capped = levenberg_marquardt(reweighted, near, decrement_tol=0.0,
+                                 damping=jnp.asarray(1e30))
+    for solution in (default, warm, capped):
+        assert bool(solution.converged)
+        np.testing.assert_allclose(START * np.exp(solution.value), CERTIFIED, rtol=1e-8)
+    assert int(warm.steps) < int(default.steps)
+    assert int(capped.steps) == int(default.steps)
+    with pytest.raises(ValueError, match="two-pass loop only"):
+        levenberg_marquardt(misra1a, near, single_pass=True, damping=first.damping)

@@ -83,7 +83,8 @@ class LeastSquaresSolution(eqx.Module):
     `dr/du`, exact) at it or one final small step before it (module docstring), `cost`
     (`1/2 |r|^2`), `decrement` (the Gauss-Newton decrement left), `converged` (a stopping test
     was met, not `max_steps`), `steps` (iterations that tried a step, accepted or not),
-    `jacobians` (forward-mode passes made, exact or not).
+    `jacobians` (forward-mode passes made, exact or not), `damping` (the damping left, for a
+    refit that starts where this fit ended: `levenberg_marquardt(damping=...)`).
     """
 
     value: Float[Array, " p"]
@@ -94,6 +95,7 @@ class LeastSquaresSolution(eqx.Module):
     converged: Array
     steps: Array
     jacobians: Array
+    damping: Array
 
 
 def _linearise(function, u, exact):
@@ -178,7 +180,8 @@ def levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 20
                         gtol: float = 1e-10, inexact_jacobians: bool = False,
                         progress: bool = False, linearise=None,
                         single_pass: bool = False,
-                        provisional: bool = False, samples=None) -> LeastSquaresSolution:
+                        provisional: bool = False, samples=None,
+                        damping=None) -> LeastSquaresSolution:
     """Minimise `1/2 |function(u)|^2` from `u0` (the method and its stops: the docstring of
     the module `spineid/identify/_common/_least_squares.py`; Madsen, Nielsen and Tingleff 2004,
     Algorithm 3.16).
@@ -202,7 +205,10 @@ def levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 20
     shooting, builds it block by block). `samples` (an integer scalar array; default the length
     of the residuals) counts the residuals that are data, for residuals padded with zeros to a
     shared length (`spineid.identify._common._padding`): the degrees of freedom of the statistical stop
-    are `samples - p`.
+    are `samples - p`. `damping` (a scalar, array or float): the damping to start from, for a
+    refit from where an earlier fit of nearly the same residuals ended (its `damping`), never
+    above the default start, `1e-3` of the largest diagonal entry of `J^T J` (two-pass loop
+    only; give an array: a float is compiled into the program, one compilation per value).
 
     **Returns:** a `LeastSquaresSolution`. Jit-compiled; `vmap`-able over `u0` (then both
     branches of the step run for every member, as `lax.cond` becomes a select).
@@ -214,6 +220,9 @@ def levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 20
         if inexact_jacobians:
             raise ValueError("levenberg_marquardt: single_pass and inexact_jacobians exclude "
                              "each other")
+        if damping is not None:
+            raise ValueError("levenberg_marquardt: a start damping is taken by the two-pass "
+                             "loop only (single_pass=False)")
         return _single_pass(function, u0, max_steps, decrement_tol, xtol, gtol, progress,
                             linearise, provisional)
     if not inexact_jacobians:
@@ -239,8 +248,8 @@ def levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 20
     dtype = u0.dtype
     false, true = jnp.asarray(False), jnp.asarray(True)
     state = dict(u=u0, residuals=jnp.zeros(n, dtype), jacobian=jnp.zeros((n, p), dtype),
-                 damping=jnp.asarray(-1.0, dtype), increase=jnp.asarray(2.0, dtype),
-                 step=jnp.full_like(u0, jnp.inf), steps=jnp.asarray(0), passes=jnp.asarray(0),
+                 damping=-jnp.asarray(jnp.inf if damping is None else damping, dtype),
+                 increase=jnp.asarray(2.0, dtype), step=jnp.full_like(u0, jnp.inf), steps=jnp.asarray(0), passes=jnp.asarray(0),
                  stale=true, exact_next=jnp.asarray(not inexact_jacobians), exact=false,
                  always_exact=jnp.asarray(not inexact_jacobians), confirming=false,
                  reused=false, done=false, hopeless=false, stalled=jnp.asarray(0),
@@ -267,7 +276,9 @@ def levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 20
         decrement = _decrement(gradient, normal)
         noise_scale = _noise_scale(cost, dof, provisional)
         largest = jnp.max(jnp.diag(normal))
-        damping = jnp.where(state["damping"] < 0, _TAU * largest, state["damping"])
+        # (before the first step the state holds minus the start asked for, capped here)
+        damping = jnp.where(state["damping"] < 0,
+                            jnp.minimum(-state["damping"], _TAU * largest), state["damping"])
         threshold = decrement_tol * noise_scale
         converged = (_stopped(decrement, jnp.where(exact, 1.0, _NEAR) * threshold, gradient,
                               step, u, xtol, gtol)
@@ -319,7 +330,7 @@ def levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 20
     gradient, normal, cost = measures(state["residuals"], state["jacobian"])
     return LeastSquaresSolution(state["u"], state["residuals"], state["jacobian"], cost,
                                 _decrement(gradient, normal), state["done"], state["steps"],
-                                state["passes"])
+                                state["passes"], state["damping"])
 
 
 def _single_pass_start(n, u0):
@@ -386,7 +397,8 @@ def _single_pass_solution(state):
     gradient = state["jacobian"].T @ state["residuals"]
     return LeastSquaresSolution(state["u"], state["residuals"], state["jacobian"], state["cost"],
                                 _decrement(gradient, state["jacobian"].T @ state["jacobian"]),
-                                state["done"], state["steps"], state["passes"])
+                                state["done"], state["steps"], state["passes"],
+                                state["damping"])
 
 
 def _evaluator(function, linearise):

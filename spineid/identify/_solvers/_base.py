@@ -31,7 +31,9 @@ class LocalSolution:
     """What a local solver returns: `value` (`(p,)`, the solver's unconstrained coordinates),
     `converged` (a stopping test was met, not the step limit), `steps` (iterations), and
     `linearisation` (`(cost, residuals (n,), jacobian (n, p))` at the solution, or `None` where
-    the solver does not take Jacobians). It unpacks as `u, converged, steps, lin = ...`.
+    the solver does not take Jacobians), and `damping` (Levenberg-Marquardt's damping left, for
+    a refit of nearly the same residuals to start from: `LevenbergMarquardt.solve(damping=)`;
+    `None` from other solvers). It unpacks as `u, converged, steps, lin = ...`.
     (A dataclass, not a `NamedTuple`: a named tuple's generated constructor belongs to no
     module, which the program store (`spineid/_programs.py`) takes for a replacement made at
     run time, and it then stores no program.)"""
@@ -40,6 +42,7 @@ class LocalSolution:
     converged: bool
     steps: int
     linearisation: tuple | None
+    damping: float | None = None
 
     def __iter__(self):
         return iter((self.value, self.converged, self.steps, self.linearisation))
@@ -107,6 +110,15 @@ class AbstractLocalSolver(AbstractSolver):
         """The fit of `objective` (residuals of unconstrained coordinates, `(p,) -> (n,)`)
         from `u0`; `progress` prints every step; `provisional`: the weights stand in for a
         noise still to be estimated (only solvers with a statistical stop use it)."""
+
+
+def warm_start(previous) -> dict:
+    """The options of a refit's `solve` from the refit before it, `previous` (`(LocalSolution,
+    objective)` or `None`): its damping where its solver left one (Levenberg-Marquardt, whose
+    refits of nearly the same residuals would otherwise spend their first steps bringing the
+    default damping down: five or six Jacobians per refit in a 24-stiffness OpenSim neck)."""
+    damping = None if previous is None else getattr(previous[0], "damping", None)
+    return {} if damping is None else {"damping": damping}
 
 
 class AbstractWrappedSolver(AbstractSolver):

@@ -75,13 +75,16 @@ class LevenbergMarquardt(AbstractLocalSolver):
                 f"simulation's ({rtol}, {atol})")
         return jacobian_rtol, jacobian_atol
 
-    def solve(self, objective, u0, progress: bool = False, provisional: bool = False):
+    def solve(self, objective, u0, progress: bool = False, provisional: bool = False,
+              damping: float | None = None):
         """`LocalSolution` from `u0` (unconstrained) of an `AbstractObjective`, with the
         linearisation `(cost, residuals, jacobian)` at the solution; `provisional`: the
         weights are a placeholder for a noise still to be estimated (`levenberg_marquardt`;
         passed as an array, so both kinds of pass share one compilation). An objective whose
         compilation dominates (`stepwise`) is solved by the same iterations as a Python loop
-        over its compiled linearisation (`stepwise_levenberg_marquardt`)."""
+        over its compiled linearisation (`stepwise_levenberg_marquardt`). `damping`: a refit's
+        start, the damping an earlier fit of nearly the same residuals ended with (its
+        `LocalSolution.damping`; the compiled loop only, ignored by the stepwise one)."""
         options = dict(max_steps=self.max_steps, decrement_tol=self.decrement_tol,
                        xtol=self.rtol, gtol=self.atol)
         if objective.stepwise:
@@ -90,7 +93,8 @@ class LevenbergMarquardt(AbstractLocalSolver):
         else:
             inexact = objective.inexact_jacobians
             options |= dict(inexact_jacobians=inexact, samples=objective.samples(),
-                            provisional=np.asarray(bool(provisional)))
+                            provisional=np.asarray(bool(provisional)),
+                            damping=np.asarray(np.inf if damping is None else damping, float))
             function = objective.at_precision if inexact else objective
             if progress:  # (printing calls back into Python: traced, never stored)
                 solution = levenberg_marquardt(function, u0, progress=True, **options)
@@ -101,4 +105,5 @@ class LevenbergMarquardt(AbstractLocalSolver):
         # it): the cost and the sensitivities of the result come from the solver instead of
         # being computed again.
         return LocalSolution(solution.value, bool(solution.converged), int(solution.steps),
-                             (solution.cost, solution.residuals, solution.jacobian))
+                             (solution.cost, solution.residuals, solution.jacobian),
+                             float(solution.damping))

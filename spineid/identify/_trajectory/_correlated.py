@@ -33,6 +33,7 @@ from .._common._noise_model import (
     usable_noise_model,
 )
 from .._common._uncertainty import channel_records, hac_covariance
+from .._solvers._base import warm_start
 from ._objective import _Objective, residual_blocks
 from ._problem import FitProblem
 
@@ -105,7 +106,7 @@ def correlated_fit(run, u, objective: _Objective) -> CorrelatedFit | None:
     def refit(found, sigma, previous):
         weighted = run.objective_for(sigma, coefficient_matrix(list(found.values()), width))
         start = jnp.asarray(u) if previous is None else previous[0].value
-        return run.local.solve(weighted, start, False), weighted
+        return run.local.solve(weighted, start, False, **warm_start(previous)), weighted
 
     try:
         whitened = iterated_prewhitening(

@@ -29,6 +29,7 @@ from .._common._noise import (
 from .._common._analysis import analyse_parameters, StandardErrorBound
 from .._common._noise_model import AR, drift_notes
 from .._solvers import agreeing, agreement_note, MultipleShooting, MultiStart
+from .._solvers._base import warm_start
 from ._correlated import correlated_fit, robust_errors, search_noise_models, usable_model
 from ._objective import (
     residual_blocks,
@@ -256,7 +257,8 @@ class _Run:
                       + "; refining the fit with these weights", flush=True)
             objective = self.objective_for(sigma)
             start = jnp.asarray(u) if previous is None else previous[0].value
-            solution = self.local.solve(objective, start, progress and self.each_step)
+            solution = self.local.solve(objective, start, progress and self.each_step,
+                                        **warm_start(previous))
             if progress and solution.linearisation is not None:
                 self.say_solved(solution.steps, float(solution.cost), solution.converged)
             return solution, objective
