@@ -249,7 +249,8 @@ def levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 20
     false, true = jnp.asarray(False), jnp.asarray(True)
     state = dict(u=u0, residuals=jnp.zeros(n, dtype), jacobian=jnp.zeros((n, p), dtype),
                  damping=-jnp.asarray(jnp.inf if damping is None else damping, dtype),
-                 increase=jnp.asarray(2.0, dtype), step=jnp.full_like(u0, jnp.inf), steps=jnp.asarray(0), passes=jnp.asarray(0),
+                 increase=jnp.asarray(2.0, dtype), step=jnp.full_like(u0, jnp.inf),
+                 steps=jnp.asarray(0), passes=jnp.asarray(0),
                  stale=true, exact_next=jnp.asarray(not inexact_jacobians), exact=false,
                  always_exact=jnp.asarray(not inexact_jacobians), confirming=false,
                  reused=false, done=false, hopeless=false, stalled=jnp.asarray(0),
