@@ -583,6 +583,84 @@ def test_a_lab_fits_its_bushings_from_opensim_motion_and_opensim_runs_the_result
         assert np.max(np.abs(refit[name] - values_)) < 5e-4
 
 
+def test_a_lab_fits_a_coordinate_limit_from_opensim_motion_and_opensim_runs_the_result(
+        tmp_path):
+    from spineid.cli import main
+    # A CoordinateLimitForce added with OpenSim's own API (degrees, N m/degree, as OpenSim
+    # takes them): the head starts at 14 degrees of flexion, beyond the 5-degree upper limit,
+    # whose spring holds the motion above -3.3 degrees (-6.4 without it).
+    model = osim.Model(str(neck_model(osim, tmp_path, levels=1, locked=False)))
+    limit = osim.CoordinateLimitForce("v1_flexion", 5.0, 0.05, -90.0, 0.05, 0.002, 2.0)
+    limit.setName("flexion_limit")
+    model.addForce(limit)
+    model.finalizeConnections()
+    truth = tmp_path / "limited.osim"
+    model.printToXML(str(truth))
+    times = np.linspace(0.0, 0.6, 61)
+    clean = opensim_motion(osim, truth, times, tmp_path / "motion.sto", noise=2e-4, seed=6)
+    assert np.degrees(np.min(clean["v1_flexion"])) > -4.0
+    # parameters in SI, named and grouped after the file's force and OpenSim's properties
+    parameters = {p.name: p for p in spineid.load_model_file(truth).parameters}
+    stiffness, upper = parameters["flexion_limit.upper_stiffness"], parameters[
+        "flexion_limit.upper_limit"]
+    assert (stiffness.unit, stiffness.group, upper.unit) == (
+        "N m/rad", "coordinate_limits.upper_stiffness", "rad")
+    true = {stiffness.name: 0.05 * 180.0 / np.pi, upper.name: np.radians(5.0)}
+    start = tmp_path / "start.toml"  # the lab's start: 40 % too stiff, the limit 1.7 deg off
+    start.write_text(f'kind = "opensim"\nfile = "{truth.name}"\n\n[flexion_limit]\n'
+                     f'upper_stiffness = {1.4 * true[stiffness.name]}\nupper_limit = 0.117\n')
+    out = tmp_path / "fit"
+    status = main(["fit", str(start), str(tmp_path / "motion.sto"), "--free",
+                   "coordinate_limits.upper_stiffness", "--free", "flexion_limit.upper_limit",
+                   "--noise-model", "white", "--out", str(out)])
+    assert status == 0
+    entries = {entry["name"]: entry
+               for entry in json.loads((out / "report.json").read_text())["parameters"]}
+    assert set(entries) == set(true)
+    for name, value in true.items():
+        assert abs(entries[name]["value"] - value) < 3 * entries[name]["stderr"], entries[name]
+    # fitted.osim: the two numbers changed, in the file's units, and nothing else; OpenSim
+    # reads them and its Manager reproduces the data within the noise
+    fitted = out / "fitted.osim"
+    changed = [(a, b) for a, b in zip(truth.read_text().splitlines(),
+                                      fitted.read_text().splitlines()) if a != b]
+    assert [a.strip()[:17] for a, _ in changed] == ["<upper_stiffness>", "<upper_limit>5</u"]
+    read = osim.Model(str(fitted))
+    read.initSystem()
+    theirs = osim.CoordinateLimitForce.safeDownCast(read.getForceSet().get("flexion_limit"))
+    assert theirs.getUpperStiffness() == pytest.approx(
+        entries[stiffness.name]["value"] * np.pi / 180.0, rel=1e-12)
+    assert theirs.getUpperLimit() == pytest.approx(
+        np.degrees(entries[upper.name]["value"]), rel=1e-12)
+    refit = opensim_motion(osim, fitted, times, tmp_path / "again.sto")
+    for name, values_ in clean.items():
+        assert np.max(np.abs(refit[name] - values_)) < 5e-4
+    # fitted.toml holds the limit's table (SI), and reads back to the same values
+    again = {p.name: p for p in spineid.load_model_file(out / "fitted.toml").parameters}
+    for name in true:
+        assert again[name].value(spineid.load_model_file(out / "fitted.toml").model) == (
+            pytest.approx(entries[name]["value"], rel=1e-12))
+
+
+def test_a_coordinate_limits_table_is_checked_as_opensim_checks_the_force(tmp_path):
+    model = osim.Model(str(neck_model(osim, tmp_path, levels=1, locked=False)))
+    limit = osim.CoordinateLimitForce("v1_flexion", 5.0, 0.05, -90.0, 0.05, 0.002, 2.0)
+    limit.setName("flexion_limit")
+    model.addForce(limit)
+    model.finalizeConnections()
+    model.printToXML(str(tmp_path / "limited.osim"))
+    for table, message in (("[flexion_limit]\nupper_stiffness = -1.0", r"flexion_limit\."
+                            r"upper_stiffness.*a number > 0"),
+                           ("[flexion_limit]\ndamping = -0.1", r"flexion_limit\.damping"
+                            r".*a number >= 0"),
+                           ("[flexion_limit]\nupper = 0.1", r"flexion_limit.*upper_limit"),
+                           ("[flexion_limt]\ndamping = 0.1", r"near: flexion_limit")):
+        path = tmp_path / "model.toml"
+        path.write_text(f'kind = "opensim"\nfile = "limited.osim"\n\n{table}\n')
+        with pytest.raises(ValueError, match=message):
+            spineid.load_model_file(path)
+
+
 def test_a_fit_from_markers_opensim_wrote_uses_the_models_own_markerset(tmp_path, capsys):
     # Marker trajectories (.trc in mm, written by OpenSim's TRCFileAdapter from its Manager's
     # motion, 0.2 mm noise): the .osim's MarkerSet is what is observed, no --markers needed.

@@ -17,7 +17,6 @@ upgraded by OpenSim's own reader when the `opensim` package is installed.
 """
 
 import pathlib
-import re
 import tempfile
 import warnings
 import xml.etree.ElementTree as ElementTree
@@ -30,7 +29,7 @@ from ..kinematics._functions import SUPPORTED_FUNCTIONS, LinearFunction, coordin
 from ..models._multibody import coordinate_rates, MultibodyTree, TransformAxis, TreeJoint
 from ..models._tree_parts import (
     GROUND, CoordinateCoupler, CoordinateLimit, ExpressionBushing, PrescribedLoad, TreeBushing,
-    TreeMarker,
+    TreeMarker, component_label,
 )
 from ._expressions import EXPRESSIONS, polynomial_terms
 from ._atomic import readable_file
@@ -483,10 +482,8 @@ def _coupler_order(reader, couplers, names):
     return ordered
 
 
-def parameter_label(name: str) -> str:
-    """A component's name as it stands in parameter names and TOML keys: unchanged where it
-    is a name (letters, digits, `_`), other characters replaced by `_` (OpenSim allows `-`)."""
-    return name if name.isidentifier() else re.sub(r"\W", "_", name)
+parameter_label = component_label
+"""A component's name as it stands in parameter names and TOML keys (`component_label`)."""
 
 
 # OpenSim's defaults of a CoordinateLimitForce's properties (in the file's units).

@@ -7,17 +7,18 @@ import re
 import numpy as np
 
 from ..models._multibody import MultibodyTree
-from ..models._tree_parts import ExpressionBushing, TreeBushing
+from ..models._tree_parts import LIMIT_PROPERTIES, ExpressionBushing, TreeBushing
 from ._atomic import write_text_atomically
 from ._expressions import EXPRESSIONS, polynomial_terms, render_terms
-from ._osim import BUSHING_PROPERTIES, parameter_label
+from ._osim import _LIMIT_DEFAULTS, BUSHING_PROPERTIES, parameter_label
 
 
 def write_osim_values(model: MultibodyTree, path) -> pathlib.Path:
     """Write the OpenSim file `model` was read from (`model.source`) to `path` with its
     bushings' properties (`BushingForce`s' four vectors; `ExpressionBasedBushingForce`s'
     dampings, and each expression whose coefficients changed written anew as a sum of its
-    terms) set to the model's values: each number that changed is replaced in
+    terms) and its `CoordinateLimitForce`s' six properties (in the file's degrees for a
+    rotational coordinate) set to the model's values: each number that changed is replaced in
     place (full float64 precision), every other byte of the file is kept (line ends included;
     a commented-out bushing is left alone). Returns the path; a model not read from a file, a
     file not readable as UTF-8 text, or a bushing no longer in it raises `ValueError`.
@@ -38,21 +39,30 @@ def write_osim_values(model: MultibodyTree, path) -> pathlib.Path:
     comments = [(c.start(), c.end()) for c in re.finditer(r"<!--.*?-->", text, re.S)]
     pieces, end = [], 0
     bushings = {bushing.label: bushing for bushing in model.elements}
-    for block in re.finditer(r'<(BushingForce|ExpressionBasedBushingForce)\s+name="([^"]*)"'
-                             r'\s*>(.*?)</\1>', text, re.S):
+    limits = {parameter_label(limit.name): limit for limit in model.limits}
+    for block in re.finditer(r'<(BushingForce|ExpressionBasedBushingForce|CoordinateLimitForce)'
+                             r'\s+name="([^"]*)"\s*>(.*?)</\1>', text, re.S):
         if any(a <= block.start() < b for a, b in comments):
             continue
-        bushing = bushings.get(parameter_label(block.group(2)))
-        if bushing is None or (block.group(1) == "BushingForce") != isinstance(bushing,
-                                                                              TreeBushing):
-            continue
-        del bushings[bushing.label]
-        pieces.append(text[end:block.start(3)])
-        pieces.append(_with_values(source, block.group(2), block.group(3), bushing))
+        label = parameter_label(block.group(2))
+        if block.group(1) == "CoordinateLimitForce":
+            if label not in limits:
+                continue
+            limit = limits.pop(label)
+            body = _limit_values(block.group(3), limit,
+                                 model.coordinate_units[limit.coordinate])
+        else:
+            bushing = bushings.get(label)
+            if bushing is None or (block.group(1) == "BushingForce") != isinstance(
+                    bushing, TreeBushing):
+                continue
+            del bushings[bushing.label]
+            body = _with_values(source, block.group(2), block.group(3), bushing)
+        pieces += [text[end:block.start(3)], body]
         end = block.end(3)
-    if bushings:
-        raise ValueError(f"{source}: no bushing force {sorted(bushings)} in the file (changed "
-                         "since it was read?)")
+    if bushings or limits:
+        raise ValueError(f"{source}: no force {sorted(bushings) + sorted(limits)} in the file "
+                         "(changed since it was read?)")
     write_text_atomically(pathlib.Path(path), "".join(pieces) + text[end:])
     return pathlib.Path(path)
 
@@ -87,4 +97,27 @@ def _with_values(source, name, body: str, bushing) -> str:
             if float(tokens[k]) != float(value):
                 tokens[k] = repr(float(value))
         body = body[:found.start(1)] + "".join(tokens) + body[found.end(1):]
+    return body
+
+
+def _limit_values(body: str, limit, unit: str) -> str:
+    # The body of one CoordinateLimitForce with each property that changed written in the
+    # file's units (a rotational coordinate's in degrees: limits and transition in deg,
+    # stiffness in N m/deg, damping in N m s/deg); a property the file leaves out (OpenSim's
+    # default) is added before the block's end where it changed.
+    w = np.pi / 180.0 if unit == "rad" else 1.0
+    for prop, (field, kind, _) in LIMIT_PROPERTIES.items():
+        value = float(getattr(limit, field))
+        # (SI from the file's number, as the reader computes it)
+        read = (lambda x: x * w) if kind == "place" else (lambda x: x / w)
+        written = value / w if kind == "place" else value * w
+        found = re.search(rf"<{prop}>([^<]*)</{prop}>", body)
+        if found is None:
+            if read(_LIMIT_DEFAULTS[prop]) != value:  # (added as the first line is indented)
+                kept = body.rstrip()
+                body = (kept + re.match(r"\s*", body).group(0) + f"<{prop}>{written!r}</{prop}>"
+                        + body[len(kept):])
+            continue
+        if read(float(found.group(1))) != value:
+            body = body[:found.start(1)] + repr(written) + body[found.end(1):]
     return body

@@ -49,6 +49,7 @@ from ._tree_parts import (
     MARKER_AXES,
     TreeBushing,
     TreeMarker,
+    limit_parameter_fields,
 )
 
 
@@ -276,6 +277,11 @@ class MultibodyTree(AbstractLagrangianSystem):
         if missing:
             raise ValueError(f"MultibodyTree: bodies {sorted(self.body_names[i] for i in missing)}"
                              " are joined to nothing")
+
+    def parameter_fields(self) -> tuple:
+        """The coordinate limits' properties (`limit_parameter_fields`: `<limit>.upper_stiffness`
+        ..., groups `coordinate_limits.<property>`, SI); the bushings' are their own."""
+        return limit_parameter_fields(self.limits, self.coordinate_units)
 
     @property
     def n_dof(self) -> int:

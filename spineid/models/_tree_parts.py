@@ -5,6 +5,7 @@ expression bushings, coordinate limits, markers and prescribed loads (OpenSim's
 `spineid.models._multibody`)."""
 
 import math
+import re
 from typing import ClassVar
 
 import equinox as eqx
@@ -230,6 +231,43 @@ class CoordinateLimit(eqx.Module):
 
         return (beyond(self.upper_stiffness, value - self.upper)
                 + beyond(self.lower_stiffness, self.lower - value))
+
+
+LIMIT_PROPERTIES = {"upper_stiffness": ("upper_stiffness", "stiffness", 0.0),
+                    "upper_limit": ("upper", "place", -math.inf),
+                    "lower_stiffness": ("lower_stiffness", "stiffness", 0.0),
+                    "lower_limit": ("lower", "place", -math.inf),
+                    "transition": ("transition", "place", 0.0),
+                    "damping": ("damping", "damping", 0.0)}
+"""A `CoordinateLimitForce`'s properties as parameters: OpenSim's property name -> (the field
+of `CoordinateLimit`, its kind of unit, its lower bound)."""
+
+_LIMIT_UNITS = {"rad": {"stiffness": "N m/rad", "place": "rad", "damping": "N m s/rad"},
+                "m": {"stiffness": "N/m", "place": "m", "damping": "N s/m"}}
+
+
+def component_label(name: str) -> str:
+    """An OpenSim component's name as it stands in parameter names and TOML keys: unchanged
+    where it is a name (letters, digits, `_`), other characters replaced by `_` (OpenSim
+    allows `-`)."""
+    return name if name.isidentifier() else re.sub(r"\W", "_", name)
+
+
+def limit_parameter_fields(limits, coordinate_units) -> tuple[ParameterField, ...]:
+    """The parameters of a model's coordinate limits (`limits`, a tuple of `CoordinateLimit`
+    held by the model as `limits`; `coordinate_units` the model's, `"rad"` or `"m"` per
+    coordinate): each limit's six properties (`LIMIT_PROPERTIES`), named after the file's
+    force and OpenSim's properties (`C4_limit.upper_stiffness`), grouped per property over the
+    limits (`coordinate_limits.upper_stiffness`), in SI: N m/rad, rad and N m s/rad for a
+    rotational coordinate, N/m, m and N s/m for a translational one."""
+    fields = []
+    for k, limit in enumerate(limits):
+        units = _LIMIT_UNITS[coordinate_units[limit.coordinate]]
+        for prop, (field, kind, lower) in LIMIT_PROPERTIES.items():
+            fields.append(ParameterField(
+                f"limits.{k}.{field}", f"coordinate_limits.{prop}", units[kind], lower=lower,
+                name=f"{component_label(limit.name)}.{prop}"))
+    return tuple(fields)
 
 
 class TreeMarker(eqx.Module):

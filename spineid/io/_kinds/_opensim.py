@@ -10,8 +10,12 @@ numbers), `[simulation]`, and one table per `BushingForce` named after it, with 
 `rotational_stiffness`, `translational_stiffness`, `rotational_damping`,
 `translational_damping` (3 numbers each, SI), or, for an `ExpressionBasedBushingForce`,
 `coefficients` (its terms' coefficients, in the order of `ExpressionBushing.terms`),
-`rotational_damping` and `translational_damping`. The parameters are the bushings'
-properties, named `<bushing>.<property>[i]` in the groups `bushings.<property>`. `[[loads]]`
+`rotational_damping` and `translational_damping`; one per `CoordinateLimitForce` named after
+it, with any of `upper_stiffness`, `upper_limit`, `lower_stiffness`, `lower_limit`,
+`transition`, `damping` (numbers in SI: N m/rad, rad, N m s/rad for a rotational coordinate,
+N/m, m, N s/m for a translational one; the `.osim` holds degrees). The parameters are the
+bushings' properties, named `<bushing>.<property>[i]` in the groups `bushings.<property>`,
+and the limits', `<limit>.<property>` in `coordinate_limits.<property>`. `[[loads]]`
 add constant loads from t = 0 (as `PrescribedForce`s of constants, beside the file's own):
 `body` (a body's name), `force` (N), `torque` (N m), `point` (m, in the body; default its
 origin), `in_ground` (the force and torque in ground axes, default true; else the body's),
@@ -29,7 +33,7 @@ from ..._arrays import floats
 from ...elements._parameters import declared_parameters
 from ...kinematics._functions import coordinate_function
 from ...models._multibody import coordinate_rates, coordinate_speeds
-from ...models._tree_parts import PrescribedLoad
+from ...models._tree_parts import LIMIT_PROPERTIES, PrescribedLoad, component_label
 from .._osim import NONNEGATIVE, read_osim
 from .._toml import DocumentChecker
 
@@ -136,13 +140,15 @@ def read_opensim(document: dict, check: DocumentChecker, folder: pathlib.Path):
     model = dataclasses.replace(model, prescribed=model.prescribed + _loads(check, document,
                                                                             model))
     labels = [bushing.label for bushing in model.elements]
+    limit_labels = [component_label(limit.name) for limit in model.limits]
     completed = dict(document)
     for name in bushing_names:
-        if name not in labels:
-            near = difflib.get_close_matches(name, labels + sorted(_KEYS), n=3)
-            check.fail(name, "a table named after a BushingForce of the model ("
-                       + (f"near: {', '.join(near)}" if near else
-                          f"it has {', '.join(labels) or 'none'}") + ")", name)
+        if name not in labels + limit_labels:
+            near = difflib.get_close_matches(name, labels + limit_labels + sorted(_KEYS), n=3)
+            check.fail(name, "a table named after a BushingForce or CoordinateLimitForce of "
+                       "the model (" + (f"near: {', '.join(near)}" if near else
+                                        f"it has {', '.join(labels + limit_labels) or 'none'}")
+                       + ")", name)
     for k, label in enumerate(labels):
         table = document.get(label, {})
         bushing = model.elements[k]
@@ -160,5 +166,25 @@ def read_opensim(document: dict, check: DocumentChecker, folder: pathlib.Path):
         model = eqx.tree_at(lambda m, i=k: m.elements[i], model, bushing)
         completed[label] = {prop: np.asarray(getattr(bushing, prop)).tolist()
                             for prop in fields}
+    for k, label in enumerate(limit_labels):
+        model, completed[label] = _limit_table(check, document.get(label, {}), label, model, k)
     return model, declared_parameters(model), completed
+
+
+def _limit_table(check, table, label, model, k):
+    # A CoordinateLimitForce's table: any of its six properties (SI: rad or m, N m/rad or
+    # N/m, N m s/rad or N s/m) set in limit `k` of `model`; returns the model and the table
+    # completed with every property.
+    check.keys(table, label, set(LIMIT_PROPERTIES))
+    limit = model.limits[k]
+    for prop, (field, _, lower) in LIMIT_PROPERTIES.items():
+        if prop in table:
+            # (OpenSim's own rule: stiffnesses and transition > 0, damping >= 0)
+            value = check.number(table, prop, f"{label}.{prop}",
+                                 positive=lower == 0.0 and prop != "damping",
+                                 minimum=0.0 if prop == "damping" else None)
+            limit = eqx.tree_at(lambda m, f=field: getattr(m, f), limit, floats(value))
+    model = eqx.tree_at(lambda m: m.limits[k], model, limit)
+    return model, {prop: float(getattr(limit, field))
+                   for prop, (field, _, _) in LIMIT_PROPERTIES.items()}
 
