@@ -319,7 +319,15 @@ def test_table_and_stiffness_noise_is_read_in_the_columns_units(tmp_path, capsys
                  "polynomial", "--degree", "1", "--no-plots", "--out", str(tmp_path / "named"),
                  "--noise", "0.05"]) in (0, 1)
     named = json.loads((tmp_path / "named" / "report.json").read_text())
-    assert named["noise"] == 0.05 and named["noise_given_as"]["load"] == "0.05 N (SI)"
+    assert named["noise"] == 0.05 and named["noise_given_as"]["load"] == "0.05 N m (SI)"
+    # (the moment's kind from the angle beside it; with no unit in either column, not named)
+    write_csv(tmp_path / "bare.csv", {"displacement": angle, "load": moment})
+    assert main(["table", str(tmp_path / "bare.csv"), "--law", "polynomial", "--degree", "1",
+                 "--no-plots", "--out", str(tmp_path / "bare"), "--noise", "0.05",
+                 "--displacement-noise", "1e-4"]) in (0, 1)
+    bare = json.loads((tmp_path / "bare" / "report.json").read_text())["noise_given_as"]
+    assert bare == {"load": "0.05 in SI (N or N m: neither column gives a unit)",
+                    "displacement": "0.0001 in SI (m or rad: neither column gives a unit)"}
     # stiffness: Fx..Fz in N, moments in N mm; a bare Mx=1 is 1 N mm.
     stiffness = np.diag([9e4, 2.2e5, 7.5e4, 55.0, 38.0, 70.0])
     deflections = rng.uniform(-1, 1, (24, 6)) * np.array([3e-4] * 3 + [0.03] * 3)

@@ -79,8 +79,8 @@ def column_quantity(text: str, option: str, column_unit: str | None,
     `--displacement-noise 10um`, `--smoothing`, each of `--nodes`), in SI, and how it was read
     (`quantity_in_si`): with its unit, or bare in the column's unit `column_unit` (one of
     `UNITS`; `None` where the file gave none: SI). `kinds` are the SI units the column may
-    hold (a load: `("N", "N m")`), the first taken for a bare number in a column of unknown
-    kind. `sign`: `"positive"`, `"non-negative"` or `"any"` (finite, as every value)."""
+    hold (a load: `("N", "N m")`; one where the verb knows the kind), the first taken for a bare
+    number in a column of unknown kind (said so in how it was read). `sign`: `"positive"`, `"non-negative"` or `"any"` (finite, as every value)."""
     column_unit = column_unit if column_unit in UNITS else None  # ("SI": spineid's own name)
     si_unit = UNITS[column_unit][0] if column_unit else None
     if si_unit is None:
@@ -90,6 +90,9 @@ def column_quantity(text: str, option: str, column_unit: str | None,
             raise ValueError(f"{option} {text!r}: {typed[1]} is {KINDS[si_unit]}, expected "
                              + " or ".join(f"{KINDS[k]} ({k})" for k in kinds))
     value, how = quantity_in_si(text, si_unit, column_unit, option)
+    if column_unit is None and len(kinds) > 1 and not (parse_quantity(text, option) or
+                                                       (0, None))[1]:
+        how = f"{value:g} in SI ({' or '.join(kinds)}: neither column gives a unit)"
     allowed = {"positive": value > 0, "non-negative": value >= 0, "any": True}[sign]
     if not (math.isfinite(value) and allowed):
         wanted = "a finite value" if sign == "any" else f"a {sign} finite value"

@@ -370,11 +370,16 @@ def command_table(arguments) -> int:
     load_unit = ((data.read_as or {}).get("load") or {}).get("unit")
     max_misfit = misfit_fraction(arguments.max_misfit, float(np.ptp(data.load)), load_unit,
                                  UNITS[load_unit][0] if load_unit in UNITS else None)
-    # Noise typed with its unit, or bare in its column's unit (SI where the file gave none).
-    typed = {"load": (arguments.noise, load_unit, ("N", "N m")),
-             "displacement": (arguments.displacement_noise,
-                              ((data.read_as or {}).get("displacement") or {}).get("unit"),
-                              ("m", "rad"))}
+    # Noise typed with its unit, or bare in its column's unit (SI where the file gave none,
+    # of the kind the other column's unit says: a moment beside an angle).
+    column_unit = ((data.read_as or {}).get("displacement") or {}).get("unit")
+    rotational = ({"rad": True, "m": False}.get(UNITS[column_unit][0])
+                  if column_unit in UNITS else
+                  {"N m": True, "N": False}.get(UNITS.get(load_unit, (None,))[0]))
+    typed = {"load": (arguments.noise, load_unit,
+                      {True: ("N m",), False: ("N",)}.get(rotational, ("N", "N m"))),
+             "displacement": (arguments.displacement_noise, column_unit,
+                              {True: ("rad",), False: ("m",)}.get(rotational, ("m", "rad")))}
     noise, read = {}, {}
     for channel, (text, unit, kinds) in typed.items():
         if text is not None:
