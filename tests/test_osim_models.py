@@ -642,6 +642,18 @@ def test_a_lab_fits_a_coordinate_limit_from_opensim_motion_and_opensim_runs_the_
             pytest.approx(entries[name]["value"], rel=1e-12))
 
 
+def test_a_limit_on_a_coordinate_of_no_unit_gives_parameters_of_no_unit():
+    # (OpenSim's "coupled" motion type: a coordinate driving no axis through a slope of +-1)
+    from spineid.models._tree_parts import CoordinateLimit, limit_parameter_fields
+    limit = CoordinateLimit("knee_limit", 1, *(jnp.asarray(v) for v in (2.0, 0.1, 2.0, -0.1,
+                                                                        0.05, 0.01)))
+    fields = limit_parameter_fields((limit,), ("rad", ""))
+    assert [f.name for f in fields][:2] == ["knee_limit.upper_stiffness", "knee_limit.upper_limit"]
+    assert {f.unit for f in fields} == {""}
+    assert [f.unit for f in limit_parameter_fields((limit,), ("rad", "m"))][:3] == [
+        "N/m", "m", "N/m"]
+
+
 def test_a_coordinate_limits_table_is_checked_as_opensim_checks_the_force(tmp_path):
     model = osim.Model(str(neck_model(osim, tmp_path, levels=1, locked=False)))
     limit = osim.CoordinateLimitForce("v1_flexion", 5.0, 0.05, -90.0, 0.05, 0.002, 2.0)

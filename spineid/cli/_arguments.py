@@ -80,7 +80,8 @@ def column_quantity(text: str, option: str, column_unit: str | None,
     (`quantity_in_si`): with its unit, or bare in the column's unit `column_unit` (one of
     `UNITS`; `None` where the file gave none: SI). `kinds` are the SI units the column may
     hold (a load: `("N", "N m")`; one where the verb knows the kind), the first taken for a bare
-    number in a column of unknown kind (said so in how it was read). `sign`: `"positive"`, `"non-negative"` or `"any"` (finite, as every value)."""
+    number in a column of unknown kind (said so in how it was read). `sign`: `"positive"`,
+    `"non-negative"` or `"any"` (finite, as every value)."""
     column_unit = column_unit if column_unit in UNITS else None  # ("SI": spineid's own name)
     si_unit = UNITS[column_unit][0] if column_unit else None
     if si_unit is None:

@@ -135,7 +135,7 @@ def _spins_mapped(joints, values, vector, matrix):
 
 class _DynamicJoint(eqx.Module):
     # A joint with its indices as arrays (parent, child, each axis's coordinate), so that
-    # joints of one layout stack into one pytree a scan runs over.
+    # joints of one layout stack into one pytree a vmap runs over (`body_transforms`).
     parent: Array
     child: Array
     parent_offset: tuple

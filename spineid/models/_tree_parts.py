@@ -243,7 +243,8 @@ LIMIT_PROPERTIES = {"upper_stiffness": ("upper_stiffness", "stiffness", 0.0),
 of `CoordinateLimit`, its kind of unit, its lower bound)."""
 
 _LIMIT_UNITS = {"rad": {"stiffness": "N m/rad", "place": "rad", "damping": "N m s/rad"},
-                "m": {"stiffness": "N/m", "place": "m", "damping": "N s/m"}}
+                "m": {"stiffness": "N/m", "place": "m", "damping": "N s/m"},
+                "": {"stiffness": "", "place": "", "damping": ""}}  # (a coupled coordinate's)
 
 
 def component_label(name: str) -> str:
@@ -259,7 +260,8 @@ def limit_parameter_fields(limits, coordinate_units) -> tuple[ParameterField, ..
     coordinate): each limit's six properties (`LIMIT_PROPERTIES`), named after the file's
     force and OpenSim's properties (`C4_limit.upper_stiffness`), grouped per property over the
     limits (`coordinate_limits.upper_stiffness`), in SI: N m/rad, rad and N m s/rad for a
-    rotational coordinate, N/m, m and N s/m for a translational one."""
+    rotational coordinate, N/m, m and N s/m for a translational one, no unit for a coordinate
+    of OpenSim's "coupled" motion type (held as the file gives it)."""
     fields = []
     for k, limit in enumerate(limits):
         units = _LIMIT_UNITS[coordinate_units[limit.coordinate]]
