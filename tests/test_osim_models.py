@@ -583,19 +583,26 @@ def test_a_lab_fits_its_bushings_from_opensim_motion_and_opensim_runs_the_result
         assert np.max(np.abs(refit[name] - values_)) < 5e-4
 
 
-def test_a_lab_fits_a_coordinate_limit_from_opensim_motion_and_opensim_runs_the_result(
-        tmp_path):
-    from spineid.cli import main
-    # A CoordinateLimitForce added with OpenSim's own API (degrees, N m/degree, as OpenSim
-    # takes them): the head starts at 14 degrees of flexion, beyond the 5-degree upper limit,
-    # whose spring holds the motion above -3.3 degrees (-6.4 without it).
-    model = osim.Model(str(neck_model(osim, tmp_path, levels=1, locked=False)))
+def _limited_neck(directory: pathlib.Path) -> pathlib.Path:
+    # A one-level neck with a CoordinateLimitForce added with OpenSim's own API (degrees,
+    # N m/degree, as OpenSim takes them): flexion limited above 5 degrees (0.05 N m/degree,
+    # transition 2 degrees), written to `directory`/limited.osim.
+    model = osim.Model(str(neck_model(osim, directory, levels=1, locked=False)))
     limit = osim.CoordinateLimitForce("v1_flexion", 5.0, 0.05, -90.0, 0.05, 0.002, 2.0)
     limit.setName("flexion_limit")
     model.addForce(limit)
     model.finalizeConnections()
-    truth = tmp_path / "limited.osim"
-    model.printToXML(str(truth))
+    path = directory / "limited.osim"
+    model.printToXML(str(path))
+    return path
+
+
+def test_a_lab_fits_a_coordinate_limit_from_opensim_motion_and_opensim_runs_the_result(
+        tmp_path):
+    from spineid.cli import main
+    # The head starts at 14 degrees of flexion, beyond the 5-degree upper limit, whose spring
+    # holds the motion above -3.3 degrees (-6.4 without it).
+    truth = _limited_neck(tmp_path)
     times = np.linspace(0.0, 0.6, 61)
     clean = opensim_motion(osim, truth, times, tmp_path / "motion.sto", noise=2e-4, seed=6)
     assert np.degrees(np.min(clean["v1_flexion"])) > -4.0
@@ -655,12 +662,7 @@ def test_a_limit_on_a_coordinate_of_no_unit_gives_parameters_of_no_unit():
 
 
 def test_a_coordinate_limits_table_is_checked_as_opensim_checks_the_force(tmp_path):
-    model = osim.Model(str(neck_model(osim, tmp_path, levels=1, locked=False)))
-    limit = osim.CoordinateLimitForce("v1_flexion", 5.0, 0.05, -90.0, 0.05, 0.002, 2.0)
-    limit.setName("flexion_limit")
-    model.addForce(limit)
-    model.finalizeConnections()
-    model.printToXML(str(tmp_path / "limited.osim"))
+    _limited_neck(tmp_path)
     for table, message in (("[flexion_limit]\nupper_stiffness = -1.0", r"flexion_limit\."
                             r"upper_stiffness.*a number > 0"),
                            ("[flexion_limit]\ndamping = -0.1", r"flexion_limit\.damping"

@@ -28,8 +28,8 @@ from ..kinematics._rotations import euler123_rotation
 from ..kinematics._functions import SUPPORTED_FUNCTIONS, LinearFunction, coordinate_function
 from ..models._multibody import coordinate_rates, MultibodyTree, TransformAxis, TreeJoint
 from ..models._tree_parts import (
-    GROUND, CoordinateCoupler, CoordinateLimit, ExpressionBushing, PrescribedLoad, TreeBushing,
-    TreeMarker, component_label,
+    GROUND, LIMIT_PROPERTIES, CoordinateCoupler, CoordinateLimit, ExpressionBushing,
+    PrescribedLoad, TreeBushing, TreeMarker, component_label,
 )
 from ._expressions import EXPRESSIONS, polynomial_terms
 from ._atomic import readable_file
@@ -486,14 +486,24 @@ parameter_label = component_label
 """A component's name as it stands in parameter names and TOML keys (`component_label`)."""
 
 
-# OpenSim's defaults of a CoordinateLimitForce's properties (in the file's units).
-_LIMIT_DEFAULTS = {"upper_stiffness": 1.0, "upper_limit": 0.0, "lower_stiffness": 1.0,
-                   "lower_limit": 0.0, "transition": 0.1, "damping": 0.001}
+LIMIT_DEFAULTS = {"upper_stiffness": 1.0, "upper_limit": 0.0, "lower_stiffness": 1.0,
+                  "lower_limit": 0.0, "transition": 0.1, "damping": 0.001}
+"""OpenSim's defaults of a `CoordinateLimitForce`'s properties, in the file's units."""
+
+
+def limit_scale(prop: str, unit: str) -> float:
+    """The factor from a `CoordinateLimitForce` property's number in the file to SI (file
+    number x factor = SI value), `prop` one of `LIMIT_PROPERTIES`, `unit` its coordinate's
+    (`"rad"`, `"m"` or `""`). OpenSim gives a rotational coordinate's limits and transition in
+    degrees (factor pi/180), its stiffnesses per degree and its damping per degree per second
+    (factor 180/pi); a translational or coupled coordinate's numbers are SI already (1)."""
+    if unit != "rad":
+        return 1.0
+    return np.pi / 180.0 if LIMIT_PROPERTIES[prop][1] == "place" else 180.0 / np.pi
 
 
 def _limit(reader, element, where, names, units, spinning):
-    # A CoordinateLimitForce in SI: the file gives a rotational coordinate's limits and
-    # transition in degrees, its stiffness per degree and its damping per degree per second.
+    # A CoordinateLimitForce in SI (`limit_scale`).
     coordinate = _text(element, "coordinate", "")
     if coordinate not in names:
         reader.fail(f"{where}: coordinate {coordinate!r} is not in the model")
@@ -501,18 +511,15 @@ def _limit(reader, element, where, names, units, spinning):
     if index in spinning:
         reader.fail(f"{where}: a limit on {coordinate!r}, a rotation of a ball or free joint "
                     "(whose speeds are an angular velocity), is not supported")
-    w = np.pi / 180.0 if units[index] == "rad" else 1.0
     value = {tag: float(_numbers(reader, element, tag, 1, where, default=[default])[0])
-             for tag, default in _LIMIT_DEFAULTS.items()}
+             for tag, default in LIMIT_DEFAULTS.items()}
     if value["transition"] <= 0 or value["upper_stiffness"] <= 0 or \
             value["lower_stiffness"] <= 0 or value["damping"] < 0:
         reader.fail(f"{where}: a CoordinateLimitForce needs a transition and stiffnesses > 0 "
                     "and a damping >= 0")
-    return CoordinateLimit(
-        element.get("name"), index, floats(value["upper_stiffness"] / w),
-        floats(value["upper_limit"] * w), floats(value["lower_stiffness"] / w),
-        floats(value["lower_limit"] * w), floats(value["transition"] * w),
-        floats(value["damping"] / w))
+    return CoordinateLimit(element.get("name"), index, **{
+        field: floats(value[prop] * limit_scale(prop, units[index]))
+        for prop, (field, _, _) in LIMIT_PROPERTIES.items()})
 
 
 def _prescribed(reader, element, where, bodies) -> PrescribedLoad:

@@ -10,7 +10,7 @@ from ..models._multibody import MultibodyTree
 from ..models._tree_parts import LIMIT_PROPERTIES, ExpressionBushing, TreeBushing
 from ._atomic import write_text_atomically
 from ._expressions import EXPRESSIONS, polynomial_terms, render_terms
-from ._osim import _LIMIT_DEFAULTS, BUSHING_PROPERTIES, parameter_label
+from ._osim import BUSHING_PROPERTIES, LIMIT_DEFAULTS, limit_scale, parameter_label
 
 
 def write_osim_values(model: MultibodyTree, path) -> pathlib.Path:
@@ -102,22 +102,19 @@ def _with_values(source, name, body: str, bushing) -> str:
 
 def _limit_values(body: str, limit, unit: str) -> str:
     # The body of one CoordinateLimitForce with each property that changed written in the
-    # file's units (a rotational coordinate's in degrees: limits and transition in deg,
-    # stiffness in N m/deg, damping in N m s/deg); a property the file leaves out (OpenSim's
-    # default) is added before the block's end where it changed.
-    w = np.pi / 180.0 if unit == "rad" else 1.0
-    for prop, (field, kind, _) in LIMIT_PROPERTIES.items():
+    # file's units (`limit_scale`); a property the file leaves out (OpenSim's default) is added
+    # before the block's end where it changed.
+    for prop, (field, _, _) in LIMIT_PROPERTIES.items():
         value = float(getattr(limit, field))
-        # (SI from the file's number, as the reader computes it)
-        read = (lambda x: x * w) if kind == "place" else (lambda x: x / w)
-        written = value / w if kind == "place" else value * w
+        scale = limit_scale(prop, unit)
+        written = value / scale
         found = re.search(rf"<{prop}>([^<]*)</{prop}>", body)
         if found is None:
-            if read(_LIMIT_DEFAULTS[prop]) != value:  # (added as the first line is indented)
+            if LIMIT_DEFAULTS[prop] * scale != value:  # (added as the first line is indented)
                 kept = body.rstrip()
                 body = (kept + re.match(r"\s*", body).group(0) + f"<{prop}>{written!r}</{prop}>"
                         + body[len(kept):])
             continue
-        if read(float(found.group(1))) != value:
+        if float(found.group(1)) * scale != value:
             body = body[:found.start(1)] + repr(written) + body[found.end(1):]
     return body

@@ -520,26 +520,26 @@ def channel_noises(channels: Sequence[str], ranges: Sequence[float], n_free: int
         series = [b[:, c][~np.isnan(b[:, c])] for b in blocks]
         series = [s for s in series if s.size]
         share = n_free * sum(s.size for s in series) / total
+        floor = FLOOR * max(float(span), 1e-300)
         if isinstance(model, AR) and model.given(channel) is not None:
             noise = noise_under(series, model.given(channel), share)  # (the order fixed too)
         elif weighted_by is not None:
             noise = noise_under(series, weighted_by[channel].coefficients, share)
         else:
             kind = model if orders is None else AR(orders[c]) if orders[c] else White()
-            searched[channel] = (series, share, _candidates(series, kind))
+            searched[channel] = (series, share, floor, _candidates(series, kind))
             continue
-        noises[channel] = noise.floored(FLOOR * max(float(span), 1e-300))
+        noises[channel] = noise.floored(floor)
     # The orders searched: each channel's `chosen_order`; where the channels together show
     # correlation (`correlated_together`), one left white by its own takes the order AIC
     # prefers from 1 up.
-    together = correlated_together([found for _, _, found in searched.values()])
-    for channel, (series, share, (options, models, samples)) in searched.items():
+    together = correlated_together([found[-1] for found in searched.values()])
+    for channel, (series, share, floor, (options, models, samples)) in searched.items():
         order = chosen_order(models, options, samples) if len(options) > 1 else options[0]
         if together and not order and len(options) > 1:
             order = min(options[1:], key=lambda p: samples * math.log(
                 max(models[p][1], 1e-300)) + 2.0 * p)
-        noises[channel] = noise_under(series, models[order][0], share).floored(
-            FLOOR * max(float(ranges[channels.index(channel)]), 1e-300))
+        noises[channel] = noise_under(series, models[order][0], share).floored(floor)
     return {channel: noises[channel] for channel in channels}
 
 
