@@ -37,7 +37,9 @@ model = spineid.read_osim(path)
 print("bodies:", model.body_names)
 print("coordinates:", model.coordinate_names)
 print("free (unlocked, not coupled):", model.observable_names)
-print("parameters, e.g.:", [p.name for p in spineid.declared_parameters(model)][:4])
+parameters = spineid.declared_parameters(model)
+print("parameters, e.g.:", [p.name for p in parameters if p.group == "bodies.mass"]
+      + [p.name for p in parameters if p.group.startswith("bushings.")][:4])
 
 # %% [markdown]
 # ## What was read
@@ -45,7 +47,8 @@ print("parameters, e.g.:", [p.name for p in spineid.declared_parameters(model)][
 # bending) and y (axial rotation), and slides forward along a `SimmSpline` of its flexion; C7's
 # lateral bending follows its flexion through a `CoordinateCouplerConstraint` (spineid reduces
 # it: `C7_bending` is not a coordinate of the motion), and C5's axial rotation is locked. The
-# bushings keep OpenSim's names, and so do their parameters.
+# bushings keep OpenSim's names, and so do their parameters; each body's mass is a parameter
+# too (`C7.mass`, group `bodies.mass`).
 
 # %%
 q0, _ = model.initial_state()

@@ -454,7 +454,11 @@ def test_the_file_decides_coordinates_locks_couplers_and_names(small_neck):
     assert "bushing_2.rotational_damping[2]" in names
     groups = {p.group for p in declared_parameters(ours)}
     assert groups == {"bushings.rotational_stiffness", "bushings.translational_stiffness",
-                      "bushings.rotational_damping", "bushings.translational_damping"}
+                      "bushings.rotational_damping", "bushings.translational_damping",
+                      "bodies.mass"}
+    masses = [p for p in declared_parameters(ours) if p.group == "bodies.mass"]
+    assert [(p.name, p.unit) for p in masses] == [(f"{body}.mass", "kg")
+                                                  for body in ours.body_names]
 
 
 def test_gradients_reach_the_bushings_of_the_file(small_neck):
@@ -581,6 +585,44 @@ def test_a_lab_fits_its_bushings_from_opensim_motion_and_opensim_runs_the_result
     refit = opensim_motion(osim, fitted, times, tmp_path / "again.sto")
     for name, values_ in clean.items():
         assert np.max(np.abs(refit[name] - values_)) < 5e-4
+
+
+def test_a_lab_fits_a_body_mass_from_opensim_motion_and_opensim_runs_the_result(tmp_path):
+    from spineid.cli import main
+    # The vertebra's 0.3 kg hangs 10 mm in front of its joint: gravity's moment sets where the
+    # damped swing settles, so its mass is seen through the bushing's known stiffness.
+    truth = neck_model(osim, tmp_path, levels=1, locked=False)
+    times = np.linspace(0.0, 0.6, 61)
+    clean = opensim_motion(osim, truth, times, tmp_path / "motion.sto", noise=2e-4, seed=5)
+    start = tmp_path / "start.toml"  # the lab's start: the mass a third too large
+    start.write_text(f'kind = "opensim"\nfile = "{truth.name}"\n\n[v1]\nmass = 0.4\n')
+    assert spineid.load_model_file(start).model.masses.tolist() == [0.4]
+    out = tmp_path / "fit"
+    status = main(["fit", str(start), str(tmp_path / "motion.sto"), "--free", "bodies.mass",
+                   "--noise-model", "white", "--out", str(out)])
+    assert status == 0
+    (entry,) = json.loads((out / "report.json").read_text())["parameters"]
+    assert (entry["name"], entry["unit"]) == ("v1.mass", "kg")
+    assert abs(entry["value"] - 0.3) < 3 * entry["stderr"] < 0.03, entry
+    # fitted.osim: the mass line alone changed; OpenSim reads it and reproduces the data
+    fitted = out / "fitted.osim"
+    changed = [(a, b) for a, b in zip(truth.read_text().splitlines(),
+                                      fitted.read_text().splitlines()) if a != b]
+    assert [a.strip()[:6] for a, _ in changed] == ["<mass>"]
+    read = osim.Model(str(fitted))
+    read.initSystem()
+    assert read.getBodySet().get("v1").getMass() == pytest.approx(entry["value"], rel=1e-12)
+    refit = opensim_motion(osim, fitted, times, tmp_path / "again.sto")
+    for name, values_ in clean.items():
+        assert np.max(np.abs(refit[name] - values_)) < 5e-4
+    assert spineid.load_model_file(out / "fitted.toml").model.masses.tolist() == pytest.approx(
+        [entry["value"]], rel=1e-12)
+    # a mass must be a number > 0, and a body's table holds nothing else
+    for table, message in (("mass = -0.3", r"v1\.mass.*a number > 0"),
+                           ("inertia = 1.0", r"v1.*inertia")):
+        start.write_text(f'kind = "opensim"\nfile = "{truth.name}"\n\n[v1]\n{table}\n')
+        with pytest.raises(ValueError, match=message):
+            spineid.load_model_file(start)
 
 
 def _limited_neck(directory: pathlib.Path) -> pathlib.Path:

@@ -67,7 +67,8 @@ class ParameterField:
     differs from `field`: a law's `load_values` are the file's `load`) and `rows`, how an
     entry is named: `"entries"` (`bushings[0].damping[2]`), `"members"` (each row is one
     member of the element's collection: `springs[2].stiffness`) or `"matrix"` (the 21 packed
-    entries of a symmetric 6x6 matrix: `bushings[0].stiffness[1][4]`)."""
+    entries of a symmetric 6x6 matrix: `bushings[0].stiffness[1][4]`); `labels`, one name per
+    entry, names the entries `<label>.<name>` instead (a model's body masses: `head.mass`)."""
 
     field: str
     group: str
@@ -77,6 +78,7 @@ class ParameterField:
     tied: bool = False
     name: str | None = None
     rows: str = "entries"
+    labels: tuple[str, ...] | None = None
 
 
 _MATRIX = np.triu_indices(6)  # the packing of symmetric 6x6 matrices (row-major upper part)
@@ -128,6 +130,8 @@ def _row_name(spec: ParameterField, label, path: str, row: int | None,
     prefix = path if label is None else f"{label}.{path}"
     if row is None:
         return prefix
+    if spec.labels is not None:  # entries named by the owner (a model's bodies)
+        return f"{spec.labels[row]}.{prefix}"
     if spec.rows == "matrix":
         return f"{prefix}[{_MATRIX[0][row]}][{_MATRIX[1][row]}]"
     return f"{prefix}[{row}]"

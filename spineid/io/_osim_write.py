@@ -15,13 +15,14 @@ from ._osim import BUSHING_PROPERTIES, LIMIT_DEFAULTS, limit_scale, parameter_la
 
 def write_osim_values(model: MultibodyTree, path) -> pathlib.Path:
     """Write the OpenSim file `model` was read from (`model.source`) to `path` with its
-    bushings' properties (`BushingForce`s' four vectors; `ExpressionBasedBushingForce`s'
-    dampings, and each expression whose coefficients changed written anew as a sum of its
-    terms) and its `CoordinateLimitForce`s' six properties (in the file's degrees for a
-    rotational coordinate) set to the model's values: each number that changed is replaced in
-    place (full float64 precision), every other byte of the file is kept (line ends included;
-    a commented-out bushing is left alone). Returns the path; a model not read from a file, a
-    file not readable as UTF-8 text, or a bushing no longer in it raises `ValueError`.
+    bodies' masses (kg), its bushings' properties (`BushingForce`s' four vectors;
+    `ExpressionBasedBushingForce`s' dampings, and each expression whose coefficients changed
+    written anew as a sum of its terms) and its `CoordinateLimitForce`s' six properties (in
+    the file's degrees for a rotational coordinate) set to the model's values: each number that
+    changed is replaced in place (full float64 precision), every other byte of the file is kept
+    (line ends included; a commented-out bushing is left alone). Returns the path; a model not
+    read from a file, a file not readable as UTF-8 text, or a force or body no longer in it
+    raises `ValueError`.
     (`spineid.export_model(model, "opensim", path)` calls this.)"""
     if not model.source:
         raise ValueError("this MultibodyTree was not read from an OpenSim file: nothing to "
@@ -40,12 +41,18 @@ def write_osim_values(model: MultibodyTree, path) -> pathlib.Path:
     pieces, end = [], 0
     bushings = {bushing.label: bushing for bushing in model.elements}
     limits = {parameter_label(limit.name): limit for limit in model.limits}
-    for block in re.finditer(r'<(BushingForce|ExpressionBasedBushingForce|CoordinateLimitForce)'
-                             r'\s+name="([^"]*)"\s*>(.*?)</\1>', text, re.S):
+    masses = {parameter_label(body): float(mass)
+              for body, mass in zip(model.body_names, np.asarray(model.masses))}
+    for block in re.finditer(r'<(BushingForce|ExpressionBasedBushingForce|CoordinateLimitForce|'
+                             r'Body)\s+name="([^"]*)"\s*>(.*?)</\1>', text, re.S):
         if any(a <= block.start() < b for a, b in comments):
             continue
         label = parameter_label(block.group(2))
-        if block.group(1) == "CoordinateLimitForce":
+        if block.group(1) == "Body":
+            if label not in masses:
+                continue
+            body = _mass_value(block.group(3), masses.pop(label))
+        elif block.group(1) == "CoordinateLimitForce":
             if label not in limits:
                 continue
             limit = limits.pop(label)
@@ -60,8 +67,9 @@ def write_osim_values(model: MultibodyTree, path) -> pathlib.Path:
             body = _with_values(source, block.group(2), block.group(3), bushing)
         pieces += [text[end:block.start(3)], body]
         end = block.end(3)
-    if bushings or limits:
-        raise ValueError(f"{source}: no force {sorted(bushings) + sorted(limits)} in the file "
+    if bushings or limits or masses:
+        raise ValueError(f"{source}: no force or body "
+                         f"{sorted(bushings) + sorted(limits) + sorted(masses)} in the file "
                          "(changed since it was read?)")
     write_text_atomically(pathlib.Path(path), "".join(pieces) + text[end:])
     return pathlib.Path(path)
@@ -98,6 +106,15 @@ def _with_values(source, name, body: str, bushing) -> str:
                 tokens[k] = repr(float(value))
         body = body[:found.start(1)] + "".join(tokens) + body[found.end(1):]
     return body
+
+
+def _mass_value(body: str, mass: float) -> str:
+    # The body of one Body with its mass written where it changed (OpenSim requires the
+    # property: the reader refuses a body without it).
+    found = re.search(r"<mass>([^<]*)</mass>", body)
+    if found is None or float(found.group(1)) == mass:
+        return body
+    return body[:found.start(1)] + repr(mass) + body[found.end(1):]
 
 
 def _limit_values(body: str, limit, unit: str) -> str:

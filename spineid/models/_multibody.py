@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ..elements._parameters import ParameterField
 from ..kinematics._frames import bushing_deflection
 from ..kinematics._functions import AbstractCoordinateFunction
 from ..kinematics._rotations import E_T, E_W, axial, axis_rotation
@@ -50,6 +51,7 @@ from ._tree_parts import (
     MARKER_AXES,
     TreeBushing,
     TreeMarker,
+    component_label,
     limit_parameter_fields,
 )
 
@@ -286,9 +288,12 @@ class MultibodyTree(AbstractLagrangianSystem):
                              " are joined to nothing")
 
     def parameter_fields(self) -> tuple:
-        """The coordinate limits' properties (`limit_parameter_fields`: `<limit>.upper_stiffness`
-        ..., groups `coordinate_limits.<property>`, SI); the bushings' are their own."""
-        return limit_parameter_fields(self.limits, self.coordinate_units)
+        """The bodies' masses (`<body>.mass`, kg, group `bodies.mass`) and the coordinate
+        limits' properties (`limit_parameter_fields`: `<limit>.upper_stiffness` ..., groups
+        `coordinate_limits.<property>`, SI); the bushings' are their own."""
+        masses = ParameterField("masses", "bodies.mass", "kg", name="mass", labels=tuple(
+            component_label(body) for body in self.body_names))
+        return (masses,) + limit_parameter_fields(self.limits, self.coordinate_units)
 
     @property
     def n_dof(self) -> int:

@@ -13,9 +13,11 @@ numbers), `[simulation]`, and one table per `BushingForce` named after it, with 
 `rotational_damping` and `translational_damping`; one per `CoordinateLimitForce` named after
 it, with any of `upper_stiffness`, `upper_limit`, `lower_stiffness`, `lower_limit`,
 `transition`, `damping` (numbers in SI: N m/rad, rad, N m s/rad for a rotational coordinate,
-N/m, m, N s/m for a translational one; the `.osim` holds degrees). The parameters are the
-bushings' properties, named `<bushing>.<property>[i]` in the groups `bushings.<property>`,
-and the limits', `<limit>.<property>` in `coordinate_limits.<property>`. `[[loads]]`
+N/m, m, N s/m for a translational one; the `.osim` holds degrees); one per body named after
+it, with `mass` (kg, > 0; a body and a force of one name share a table). The parameters are
+the bushings' properties, named `<bushing>.<property>[i]` in the groups
+`bushings.<property>`, the limits', `<limit>.<property>` in `coordinate_limits.<property>`,
+and the bodies' masses, `<body>.mass` in `bodies.mass`. `[[loads]]`
 add constant loads from t = 0 (as `PrescribedForce`s of constants, beside the file's own):
 `body` (a body's name), `force` (N), `torque` (N m), `point` (m, in the body; default its
 origin), `in_ground` (the force and torque in ground axes, default true; else the body's),
@@ -94,8 +96,9 @@ def _loads(check, document, model) -> tuple[PrescribedLoad, ...]:
 
 def read_opensim(document: dict, check: DocumentChecker, folder: pathlib.Path):
     """Build the model of a `kind = "opensim"` document (module docstring); returns the model,
-    its parameters and the document completed with every bushing's table (the file's values
-    where the TOML gives none), so that fitted values can be written back by name."""
+    its parameters and the document completed with every bushing's, limit's and body's
+    table (the file's values where the TOML gives none), so that fitted values can be written
+    back by name."""
     bushing_names = [key for key, value in document.items()
                      if key not in _KEYS and isinstance(value, dict)]
     check.keys({k: v for k, v in document.items() if k not in bushing_names}, "", _KEYS,
@@ -141,16 +144,18 @@ def read_opensim(document: dict, check: DocumentChecker, folder: pathlib.Path):
                                                                             model))
     labels = [bushing.label for bushing in model.elements]
     limit_labels = [component_label(limit.name) for limit in model.limits]
+    body_labels = [component_label(body) for body in model.body_names]
     completed = dict(document)
+    named = labels + limit_labels + body_labels
     for name in bushing_names:
-        if name not in labels + limit_labels:
-            near = difflib.get_close_matches(name, labels + limit_labels + sorted(_KEYS), n=3)
-            check.fail(name, "a table named after a BushingForce or CoordinateLimitForce of "
-                       "the model (" + (f"near: {', '.join(near)}" if near else
-                                        f"it has {', '.join(labels + limit_labels) or 'none'}")
-                       + ")", name)
+        if name not in named:
+            near = difflib.get_close_matches(name, named + sorted(_KEYS), n=3)
+            check.fail(name, "a table named after a BushingForce, CoordinateLimitForce or "
+                       "body of the model (" + (f"near: {', '.join(near)}" if near else
+                                                f"it has {', '.join(named)}") + ")", name)
+    model, masses = _mass_tables(check, document, model, body_labels)
     for k, label in enumerate(labels):
-        table = document.get(label, {})
+        table = _force_table(document, label, masses)
         bushing = model.elements[k]
         # (a BushingForce's four properties; an ExpressionBasedBushingForce's coefficients,
         # in the order of its `terms`, and dampings)
@@ -167,8 +172,34 @@ def read_opensim(document: dict, check: DocumentChecker, folder: pathlib.Path):
         completed[label] = {prop: np.asarray(getattr(bushing, prop)).tolist()
                             for prop in fields}
     for k, label in enumerate(limit_labels):
-        model, completed[label] = _limit_table(check, document.get(label, {}), label, model, k)
+        model, completed[label] = _limit_table(check, _force_table(document, label, masses),
+                                               label, model, k)
+    for label, mass in masses.items():  # (beside a force's properties where it has its name)
+        completed[label] = dict(completed.get(label, {}), mass=mass)
     return model, declared_parameters(model), completed
+
+
+def _force_table(document, label, bodies) -> dict:
+    # A force's table, less the `mass` of a body of the same name (`bodies`, by label).
+    return {key: value for key, value in document.get(label, {}).items()
+            if not (key == "mass" and label in bodies)}
+
+
+def _mass_tables(check, document, model, body_labels):
+    # The bodies' tables: `mass` (kg, > 0) of each body whose table gives it, set in `model`;
+    # returns the model and every body's mass by its label (for the completed document). A
+    # table of a body that is no force's holds nothing else.
+    forces = {bushing.label for bushing in model.elements} | {
+        component_label(limit.name) for limit in model.limits}
+    masses = np.array(model.masses)
+    for k, label in enumerate(body_labels):
+        table = document.get(label, {})
+        if label not in forces:
+            check.keys(table, label, {"mass"})
+        if "mass" in table:
+            masses[k] = check.number(table, "mass", f"{label}.mass", positive=True)
+    model = dataclasses.replace(model, masses=floats(masses))
+    return model, {label: float(m) for label, m in zip(body_labels, masses)}
 
 
 def _limit_table(check, table, label, model, k):
