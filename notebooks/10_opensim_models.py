@@ -47,8 +47,9 @@ print("parameters, e.g.:", [p.name for p in parameters if p.group == "bodies.mas
 # bending) and y (axial rotation), and slides forward along a `SimmSpline` of its flexion; C7's
 # lateral bending follows its flexion through a `CoordinateCouplerConstraint` (spineid reduces
 # it: `C7_bending` is not a coordinate of the motion), and C5's axial rotation is locked. The
-# bushings keep OpenSim's names, and so do their parameters; each body's mass is a parameter
-# too (`C7.mass`, group `bodies.mass`).
+# bushings keep OpenSim's names, and so do their parameters; each body's mass, centre of mass
+# and inertia are parameters too (`C7.mass`, `C7.mass_center[0]`, `C7.inertia[2]`; groups
+# `bodies.mass`, `bodies.mass_center`, `bodies.inertia`).
 
 # %%
 q0, _ = model.initial_state()

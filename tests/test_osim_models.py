@@ -15,7 +15,7 @@ import pytest
 
 import spineid
 import spineid.io._columns as columns_module
-from spineid.elements._parameters import declared_parameters
+from spineid.elements._parameters import declared_parameters, select_parameters
 from spineid.kinematics._functions import (
     Constant, LinearFunction, MultiplierFunction, NaturalCubicSpline, PiecewiseLinearFunction,
     PolynomialFunction, SimmSpline,
@@ -455,10 +455,25 @@ def test_the_file_decides_coordinates_locks_couplers_and_names(small_neck):
     groups = {p.group for p in declared_parameters(ours)}
     assert groups == {"bushings.rotational_stiffness", "bushings.translational_stiffness",
                       "bushings.rotational_damping", "bushings.translational_damping",
-                      "bodies.mass"}
-    masses = [p for p in declared_parameters(ours) if p.group == "bodies.mass"]
-    assert [(p.name, p.unit) for p in masses] == [(f"{body}.mass", "kg")
-                                                  for body in ours.body_names]
+                      "bodies.mass", "bodies.mass_center", "bodies.inertia"}
+    by_group = {group: [(p.name, p.unit, p.lower) for p in declared_parameters(ours)
+                        if p.group == group] for group in groups}
+    assert by_group["bodies.mass"] == [(f"{body}.mass", "kg", 0.0) for body in ours.body_names]
+    assert by_group["bodies.mass_center"] == [(f"{body}.mass_center[{i}]", "m", -np.inf)
+                                              for body in ours.body_names for i in range(3)]
+    assert by_group["bodies.inertia"] == [(f"{body}.inertia[{i}]", "kg m^2",
+                                           0.0 if i < 3 else -np.inf)
+                                          for body in ours.body_names for i in range(6)]
+    # an entry of a body's row is set alone, and a product of inertia on both sides of the
+    # matrix (v2's Ixy and Iyz; the file's other entries kept)
+    chosen = select_parameters(declared_parameters(ours), [
+        "v2.inertia[3]", "v2.inertia[5]", "v1.mass_center[1]"])
+    changed = spineid.apply_values(ours, chosen, jnp.asarray([3e-5, -2e-5, 0.012]))
+    assert np.asarray(changed.inertias[1]).tolist() == [[4e-4, 3e-5, 0.0],
+                                                        [3e-5, 6e-4, -2e-5], [0.0, -2e-5, 5e-4]]
+    assert np.asarray(changed.inertias[0]).tolist() == np.asarray(ours.inertias[0]).tolist()
+    assert np.asarray(changed.mass_centers).tolist() == [[0.01, 0.012, 0.0], [0.01, 0.008, 0.0]]
+    assert [float(p.get(changed)) for p in chosen] == [3e-5, -2e-5, 0.012]
 
 
 def test_gradients_reach_the_bushings_of_the_file(small_neck):
@@ -624,6 +639,60 @@ def test_a_lab_fits_a_body_mass_from_opensim_motion_and_opensim_runs_the_result(
         with pytest.raises(ValueError, match=message):
             spineid.load_model_file(start)
 
+
+
+def test_a_lab_fits_a_centre_of_mass_and_an_inertia_and_opensim_runs_the_result(tmp_path):
+    from spineid.cli import main
+    # The vertebra swings in flexion about z: its centre of mass 10 mm in front of the joint
+    # sets gravity's moment, its moment of inertia about z (with the centre's offset) the
+    # period of the swing; a lab's start has the centre 4 mm off and the moment 40 % high.
+    truth = neck_model(osim, tmp_path, levels=1, locked=False)
+    times = np.linspace(0.0, 0.6, 61)
+    clean = opensim_motion(osim, truth, times, tmp_path / "motion.sto", noise=2e-4, seed=7)
+    start = tmp_path / "start.toml"
+    start.write_text(f'kind = "opensim"\nfile = "{truth.name}"\n\n[v1]\nmass_center = '
+                     '[0.014, 0.008, 0.0]\ninertia = [4e-4, 6e-4, 7e-4, 2e-5, 0.0, -1e-5]\n')
+    out = tmp_path / "fit"
+    status = main(["fit", str(start), str(tmp_path / "motion.sto"), "--free",
+                   "v1.mass_center[0]", "--free", "v1.inertia[2]", "--noise-model", "white",
+                   "--out", str(out)])
+    assert status == 0
+    entries = {entry["name"]: entry
+               for entry in json.loads((out / "report.json").read_text())["parameters"]}
+    true = {"v1.mass_center[0]": (0.01, "m"), "v1.inertia[2]": (5e-4, "kg m^2")}
+    assert {name: entry["unit"] for name, entry in entries.items()} == {
+        name: unit for name, (_, unit) in true.items()}
+    for name, (value, _) in true.items():
+        entry = entries[name]
+        assert abs(entry["value"] - value) < 3 * entry["stderr"] < 0.05 * value, entry
+    # fitted.osim: the two lines alone changed, each in its one number; OpenSim reads them
+    # back and reproduces the data
+    fitted = out / "fitted.osim"
+    changed = [(a, b) for a, b in zip(truth.read_text().splitlines(),
+                                      fitted.read_text().splitlines()) if a != b]
+    assert [a.strip()[:13] for a, _ in changed] == ["<mass_center>", "<inertia>0.00"]
+    for a, b in changed:
+        assert sum(x != y for x, y in zip(a.split(), b.split())) == 1, (a, b)
+    read = osim.Model(str(fitted))
+    read.initSystem()
+    body = read.getBodySet().get("v1")
+    assert body.getMassCenter().get(0) == pytest.approx(entries["v1.mass_center[0]"]["value"],
+                                                         rel=1e-12)
+    assert body.getInertia().getMoments().get(2) == pytest.approx(
+        entries["v1.inertia[2]"]["value"], rel=1e-12)
+    refit = opensim_motion(osim, fitted, times, tmp_path / "again.sto")
+    for name, values_ in clean.items():
+        assert np.max(np.abs(refit[name] - values_)) < 5e-4
+    # a centre of mass is 3 numbers; an inertia 6, that a rigid body can have
+    for table, message in (("mass_center = [0.01, 0.0]", r"v1\.mass_center.*3"),
+                           ("inertia = [4e-4, 6e-4, 5e-4]", r"v1\.inertia.*6"),
+                           ("inertia = [1e-4, 1e-4, 5e-4, 0.0, 0.0, 0.0]",
+                            r"v1\.inertia.*rigid body.*sum of the other two"),
+                           ("inertia = [4e-4, 4e-4, 4e-4, 5e-4, 0.0, 0.0]",
+                            r"v1\.inertia.*moments >= 0")):
+        start.write_text(f'kind = "opensim"\nfile = "{truth.name}"\n\n[v1]\n{table}\n')
+        with pytest.raises(ValueError, match=message):
+            spineid.load_model_file(start)
 
 def _limited_neck(directory: pathlib.Path) -> pathlib.Path:
     # A one-level neck with a CoordinateLimitForce added with OpenSim's own API (degrees,

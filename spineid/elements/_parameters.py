@@ -25,7 +25,8 @@ class Parameter:
     Fields: `name` (a path into the model file, e.g. `springs[3].stiffness`), `group` (the
     `--free` group it belongs to), `unit` (SI), `element` and `field` (where it lives:
     `model.elements[element].<field>`, or `model.<field>` for `element=None`), `row` (its entry
-    in that array, `None` for a scalar), `tied` (the field is an array whose entries all take
+    in that array: an index, a pair of indices for an entry of a 2-D array such as a body's
+    centre of mass, or `None` for a scalar), `tied` (the field is an array whose entries all take
     this one value, e.g. the same ligament stiffness at every level of a chain), `lower` and
     `upper` bounds.
     """
@@ -35,7 +36,7 @@ class Parameter:
     unit: str
     element: int | None
     field: str  # attribute path, dotted for nested modules: "law.load_values"
-    row: int | None = None
+    row: int | tuple[int, int] | None = None
     lower: float = 0.0
     upper: float = math.inf
     tied: bool = False
@@ -68,7 +69,9 @@ class ParameterField:
     entry is named: `"entries"` (`bushings[0].damping[2]`), `"members"` (each row is one
     member of the element's collection: `springs[2].stiffness`) or `"matrix"` (the 21 packed
     entries of a symmetric 6x6 matrix: `bushings[0].stiffness[1][4]`); `labels`, one name per
-    entry, names the entries `<label>.<name>` instead (a model's body masses: `head.mass`)."""
+    entry, names the entries `<label>.<name>` instead (a model's body masses: `head.mass`),
+    and, for a field of one row per label (a body's centre of mass, `(n, 3)`), its entries
+    `<label>.<name>[i]`, with `unit` and `lower` by entry `i` where they are tuples."""
 
     field: str
     group: str
@@ -131,6 +134,8 @@ def _row_name(spec: ParameterField, label, path: str, row: int | None,
     if row is None:
         return prefix
     if spec.labels is not None:  # entries named by the owner (a model's bodies)
+        if isinstance(row, tuple):  # an entry of the label's row: `head.mass_center[1]`
+            return f"{spec.labels[row[0]]}.{prefix}[{row[1]}]"
         return f"{spec.labels[row]}.{prefix}"
     if spec.rows == "matrix":
         return f"{prefix}[{_MATRIX[0][row]}][{_MATRIX[1][row]}]"
@@ -154,9 +159,12 @@ def declared_parameters(model) -> tuple["Parameter", ...]:
             leaf = _leaf(owner, spec.field)
             path = re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", spec.name or spec.field)
             rows = [None] if spec.tied or jnp.ndim(leaf) == 0 else range(jnp.shape(leaf)[0])
+            if spec.labels is not None and jnp.ndim(leaf) == 2:  # (label, entry) pairs
+                rows = list(np.ndindex(jnp.shape(leaf)))
             for row in rows:
-                unit = spec.unit[row] if isinstance(spec.unit, tuple) else spec.unit
-                lower = spec.lower[row] if isinstance(spec.lower, tuple) else spec.lower
+                entry = row[-1] if isinstance(row, tuple) else row
+                unit = spec.unit[entry] if isinstance(spec.unit, tuple) else spec.unit
+                lower = spec.lower[entry] if isinstance(spec.lower, tuple) else spec.lower
                 # Members one after another (fields within each); tied fields after them.
                 key = (0, row, order) if spec.rows == "members" and not spec.tied else (1, order)
                 collection = None if element is None else _collection(model, owner)
@@ -197,7 +205,8 @@ def apply_values(model, parameters: Sequence[Parameter], values: Float[Array, " 
         else:
             rows = np.array([parameter.row for parameter, _ in entries])
             positions = np.array([position for _, position in entries])
-            new_leaf = leaf.at[rows].set(values[positions])
+            # (rows of pairs index a 2-D field entry by entry)
+            new_leaf = leaf.at[tuple(rows.T) if rows.ndim == 2 else rows].set(values[positions])
         model = eqx.tree_at(
             lambda m, e=element, f=field: _leaf(_owner(m, e), f), model, new_leaf
         )

@@ -250,8 +250,7 @@ def read_osim(path) -> MultibodyTree:
         bodies[body.get("name")] = len(bodies)
         masses.append(float(_numbers(reader, body, "mass", 1, where)[0]))
         centres.append(_numbers(reader, body, "mass_center", 3, where, default=np.zeros(3)))
-        i = _numbers(reader, body, "inertia", 6, where, default=np.zeros(6))
-        inertias.append(np.array([[i[0], i[3], i[4]], [i[3], i[1], i[5]], [i[4], i[5], i[2]]]))
+        inertias.append(_numbers(reader, body, "inertia", 6, where, default=np.zeros(6)))
     if not bodies:
         reader.fail("has no bodies (an empty <BodySet>)")
     names, units, defaults, speeds, locked, paths = [], [], [], [], [], []
@@ -269,7 +268,8 @@ def read_osim(path) -> MultibodyTree:
     return MultibodyTree(
         name=model.get("name") or path.stem, body_names=body_names,
         masses=floats(masses), mass_centers=floats(np.array(centres)),
-        inertias=floats(np.array(inertias)), joints=tuple(_ordered(reader, joints, body_names)),
+        inertia_entries=floats(np.array(inertias)),
+        joints=tuple(_ordered(reader, joints, body_names)),
         coordinate_names=tuple(names), coordinate_units=tuple(units),
         default_values=floats(defaults), default_speeds=speeds, free=free,
         couplers=tuple(couplers), elements=tuple(bushings), limits=tuple(limits),

@@ -15,11 +15,12 @@ from ._osim import BUSHING_PROPERTIES, LIMIT_DEFAULTS, limit_scale, parameter_la
 
 def write_osim_values(model: MultibodyTree, path) -> pathlib.Path:
     """Write the OpenSim file `model` was read from (`model.source`) to `path` with its
-    bodies' masses (kg), its bushings' properties (`BushingForce`s' four vectors;
-    `ExpressionBasedBushingForce`s' dampings, and each expression whose coefficients changed
-    written anew as a sum of its terms) and its `CoordinateLimitForce`s' six properties (in
-    the file's degrees for a rotational coordinate) set to the model's values: each number that
-    changed is replaced in place (full float64 precision), every other byte of the file is kept
+    bodies' masses (kg), centres of mass (m) and inertias (kg m^2), its bushings' properties
+    (`BushingForce`s' four vectors; `ExpressionBasedBushingForce`s' dampings, and each
+    expression whose coefficients changed written anew as a sum of its terms) and its
+    `CoordinateLimitForce`s' six properties (in the file's degrees for a rotational coordinate)
+    set to the model's values: each number that changed is replaced in place (full float64
+    precision), every other byte of the file is kept
     (line ends included; a commented-out bushing is left alone). Returns the path; a model not
     read from a file, a file not readable as UTF-8 text, or a force or body no longer in it
     raises `ValueError`.
@@ -41,17 +42,22 @@ def write_osim_values(model: MultibodyTree, path) -> pathlib.Path:
     pieces, end = [], 0
     bushings = {bushing.label: bushing for bushing in model.elements}
     limits = {parameter_label(limit.name): limit for limit in model.limits}
-    masses = {parameter_label(body): float(mass)
-              for body, mass in zip(model.body_names, np.asarray(model.masses))}
+    masses, centres = np.asarray(model.masses), np.asarray(model.mass_centers)
+    inertias = np.asarray(model.inertia_entries)
+    bodies = {parameter_label(body): {"mass": masses[k : k + 1], "mass_center": centres[k],
+                                      "inertia": inertias[k]}
+              for k, body in enumerate(model.body_names)}
     for block in re.finditer(r'<(BushingForce|ExpressionBasedBushingForce|CoordinateLimitForce|'
                              r'Body)\s+name="([^"]*)"\s*>(.*?)</\1>', text, re.S):
         if any(a <= block.start() < b for a, b in comments):
             continue
         label = parameter_label(block.group(2))
         if block.group(1) == "Body":
-            if label not in masses:
+            if label not in bodies:
                 continue
-            body = _mass_value(block.group(3), masses.pop(label))
+            body = block.group(3)
+            for prop, values in bodies.pop(label).items():
+                body = _numbers_written(body, prop, values, f"{source}: body {block.group(2)!r}")
         elif block.group(1) == "CoordinateLimitForce":
             if label not in limits:
                 continue
@@ -67,9 +73,9 @@ def write_osim_values(model: MultibodyTree, path) -> pathlib.Path:
             body = _with_values(source, block.group(2), block.group(3), bushing)
         pieces += [text[end:block.start(3)], body]
         end = block.end(3)
-    if bushings or limits or masses:
+    if bushings or limits or bodies:
         raise ValueError(f"{source}: no force or body "
-                         f"{sorted(bushings) + sorted(limits) + sorted(masses)} in the file "
+                         f"{sorted(bushings) + sorted(limits) + sorted(bodies)} in the file "
                          "(changed since it was read?)")
     write_text_atomically(pathlib.Path(path), "".join(pieces) + text[end:])
     return pathlib.Path(path)
@@ -92,29 +98,27 @@ def _with_values(source, name, body: str, bushing) -> str:
     for prop in BUSHING_PROPERTIES:
         if not hasattr(bushing, prop):
             continue
-        values = np.asarray(getattr(bushing, prop), dtype=float)
-        found = re.search(rf"<{prop}>([^<]*)</{prop}>", body)
-        if found is None:  # (absent: OpenSim's default, zeros)
-            if np.any(values != 0.0):
-                raise ValueError(f"{source}: bushing force {name!r} has no <{prop}> to write "
-                                 "its value into")
-            continue
-        tokens = re.split(r"(\s+)", found.group(1))
-        numbers = [k for k, token in enumerate(tokens) if token and not token.isspace()]
-        for k, value in zip(numbers, values):
-            if float(tokens[k]) != float(value):
-                tokens[k] = repr(float(value))
-        body = body[:found.start(1)] + "".join(tokens) + body[found.end(1):]
+        body = _numbers_written(body, prop, getattr(bushing, prop),
+                                f"{source}: bushing force {name!r}")
     return body
 
 
-def _mass_value(body: str, mass: float) -> str:
-    # The body of one Body with its mass written where it changed (OpenSim requires the
-    # property: the reader refuses a body without it).
-    found = re.search(r"<mass>([^<]*)</mass>", body)
-    if found is None or float(found.group(1)) == mass:
+def _numbers_written(body: str, prop: str, values, where: str) -> str:
+    # `body` (the text inside one component's block) with each number of its `<prop>` that
+    # differs from `values` replaced (full float64 precision; spacing kept). An absent `<prop>`
+    # is OpenSim's default, zeros (a body's `<mass>` is never absent: the reader requires it).
+    values = np.asarray(values, dtype=float)
+    found = re.search(rf"<{prop}>([^<]*)</{prop}>", body)
+    if found is None:
+        if np.any(values != 0.0):
+            raise ValueError(f"{where} has no <{prop}> to write its value into")
         return body
-    return body[:found.start(1)] + repr(mass) + body[found.end(1):]
+    tokens = re.split(r"(\s+)", found.group(1))
+    numbers = [k for k, token in enumerate(tokens) if token and not token.isspace()]
+    for k, value in zip(numbers, values):
+        if float(tokens[k]) != float(value):
+            tokens[k] = repr(float(value))
+    return body[:found.start(1)] + "".join(tokens) + body[found.end(1):]
 
 
 def _limit_values(body: str, limit, unit: str) -> str:

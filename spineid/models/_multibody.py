@@ -230,26 +230,26 @@ class MultibodyTree(AbstractLagrangianSystem):
     coordinates' default values and speeds.
 
     Fields: `name` (static), `body_names` (static), `masses` (kg, `(n,)`), `mass_centers`
-    (m, `(n, 3)`, body frames), `inertias` (kg m^2, `(n, 3, 3)` about the centres of mass in
-    body axes), `joints` (tuple of `TreeJoint`, each parent before its children),
-    `coordinate_names` and `coordinate_units` (static, `"rad"` or `"m"`), `default_values`
-    and `default_speeds` (`(m,)`), `free` (static indices of the generalized coordinates),
-    `couplers` (tuple of `CoordinateCoupler`), `elements` (tuple of `TreeBushing` and
-    `ExpressionBushing`), `gravity`
-    (m/s^2, `(3,)`, ground axes), `limits` (tuple of `CoordinateLimit`, OpenSim's
-    `CoordinateLimitForce`s), `coordinate_paths` (static: each coordinate's component
-    path, `/jointset/J/C`, for OpenSim's state labels), `source` (static: the `.osim` file
-    it was read from, where `spineid.export_model` writes fitted values back; `""` if none),
-    `markers` (tuple of `TreeMarker`, the `MarkerSet`), `observed` (static: `"coordinates"`
-    or `"markers"`, what `observe` gives) and `prescribed` (tuple of `PrescribedLoad`,
-    OpenSim's `PrescribedForce`s).
+    (m, `(n, 3)`, body frames), `inertia_entries` (kg m^2, `(n, 6)`: each body's inertia about
+    its centre of mass in body axes as OpenSim's `<inertia>` lists it, `Ixx Iyy Izz Ixy Ixz
+    Iyz`; `inertias` gives the `(n, 3, 3)` matrices), `joints` (tuple of `TreeJoint`, each
+    parent before its children), `coordinate_names` and `coordinate_units` (static, `"rad"`
+    or `"m"`), `default_values` and `default_speeds` (`(m,)`), `free` (static indices of the
+    generalized coordinates), `couplers` (tuple of `CoordinateCoupler`), `elements` (tuple of
+    `TreeBushing` and `ExpressionBushing`), `gravity` (m/s^2, `(3,)`, ground axes), `limits`
+    (tuple of `CoordinateLimit`, OpenSim's `CoordinateLimitForce`s), `coordinate_paths`
+    (static: each coordinate's component path, `/jointset/J/C`, for OpenSim's state labels),
+    `source` (static: the `.osim` file it was read from, where `spineid.export_model` writes
+    fitted values back; `""` if none), `markers` (tuple of `TreeMarker`, the `MarkerSet`),
+    `observed` (static: `"coordinates"` or `"markers"`, what `observe` gives) and
+    `prescribed` (tuple of `PrescribedLoad`, OpenSim's `PrescribedForce`s).
     """
 
     name: str = eqx.field(static=True)
     body_names: tuple[str, ...] = eqx.field(static=True)
     masses: Float[Array, " n"]
     mass_centers: Float[Array, "n 3"]
-    inertias: Float[Array, "n 3 3"]
+    inertia_entries: Float[Array, "n 6"]
     joints: tuple[TreeJoint, ...]
     coordinate_names: tuple[str, ...] = eqx.field(static=True)
     coordinate_units: tuple[str, ...] = eqx.field(static=True)
@@ -288,12 +288,27 @@ class MultibodyTree(AbstractLagrangianSystem):
                              " are joined to nothing")
 
     def parameter_fields(self) -> tuple:
-        """The bodies' masses (`<body>.mass`, kg, group `bodies.mass`) and the coordinate
-        limits' properties (`limit_parameter_fields`: `<limit>.upper_stiffness` ..., groups
-        `coordinate_limits.<property>`, SI); the bushings' are their own."""
-        masses = ParameterField("masses", "bodies.mass", "kg", name="mass", labels=tuple(
-            component_label(body) for body in self.body_names))
-        return (masses,) + limit_parameter_fields(self.limits, self.coordinate_units)
+        """The bodies' masses (`<body>.mass`, kg, group `bodies.mass`), centres of mass
+        (`<body>.mass_center[i]`, m, body axes, group `bodies.mass_center`) and inertias
+        (`<body>.inertia[i]`, kg m^2, `Ixx Iyy Izz Ixy Ixz Iyz`, the moments >= 0, group
+        `bodies.inertia`), and the coordinate limits' properties (`limit_parameter_fields`:
+        `<limit>.upper_stiffness` ..., groups `coordinate_limits.<property>`, SI); the
+        bushings' are their own."""
+        bodies = tuple(component_label(body) for body in self.body_names)
+        return (ParameterField("masses", "bodies.mass", "kg", name="mass", labels=bodies),
+                ParameterField("mass_centers", "bodies.mass_center", "m", lower=-np.inf,
+                               name="mass_center", labels=bodies),
+                ParameterField("inertia_entries", "bodies.inertia", "kg m^2",
+                               lower=(0.0,) * 3 + (-np.inf,) * 3, name="inertia",
+                               labels=bodies),
+                ) + limit_parameter_fields(self.limits, self.coordinate_units)
+
+    @property
+    def inertias(self) -> Float[Array, "n 3 3"]:
+        """Each body's inertia matrix `(n, 3, 3)` (kg m^2, about its centre of mass, body
+        axes), from `inertia_entries`."""
+        rows = [(0, 3, 4), (3, 1, 5), (4, 5, 2)]  # (positions in `Ixx Iyy Izz Ixy Ixz Iyz`)
+        return self.inertia_entries[:, np.array(rows)]
 
     @property
     def n_dof(self) -> int:

@@ -14,10 +14,14 @@ numbers), `[simulation]`, and one table per `BushingForce` named after it, with 
 it, with any of `upper_stiffness`, `upper_limit`, `lower_stiffness`, `lower_limit`,
 `transition`, `damping` (numbers in SI: N m/rad, rad, N m s/rad for a rotational coordinate,
 N/m, m, N s/m for a translational one; the `.osim` holds degrees); one per body named after
-it, with `mass` (kg, > 0; a body and a force of one name share a table). The parameters are
-the bushings' properties, named `<bushing>.<property>[i]` in the groups
-`bushings.<property>`, the limits', `<limit>.<property>` in `coordinate_limits.<property>`,
-and the bodies' masses, `<body>.mass` in `bodies.mass`. `[[loads]]`
+it, with any of `mass` (kg, > 0), `mass_center` (m, 3 numbers, body axes) and `inertia` (kg
+m^2, 6 numbers `Ixx Iyy Izz Ixy Ixz Iyz` about the centre of mass, a rigid body's: principal
+moments >= 0, none above the sum of the other two), as OpenSim's `<Body>` holds them (a body
+and a force of one name share a table). The parameters are the bushings' properties, named
+`<bushing>.<property>[i]` in the groups `bushings.<property>`, the limits',
+`<limit>.<property>` in `coordinate_limits.<property>`, and the bodies', `<body>.mass`,
+`<body>.mass_center[i]` and `<body>.inertia[i]` in `bodies.mass`, `bodies.mass_center` and
+`bodies.inertia`. `[[loads]]`
 add constant loads from t = 0 (as `PrescribedForce`s of constants, beside the file's own):
 `body` (a body's name), `force` (N), `torque` (N m), `point` (m, in the body; default its
 origin), `in_ground` (the force and torque in ground axes, default true; else the body's),
@@ -153,9 +157,10 @@ def read_opensim(document: dict, check: DocumentChecker, folder: pathlib.Path):
             check.fail(name, "a table named after a BushingForce, CoordinateLimitForce or "
                        "body of the model (" + (f"near: {', '.join(near)}" if near else
                                                 f"it has {', '.join(named)}") + ")", name)
-    model, masses = _mass_tables(check, document, model, body_labels)
+    model, bodies = _body_tables(check, document, model, body_labels,
+                                 set(labels) | set(limit_labels))
     for k, label in enumerate(labels):
-        table = _force_table(document, label, masses)
+        table = _force_table(document, label, bodies)
         bushing = model.elements[k]
         # (a BushingForce's four properties; an ExpressionBasedBushingForce's coefficients,
         # in the order of its `terms`, and dampings)
@@ -172,34 +177,59 @@ def read_opensim(document: dict, check: DocumentChecker, folder: pathlib.Path):
         completed[label] = {prop: np.asarray(getattr(bushing, prop)).tolist()
                             for prop in fields}
     for k, label in enumerate(limit_labels):
-        model, completed[label] = _limit_table(check, _force_table(document, label, masses),
+        model, completed[label] = _limit_table(check, _force_table(document, label, bodies),
                                                label, model, k)
-    for label, mass in masses.items():  # (beside a force's properties where it has its name)
-        completed[label] = dict(completed.get(label, {}), mass=mass)
+    for label, table in bodies.items():  # (beside a force's properties where it has its name)
+        completed[label] = dict(completed.get(label, {}), **table)
     return model, declared_parameters(model), completed
 
 
+_BODY_KEYS = ("mass", "mass_center", "inertia")
+INERTIA = ("a rigid body's inertia, 6 numbers Ixx Iyy Izz Ixy Ixz Iyz (kg m^2): principal "
+           "moments >= 0, none above the sum of the other two")
+
+
 def _force_table(document, label, bodies) -> dict:
-    # A force's table, less the `mass` of a body of the same name (`bodies`, by label).
+    # A force's table, less the keys of a body of the same name (`bodies`, by label).
     return {key: value for key, value in document.get(label, {}).items()
-            if not (key == "mass" and label in bodies)}
+            if not (key in _BODY_KEYS and label in bodies)}
 
 
-def _mass_tables(check, document, model, body_labels):
-    # The bodies' tables: `mass` (kg, > 0) of each body whose table gives it, set in `model`;
-    # returns the model and every body's mass by its label (for the completed document). A
-    # table of a body that is no force's holds nothing else.
-    forces = {bushing.label for bushing in model.elements} | {
-        component_label(limit.name) for limit in model.limits}
-    masses = np.array(model.masses)
+def _body_tables(check, document, model, body_labels, forces):
+    # The bodies' tables: `mass` (kg, > 0), `mass_center` (m, 3) and `inertia` (kg m^2, 6) of
+    # each body whose table gives them, set in `model`; returns the model and every body's
+    # three by its label (for the completed document). A table of a body that is no force's
+    # (`forces`: their labels) holds nothing else.
+    masses, centres = np.array(model.masses), np.array(model.mass_centers)
+    inertias = np.array(model.inertia_entries)
     for k, label in enumerate(body_labels):
         table = document.get(label, {})
         if label not in forces:
-            check.keys(table, label, {"mass"})
+            check.keys(table, label, set(_BODY_KEYS))
         if "mass" in table:
             masses[k] = check.number(table, "mass", f"{label}.mass", positive=True)
-    model = dataclasses.replace(model, masses=floats(masses))
-    return model, {label: float(m) for label, m in zip(body_labels, masses)}
+        if "mass_center" in table:
+            centres[k] = check.vector(table, "mass_center", f"{label}.mass_center", 3)
+        if "inertia" in table:
+            inertias[k] = check.vector(table, "inertia", f"{label}.inertia", 6)
+            if not rigid_inertia(inertias[k]):
+                check.fail(f"{label}.inertia", INERTIA, table["inertia"])
+    model = dataclasses.replace(model, masses=floats(masses), mass_centers=floats(centres),
+                                inertia_entries=floats(inertias))
+    return model, {label: {"mass": float(masses[k]), "mass_center": centres[k].tolist(),
+                           "inertia": inertias[k].tolist()}
+                   for k, label in enumerate(body_labels)}
+
+
+def rigid_inertia(entries) -> bool:
+    """Whether `Ixx Iyy Izz Ixy Ixz Iyz` (kg m^2) can be a rigid body's inertia about its
+    centre of mass: the principal moments (the eigenvalues of the symmetric matrix) >= 0 and
+    none above the sum of the other two (to a relative 1e-12)."""
+    i = np.asarray(entries, dtype=float)
+    moments = np.linalg.eigvalsh(np.array([[i[0], i[3], i[4]], [i[3], i[1], i[5]],
+                                           [i[4], i[5], i[2]]]))
+    slack = 1e-12 * max(float(np.sum(np.abs(moments))), np.finfo(float).tiny)
+    return bool(moments[0] >= -slack and moments[2] <= moments[0] + moments[1] + slack)
 
 
 def _limit_table(check, table, label, model, k):
