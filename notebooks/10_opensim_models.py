@@ -136,6 +136,12 @@ print(result.summary())
 # only; with this 0.01 degree tracking they are still determined, but their errors grow
 # fastest with noisier tracking, where the identifiability report says how well they are
 # seen and a test that twisted or bent the neck would pin them down.
+#
+# Here the motion starts where the file's defaults say. A real record rarely does: the output
+# of OpenSim's inverse kinematics (`.mot`) starts wherever the specimen was, and holds no
+# speeds. The start is then a parameter like the others, `--free initial --free
+# initial_speeds` (`initial.C5_flexion`, `initial_speeds.C5_flexion`, ...), fitted with the
+# bushings for one record at a time (docs/formats/opensim.md).
 
 # %% [markdown]
 # ## Back to OpenSim

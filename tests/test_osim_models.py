@@ -455,7 +455,8 @@ def test_the_file_decides_coordinates_locks_couplers_and_names(small_neck):
     groups = {p.group for p in declared_parameters(ours)}
     assert groups == {"bushings.rotational_stiffness", "bushings.translational_stiffness",
                       "bushings.rotational_damping", "bushings.translational_damping",
-                      "bodies.mass", "bodies.mass_center", "bodies.inertia"}
+                      "bodies.mass", "bodies.mass_center", "bodies.inertia", "initial",
+                      "initial_speeds"}
     by_group = {group: [(p.name, p.unit, p.lower) for p in declared_parameters(ours)
                         if p.group == group] for group in groups}
     assert by_group["bodies.mass"] == [(f"{body}.mass", "kg", 0.0) for body in ours.body_names]
@@ -464,6 +465,11 @@ def test_the_file_decides_coordinates_locks_couplers_and_names(small_neck):
     assert by_group["bodies.inertia"] == [(f"{body}.inertia[{i}]", "kg m^2",
                                            0.0 if i < 3 else -np.inf)
                                           for body in ours.body_names for i in range(6)]
+    # the start: the free coordinates' (not the locked or the coupled), in SI
+    free = ("v1_flexion", "v1_rotation", "v2_flexion", "v2_bending")
+    assert by_group["initial"] == [(f"initial.{name}", "rad", -np.inf) for name in free]
+    assert by_group["initial_speeds"] == [(f"initial_speeds.{name}", "rad/s", -np.inf)
+                                          for name in free]
     # an entry of a body's row is set alone, and a product of inertia on both sides of the
     # matrix (v2's Ixy and Iyz; the file's other entries kept)
     chosen = select_parameters(declared_parameters(ours), [
@@ -693,6 +699,68 @@ def test_a_lab_fits_a_centre_of_mass_and_an_inertia_and_opensim_runs_the_result(
         start.write_text(f'kind = "opensim"\nfile = "{truth.name}"\n\n[v1]\n{table}\n')
         with pytest.raises(ValueError, match=message):
             spineid.load_model_file(start)
+
+
+def test_a_record_of_coordinates_alone_fits_its_start_with_the_bushing(tmp_path, capsys):
+    from spineid.cli import main
+    # OpenSim's Manager started away from the lab file's defaults (values and speeds) writes
+    # a coordinates file, which has no speeds: the start is fitted (`initial`,
+    # `initial_speeds`) with the bushing's flexion stiffness.
+    lab = neck_model(osim, tmp_path, levels=1, locked=False)
+    model = osim.Model(str(lab))
+    coordinates = model.getCoordinateSet()
+    true = {"v1_flexion": (0.12, 1.2), "v1_rotation": (-0.04, -0.6)}
+    # (the coupled bending follows flexion, so that OpenSim's assembly changes nothing)
+    for name, (value, speed) in true.items() | {"v1_bending": (0.3 * 0.12, 0.3 * 1.2)}.items():
+        coordinates.get(name).setDefaultValue(value)
+        coordinates.get(name).setDefaultSpeedValue(speed)
+    model.printToXML(str(tmp_path / "moving.osim"))
+    times = np.linspace(0.0, 0.6, 61)
+    opensim_motion(osim, tmp_path / "moving.osim", times, tmp_path / "motion.sto",
+                   noise=2e-4, seed=9)
+    parameters = {p.name: p for p in spineid.load_model_file(lab).parameters}
+    assert [(parameters[f"{group}.v1_{name}"].unit, parameters[f"{group}.v1_{name}"].group)
+            for group in ("initial", "initial_speeds") for name in ("flexion", "rotation")] == [
+        ("rad", "initial")] * 2 + [("rad/s", "initial_speeds")] * 2
+    assert "initial.v1_bending" not in parameters  # (a coupled coordinate follows flexion)
+    out = tmp_path / "fit"
+    status = main(["fit", str(lab), str(tmp_path / "motion.sto"), "--free", "initial",
+                   "--free", "initial_speeds", "--free", "bushing_1.rotational_stiffness[2]",
+                   "--noise-model", "white", "--out", str(out)])
+    assert status == 0
+    entries = {entry["name"]: entry
+               for entry in json.loads((out / "report.json").read_text())["parameters"]}
+    expected = {"bushing_1.rotational_stiffness[2]": 4.0, **{
+        f"initial.{name}": value for name, (value, _) in true.items()}, **{
+        f"initial_speeds.{name}": speed for name, (_, speed) in true.items()}}
+    assert set(entries) == set(expected)
+    for name, value in expected.items():
+        assert abs(entries[name]["value"] - value) < 3 * entries[name]["stderr"], entries[name]
+    # fitted.toml holds the start; simulated from it, the fitted model follows OpenSim's
+    fitted = spineid.load_model_file(out / "fitted.toml")
+    q0, qdot0 = fitted.model.initial_state()
+    assert np.asarray(q0).tolist() == pytest.approx(
+        [entries["initial.v1_flexion"]["value"], entries["initial.v1_rotation"]["value"]],
+        rel=1e-12)
+    # one start for two records is refused, naming the option that gives each its own
+    status = main(["fit", str(lab), str(tmp_path / "motion.sto"), str(tmp_path / "motion.sto"),
+                   "--free", "initial", "--out", str(tmp_path / "two")])
+    assert status == 2 and not (tmp_path / "two").exists()
+    error = capsys.readouterr().err
+    assert "--free initial.v1_flexion: the start of a motion is one record's" in error
+    assert "--each" in error
+
+
+def test_a_ball_or_free_joints_rotations_start_from_values_alone(tmp_path):
+    # Their OpenSim speeds are an angular velocity, not the rates the model starts from: no
+    # `initial_speeds` parameter for them (their values are parameters like any coordinate's).
+    model = spineid.read_osim(every_joint_model(osim, tmp_path))
+    parameters = declared_parameters(model)
+    assert [p.name for p in parameters if p.group == "initial"] == [
+        f"initial.{name}" for name in model.coordinate_names]
+    spinning = {f"j2_coord_{k}" for k in range(3)} | {f"j5_coord_{k}" for k in range(3)}
+    assert [p.name for p in parameters if p.group == "initial_speeds"] == [
+        f"initial_speeds.{name}" for name in model.coordinate_names if name not in spinning]
 
 def _limited_neck(directory: pathlib.Path) -> pathlib.Path:
     # A one-level neck with a CoordinateLimitForce added with OpenSim's own API (degrees,

@@ -71,7 +71,10 @@ class ParameterField:
     entries of a symmetric 6x6 matrix: `bushings[0].stiffness[1][4]`); `labels`, one name per
     entry, names the entries `<label>.<name>` instead (a model's body masses: `head.mass`),
     and, for a field of one row per label (a body's centre of mass, `(n, 3)`), its entries
-    `<label>.<name>[i]`, with `unit` and `lower` by entry `i` where they are tuples."""
+    `<label>.<name>[i]`, with `unit` and `lower` by entry `i` where they are tuples; with
+    `keyed`, `<name>.<label>` (a model's start, `initial.C7_flexion`, as model files key it);
+    `entries`, the rows that are parameters (default: every row; a model's start: its free
+    coordinates')."""
 
     field: str
     group: str
@@ -82,7 +85,14 @@ class ParameterField:
     name: str | None = None
     rows: str = "entries"
     labels: tuple[str, ...] | None = None
+    keyed: bool = False
+    entries: tuple[int, ...] | None = None
 
+
+RECORD_GROUPS = ("initial", "initial_speeds")
+"""Groups of parameters that belong to one record, not to the model: the start of a motion
+(a model's `initial.<coordinate>` and `initial_speeds.<coordinate>`). A fit frees them for one
+record at a time."""
 
 _MATRIX = np.triu_indices(6)  # the packing of symmetric 6x6 matrices (row-major upper part)
 
@@ -136,7 +146,7 @@ def _row_name(spec: ParameterField, label, path: str, row: int | None,
     if spec.labels is not None:  # entries named by the owner (a model's bodies)
         if isinstance(row, tuple):  # an entry of the label's row: `head.mass_center[1]`
             return f"{spec.labels[row[0]]}.{prefix}[{row[1]}]"
-        return f"{spec.labels[row]}.{prefix}"
+        return f"{prefix}.{spec.labels[row]}" if spec.keyed else f"{spec.labels[row]}.{prefix}"
     if spec.rows == "matrix":
         return f"{prefix}[{_MATRIX[0][row]}][{_MATRIX[1][row]}]"
     return f"{prefix}[{row}]"
@@ -161,6 +171,8 @@ def declared_parameters(model) -> tuple["Parameter", ...]:
             rows = [None] if spec.tied or jnp.ndim(leaf) == 0 else range(jnp.shape(leaf)[0])
             if spec.labels is not None and jnp.ndim(leaf) == 2:  # (label, entry) pairs
                 rows = list(np.ndindex(jnp.shape(leaf)))
+            if spec.entries is not None:
+                rows = list(spec.entries)
             for row in rows:
                 entry = row[-1] if isinstance(row, tuple) else row
                 unit = spec.unit[entry] if isinstance(spec.unit, tuple) else spec.unit

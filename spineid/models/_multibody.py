@@ -37,7 +37,6 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ..elements._parameters import ParameterField
 from ..kinematics._frames import bushing_deflection
 from ..kinematics._functions import AbstractCoordinateFunction
 from ..kinematics._rotations import E_T, E_W, axial, axis_rotation
@@ -51,8 +50,9 @@ from ._tree_parts import (
     MARKER_AXES,
     TreeBushing,
     TreeMarker,
-    component_label,
+    body_parameter_fields,
     limit_parameter_fields,
+    start_parameter_fields,
 )
 
 
@@ -288,20 +288,16 @@ class MultibodyTree(AbstractLagrangianSystem):
                              " are joined to nothing")
 
     def parameter_fields(self) -> tuple:
-        """The bodies' masses (`<body>.mass`, kg, group `bodies.mass`), centres of mass
-        (`<body>.mass_center[i]`, m, body axes, group `bodies.mass_center`) and inertias
-        (`<body>.inertia[i]`, kg m^2, `Ixx Iyy Izz Ixy Ixz Iyz`, the moments >= 0, group
-        `bodies.inertia`), and the coordinate limits' properties (`limit_parameter_fields`:
-        `<limit>.upper_stiffness` ..., groups `coordinate_limits.<property>`, SI); the
-        bushings' are their own."""
-        bodies = tuple(component_label(body) for body in self.body_names)
-        return (ParameterField("masses", "bodies.mass", "kg", name="mass", labels=bodies),
-                ParameterField("mass_centers", "bodies.mass_center", "m", lower=-np.inf,
-                               name="mass_center", labels=bodies),
-                ParameterField("inertia_entries", "bodies.inertia", "kg m^2",
-                               lower=(0.0,) * 3 + (-np.inf,) * 3, name="inertia",
-                               labels=bodies),
-                ) + limit_parameter_fields(self.limits, self.coordinate_units)
+        """The bodies' masses, centres of mass and inertias (`body_parameter_fields`:
+        `<body>.mass`, `<body>.mass_center[i]`, `<body>.inertia[i]`), the start of the motion
+        (`start_parameter_fields`: `initial.<coordinate>`, `initial_speeds.<coordinate>`) and
+        the coordinate limits' properties (`limit_parameter_fields`: `<limit>.upper_stiffness`
+        ..., groups `coordinate_limits.<property>`), SI; the bushings' are their own."""
+        spinning = {i for joint in self.joints for i in joint.spin_coordinates}
+        return (body_parameter_fields(self.body_names)
+                + start_parameter_fields(self.coordinate_names, self.coordinate_units,
+                                         self.free, spinning)
+                + limit_parameter_fields(self.limits, self.coordinate_units))
 
     @property
     def inertias(self) -> Float[Array, "n 3 3"]:

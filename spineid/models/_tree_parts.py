@@ -254,6 +254,41 @@ def component_label(name: str) -> str:
     return name if name.isidentifier() else re.sub(r"\W", "_", name)
 
 
+def body_parameter_fields(body_names) -> tuple[ParameterField, ...]:
+    """The parameters of a model's bodies (`body_names`, the model's, in order): each body's
+    mass (`<body>.mass`, kg, > 0, group `bodies.mass`), centre of mass (`<body>.mass_center[i]`,
+    m, body axes, group `bodies.mass_center`) and inertia about it (`<body>.inertia[i]`, kg
+    m^2, `Ixx Iyy Izz Ixy Ixz Iyz` as OpenSim lists them, the moments >= 0, group
+    `bodies.inertia`), held by the model as `masses`, `mass_centers` and `inertia_entries`."""
+    bodies = tuple(component_label(body) for body in body_names)
+    return (ParameterField("masses", "bodies.mass", "kg", name="mass", labels=bodies),
+            ParameterField("mass_centers", "bodies.mass_center", "m", lower=-math.inf,
+                           name="mass_center", labels=bodies),
+            ParameterField("inertia_entries", "bodies.inertia", "kg m^2",
+                           lower=(0.0,) * 3 + (-math.inf,) * 3, name="inertia",
+                           labels=bodies))
+
+
+_SPEED_UNITS = {"rad": "rad/s", "m": "m/s", "": "1/s"}
+
+
+def start_parameter_fields(names, units, free, spinning) -> tuple[ParameterField, ...]:
+    """The start of a model's motion as parameters, keyed as model files key it: each free
+    coordinate's value at t = 0 (`initial.<coordinate>`, rad or m, group `initial`) and speed
+    (`initial_speeds.<coordinate>`, rad/s or m/s, group `initial_speeds`; not for the
+    rotations of ball and free joints, `spinning`, whose OpenSim speeds are an angular
+    velocity, not their rates), held by the model as `default_values` and `default_speeds`
+    (`names`, `units`: the model's coordinates'; `free`: the indices of its free ones). One
+    start serves every record of a fit: free it for one record at a time."""
+    rates = tuple(i for i in free if i not in spinning)
+    return (ParameterField("default_values", "initial", tuple(units), lower=-math.inf,
+                           name="initial", labels=tuple(names), keyed=True, entries=tuple(free)),
+            ParameterField("default_speeds", "initial_speeds",
+                           tuple(_SPEED_UNITS[u] for u in units), lower=-math.inf,
+                           name="initial_speeds", labels=tuple(names), keyed=True,
+                           entries=rates))
+
+
 def limit_parameter_fields(limits, coordinate_units) -> tuple[ParameterField, ...]:
     """The parameters of a model's coordinate limits (`limits`, a tuple of `CoordinateLimit`
     held by the model as `limits`; `coordinate_units` the model's, `"rad"` or `"m"` per

@@ -12,7 +12,12 @@ from collections.abc import Sequence
 import diffrax
 import numpy as np
 
-from ...elements._parameters import apply_values, declared_parameters, select_parameters
+from ...elements._parameters import (
+    RECORD_GROUPS,
+    apply_values,
+    declared_parameters,
+    select_parameters,
+)
 from ...io._columns import noise_in_si
 from ...io._measurements import (
     MARKER_SUFFIXES, Measurement, own_markers_seen, read_measurement, states_start,
@@ -109,6 +114,11 @@ class FitProblem:
         if len(self.models) != len(self.measurements):
             raise ValueError(f"{len(self.models)} models for {len(self.measurements)} measurements")
         self.parameters = select_parameters(declared, free, self.source)
+        own = [p.name for p in self.parameters if p.group in RECORD_GROUPS]
+        if own and len(self.measurements) > 1:
+            raise ValueError(f"{self.source}: --free {own[0]}: the start of a motion is one "
+                             f"record's, and this fit has {len(self.measurements)}; fit one "
+                             "record at a time to free it (spineid fit --each)")
         self.channels = tuple(self.model.observable_names)
         self.start = np.array([p.value(self.models[0]) for p in self.parameters])
         self._check_data()

@@ -21,7 +21,9 @@ and a force of one name share a table). The parameters are the bushings' propert
 `<bushing>.<property>[i]` in the groups `bushings.<property>`, the limits',
 `<limit>.<property>` in `coordinate_limits.<property>`, and the bodies', `<body>.mass`,
 `<body>.mass_center[i]` and `<body>.inertia[i]` in `bodies.mass`, `bodies.mass_center` and
-`bodies.inertia`. `[[loads]]`
+`bodies.inertia`, and the start's, `initial.<coordinate>` and `initial_speeds.<coordinate>`
+(the free coordinates'; no speed for a ball or free joint's rotation) in `initial` and
+`initial_speeds`. `[[loads]]`
 add constant loads from t = 0 (as `PrescribedForce`s of constants, beside the file's own):
 `body` (a body's name), `force` (N), `torque` (N m), `point` (m, in the body; default its
 origin), `in_ground` (the force and torque in ground axes, default true; else the body's),
@@ -149,7 +151,9 @@ def read_opensim(document: dict, check: DocumentChecker, folder: pathlib.Path):
     labels = [bushing.label for bushing in model.elements]
     limit_labels = [component_label(limit.name) for limit in model.limits]
     body_labels = [component_label(body) for body in model.body_names]
-    completed = dict(document)
+    # (the start, as parameters `initial.<coordinate>` and `initial_speeds.<coordinate>` set)
+    completed = dict(document, initial={names[i]: float(values[i]) for i in free},
+                     initial_speeds={names[i]: float(speeds[i]) for i in free})
     named = labels + limit_labels + body_labels
     for name in bushing_names:
         if name not in named:
