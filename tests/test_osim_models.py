@@ -723,6 +723,15 @@ def test_a_record_of_coordinates_alone_fits_its_start_with_the_bushing(tmp_path,
             for group in ("initial", "initial_speeds") for name in ("flexion", "rotation")] == [
         ("rad", "initial")] * 2 + [("rad/s", "initial_speeds")] * 2
     assert "initial.v1_bending" not in parameters  # (a coupled coordinate follows flexion)
+    # a fit that keeps the model's start is told where the record starts, and what to free
+    kept = spineid.FitProblem.from_files(lab, [tmp_path / "motion.sto"],
+                                         ["bushings.rotational_stiffness"])
+    (note,) = kept.start_notes
+    assert re.search(r"motion\.sto: its first row is away from the model's start \(v1_flexion "
+                     r"by -0\.13 rad, v1_rotation by \+0\.06 rad\).*--free initial --free "
+                     r"initial_speeds$", note), note
+    assert spineid.FitProblem.from_files(lab, [tmp_path / "motion.sto"], [
+        "initial"]).start_notes == []
     out = tmp_path / "fit"
     status = main(["fit", str(lab), str(tmp_path / "motion.sto"), "--free", "initial",
                    "--free", "initial_speeds", "--free", "bushing_1.rotational_stiffness[2]",

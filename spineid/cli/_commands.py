@@ -232,6 +232,8 @@ def command_fit(arguments) -> int:
     _print_columns(problem.measurements, problem.noise_read)
     for path in problem.started_from_data:
         print(f"{path}: the simulation starts from its first row (coordinates and speeds)")
+    for note in problem.start_notes:
+        print(note)
     print(
         f"fitting {len(problem.names)} parameter(s) of {arguments.model} to "
         f"{', '.join(arguments.data)} ({problem.n_data} data values) with "

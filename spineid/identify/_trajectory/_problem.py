@@ -125,6 +125,7 @@ class FitProblem:
         self.noise = None if noise is None else check_noise(self.channels, noise)
         self.noise_read: dict = {}  # (`from_files`: how typed noise was read)
         self.started_from_data: list = []  # (`from_files`: files whose first row is the start)
+        self.start_notes: list = []  # (`from_files`: records that start far from the model)
         self.noise_max = check_noise_max(self.channels, noise_max)
         self._check_unmeasured()
         self.noise_model = as_noise_model(noise_model)
@@ -213,6 +214,7 @@ class FitProblem:
         problem.noise_read = read
         problem.started_from_data = [str(p) for p, start in zip(data_paths, started)
                                      if start is not None]
+        problem.start_notes = _start_notes(problem, data_paths, started)
         return problem
 
     @property
@@ -390,3 +392,31 @@ def integrated_implicitly(models, solver: diffrax.AbstractSolver | None = None) 
         return isinstance(solver, implicit)
     return any(isinstance(model.preferred_solver(), implicit)
                for model in models if isinstance(model, AbstractLagrangianSystem))
+
+
+def _start_notes(problem, paths, started, far: float = 0.1) -> list[str]:
+    """One line per record of a model read from OpenSim that starts elsewhere than the model:
+    its first row is more than `far` of a channel's range over the record from the model's
+    start, the record does not give its start (`states_start`), and the fit does not free
+    it (`RECORD_GROUPS`): what to free instead. Empty for any other model."""
+    model = problem.model
+    if (not hasattr(model, "starting_at") or getattr(model, "observed", "") != "coordinates"
+            or any(p.group in RECORD_GROUPS for p in problem.parameters)):
+        return []
+    notes = []
+    for path, start, measurement, case in zip(paths, started, problem.measurements,
+                                              problem.models):
+        if start is not None:
+            continue
+        values = np.asarray(measurement.values, dtype=float)
+        ours = np.asarray(case.observe(case.initial_state()[0]), dtype=float)
+        span = np.nanmax(values, axis=0) - np.nanmin(values, axis=0)
+        gaps = values[0] - ours
+        off = [f"{name} by {gap:+.2g} {unit}" for name, unit, gap, width in zip(
+            measurement.channels, model.observable_units, gaps, span)
+            if np.isfinite(gap) and abs(gap) > far * width]
+        if off:
+            notes.append(f"{path}: its first row is away from the model's start ({', '.join(off)}"
+                         "); a record that starts elsewhere is fitted with its start free: "
+                         "--free initial --free initial_speeds")
+    return notes
