@@ -84,13 +84,14 @@ def transform_of(frame, state):
 
 def opensim_motion(osim, path: pathlib.Path, times, out: pathlib.Path, *, noise: float = 0.0,
                    seed: int = 0, degrees: bool = True, markers_out: pathlib.Path | None = None,
-                   marker_noise: float = 0.0) -> dict:
+                   marker_noise: float = 0.0, lab=None) -> dict:
     """Simulate the model at `path` with OpenSim's `Manager` (accuracy 1e-10) from its
     defaults, sample its unlocked coordinates at `times` (s), add white noise of sd `noise`
     (rad or m) and write them with OpenSim's `STOFileAdapter` to `out` (a coordinates file:
     plain coordinate names, rotations in degrees with `inDegrees=yes` when `degrees`).
     With `markers_out`, also the MarkerSet's positions in ground, with white noise of sd
-    `marker_noise` (m), written in mm by OpenSim's `TRCFileAdapter`.
+    `marker_noise` (m), written in mm by OpenSim's `TRCFileAdapter`; with `lab`, `(translation
+    (3,), R (3, 3))`, in a lab's frame: `translation + R x` (the clean values stay in ground).
     Returns `{name: clean values (k,)}` in rad or m (and `<marker>_x`, ... in m)."""
     model = osim.Model(str(path))
     state = model.initSystem()
@@ -119,7 +120,9 @@ def opensim_motion(osim, path: pathlib.Path, times, out: pathlib.Path, *, noise:
     if markers_out:
         table = osim.TimeSeriesTableVec3()
         table.setColumnLabels(list(seen))
-        noisy = {name: 1e3 * (np.array(p) + marker_noise * rng.standard_normal((len(p), 3)))
+        shift, turn = (np.zeros(3), np.eye(3)) if lab is None else lab
+        noisy = {name: 1e3 * (shift + np.array(p) @ np.asarray(turn).T
+                              + marker_noise * rng.standard_normal((len(p), 3)))
                  for name, p in seen.items()}
         for k, t in enumerate(times):
             table.appendRow(float(t), osim.RowVectorVec3(

@@ -900,6 +900,46 @@ def test_a_fit_from_markers_opensim_wrote_uses_the_models_own_markerset(tmp_path
                            for part in printed.group(1).split(", ")), printed
 
 
+def test_markers_in_a_labs_frame_are_fitted_with_the_frame(tmp_path):
+    from scipy.spatial.transform import Rotation
+    from spineid.cli import main
+    # The lab's z is up (OpenSim's y) and its axes are turned 0.3 rad about the vertical, its
+    # origin elsewhere: the frame is fitted with the stiffness, from a start 0.07 rad and
+    # 10-20 mm off. (scipy's intrinsic "XYZ" angles are the documented R_x R_y R_z.)
+    truth = neck_model(osim, tmp_path, levels=1, locked=False)
+    angles, shift = np.array([np.pi / 2, 0.0, 0.3]), np.array([0.5, 0.8, 0.02])
+    turn = Rotation.from_euler("XYZ", angles).as_matrix()
+    times = np.linspace(0.0, 0.4, 41)
+    opensim_motion(osim, truth, times, tmp_path / "motion.sto", seed=6,
+                   markers_out=tmp_path / "markers.trc", marker_noise=2e-4, lab=(shift, turn))
+    start = tmp_path / "start.toml"
+    start.write_text(f'kind = "opensim"\nfile = "{truth.name}"\n\n[bushing_1]\n'
+                     'rotational_stiffness = [3.0, 2.5, 5.6]\n\n[lab_frame]\n'
+                     'translation = [0.49, 0.78, 0.0]\nrotation = ["85 deg", 0.05, 0.25]\n')
+    out = tmp_path / "fit"
+    status = main(["fit", str(start), str(tmp_path / "markers.trc"), "--free", "lab_frame",
+                   "--free", "bushing_1.rotational_stiffness[2]", "--noise-model", "white",
+                   "--out", str(out)])
+    assert status == 0
+    entries = {entry["name"]: entry
+               for entry in json.loads((out / "report.json").read_text())["parameters"]}
+    expected = {"bushing_1.rotational_stiffness[2]": 4.0, **{
+        f"lab_frame.translation[{i}]": shift[i] for i in range(3)}, **{
+        f"lab_frame.rotation[{i}]": angles[i] for i in range(3)}}
+    assert set(entries) == set(expected)
+    for name, value in expected.items():
+        assert abs(entries[name]["value"] - value) < 3 * entries[name]["stderr"], entries[name]
+    assert spineid.load_model_file(out / "fitted.toml").model.lab_rotation.tolist() == [
+        pytest.approx(entries[f"lab_frame.rotation[{i}]"]["value"], rel=1e-12)
+        for i in range(3)]
+    # a model without markers has no frame to place them in
+    bare = every_joint_model(osim, tmp_path)
+    start.write_text(f'kind = "opensim"\nfile = "{bare.name}"\n\n[lab_frame]\n'
+                     'rotation = [1.5, 0.0, 0.0]\n')
+    with pytest.raises(ValueError, match=r"lab_frame: expected no table \(the model has no "
+                                         r"markers"):
+        spineid.load_model_file(start)
+
 @pytest.mark.parametrize("gap, starts", [("none", True), ("later", True), ("first row", False),
                                          ("coordinates file", False)])
 def test_a_states_file_with_a_gap_is_read_and_starts_only_from_a_whole_first_row(

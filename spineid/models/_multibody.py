@@ -51,6 +51,8 @@ from ._tree_parts import (
     TreeBushing,
     TreeMarker,
     body_parameter_fields,
+    lab_frame_fields,
+    lab_positions,
     limit_parameter_fields,
     start_parameter_fields,
 )
@@ -188,9 +190,9 @@ def _groups(joints) -> list[list]:
 def _local(joint, values):
     # The child body's orientation and origin in its parent body (or ground): `X_P_F X_F_M(c)
     # X_M_C`, with `X_M_C` the inverse of the child's offset frame.
-    r_pf, x_pf = _offset(joint.parent_offset)
+    x_pf, r_pf = joint.parent_offset  # (offsets: translation, rotation)
     r_fm, x_fm = joint.transform(values)
-    r_cm, x_cm = _offset(joint.child_offset)
+    x_cm, r_cm = joint.child_offset
     rotation = r_pf @ r_fm @ r_cm.T
     return rotation, x_pf + r_pf @ x_fm - rotation @ x_cm
 
@@ -217,12 +219,6 @@ def _with_ground(rotations, origins):
             jnp.concatenate([origins, jnp.zeros((1, 3))]))
 
 
-def _offset(offset):
-    # An offset frame's (rotation, translation) in its body.
-    translation, rotation = offset
-    return rotation, translation
-
-
 class MultibodyTree(AbstractLagrangianSystem):
     """Rigid bodies on joints in joint coordinates (module docstring), with bushings and
     gravity, prescribed loads. Generalized coordinates `q`: the free coordinates
@@ -241,8 +237,10 @@ class MultibodyTree(AbstractLagrangianSystem):
     (static: each coordinate's component path, `/jointset/J/C`, for OpenSim's state labels),
     `source` (static: the `.osim` file it was read from, where `spineid.export_model` writes
     fitted values back; `""` if none), `markers` (tuple of `TreeMarker`, the `MarkerSet`),
-    `observed` (static: `"coordinates"` or `"markers"`, what `observe` gives) and
-    `prescribed` (tuple of `PrescribedLoad`, OpenSim's `PrescribedForce`s).
+    `observed` (static: `"coordinates"` or `"markers"`, what `observe` gives),
+    `prescribed` (tuple of `PrescribedLoad`, OpenSim's `PrescribedForce`s), `lab_translation`
+    (m, `(3,)`) and `lab_rotation` (rad, `(3,)`, 1-2-3 Euler angles): the frame marker data
+    are in, `lab_positions`; zero where the data are in ground.
     """
 
     name: str = eqx.field(static=True)
@@ -265,6 +263,8 @@ class MultibodyTree(AbstractLagrangianSystem):
     markers: tuple[TreeMarker, ...] = ()
     observed: str = eqx.field(static=True, default="coordinates")
     prescribed: tuple[PrescribedLoad, ...] = ()
+    lab_translation: Float[Array, "3"] = eqx.field(default_factory=lambda: jnp.zeros(3))
+    lab_rotation: Float[Array, "3"] = eqx.field(default_factory=lambda: jnp.zeros(3))
 
     def __check_init__(self):
         if self.observed not in ("coordinates", "markers"):
@@ -289,12 +289,13 @@ class MultibodyTree(AbstractLagrangianSystem):
 
     def parameter_fields(self) -> tuple:
         """The bodies' masses, centres of mass and inertias (`body_parameter_fields`:
-        `<body>.mass`, `<body>.mass_center[i]`, `<body>.inertia[i]`), the start of the motion
+        `<body>.mass`, `<body>.mass_center[i]`, `<body>.inertia[i]`), the marker data's frame
+        (`lab_frame_fields`: `lab_frame.translation[i]`, `lab_frame.rotation[i]`), the start
         (`start_parameter_fields`: `initial.<coordinate>`, `initial_speeds.<coordinate>`) and
         the coordinate limits' properties (`limit_parameter_fields`: `<limit>.upper_stiffness`
         ..., groups `coordinate_limits.<property>`), SI; the bushings' are their own."""
         spinning = {i for joint in self.joints for i in joint.spin_coordinates}
-        return (body_parameter_fields(self.body_names)
+        return (body_parameter_fields(self.body_names) + lab_frame_fields(self.markers)
                 + start_parameter_fields(self.coordinate_names, self.coordinate_units,
                                          self.free, spinning)
                 + limit_parameter_fields(self.limits, self.coordinate_units))
@@ -541,10 +542,11 @@ class MultibodyTree(AbstractLagrangianSystem):
 
     def observe(self, q) -> Float[Array, " c"]:
         """What a fit compares with data at `q` `(n_dof,)`: the free coordinates themselves
-        (rad, m), or with `observed = "markers"` every marker's position in ground (m,
-        `(3 k,)`, `x, y, z` of each marker in turn: `marker_positions`)."""
+        (rad, m), or with `observed = "markers"` every marker's position in the data's frame
+        (m, `(3 k,)`, `x, y, z` of each marker in turn: `lab_positions` of `marker_positions`)."""
         if self.observed == "markers":
-            return self.marker_positions(q).ravel()
+            return lab_positions(self.lab_translation, self.lab_rotation,
+                                 self.marker_positions(q)).ravel()
         return q
 
     def marker_positions(self, q) -> Float[Array, "k 3"]:

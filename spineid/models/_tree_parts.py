@@ -14,6 +14,7 @@ from jaxtyping import Array, Float
 
 from ..elements._parameters import ParameterField
 from ..kinematics._functions import AbstractCoordinateFunction
+from ..kinematics._rotations import euler123_rotation
 
 GROUND = -1
 """The body index of ground (a joint's parent, a bushing's or marker's body)."""
@@ -267,6 +268,26 @@ def body_parameter_fields(body_names) -> tuple[ParameterField, ...]:
             ParameterField("inertia_entries", "bodies.inertia", "kg m^2",
                            lower=(0.0,) * 3 + (-math.inf,) * 3, name="inertia",
                            labels=bodies))
+
+
+def lab_frame_fields(markers) -> tuple[ParameterField, ...]:
+    """The parameters of the frame a model's marker data are in (`lab_positions`), for a
+    model with markers (none without): `lab_frame.translation[i]` (m) and
+    `lab_frame.rotation[i]` (rad, 1-2-3 Euler angles), group `lab_frame`, held by the model as
+    `lab_translation` and `lab_rotation`."""
+    if not markers:
+        return ()
+    return tuple(ParameterField(f"lab_{part}", "lab_frame", unit, lower=-math.inf,
+                                name=f"lab_frame.{part}")
+                 for part, unit in (("translation", "m"), ("rotation", "rad")))
+
+
+def lab_positions(translation, rotation, points) -> Float[Array, "k 3"]:
+    """Points `x` `(k, 3)` (m, ground axes) in a motion-capture lab's frame: `x_lab =
+    translation + R x` (m), with `R = euler123_rotation(rotation)` (`R_x R_y R_z` of the 1-2-3
+    Euler angles `rotation`, rad, `(3,)`) taking ground components to the lab's and
+    `translation` (m, `(3,)`) ground's origin in the lab. Zeros: the lab is ground."""
+    return translation + points @ euler123_rotation(rotation).T
 
 
 _SPEED_UNITS = {"rad": "rad/s", "m": "m/s", "": "1/s"}

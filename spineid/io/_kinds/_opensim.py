@@ -23,7 +23,10 @@ and a force of one name share a table). The parameters are the bushings' propert
 `<body>.mass_center[i]` and `<body>.inertia[i]` in `bodies.mass`, `bodies.mass_center` and
 `bodies.inertia`, and the start's, `initial.<coordinate>` and `initial_speeds.<coordinate>`
 (the free coordinates'; no speed for a ball or free joint's rotation) in `initial` and
-`initial_speeds`. `[[loads]]`
+`initial_speeds`. `[lab_frame]`, for a model with markers: the frame its marker data are in,
+`translation` (m) and `rotation` (rad, 1-2-3 Euler angles), `x_lab = translation + R x_ground`
+(`R` of the angles, `R_x R_y R_z`; default zeros, the data in ground), parameters
+`lab_frame.translation[i]` and `lab_frame.rotation[i]` in `lab_frame`. `[[loads]]`
 add constant loads from t = 0 (as `PrescribedForce`s of constants, beside the file's own):
 `body` (a body's name), `force` (N), `torque` (N m), `point` (m, in the body; default its
 origin), `in_ground` (the force and torque in ground axes, default true; else the body's),
@@ -46,7 +49,7 @@ from .._osim import NONNEGATIVE, read_osim
 from .._toml import DocumentChecker
 
 _KEYS = {"kind", "file", "locked", "unlocked", "initial", "initial_speeds", "gravity",
-         "simulation", "loads"}
+         "simulation", "loads", "lab_frame"}
 _LOAD_KEYS = {"name", "body", "force", "point", "torque", "in_ground"}
 
 
@@ -148,12 +151,16 @@ def read_opensim(document: dict, check: DocumentChecker, folder: pathlib.Path):
         default_speeds=coordinate_rates(model.joints, floats(values), floats(speeds)))
     model = dataclasses.replace(model, prescribed=model.prescribed + _loads(check, document,
                                                                             model))
+    model = _lab_frame(check, document, model)
     labels = [bushing.label for bushing in model.elements]
     limit_labels = [component_label(limit.name) for limit in model.limits]
     body_labels = [component_label(body) for body in model.body_names]
     # (the start, as parameters `initial.<coordinate>` and `initial_speeds.<coordinate>` set)
     completed = dict(document, initial={names[i]: float(values[i]) for i in free},
                      initial_speeds={names[i]: float(speeds[i]) for i in free})
+    if model.markers:  # (the frame of marker data, as parameters `lab_frame.*` set)
+        completed["lab_frame"] = {"translation": np.asarray(model.lab_translation).tolist(),
+                                  "rotation": np.asarray(model.lab_rotation).tolist()}
     named = labels + limit_labels + body_labels
     for name in bushing_names:
         if name not in named:
@@ -191,6 +198,22 @@ def read_opensim(document: dict, check: DocumentChecker, folder: pathlib.Path):
 _BODY_KEYS = ("mass", "mass_center", "inertia")
 INERTIA = ("a rigid body's inertia, 6 numbers Ixx Iyy Izz Ixy Ixz Iyz (kg m^2): principal "
            "moments >= 0, none above the sum of the other two")
+
+
+def _lab_frame(check, document, model):
+    # `[lab_frame]`: the frame marker data are in (`translation`, m, and `rotation`, rad, 1-2-3
+    # Euler angles: `lab_positions`), for a model with markers.
+    table = document.get("lab_frame", {})
+    if not isinstance(table, dict):
+        check.fail("lab_frame", "a table with translation and rotation", table)
+    check.keys(table, "lab_frame", {"translation", "rotation"})
+    if table and not model.markers:
+        check.fail("lab_frame", "no table (the model has no markers, an OpenSim <MarkerSet>, "
+                   "whose data it would place)", table)
+    return dataclasses.replace(model, **{
+        f"lab_{key}": floats(check.vector(table, key, f"lab_frame.{key}", 3,
+                                          default=np.zeros(3)))
+        for key in ("translation", "rotation")})
 
 
 def _force_table(document, label, bodies) -> dict:
