@@ -456,7 +456,7 @@ def test_the_file_decides_coordinates_locks_couplers_and_names(small_neck):
     assert groups == {"bushings.rotational_stiffness", "bushings.translational_stiffness",
                       "bushings.rotational_damping", "bushings.translational_damping",
                       "bodies.mass", "bodies.mass_center", "bodies.inertia", "initial",
-                      "initial_speeds"}
+                      "initial_speeds", "lab_frame"}
     by_group = {group: [(p.name, p.unit, p.lower) for p in declared_parameters(ours)
                         if p.group == group] for group in groups}
     assert by_group["bodies.mass"] == [(f"{body}.mass", "kg", 0.0) for body in ours.body_names]
@@ -470,6 +470,9 @@ def test_the_file_decides_coordinates_locks_couplers_and_names(small_neck):
     assert by_group["initial"] == [(f"initial.{name}", "rad", -np.inf) for name in free]
     assert by_group["initial_speeds"] == [(f"initial_speeds.{name}", "rad/s", -np.inf)
                                           for name in free]
+    # the frame of marker data (the model has a MarkerSet): translation and 1-2-3 angles
+    assert by_group["lab_frame"] == [(f"lab_frame.{part}[{i}]", unit, -np.inf) for part, unit in (
+        ("translation", "m"), ("rotation", "rad")) for i in range(3)]
     # an entry of a body's row is set alone, and a product of inertia on both sides of the
     # matrix (v2's Ixy and Iyz; the file's other entries kept)
     chosen = select_parameters(declared_parameters(ours), [
