@@ -299,8 +299,10 @@ def start_parameter_fields(names, units, free, spinning) -> tuple[ParameterField
     (`initial_speeds.<coordinate>`, rad/s or m/s, group `initial_speeds`; not for the
     rotations of ball and free joints, `spinning`, whose OpenSim speeds are an angular
     velocity, not their rates), held by the model as `default_values` and `default_speeds`
-    (`names`, `units`: the model's coordinates'; `free`: the indices of its free ones). One
+    (`names`, `units`: the model's coordinates'; `free`: the indices of its free ones; a
+    coordinate whose name is no identifier has none, as no parameter path could name it). One
     start serves every record of a fit: free it for one record at a time."""
+    free = tuple(i for i in free if names[i].isidentifier())
     rates = tuple(i for i in free if i not in spinning)
     return (ParameterField("default_values", "initial", tuple(units), lower=-math.inf,
                            name="initial", labels=tuple(names), keyed=True, entries=tuple(free)),
