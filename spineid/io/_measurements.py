@@ -11,8 +11,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from .._arrays import floats
 from ..kinematics._markers import body_coordinates, relative_poses, rigid_poses
-from ..kinematics._rotations import euler123_rotation
+from ..kinematics._rotations import euler123_angles, euler123_rotation
 from ._columns import STORAGE_SUFFIXES, UNITS, read_quantities, state_label, storage_table
 from ._c3d import read_c3d
 from ._storage import MarkerTrajectories, read_trc
@@ -531,3 +532,23 @@ def states_start(path, model, parsed: dict | None = None):
             return None
         values[i], speeds[i] = found
     return model.starting_at(values, speeds)
+
+
+def registered_lab_frame(model, measurement: Measurement):
+    """A model read from OpenSim observing its markers (`MultibodyTree.observing_markers`),
+    with the frame of its marker data (`lab_translation`, `lab_rotation`: 1-2-3 Euler angles)
+    registered to the first frame of `measurement` (channels `<marker>_x`, `_y`, `_z`, m, lab
+    axes) that sees three or more of its markers not on one line: the least-squares rigid
+    motion (`rigid_poses`, Kabsch 1976) taking the markers at the model's start (ground) onto
+    them. With the start off, the frame takes up the difference; a fit that frees `lab_frame`
+    refines it. `None` where no frame qualifies."""
+    q0, _ = model.initial_state()
+    placed = np.asarray(model.marker_positions(q0), dtype=float)  # (m, 3), ground
+    seen = np.asarray(measurement.values, dtype=float).reshape(len(measurement.ts), -1, 3)
+    rotation, position, _, valid = rigid_poses(placed, seen)
+    if not valid.any():
+        return None
+    first = int(np.flatnonzero(valid)[0])
+    angles = np.asarray(euler123_angles(rotation[first], check=False))
+    return dataclasses.replace(model, lab_translation=floats(position[first]),
+                               lab_rotation=floats(angles))

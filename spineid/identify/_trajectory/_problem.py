@@ -20,7 +20,8 @@ from ...elements._parameters import (
 )
 from ...io._columns import noise_in_si
 from ...io._measurements import (
-    MARKER_SUFFIXES, Measurement, own_markers_seen, read_measurement, states_start,
+    MARKER_SUFFIXES, Measurement, own_markers_seen, read_measurement, registered_lab_frame,
+    states_start,
 )
 from ...models._mechanics import AbstractLagrangianSystem
 from ...simulation._mebdf import MEBDF
@@ -205,6 +206,18 @@ class FitProblem:
         # (not where the columns or units are the user's, or the models given)
         started = [None if columns or units or "models" in options else
                    states_start(p, model, parsed) for p in data_paths]
+        # A marker fit that frees the lab frame, which the model file leaves at ground, starts
+        # it registered to the first file's markers.
+        notes = []
+        if _registering(model_file, model, free, "models" in options):
+            registered = registered_lab_frame(model, measurements[0])
+            if registered is not None:
+                model = registered
+                model_file = dataclasses.replace(model_file, model=model)
+                notes.append(
+                    f"{data_paths[0]}: the lab frame starts registered to the model's markers "
+                    f"(translation {np.round(np.asarray(model.lab_translation), 4).tolist()} m, "
+                    f"rotation {np.round(np.degrees(model.lab_rotation), 2).tolist()} deg)")
         if any(start is not None for start in started):
             options["models"] = [model if start is None else start for start in started]
         names, units_si = model.observable_names, model.observable_units
@@ -214,7 +227,7 @@ class FitProblem:
         problem.noise_read = read
         problem.started_from_data = [str(p) for p, start in zip(data_paths, started)
                                      if start is not None]
-        problem.start_notes = _start_notes(problem, data_paths, started)
+        problem.start_notes = notes + _start_notes(problem, data_paths, started)
         return problem
 
     @property
@@ -420,3 +433,14 @@ def _start_notes(problem, paths, started, far: float = 0.1) -> list[str]:
                          "); a record that starts elsewhere is fitted with its start free: "
                          "--free initial --free initial_speeds")
     return notes
+
+
+def _registering(model_file, model, free, given) -> bool:
+    # Whether a fit's lab frame starts registered to its marker data: the model observes
+    # markers, the fit frees `lab_frame`, the models are not the caller's (`given`), and the
+    # model file leaves the frame at ground (all zeros).
+    if getattr(model, "observed", "") != "markers" or given:
+        return False
+    chosen = select_parameters(model_file.parameters, free, model_file.source)
+    return any(p.group == "lab_frame" for p in chosen) and not (
+        np.any(np.asarray(model.lab_translation)) or np.any(np.asarray(model.lab_rotation)))
