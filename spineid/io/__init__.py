@@ -35,6 +35,7 @@ from ._measurements import (
     QuasiStaticTest as QuasiStaticTest,
     markers_measurement as markers_measurement,
     own_markers_seen as own_markers_seen,
+    registered_lab_frame as registered_lab_frame,
     states_start as states_start,
     MARKER_SUFFIXES as MARKER_SUFFIXES,
     read_load_displacement as read_load_displacement,
