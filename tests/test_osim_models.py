@@ -866,55 +866,30 @@ def test_a_coordinate_limits_table_is_checked_as_opensim_checks_the_force(tmp_pa
             spineid.load_model_file(path)
 
 
-def test_a_fit_from_markers_opensim_wrote_uses_the_models_own_markerset(tmp_path, capsys):
-    # Marker trajectories (.trc in mm, written by OpenSim's TRCFileAdapter from its Manager's
-    # motion, 0.2 mm noise): the .osim's MarkerSet is what is observed, no --markers needed.
-
-    from spineid.cli import main
-    truth = neck_model(osim, tmp_path, levels=1, locked=False)
-    times = np.linspace(0.0, 0.4, 41)
-    clean = opensim_motion(osim, truth, times, tmp_path / "motion.sto", seed=5,
-                           markers_out=tmp_path / "markers.trc", marker_noise=2e-4)
-    coordinates = spineid.read_osim(truth)
-    ours = coordinates.observing_markers()
-    assert ours.observable_names[:3] == ("v1_anterior_x", "v1_anterior_y", "v1_anterior_z")
-    # the markers spineid places at OpenSim's coordinates are OpenSim's (1e-12 m)
-    q = np.column_stack([clean[name] for name in coordinates.observable_names])
-    placed = np.asarray(jax.vmap(ours.observe)(jnp.asarray(q)))
-    expected = np.column_stack([clean[name] for name in ours.observable_names])
-    np.testing.assert_allclose(placed, expected, atol=1e-12)
-    start = tmp_path / "start.toml"
-    start.write_text(f'kind = "opensim"\nfile = "{truth.name}"\n\n[bushing_1]\n'
-                     'rotational_stiffness = [3.0, 2.5, 5.6]\n')
-    out = tmp_path / "fit"
-    status = main(["fit", str(start), str(tmp_path / "markers.trc"), "--free",
-                   "bushing_1.rotational_stiffness[2]", "--noise-model", "white", "--out",
-                   str(out)])
-    assert status == 0
-    report = json.loads((out / "report.json").read_text())
-    entry = report["parameters"][0]
-    assert abs(entry["value"] - 4.0) < 3 * entry["stderr"], entry
-    # the noise estimated is the markers' (0.2 mm), per channel
-    sigma = report["noise"]["sigma"]
-    assert len(sigma) == 9 and all(1.5e-4 < sd < 2.7e-4 for sd in sigma.values()), sigma
-    # and printed in the marker file's unit
-    printed = re.search(r"noise sigma \(estimated from residuals\): (.*)", capsys.readouterr().out)
-    assert printed and all(part.endswith(" mm") and 0.15 < float(part.split("=")[1][:-3]) < 0.27
-                           for part in printed.group(1).split(", ")), printed
-
-
-def test_markers_in_a_labs_frame_are_fitted_with_the_frame(tmp_path):
+def test_a_fit_from_markers_opensim_wrote_in_a_labs_frame_fits_the_frame(tmp_path,
+                                                                          capsys):
     from scipy.spatial.transform import Rotation
     from spineid.cli import main
-    # The lab's z is up (OpenSim's y) and its axes are turned 0.3 rad about the vertical, its
+    # Marker trajectories (.trc in mm, written by OpenSim's TRCFileAdapter from its Manager's
+    # motion, 0.2 mm noise): the .osim's MarkerSet is what is observed, no --markers needed.
+    # The lab's z is up (OpenSim's y), its axes are turned 0.3 rad about the vertical, its
     # origin elsewhere: the frame is fitted with the stiffness, from a start 0.07 rad and
     # 10-20 mm off. (scipy's intrinsic "XYZ" angles are the documented R_x R_y R_z.)
     truth = neck_model(osim, tmp_path, levels=1, locked=False)
     angles, shift = np.array([np.pi / 2, 0.0, 0.3]), np.array([0.5, 0.8, 0.02])
     turn = Rotation.from_euler("XYZ", angles).as_matrix()
     times = np.linspace(0.0, 0.4, 41)
-    opensim_motion(osim, truth, times, tmp_path / "motion.sto", seed=6,
-                   markers_out=tmp_path / "markers.trc", marker_noise=2e-4, lab=(shift, turn))
+    clean = opensim_motion(osim, truth, times, tmp_path / "motion.sto", seed=6,
+                           markers_out=tmp_path / "markers.trc", marker_noise=2e-4,
+                           lab=(shift, turn))
+    coordinates = spineid.read_osim(truth)
+    ours = coordinates.observing_markers()
+    assert ours.observable_names[:3] == ("v1_anterior_x", "v1_anterior_y", "v1_anterior_z")
+    # the markers spineid places at OpenSim's coordinates are OpenSim's (1e-12 m, in ground)
+    q = np.column_stack([clean[name] for name in coordinates.observable_names])
+    placed = np.asarray(jax.vmap(ours.observe)(jnp.asarray(q)))
+    expected = np.column_stack([clean[name] for name in ours.observable_names])
+    np.testing.assert_allclose(placed, expected, atol=1e-12)
     start = tmp_path / "start.toml"
     start.write_text(f'kind = "opensim"\nfile = "{truth.name}"\n\n[bushing_1]\n'
                      'rotational_stiffness = [3.0, 2.5, 5.6]\n\n[lab_frame]\n'
@@ -935,6 +910,12 @@ def test_markers_in_a_labs_frame_are_fitted_with_the_frame(tmp_path):
     assert spineid.load_model_file(out / "fitted.toml").model.lab_rotation.tolist() == [
         pytest.approx(entries[f"lab_frame.rotation[{i}]"]["value"], rel=1e-12)
         for i in range(3)]
+    # the noise estimated is the markers' (0.2 mm), per channel, printed in the file's unit
+    sigma = json.loads((out / "report.json").read_text())["noise"]["sigma"]
+    assert len(sigma) == 9 and all(1.5e-4 < sd < 2.7e-4 for sd in sigma.values()), sigma
+    printed = re.search(r"noise sigma \(estimated from residuals\): (.*)", capsys.readouterr().out)
+    assert printed and all(part.endswith(" mm") and 0.15 < float(part.split("=")[1][:-3]) < 0.27
+                           for part in printed.group(1).split(", ")), printed
     # with no [lab_frame] in the model file, a fit that frees it starts it registered to the
     # markers of the first frame (the record starts at the model's start: the three markers'
     # 0.2 mm of noise over their 4 cm leave it a degree or two and millimetres off)
