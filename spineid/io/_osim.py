@@ -25,7 +25,13 @@ import numpy as np
 
 from .._arrays import floats
 from ..kinematics._rotations import euler123_rotation
-from ..kinematics._functions import SUPPORTED_FUNCTIONS, LinearFunction, coordinate_function
+from ..kinematics._functions import (
+    SUPPORTED_FUNCTIONS,
+    LinearFunction,
+    MultivariatePolynomial,
+    coordinate_function,
+    multivariate_exponents,
+)
 from ..models._multibody import coordinate_rates, MultibodyTree, TransformAxis, TreeJoint
 from ..models._tree_parts import (
     GROUND, LIMIT_PROPERTIES, CoordinateCoupler, CoordinateLimit, ExpressionBushing,
@@ -167,8 +173,10 @@ def _function_holder(element):
     return None
 
 
-def _function(reader, element, where):
-    """The coordinate function of a property element holding one function element."""
+def _function(reader, element, where, dimension: int = 1):
+    """The coordinate function of a property element holding one function element: of one
+    coordinate, or for a coupler of `dimension` > 1 independent coordinates a
+    `MultivariatePolynomialFunction` of as many (`MultivariatePolynomial`)."""
     children = [child for child in element if isinstance(child.tag, str)]
     named = [child for child in children if child.get("name") == "function"]
     children = named or children
@@ -176,6 +184,8 @@ def _function(reader, element, where):
         reader.fail(f"{where}: expected one function, found {len(children)}")
     node = children[0]
     kind = node.tag
+    if kind == "MultivariatePolynomialFunction" or dimension > 1:
+        return _multivariate(reader, node, where, dimension)
     if kind == "Constant":
         return coordinate_function(kind, value=float(_numbers(reader, node, "value", 1,
                                                               where)[0]))
@@ -201,6 +211,21 @@ def _function(reader, element, where):
                                    scale=scale)
     reader.fail(f"{where}: function {kind} is not supported; supported are "
                 f"{', '.join(SUPPORTED_FUNCTIONS)}")
+
+
+def _multivariate(reader, node, where, dimension: int):
+    # OpenSim's MultivariatePolynomialFunction (`dimension`, `order`, `coefficients` in
+    # `multivariate_exponents`' order) for a coupler of `dimension` independent coordinates.
+    if node.tag != "MultivariatePolynomialFunction":
+        reader.fail(f"{where}: {dimension} independent coordinates with a {node.tag}; a "
+                    "function of several coordinates must be a MultivariatePolynomialFunction")
+    size = int(_numbers(reader, node, "dimension", 1, where)[0])
+    if size != dimension:
+        reader.fail(f"{where}: a MultivariatePolynomialFunction of dimension {size} for "
+                    f"{dimension} independent coordinate(s)")
+    exponents = multivariate_exponents(size, int(_numbers(reader, node, "order", 1, where)[0]))
+    return MultivariatePolynomial(
+        floats(_numbers(reader, node, "coefficients", len(exponents), where)), exponents)
 
 
 def _load_root(path: pathlib.Path):
@@ -440,19 +465,23 @@ def _couplers(reader, model, names):
                         "CoordinateCouplerConstraints only")
         independent = (_text(element, "independent_coordinate_names", "") or "").split()
         dependent = _text(element, "dependent_coordinate_name", "")
-        if len(independent) != 1:
-            reader.fail(f"{where}: {len(independent)} independent coordinates; spineid reads "
-                        "couplers of one")
+        if not independent:
+            reader.fail(f"{where}: no independent coordinate")
         for name in independent + [dependent]:
             if name not in names:
                 reader.fail(f"{where}: coordinate {name!r} is not in the model")
         function = element.find("coupled_coordinates_function")
         if function is None:
             reader.fail(f"{where}: no <coupled_coordinates_function>")
+        # (one coordinate: any function of one; several: a MultivariatePolynomialFunction of
+        # as many, evaluated at their values in the file's order)
+        function = _function(reader, function, where, dimension=len(independent))
+        indices = tuple(names.index(name) for name in independent)
         scale = float(_numbers(reader, element, "scale_factor", 1, where, default=[1.0])[0])
         couplers.append(CoordinateCoupler(
-            element.get("name"), names.index(dependent), names.index(independent[0]),
-            _function(reader, function, where), floats(scale)))
+            element.get("name"), names.index(dependent),
+            indices if isinstance(function, MultivariatePolynomial) else indices[0],
+            function, floats(scale)))
     return _coupler_order(reader, couplers, names)
 
 
@@ -470,8 +499,8 @@ def _coupler_order(reader, couplers, names):
     ordered, done = [], set()
     pending = list(couplers)
     while pending:
-        ready = [c for c in pending if c.independent not in by_dependent
-                 or c.independent in done]
+        ready = [c for c in pending if all(i not in by_dependent or i in done
+                                           for i in np.atleast_1d(c.independent))]
         if not ready:
             reader.fail(f"the couplers {[c.name for c in pending]} depend on each other in a "
                         "cycle")

@@ -20,6 +20,8 @@ from ._functions import (
     Constant as Constant,
     LinearFunction as LinearFunction,
     MultiplierFunction as MultiplierFunction,
+    MultivariatePolynomial as MultivariatePolynomial,
+    multivariate_exponents as multivariate_exponents,
     NaturalCubicSpline as NaturalCubicSpline,
     PiecewiseLinearFunction as PiecewiseLinearFunction,
     PolynomialFunction as PolynomialFunction,

@@ -21,6 +21,9 @@ definition and, with the multiplier, through a model OpenSim reads):
   the end slopes outside the points (OpenSim's `SimmSpline`).
 - `NaturalCubicSpline(x, y)`: the cubic spline with zero second derivative at both ends;
   continued linearly outside the points.
+
+A coupler of several independent coordinates uses `MultivariatePolynomial` (OpenSim's
+`MultivariatePolynomialFunction`), a function of a vector `x` `(d,)`.
 """
 
 import abc
@@ -29,6 +32,7 @@ import typing
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._arrays import floats
@@ -244,6 +248,43 @@ class NaturalCubicSpline(_InterpolatingSpline):
     at both ends, linear outside the points. Fields `x`, `y` `(n,)`, `x` increasing."""
 
     natural: typing.ClassVar[bool] = True
+
+
+def multivariate_exponents(dimension: int, order: int) -> tuple[tuple[int, ...], ...]:
+    """The exponents `(e_1, ..., e_d)` of the terms `x_1^e_1 ... x_d^e_d` of total degree up to
+    `order` in `dimension` variables, in the order of OpenSim's
+    `MultivariatePolynomialFunction` coefficients: the first variable's exponent outermost,
+    each from 0 up (for two variables and order 2: `1, y, y^2, x, x y, x^2`)."""
+    if dimension == 0:
+        return ((),)
+    return tuple((first,) + rest for first in range(order + 1)
+                 for rest in multivariate_exponents(dimension - 1, order - first))
+
+
+class MultivariatePolynomial(eqx.Module):
+    """A polynomial of several coordinates (OpenSim's `MultivariatePolynomialFunction`, in a
+    `CoordinateCouplerConstraint` of several independent coordinates): `f(x) = sum_k c_k
+    prod_i x_i^(e_ki)` at `x` `(d,)` (rad or m), the terms in `multivariate_exponents`' order.
+    Fields `coefficients` `(m,)` and `exponents` (static, `(m, d)` as tuples)."""
+
+    coefficients: Float[Array, " m"]
+    exponents: tuple[tuple[int, ...], ...] = eqx.field(static=True)
+
+    def __call__(self, x: Float[ArrayLike, " d"]) -> Float[Array, ""]:
+        """The polynomial at `x` `(d,)` (powers by repeated products: finite derivatives at
+        zero)."""
+        x = jnp.asarray(x, dtype=float)
+        exponents = np.array(self.exponents, dtype=int).reshape(len(self.exponents), -1)
+        powers = [jnp.ones_like(x)]
+        for _ in range(int(exponents.max(initial=0))):
+            powers.append(powers[-1] * x)
+        table = jnp.stack(powers)  # (order + 1, d): x_i^k at [k, i]
+        terms = jnp.prod(table[exponents, np.arange(exponents.shape[1])], axis=1)
+        return jnp.sum(self.coefficients * terms)
+
+    def prepared(self) -> "MultivariatePolynomial":
+        """Itself (nothing to compute once)."""
+        return self
 
 
 def coordinate_function(kind: str, **values) -> AbstractCoordinateFunction:

@@ -318,7 +318,7 @@ class MultibodyTree(AbstractLagrangianSystem):
         values = self.default_values.at[jnp.asarray(self.free, dtype=int)].set(q)
         for coupler in self.couplers:
             values = values.at[coupler.dependent].set(
-                coupler.scale * coupler.function(values[coupler.independent]))
+                coupler.scale * coupler.function(values[np.asarray(coupler.independent)]))
         return values
 
     def opensim_speeds(self, q, qdot) -> Float[Array, " m"]:

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ..elements._parameters import ParameterField
-from ..kinematics._functions import AbstractCoordinateFunction
+from ..kinematics._functions import AbstractCoordinateFunction, MultivariatePolynomial
 from ..kinematics._rotations import euler123_rotation
 
 GROUND = -1
@@ -22,12 +22,14 @@ GROUND = -1
 
 class CoordinateCoupler(eqx.Module):
     """`c[dependent] = scale * function(c[independent])` (OpenSim's
-    `CoordinateCouplerConstraint`, reduced); indices static, `name` for messages."""
+    `CoordinateCouplerConstraint`, reduced); indices static, `name` for messages. Several
+    independent coordinates (a tuple of indices) take a `MultivariatePolynomial` of their values
+    `(d,)`, in the tuple's order."""
 
     name: str = eqx.field(static=True)
     dependent: int = eqx.field(static=True)
-    independent: int = eqx.field(static=True)
-    function: AbstractCoordinateFunction
+    independent: int | tuple[int, ...] = eqx.field(static=True)
+    function: AbstractCoordinateFunction | MultivariatePolynomial
     scale: Float[Array, ""]
 
 
