@@ -438,7 +438,6 @@ def test_simulation_equals_opensims_manager_over_a_second(small_neck):
     np.testing.assert_allclose(np.asarray(simulation.q[1:]), np.array(theirs), atol=1e-6)
 
 
-
 def test_a_coupler_of_two_coordinates_is_opensims_constraint(tmp_path):
     # Lateral bending follows flexion and axial rotation through a MultivariatePolynomial-
     # Function (OpenSim's own, its terms in OpenSim's order): the coordinate equals OpenSim's
@@ -702,7 +701,6 @@ def test_a_lab_fits_a_body_mass_from_opensim_motion_and_opensim_runs_the_result(
         start.write_text(f'kind = "opensim"\nfile = "{truth.name}"\n\n[v1]\n{table}\n')
         with pytest.raises(ValueError, match=message):
             spineid.load_model_file(start)
-
 
 
 def test_a_lab_fits_a_centre_of_mass_and_an_inertia_and_opensim_runs_the_result(tmp_path):
