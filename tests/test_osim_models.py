@@ -816,16 +816,45 @@ def test_a_record_of_coordinates_alone_fits_its_start_with_the_bushing(tmp_path,
     assert "--each" in error
 
 
-def test_a_ball_or_free_joints_rotations_start_from_values_alone(tmp_path):
-    # Their OpenSim speeds are an angular velocity, not the rates the model starts from: no
-    # `initial_speeds` parameter for them (their values are parameters like any coordinate's).
+def test_the_start_and_the_bodies_of_a_model_file_survive_its_round_trip(tmp_path):
+    # A ball or free joint's rotations have no start parameters (their OpenSim speeds are an
+    # angular velocity, which stands for other rates once their values change).
     model = spineid.read_osim(every_joint_model(osim, tmp_path))
     parameters = declared_parameters(model)
-    assert [p.name for p in parameters if p.group == "initial"] == [
-        f"initial.{name}" for name in model.coordinate_names]
     spinning = {f"j2_coord_{k}" for k in range(3)} | {f"j5_coord_{k}" for k in range(3)}
-    assert [p.name for p in parameters if p.group == "initial_speeds"] == [
-        f"initial_speeds.{name}" for name in model.coordinate_names if name not in spinning]
+    for group in ("initial", "initial_speeds"):
+        assert [p.name for p in parameters if p.group == group] == [
+            f"{group}.{name}" for name in model.coordinate_names if name not in spinning]
+    # A locked coordinate's start given in the file, and a body's inertia no rigid body has in
+    # the .osim itself (OpenSim only warns), are kept when the file is completed and read again
+    # (as fitted.toml is); the inertia is refused only where the TOML changes it.
+    neck = tmp_path / "neck.osim"
+    neck.write_text(spineid.dataset_path("neck_bushings.osim").read_text().replace(
+        "<inertia>0.00040000000000000002 0.00059999999999999995",
+        "<inertia>0.0001 0.0001", 1))
+    assert spineid.read_osim(neck).inertia_entries[0, :2].tolist() == [1e-4, 1e-4]
+    start = tmp_path / "start.toml"
+    start.write_text('kind = "opensim"\nfile = "neck.osim"\nlocked = ["C7_flexion"]\n\n'
+                     '[initial]\nC7_flexion = 0.2\n')
+    first = spineid.load_model_file(start)
+    again = first.with_values({"initial.C6_flexion": 0.3})
+    assert np.asarray(again.model.default_values)[0] == 0.2
+    assert np.asarray(again.model.initial_state()[0]).tolist()[1] == 0.3
+    start.write_text('kind = "opensim"\nfile = "neck.osim"\n\n[C6]\n'
+                     'inertia = [1e-4, 1e-4, 5e-4, 0.0, 0.0, 0.0]\n')
+    with pytest.raises(ValueError, match=r"C6\.inertia.*rigid body"):
+        spineid.load_model_file(start)
+    # a MultivariatePolynomialFunction is read in couplers only
+    text = neck.read_text()
+    spline = re.search(r"<SimmSpline[^>]*>.*?</SimmSpline>", text, re.S)
+    (tmp_path / "bad.osim").write_text(
+        text[:spline.start()] + '<MultivariatePolynomialFunction name="function"><dimension>1'
+        "</dimension><order>"
+        "1</order><coefficients>0 1</coefficients></MultivariatePolynomialFunction>"
+        + text[spline.end():])
+    with pytest.raises(ValueError, match="MultivariatePolynomialFunction is read in "
+                                         "CoordinateCouplerConstraints only"):
+        spineid.read_osim(tmp_path / "bad.osim")
 
 def _limited_neck(directory: pathlib.Path) -> pathlib.Path:
     # A one-level neck with a CoordinateLimitForce added with OpenSim's own API (degrees,

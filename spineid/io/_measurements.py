@@ -544,6 +544,8 @@ def registered_lab_frame(model, measurement: Measurement):
     refines it. `None` where no frame qualifies."""
     q0, _ = model.initial_state()
     placed = np.asarray(model.marker_positions(q0), dtype=float)  # (m, 3), ground
+    if len(placed) < 3:
+        return None
     seen = np.asarray(measurement.values, dtype=float).reshape(len(measurement.ts), -1, 3)
     rotation, position, _, valid = rigid_poses(placed, seen)
     if not valid.any():

@@ -173,10 +173,9 @@ def _function_holder(element):
     return None
 
 
-def _function(reader, element, where, dimension: int = 1):
-    """The coordinate function of a property element holding one function element: of one
-    coordinate, or for a coupler of `dimension` > 1 independent coordinates a
-    `MultivariatePolynomialFunction` of as many (`MultivariatePolynomial`)."""
+def _function(reader, element, where, dimension: int | None = None):
+    """The function of a property element holding one function element: of one coordinate,
+    or for a coupler of `dimension` coordinates a `MultivariatePolynomial` (of one, any)."""
     children = [child for child in element if isinstance(child.tag, str)]
     named = [child for child in children if child.get("name") == "function"]
     children = named or children
@@ -184,7 +183,10 @@ def _function(reader, element, where, dimension: int = 1):
         reader.fail(f"{where}: expected one function, found {len(children)}")
     node = children[0]
     kind = node.tag
-    if kind == "MultivariatePolynomialFunction" or dimension > 1:
+    if kind == "MultivariatePolynomialFunction" and dimension is None:  # (not a coupler)
+        reader.fail(f"{where}: a MultivariatePolynomialFunction is read in "
+                    "CoordinateCouplerConstraints only")
+    if kind == "MultivariatePolynomialFunction" or (dimension or 1) > 1:
         return _multivariate(reader, node, where, dimension)
     if kind == "Constant":
         return coordinate_function(kind, value=float(_numbers(reader, node, "value", 1,
@@ -473,8 +475,7 @@ def _couplers(reader, model, names):
         function = element.find("coupled_coordinates_function")
         if function is None:
             reader.fail(f"{where}: no <coupled_coordinates_function>")
-        # (one coordinate: any function of one; several: a MultivariatePolynomialFunction of
-        # as many, evaluated at their values in the file's order)
+        # (several: a MultivariatePolynomialFunction of their values in the file's order)
         function = _function(reader, function, where, dimension=len(independent))
         indices = tuple(names.index(name) for name in independent)
         scale = float(_numbers(reader, element, "scale_factor", 1, where, default=[1.0])[0])

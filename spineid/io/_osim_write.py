@@ -3,6 +3,7 @@
 
 import pathlib
 import re
+import warnings
 
 import numpy as np
 
@@ -10,7 +11,13 @@ from ..models._multibody import MultibodyTree
 from ..models._tree_parts import LIMIT_PROPERTIES, ExpressionBushing, TreeBushing
 from ._atomic import write_text_atomically
 from ._expressions import EXPRESSIONS, polynomial_terms, render_terms
-from ._osim import BUSHING_PROPERTIES, LIMIT_DEFAULTS, limit_scale, parameter_label
+from ._osim import (
+    BUSHING_PROPERTIES,
+    LIMIT_DEFAULTS,
+    limit_scale,
+    parameter_label,
+    read_osim,
+)
 
 
 def write_osim_values(model: MultibodyTree, path) -> pathlib.Path:
@@ -42,11 +49,7 @@ def write_osim_values(model: MultibodyTree, path) -> pathlib.Path:
     pieces, end = [], 0
     bushings = {bushing.label: bushing for bushing in model.elements}
     limits = {parameter_label(limit.name): limit for limit in model.limits}
-    masses, centres = np.asarray(model.masses), np.asarray(model.mass_centers)
-    inertias = np.asarray(model.inertia_entries)
-    bodies = {parameter_label(body): {"mass": masses[k : k + 1], "mass_center": centres[k],
-                                      "inertia": inertias[k]}
-              for k, body in enumerate(model.body_names)}
+    bodies = _changed_bodies(model, source)
     for block in re.finditer(r'<(BushingForce|ExpressionBasedBushingForce|CoordinateLimitForce|'
                              r'Body)\s+name="([^"]*)"\s*>(.*?)</\1>', text, re.S):
         if any(a <= block.start() < b for a, b in comments):
@@ -79,6 +82,26 @@ def write_osim_values(model: MultibodyTree, path) -> pathlib.Path:
                          "(changed since it was read?)")
     write_text_atomically(pathlib.Path(path), "".join(pieces) + text[end:])
     return pathlib.Path(path)
+
+
+def _changed_bodies(model: MultibodyTree, source: pathlib.Path) -> dict:
+    # Each body's mass, centre of mass and inertia that differ from the file's own (read again,
+    # so that a body whose numbers the file holds otherwise, as OpenSim 3's `inertia_xx`, is
+    # left alone where nothing changed), by the body's label.
+    with warnings.catch_warnings():  # (the reader's warnings were given when it was read)
+        warnings.simplefilter("ignore")
+        original = read_osim(source)
+    ours = (model.masses, model.mass_centers, model.inertia_entries)
+    theirs = (original.masses, original.mass_centers, original.inertia_entries)
+    changed = {}
+    for k, body in enumerate(model.body_names):
+        before = original.body_names.index(body) if body in original.body_names else None
+        props = {prop: np.atleast_1d(np.asarray(now[k])) for prop, now, then in zip(
+            ("mass", "mass_center", "inertia"), ours, theirs)
+            if before is None or not np.array_equal(np.asarray(now[k]), np.asarray(then[before]))}
+        if props:
+            changed[parameter_label(body)] = props
+    return changed
 
 
 def _with_values(source, name, body: str, bushing) -> str:

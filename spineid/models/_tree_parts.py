@@ -298,20 +298,20 @@ _SPEED_UNITS = {"rad": "rad/s", "m": "m/s", "": "1/s"}
 def start_parameter_fields(names, units, free, spinning) -> tuple[ParameterField, ...]:
     """The start of a model's motion as parameters, keyed as model files key it: each free
     coordinate's value at t = 0 (`initial.<coordinate>`, rad or m, group `initial`) and speed
-    (`initial_speeds.<coordinate>`, rad/s or m/s, group `initial_speeds`; not for the
-    rotations of ball and free joints, `spinning`, whose OpenSim speeds are an angular
-    velocity, not their rates), held by the model as `default_values` and `default_speeds`
+    (`initial_speeds.<coordinate>`, rad/s or m/s, group `initial_speeds`); none for the
+    rotations of ball and free joints (`spinning`), whose OpenSim speeds are an angular
+    velocity: a model file's speed of them stands for other rates once their values change),
+    held by the model as `default_values` and `default_speeds`
     (`names`, `units`: the model's coordinates'; `free`: the indices of its free ones; a
     coordinate whose name is no identifier has none, as no parameter path could name it). One
     start serves every record of a fit: free it for one record at a time."""
-    free = tuple(i for i in free if names[i].isidentifier())
-    rates = tuple(i for i in free if i not in spinning)
+    free = tuple(i for i in free if names[i].isidentifier() and i not in spinning)
     return (ParameterField("default_values", "initial", tuple(units), lower=-math.inf,
-                           name="initial", labels=tuple(names), keyed=True, entries=tuple(free)),
+                           name="initial", labels=tuple(names), keyed=True, entries=free),
             ParameterField("default_speeds", "initial_speeds",
                            tuple(_SPEED_UNITS[u] for u in units), lower=-math.inf,
                            name="initial_speeds", labels=tuple(names), keyed=True,
-                           entries=rates))
+                           entries=free))
 
 
 def limit_parameter_fields(limits, coordinate_units) -> tuple[ParameterField, ...]:

@@ -213,7 +213,10 @@ class FitProblem:
             registered = registered_lab_frame(model, measurements[0])
             if registered is not None:
                 model = registered
-                model_file = dataclasses.replace(model_file, model=model)
+                frame = {"translation": np.asarray(model.lab_translation).tolist(),
+                         "rotation": np.asarray(model.lab_rotation).tolist()}
+                model_file = dataclasses.replace(model_file, model=model, document=dict(
+                    model_file.document, lab_frame=frame))  # (what fitted.toml starts from)
                 notes.append(
                     f"{data_paths[0]}: the lab frame starts registered to the model's markers "
                     f"(translation {np.round(np.asarray(model.lab_translation), 4).tolist()} m, "

@@ -22,7 +22,7 @@ and a force of one name share a table). The parameters are the bushings' propert
 `<limit>.<property>` in `coordinate_limits.<property>`, and the bodies', `<body>.mass`,
 `<body>.mass_center[i]` and `<body>.inertia[i]` in `bodies.mass`, `bodies.mass_center` and
 `bodies.inertia`, and the start's, `initial.<coordinate>` and `initial_speeds.<coordinate>`
-(the free coordinates'; no speed for a ball or free joint's rotation) in `initial` and
+(the free coordinates' but a ball or free joint's rotations) in `initial` and
 `initial_speeds`. `[lab_frame]`, for a model with markers: the frame its marker data are in,
 `translation` (m) and `rotation` (rad, 1-2-3 Euler angles), `x_lab = translation + R x_ground`
 (`R` of the angles, `R_x R_y R_z`; default zeros, the data in ground), parameters
@@ -156,8 +156,11 @@ def read_opensim(document: dict, check: DocumentChecker, folder: pathlib.Path):
     limit_labels = [component_label(limit.name) for limit in model.limits]
     body_labels = [component_label(body) for body in model.body_names]
     # (the start, as parameters `initial.<coordinate>` and `initial_speeds.<coordinate>` set)
-    completed = dict(document, initial={names[i]: float(values[i]) for i in free},
-                     initial_speeds={names[i]: float(speeds[i]) for i in free})
+    # (the free coordinates', and any other the document gives: a locked one's start)
+    started = {i for i in free} | {names.index(name) for key in ("initial", "initial_speeds")
+                                   for name in document.get(key, {})}
+    completed = dict(document, initial={names[i]: float(values[i]) for i in sorted(started)},
+                     initial_speeds={names[i]: float(speeds[i]) for i in sorted(started)})
     if model.markers:  # (the frame of marker data, as parameters `lab_frame.*` set)
         completed["lab_frame"] = {"translation": np.asarray(model.lab_translation).tolist(),
                                   "rotation": np.asarray(model.lab_rotation).tolist()}
@@ -238,9 +241,11 @@ def _body_tables(check, document, model, body_labels, forces):
         if "mass_center" in table:
             centres[k] = check.vector(table, "mass_center", f"{label}.mass_center", 3)
         if "inertia" in table:
-            inertias[k] = check.vector(table, "inertia", f"{label}.inertia", 6)
-            if not rigid_inertia(inertias[k]):
+            given = check.vector(table, "inertia", f"{label}.inertia", 6)
+            # (checked where it is not the file's own: OpenSim only warns about a file's)
+            if not np.array_equal(given, inertias[k]) and not rigid_inertia(given):
                 check.fail(f"{label}.inertia", INERTIA, table["inertia"])
+            inertias[k] = given
     model = dataclasses.replace(model, masses=floats(masses), mass_centers=floats(centres),
                                 inertia_entries=floats(inertias))
     return model, {label: {"mass": float(masses[k]), "mass_center": centres[k].tolist(),
