@@ -7,6 +7,7 @@ import re
 import sys
 
 import numpy as np
+from scipy import signal
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "experiments"))
 from make_neck_osim import _axis, _body, _spline, _vec, neck_model  # noqa: E402, F401
@@ -84,7 +85,7 @@ def transform_of(frame, state):
 
 def opensim_motion(osim, path: pathlib.Path, times, out: pathlib.Path, *, noise: float = 0.0,
                    seed: int = 0, degrees: bool = True, markers_out: pathlib.Path | None = None,
-                   marker_noise: float = 0.0, lab=None) -> dict:
+                   marker_noise: float = 0.0, lab=None, filtered: float | None = None) -> dict:
     """Simulate the model at `path` with OpenSim's `Manager` (accuracy 1e-10) from its
     defaults, sample its unlocked coordinates at `times` (s), add white noise of sd `noise`
     (rad or m) and write them with OpenSim's `STOFileAdapter` to `out` (a coordinates file:
@@ -92,6 +93,9 @@ def opensim_motion(osim, path: pathlib.Path, times, out: pathlib.Path, *, noise:
     With `markers_out`, also the MarkerSet's positions in ground, with white noise of sd
     `marker_noise` (m), written in mm by OpenSim's `TRCFileAdapter`; with `lab`, `(translation
     (3,), R (3, 3))`, in a lab's frame: `translation + R x` (the clean values stay in ground).
+    With `filtered`, each noise is white noise through scipy's 4th-order Butterworth low-pass
+    at that fraction of the Nyquist rate (zero phase, `filtfilt`), scaled to its sd, as a
+    motion-capture pipeline filters its markers.
     Returns `{name: clean values (k,)}` in rad or m (and `<marker>_x`, ... in m)."""
     model = osim.Model(str(path))
     state = model.initSystem()
@@ -117,12 +121,20 @@ def opensim_motion(osim, path: pathlib.Path, times, out: pathlib.Path, *, noise:
             where = marker.getLocationInGround(state)
             seen[marker.getName()].append([where.get(j) for j in range(3)])
     rng = np.random.default_rng(seed)
+
+    def drawn(sd: float, shape: tuple) -> np.ndarray:
+        white = rng.standard_normal(shape)
+        if filtered is None:
+            return sd * white
+        smooth = signal.filtfilt(*signal.butter(4, filtered), white, axis=0)
+        return sd * smooth / np.std(smooth, axis=0)
+
     if markers_out:
         table = osim.TimeSeriesTableVec3()
         table.setColumnLabels(list(seen))
         shift, turn = (np.zeros(3), np.eye(3)) if lab is None else lab
         noisy = {name: 1e3 * (shift + np.array(p) @ np.asarray(turn).T
-                              + marker_noise * rng.standard_normal((len(p), 3)))
+                              + drawn(marker_noise, (len(p), 3)))
                  for name, p in seen.items()}
         for k, t in enumerate(times):
             table.appendRow(float(t), osim.RowVectorVec3(
@@ -133,7 +145,7 @@ def opensim_motion(osim, path: pathlib.Path, times, out: pathlib.Path, *, noise:
     table = osim.TimeSeriesTable()
     table.setColumnLabels(osim.StdVectorString(names))
     scale = 180.0 / np.pi if degrees else 1.0
-    noisy = {name: (np.array(v) + noise * rng.standard_normal(len(v))) * scale
+    noisy = {name: (np.array(v) + drawn(noise, (len(v),))) * scale
              for name, v in clean.items()}
     for k, t in enumerate(times):
         table.appendRow(float(t), osim.RowVector([float(noisy[name][k]) for name in names]))

@@ -95,7 +95,7 @@ def correlated_fit(run, u, objective: _Objective) -> CorrelatedFit | None:
     blocks = residual_blocks(objective, theta)
     if any(np.any(failed(b)) for b in blocks):  # (the model could not be simulated there)
         return None
-    if misfit_exceeds(blocks, problem.channel_ranges(), problem.max_misfit):
+    if misfit_exceeds(blocks, problem.misfit_ranges(), problem.max_misfit):
         return None  # (a model that does not describe its data has no noise model to fit)
 
     # (Padded to the highest order the model may choose for these records: one compiled

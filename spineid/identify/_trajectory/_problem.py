@@ -18,7 +18,7 @@ from ...elements._parameters import (
     declared_parameters,
     select_parameters,
 )
-from ...io._columns import noise_in_si
+from ...io._columns import UNITS, column_unit, noise_in_si
 from ...io._measurements import (
     MARKER_SUFFIXES, Measurement, own_markers_seen, read_measurement, registered_lab_frame,
     states_start,
@@ -217,10 +217,12 @@ class FitProblem:
                          "rotation": np.asarray(model.lab_rotation).tolist()}
                 model_file = dataclasses.replace(model_file, model=model, document=dict(
                     model_file.document, lab_frame=frame))  # (what fitted.toml starts from)
+                unit = _unit_of(measurements[0], measurements[0].channels[0]) or "m"
+                shift = np.asarray(frame["translation"]) / UNITS[unit][1]
                 notes.append(
                     f"{data_paths[0]}: the lab frame starts registered to the model's markers "
-                    f"(translation {np.round(np.asarray(model.lab_translation), 4).tolist()} m, "
-                    f"rotation {np.round(np.degrees(model.lab_rotation), 2).tolist()} deg)")
+                    f"(translation {[float(f'{x:.4g}') for x in shift]} {unit}, "
+                    f"rotation {np.round(np.degrees(frame['rotation']), 2).tolist()} deg)")
         if any(start is not None for start in started):
             options["models"] = [model if start is None else start for start in started]
         names, units_si = model.observable_names, model.observable_units
@@ -271,6 +273,18 @@ class FitProblem:
     def channel_ranges(self) -> np.ndarray:
         """Peak-to-peak range of each measured channel over all load cases (SI), `(c,)`."""
         return channel_ranges(self.measurements)
+
+    def misfit_ranges(self) -> np.ndarray:
+        """The range `(c,)` (SI) each channel's smooth misfit is judged against (the verdict's
+        `max_misfit` is a fraction of it): the channel's own range (`channel_ranges`), but a
+        model's markers (`observed == "markers"`) each the largest range of them all, the
+        markers' motion: one component's own range depends on how the lab's axes lie (a
+        marker moving along the lab's x has almost none in y, where filtered noise alone would
+        then exceed the tolerance)."""
+        ranges = self.channel_ranges()
+        if getattr(self.model, "observed", "") == "markers" and ranges.size:
+            return np.full_like(ranges, ranges.max())
+        return ranges
 
     @property
     def n_data(self) -> int:
@@ -428,14 +442,22 @@ def _start_notes(problem, paths, started, far: float = 0.1) -> list[str]:
         ours = np.asarray(case.observe(case.initial_state()[0]), dtype=float)
         span = np.nanmax(values, axis=0) - np.nanmin(values, axis=0)
         gaps = values[0] - ours
-        off = [f"{name} by {gap:+.2g} {unit}" for name, unit, gap, width in zip(
-            measurement.channels, model.observable_units, gaps, span)
-            if np.isfinite(gap) and abs(gap) > far * width]
+        off = []
+        for name, si_unit, gap, width in zip(measurement.channels, model.observable_units,
+                                             gaps, span):
+            if np.isfinite(gap) and abs(gap) > far * width:  # (said in the file's unit)
+                unit = _unit_of(measurement, name) or si_unit
+                off.append(f"{name} by {gap / UNITS.get(unit, ('', 1.0))[1]:+.2g} {unit}")
         if off:
             notes.append(f"{path}: its first row is away from the model's start ({', '.join(off)}"
                          "); a record that starts elsewhere is fitted with its start free: "
                          "--free initial --free initial_speeds")
     return notes
+
+
+def _unit_of(measurement, channel: str) -> str | None:
+    # The unit a record's column `channel` was read in (mm, deg, ...), `None` for SI.
+    return column_unit([measurement], channel, "units")
 
 
 def _registering(model_file, model, free, given) -> bool:

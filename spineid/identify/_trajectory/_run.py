@@ -312,7 +312,7 @@ class _Run:
         if not judged:
             return {}
         problem = self.problem
-        return {"ranges": dict(zip(problem.channels, map(float, problem.channel_ranges()))),
+        return {"ranges": dict(zip(problem.channels, map(float, problem.misfit_ranges()))),
                 "max_misfit": dict.fromkeys(problem.channels, problem.max_misfit)}
 
     def _blocks(self, residuals: np.ndarray) -> list[np.ndarray]:
