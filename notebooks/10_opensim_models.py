@@ -141,7 +141,8 @@ print(result.summary())
 # of OpenSim's inverse kinematics (`.mot`) starts wherever the specimen was, and holds no
 # speeds. The start is then a parameter like the others, `--free initial --free
 # initial_speeds` (`initial.C5_flexion`, `initial_speeds.C5_flexion`, ...), fitted with the
-# bushings for one record at a time (docs/formats/opensim.md).
+# bushings; in a fit of several records each has its own (`initial.C5_flexion@2` for the
+# second), the bushings shared (docs/formats/opensim.md).
 
 # %% [markdown]
 # ## Back to OpenSim

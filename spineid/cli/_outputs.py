@@ -455,9 +455,15 @@ def write_fit_outputs(result, problem, out: OutputFolder, plots: bool = True
     comments = (f"Not determined by the data one by one (their values depend on the start): "
                 f"{', '.join(undetermined)}; see report.json's identifiability.",
                 ) if undetermined else ()
+    # (each record's own start, fitted in a fit of several records, is in report.json alone:
+    # the model file keeps one start, the model's)
+    shared = {p.name: float(v) for p, v in zip(problem.parameters, result.values)
+              if p.record is None}
+    if len(shared) < len(problem.parameters):
+        comments += ("Each record's start was fitted (names ending in @<record>): see "
+                     "report.json; this file keeps the model's start.",)
     paths = [
-        write_model_file(out / "fitted.toml", problem.model_file, result.fitted_values(),
-                         comments=comments),
+        write_model_file(out / "fitted.toml", problem.model_file, shared, comments=comments),
         write_json(out / "report.json", dict(result.report(), profiles=[])),
     ]
     if plots:

@@ -28,7 +28,9 @@ class Parameter:
     in that array: an index, a pair of indices for an entry of a 2-D array such as a body's
     centre of mass, or `None` for a scalar), `tied` (the field is an array whose entries all take
     this one value, e.g. the same ligament stiffness at every level of a chain), `lower` and
-    `upper` bounds.
+    `upper` bounds, and `record`: `None` for a parameter of the model, which every record of a
+    fit shares; for one record's own (its start, `RECORD_GROUPS`, in a fit of several records)
+    that record's position (0, 1, ...), its name then `<name>@<k>` with `k = record + 1`.
     """
 
     name: str
@@ -40,6 +42,7 @@ class Parameter:
     lower: float = 0.0
     upper: float = math.inf
     tied: bool = False
+    record: int | None = None
 
     def get(self, model) -> Float[Array, ""]:
         """The parameter's value in `model`."""
@@ -91,8 +94,8 @@ class ParameterField:
 
 RECORD_GROUPS = ("initial", "initial_speeds")
 """Groups of parameters that belong to one record, not to the model: the start of a motion
-(a model's `initial.<coordinate>` and `initial_speeds.<coordinate>`). A fit frees them for one
-record at a time."""
+(a model's `initial.<coordinate>` and `initial_speeds.<coordinate>`). A fit of several records
+frees them once per record (`select_parameters(records=...)`, `Parameter.record`)."""
 
 _MATRIX = np.triu_indices(6)  # the packing of symmetric 6x6 matrices (row-major upper part)
 
@@ -200,10 +203,15 @@ def _leaf(element, field: str):
     return functools.reduce(step, field.split("."), element)
 
 
-def apply_values(model, parameters: Sequence[Parameter], values: Float[Array, " p"]):
-    """A copy of `model` with `parameters` set to `values` (traceable; one `tree_at` per array)."""
+def apply_values(model, parameters: Sequence[Parameter], values: Float[Array, " p"],
+                 record: int | None = None):
+    """A copy of `model` with `parameters` set to `values` (traceable; one `tree_at` per array):
+    the model's (`Parameter.record` `None`) and those of `record` (the position of the record
+    `model` simulates in a fit of several; `None`: the model's alone)."""
     by_leaf: dict[tuple[int | None, str], list[tuple[Parameter, int]]] = {}
     for position, parameter in enumerate(parameters):
+        if parameter.record is not None and parameter.record != record:
+            continue
         by_leaf.setdefault((parameter.element, parameter.field), []).append(
             (parameter, position)
         )
@@ -226,22 +234,30 @@ def apply_values(model, parameters: Sequence[Parameter], values: Float[Array, " 
 
 
 _INDICES = re.compile(r"(\[\d+\])+")
+_RECORD = re.compile(r"(.+)@(\d+)")
 _ONE_INDEX = re.compile(r".*\[\d+\]\.[A-Za-z_]\w*\[(\d+)\]")
 
 
 def select_parameters(
-    parameters: Sequence[Parameter], free: Sequence[str], source: str = "model"
+    parameters: Sequence[Parameter], free: Sequence[str], source: str = "model",
+    records: int = 1,
 ) -> tuple[Parameter, ...]:
     """The parameters named by `free`: group names (`stiffness`), parameter names
     (`springs[2].stiffness`), a vector or matrix parameter's name without its indices
     (`bushings[0].stiffness` for every `bushings[0].stiffness[i][j]`), or a diagonal entry of
     a matrix by one index (`bushings[0].stiffness[3]` for `bushings[0].stiffness[3][3]`). An
-    unknown entry raises `ValueError` listing what exists."""
+    unknown entry raises `ValueError` listing what exists. In a fit of `records` records
+    (more than one), a record's own parameter (`RECORD_GROUPS`: its start) is one per record,
+    `<name>@<k>` for record `k` (1, 2, ... in the records' order; `Parameter.record`), and an
+    entry that ends in `@<k>` frees record `k`'s alone (`initial@2`, `initial.C7_flexion@2`);
+    `@<k>` beyond the records, in a fit of one record, or on a parameter of the model (shared
+    by every record) raises `ValueError`."""
     if isinstance(free, str):
         free = [free]
     groups = sorted({p.group for p in parameters})
     chosen: list[Parameter] = []
-    for entry in free:
+    for text in free:
+        entry, only = _record_entry(text, records, source)
         matches = [p for p in parameters if p.group == entry or p.name == entry]
         diagonal = _ONE_INDEX.fullmatch(entry)
         if not matches and diagonal:  # a diagonal entry by its index alone: `stiffness[3]`
@@ -259,7 +275,41 @@ def select_parameters(
                 f"has the groups {groups} (or name single parameters such as "
                 f"{parameters[0].name if parameters else 'springs[0].stiffness'!r})"
             )
-        chosen.extend(p for p in matches if p not in chosen)
+        if only is not None and not any(p.group in RECORD_GROUPS for p in matches):
+            raise ValueError(f"{source}: --free {text!r}: {entry} is the model's, shared by "
+                             "every record; only a record's start (the groups "
+                             f"{', '.join(RECORD_GROUPS)}) takes @<record>")
+        chosen.extend(p for p in _per_record(matches, records, only) if p not in chosen)
     if not chosen:
         raise ValueError(f"{source}: nothing to fit: give at least one --free group")
     return tuple(chosen)
+
+
+def _record_entry(text: str, records: int, source: str) -> tuple[str, int | None]:
+    # A `--free` entry without its `@<k>` and the record it names (0-based; `None`: none).
+    found = _RECORD.fullmatch(text)
+    if found is None:
+        return text, None
+    k = int(found.group(2))
+    if records < 2:
+        raise ValueError(f"{source}: --free {text!r}: @<k> names one of several records fitted "
+                         f"together, and this fit has one (--each fits each file alone): give "
+                         f"{found.group(1)!r} without @{found.group(2)}")
+    if not 1 <= k <= records:
+        raise ValueError(f"{source}: --free {text!r}: there is no record {k} (this fit has "
+                         f"{records}: @1 to @{records}, in the order the data are given)")
+    return found.group(1), k - 1
+
+
+def _per_record(matches: Sequence[Parameter], records: int, only: int | None
+                ) -> list[Parameter]:
+    # Each of a record's own parameters once per record (or for record `only`) where a fit has
+    # several records; the others as they are.
+    chosen = []
+    for p in matches:
+        if records < 2 or p.group not in RECORD_GROUPS:
+            chosen.append(p)
+        else:
+            chosen.extend(dataclasses.replace(p, name=f"{p.name}@{k + 1}", record=k)
+                          for k in ((only,) if only is not None else range(records)))
+    return chosen

@@ -304,7 +304,8 @@ def start_parameter_fields(names, units, free, spinning) -> tuple[ParameterField
     held by the model as `default_values` and `default_speeds`
     (`names`, `units`: the model's coordinates'; `free`: the indices of its free ones; a
     coordinate whose name is no identifier has none, as no parameter path could name it). One
-    start serves every record of a fit: free it for one record at a time."""
+    start serves every record of a fit; freed in a fit of several records, each record has its
+    own (`select_parameters(records=...)`: `initial.<coordinate>@<k>`)."""
     free = tuple(i for i in free if names[i].isidentifier() and i not in spinning)
     return (ParameterField("default_values", "initial", tuple(units), lower=-math.inf,
                            name="initial", labels=tuple(names), keyed=True, entries=free),

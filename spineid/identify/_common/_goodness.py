@@ -309,7 +309,8 @@ def assess_fit(
         implausible = [c for c, entry in noise_check.items() if not entry["plausible"]]
         if large:
             reasons.insert(0, "a systematic misfit larger than the tolerance: " + ", ".join(
-                f"{c} (RMS {100 * misfit[c]['fraction_of_range']:.2g}% of its range > "
+                f"{c} (RMS {100 * misfit[c]['fraction_of_range']:.2g}% of the range it is "
+                f"judged against > "
                 f"{100 * misfit[c]['max_fraction']:.2g}%)" for c in large))
             advice[:] = ["the model misses a feature of the data (another phase of the law, a "
                          "damper, a load) or the fit stopped at a local optimum: look at the "

@@ -89,7 +89,7 @@ class _Objective(AbstractObjective):
     def case_prediction(self, theta, case: int, exact=True) -> Float[Array, "k c"]:
         """Model output of load case `case` at physical parameters `theta` (inf if failed);
         `exact` (a boolean, may be traced) false integrates at the coarse tolerances."""
-        model = apply_values(self.models[case], self.parameters, theta)
+        model = apply_values(self.models[case], self.parameters, theta, record=case)
         if exact is True:
             rtol, atol = self.rtol, self.atol
         else:

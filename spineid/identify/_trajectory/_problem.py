@@ -48,7 +48,10 @@ class FitProblem:
       the fit, its information or its goodness of fit (`n_data` counts the values measured).
     - `free`: groups (`stiffness`, `damping`, `torsion`, ...), parameter names, or the name of
       a vector or matrix parameter without its indices (`bushings[0].stiffness`: every
-      entry).
+      entry). With several measurements, a record's own start (the groups `initial`,
+      `initial_speeds` of a model read from OpenSim) is one parameter per record,
+      `initial.<coordinate>@<k>`, and `<entry>@<k>` frees record `k`'s alone
+      (`select_parameters`).
     - `noise`: per-channel measurement standard deviation (SI), e.g. `{"x": 5e-6, "y": 5e-6,
       "theta": 1.7e-4}`; `None` estimates it from the residuals.
     - `models`: optional model per load case (same parameters, e.g. other loads); default the
@@ -72,9 +75,9 @@ class FitProblem:
       `spineid.White()` (`spineid.identify._common._noise_model`); the fit is then weighted
       by it (generalized least squares) and its errors and verdict hold under it
       (`_trajectory/_correlated.py`). Given noise (`noise`) is white.
-    - `max_misfit`: the largest smooth misfit (a fraction of each channel's range, default
-      0.02) a fit with the noise estimated may leave and still describe its data
-      (`GoodnessOfFit.level`).
+    - `max_misfit`: the largest smooth misfit (a fraction of each channel's range, or for a
+      model's markers of the markers' motion, `misfit_ranges`; default 0.02) a fit with the
+      noise estimated may leave and still describe its data (`GoodnessOfFit.level`).
 
     Misuse (missing channels, too few data, nothing exciting the joint, unknown groups) raises
     `ValueError` before anything is solved.
@@ -114,14 +117,11 @@ class FitProblem:
         )
         if len(self.models) != len(self.measurements):
             raise ValueError(f"{len(self.models)} models for {len(self.measurements)} measurements")
-        self.parameters = select_parameters(declared, free, self.source)
-        own = [p.name for p in self.parameters if p.group in RECORD_GROUPS]
-        if own and len(self.measurements) > 1:
-            raise ValueError(f"{self.source}: --free {own[0]}: the start of a motion is one "
-                             f"record's, and this fit has {len(self.measurements)}; fit one "
-                             "record at a time to free it (spineid fit --each)")
+        # (a record's own start, freed in a fit of several records, is one per record)
+        self.parameters = select_parameters(declared, free, self.source,
+                                            records=len(self.measurements))
         self.channels = tuple(self.model.observable_names)
-        self.start = np.array([p.value(self.models[0]) for p in self.parameters])
+        self.start = np.array([p.value(self.models[p.record or 0]) for p in self.parameters])
         self._check_data()
         self.noise = None if noise is None else check_noise(self.channels, noise)
         self.noise_read: dict = {}  # (`from_files`: how typed noise was read)
@@ -209,7 +209,7 @@ class FitProblem:
         # A marker fit that frees the lab frame, which the model file leaves at ground, starts
         # it registered to the first file's markers.
         notes = []
-        if _registering(model_file, model, free, "models" in options):
+        if _registering(model_file, model, free, "models" in options, len(data_paths)):
             registered = registered_lab_frame(model, measurements[0])
             if registered is not None:
                 model = registered
@@ -247,7 +247,7 @@ class FitProblem:
         if values.shape != (len(self.parameters),):
             raise ValueError(f"fitted_model: {values.shape[0] if values.ndim else 0} values for "
                              f"{len(self.parameters)} free parameters {self.names}")
-        return apply_values(self.models[case], self.parameters, values)
+        return apply_values(self.models[case], self.parameters, values, record=case)
 
     def with_measurements(self, measurements) -> "FitProblem":
         """The same problem (models, free parameters, noise, options) with other data: one
@@ -430,13 +430,14 @@ def _start_notes(problem, paths, started, far: float = 0.1) -> list[str]:
     start, the record does not give its start (`states_start`), and the fit does not free
     it (`RECORD_GROUPS`): what to free instead. Empty for any other model."""
     model = problem.model
+    freed = {p.record for p in problem.parameters if p.group in RECORD_GROUPS}
     if (not hasattr(model, "starting_at") or getattr(model, "observed", "") != "coordinates"
-            or any(p.group in RECORD_GROUPS for p in problem.parameters)):
+            or None in freed):
         return []
     notes = []
-    for path, start, measurement, case in zip(paths, started, problem.measurements,
-                                              problem.models):
-        if start is not None:
+    for k, (path, start, measurement, case) in enumerate(zip(
+            paths, started, problem.measurements, problem.models)):
+        if start is not None or k in freed:
             continue
         values = np.asarray(measurement.values, dtype=float)
         ours = np.asarray(case.observe(case.initial_state()[0]), dtype=float)
@@ -449,9 +450,10 @@ def _start_notes(problem, paths, started, far: float = 0.1) -> list[str]:
                 unit = _unit_of(measurement, name) or si_unit
                 off.append(f"{name} by {gap / UNITS.get(unit, ('', 1.0))[1]:+.2g} {unit}")
         if off:
+            which = f"@{k + 1}" if freed else ""  # (another record's start is free already)
             notes.append(f"{path}: its first row is away from the model's start ({', '.join(off)}"
                          "); a record that starts elsewhere is fitted with its start free: "
-                         "--free initial --free initial_speeds")
+                         f"--free initial{which} --free initial_speeds{which}")
     return notes
 
 
@@ -460,12 +462,12 @@ def _unit_of(measurement, channel: str) -> str | None:
     return column_unit([measurement], channel, "units")
 
 
-def _registering(model_file, model, free, given) -> bool:
+def _registering(model_file, model, free, given, records: int) -> bool:
     # Whether a fit's lab frame starts registered to its marker data: the model observes
     # markers, the fit frees `lab_frame`, the models are not the caller's (`given`), and the
     # model file leaves the frame at ground (all zeros).
     if getattr(model, "observed", "") != "markers" or given:
         return False
-    chosen = select_parameters(model_file.parameters, free, model_file.source)
+    chosen = select_parameters(model_file.parameters, free, model_file.source, records)
     return any(p.group == "lab_frame" for p in chosen) and not (
         np.any(np.asarray(model.lab_translation)) or np.any(np.asarray(model.lab_rotation)))

@@ -305,10 +305,11 @@ class _Run:
                           **self.misfit_options(noises is not None))
 
     def misfit_options(self, judged: bool) -> dict:
-        """`assess_fit`'s three-level options where `judged` (each channel's range and the
-        problem's `max_misfit`), none otherwise: a result's verdict has three levels wherever
-        the noise is estimated; a start's verdict in a search only under an autoregression
-        (`verdict`), so that the search's stops on white noise are as before."""
+        """`assess_fit`'s three-level options where `judged` (the range each channel is judged
+        against, `FitProblem.misfit_ranges`, and the problem's `max_misfit`), none otherwise:
+        a result's verdict has three levels wherever the noise is estimated; a start's verdict
+        in a search only under an autoregression (`verdict`), so that the search's stops on
+        white noise are as before."""
         if not judged:
             return {}
         problem = self.problem
@@ -562,8 +563,8 @@ class _HeldRefit:
             cost = float(_cost(objective, run.transform.to_unconstrained(jnp.asarray(theta))))
             self.solutions[(i, v)] = theta
             return cost
-        held_models = [apply_values(m, problem.parameters, jnp.asarray(theta))
-                       for m in problem.models]
+        held_models = [apply_values(m, problem.parameters, jnp.asarray(theta), record=k)
+                       for k, m in enumerate(problem.models)]
         sub = FitProblem(problem.model_file or problem.model, problem.measurements, others,
                          noise, models=held_models, noise_max=problem.noise_max,
                          simulation_rtol=problem.simulation_rtol,

@@ -242,7 +242,8 @@ class _ShootingObjective(AbstractObjective):
     def _segment(self, u, s, case: int, j):
         # Data residuals `(L c,)` and end state `(2, n)` of segment `j` of `case` (traced j).
         base, layout = self.base, self.cases[case]
-        model = apply_values(base.models[case], base.parameters, base.transform.to_physical(u))
+        model = apply_values(base.models[case], base.parameters, base.transform.to_physical(u),
+                             record=case)
         rest = jnp.stack(model.initial_state())
         x = jnp.where(j == 0, rest, layout.offset[j] + layout.scale * s)
         solution = simulate(model, layout.ts[j], adjoint=base.adjoint, throw=False,
