@@ -457,8 +457,8 @@ def write_fit_outputs(result, problem, out: OutputFolder, plots: bool = True
                 ) if undetermined else ()
     # (each record's own start, fitted in a fit of several records, is in report.json alone:
     # the model file keeps one start, the model's)
-    shared = {p.name: float(v) for p, v in zip(problem.parameters, result.values)
-              if p.record is None}
+    by_name = result.fitted_values()
+    shared = {p.name: by_name[p.name] for p in problem.parameters if p.record is None}
     if len(shared) < len(problem.parameters):
         comments += ("Each record's start was fitted (names ending in @<record>): see "
                      "report.json; this file keeps the model's start.",)
