@@ -13,13 +13,15 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "experiment
 from make_neck_osim import _axis, _body, _spline, _vec, neck_model  # noqa: E402, F401
 
 
-def every_joint_model(osim, folder: pathlib.Path, spline_coordinate: str = "c_b"
-                      ) -> pathlib.Path:
+def every_joint_model(osim, folder: pathlib.Path, spline_coordinate: str = "c_b",
+                      several: bool = False) -> pathlib.Path:
     """Five bodies on a CustomJoint (rotations about z by `c_a`, x by `c_b` and y by a
     SimmSpline of `spline_coordinate`; translations functions of both), a ball, a pin, a
     universal and a free joint, with offset frames everywhere, a bushing and gravity: light
     bodies, for kinematics and acceleration checks. (With `spline_coordinate = "c_a"` one
-    coordinate drives the first and the third rotation.)"""
+    coordinate drives the first and the third rotation; with `several`, the third rotation and
+    the first translation are each a MultivariatePolynomialFunction of both coordinates, in
+    the orders (c_b, c_a) and (c_a, c_b).)"""
     model = osim.Model()
     model.setName("every_joint")
     model.setGravity(osim.Vec3(0.0, -9.80665, 0.0))
@@ -40,6 +42,19 @@ def every_joint_model(osim, folder: pathlib.Path, spline_coordinate: str = "c_b"
     _axis(osim, transform, 4, "c_b", osim.PolynomialFunction(osim.Vector([0.01, -0.01, 0.0])),
           (0, 1, 0))
     _axis(osim, transform, 5, None, osim.Constant(0.005), (0, 0, 1))
+    for index, names, terms in (((2, ("c_b", "c_a"), (0.05, 0.3, 0.2, 0.6, -0.4, 0.1)),
+                                 (3, ("c_a", "c_b"), (0.01, 0.02, -0.01, 0.03, 0.0, 0.015)))
+                                if several else ()):
+        function = osim.MultivariatePolynomialFunction()  # (terms in OpenSim's order)
+        function.setDimension(2)
+        function.setOrder(2)
+        function.setCoefficients(osim.Vector(list(terms)))
+        axis = transform.updTransformAxis(index)
+        coordinates = osim.ArrayStr()
+        for name in names:
+            coordinates.append(name)
+        axis.setCoordinateNames(coordinates)
+        axis.set_function(function)
     model.addJoint(osim.CustomJoint(
         "j1", model.getGround(), _vec(osim, (0.1, 0.2, 0.0)), _vec(osim, (0.1, -0.2, 0.3)),
         bodies[0], _vec(osim, (0.0, -0.05, 0.01)), _vec(osim, (0.0, 0.1, 0.0)), transform))
@@ -64,7 +79,7 @@ def every_joint_model(osim, folder: pathlib.Path, spline_coordinate: str = "c_b"
         limit.setName(name)  # (degrees, N m/degree, N m s/degree, as OpenSim takes them)
         model.addForce(limit)
     model.finalizeConnections()
-    path = folder / f"every_joint_{spline_coordinate}.osim"
+    path = folder / f"every_joint_{'several' if several else spline_coordinate}.osim"
     model.printToXML(str(path))
     return path
 

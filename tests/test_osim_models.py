@@ -127,11 +127,16 @@ def repeated_coordinate(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def several_coordinates(tmp_path_factory):
+    return every_joint_model(osim, tmp_path_factory.mktemp("several"), several=True)
+
+
+@pytest.fixture(scope="module")
 def small_neck(tmp_path_factory):
     return neck_model(osim, tmp_path_factory.mktemp("neck"), levels=2)
 
 
-@pytest.mark.parametrize("which", ["every_joint", "small_neck"])
+@pytest.mark.parametrize("which", ["every_joint", "several_coordinates", "small_neck"])
 def test_body_transforms_equal_opensims_at_random_coordinates(which, request):
     path = request.getfixturevalue(which)
     n_dof = spineid.read_osim(path).n_dof
@@ -189,15 +194,19 @@ def _opensim_velocities(model, state, ours, q, qdot):
     return np.array(rows)
 
 
-def test_velocity_terms_are_the_derivative_of_opensims_own_velocities(repeated_coordinate):
-    # One coordinate drives the first and the third rotation of the CustomJoint. There
+@pytest.mark.parametrize("which", ["repeated_coordinate", "several_coordinates"])
+def test_velocity_terms_are_the_derivative_of_opensims_own_velocities(which, request):
+    # One coordinate drives the first and the third rotation of the CustomJoint (or, in
+    # several_coordinates, each drives two rotations: the third is a function of both). There
     # OpenSim's accelerations are not those of its own kinematics (measured: 0.66 m/s^2 off
-    # in 2718, with speeds; exact at rest; energy not conserved without damping), while the
-    # bodies' velocities agree to 1e-16. The oracle is then OpenSim's velocities themselves:
-    # the bodies' accelerations at qddot = 0 are the derivative of their velocities along
-    # the motion, here by central differences of OpenSim's.
-    ours = spineid.read_osim(repeated_coordinate)
-    model = osim.Model(str(repeated_coordinate))
+    # in 2718, with speeds; exact at rest; energy not conserved without damping; with several
+    # coordinates 3.0 off in 39, SI, in a body's acceleration), while the bodies' velocities
+    # agree to 1e-16. The oracle is then OpenSim's velocities themselves: the bodies'
+    # accelerations at qddot = 0 are the derivative of their velocities along the motion,
+    # here by central differences of OpenSim's.
+    path = request.getfixturevalue(which)
+    ours = spineid.read_osim(path)
+    model = osim.Model(str(path))
     state = model.initSystem()
     rng = np.random.default_rng(2)
     q = rng.uniform(-0.5, 0.5, ours.n_dof)
@@ -486,7 +495,7 @@ def test_a_coupler_of_two_coordinates_is_opensims_constraint(tmp_path):
     # a function of several coordinates must be the multivariate polynomial, of as many
     text = path.read_text()
     for old, new, message in (("<dimension>2</dimension>", "<dimension>3</dimension>",
-                               "dimension 3 for 2 independent"),
+                               "dimension 3 for 2 coordinate"),
                               ("v1_flexion v1_rotation", "v1_flexion", "dimension 2 for 1")):
         (tmp_path / "bad.osim").write_text(text.replace(old, new))
         with pytest.raises(ValueError, match=message):
@@ -896,16 +905,22 @@ def test_the_start_and_the_bodies_of_a_model_file_survive_its_round_trip(tmp_pat
                      'inertia = [1e-4, 1e-4, 5e-4, 0.0, 0.0, 0.0]\n')
     with pytest.raises(ValueError, match=r"C6\.inertia.*rigid body"):
         spineid.load_model_file(start)
-    # a MultivariatePolynomialFunction is read in couplers only
+    # a MultivariatePolynomialFunction of a transform axis's one coordinate (a translation
+    # 0.002 + 0.1 c + 0.3 c^2 by flexion) is OpenSim's; of an axis of none, refused
     text = neck.read_text()
     spline = re.search(r"<SimmSpline[^>]*>.*?</SimmSpline>", text, re.S)
-    (tmp_path / "bad.osim").write_text(
+    (tmp_path / "one.osim").write_text(
         text[:spline.start()] + '<MultivariatePolynomialFunction name="function"><dimension>1'
-        "</dimension><order>"
-        "1</order><coefficients>0 1</coefficients></MultivariatePolynomialFunction>"
-        + text[spline.end():])
-    with pytest.raises(ValueError, match="MultivariatePolynomialFunction is read in "
-                                         "CoordinateCouplerConstraints only"):
+        "</dimension><order>2</order><coefficients>0.002 0.1 0.3</coefficients>"
+        "</MultivariatePolynomialFunction>" + text[spline.end():])
+    n_dof = spineid.read_osim(tmp_path / "one.osim").n_dof
+    _bodies_as_in_opensim(tmp_path / "one.osim",
+                          np.random.default_rng(8).uniform(-0.5, 0.5, (2, n_dof)))
+    (tmp_path / "bad.osim").write_text(text.replace(
+        '<TransformAxis name="translation2">', '<TransformAxis name="translation2">'
+        '<MultivariatePolynomialFunction name="function"><dimension>1</dimension><order>1'
+        "</order><coefficients>0 1</coefficients></MultivariatePolynomialFunction>", 1))
+    with pytest.raises(ValueError, match="a MultivariatePolynomialFunction of no coordinate"):
         spineid.read_osim(tmp_path / "bad.osim")
 
 def _limited_neck(directory: pathlib.Path) -> pathlib.Path:
@@ -995,7 +1010,9 @@ def test_a_fit_from_markers_opensim_wrote_in_a_labs_frame_fits_the_frame(tmp_pat
     # motion, 0.2 mm noise): the .osim's MarkerSet is what is observed, no --markers needed.
     # The lab's z is up (OpenSim's y), its axes are turned 0.3 rad about the vertical, its
     # origin elsewhere: the frame is fitted with the stiffness, from a start 0.07 rad and
-    # 10-20 mm off. (scipy's intrinsic "XYZ" angles are the documented R_x R_y R_z.)
+    # 10-20 mm off, its angles given in another branch (the turn of (85 deg, 0.05, 0.25)
+    # rad): the fitted ones come back in the branch of euler123_angles. (scipy's intrinsic
+    # "XYZ" angles are the documented R_x R_y R_z.)
     truth = neck_model(osim, tmp_path, levels=1, locked=False)
     angles, shift = np.array([np.pi / 2, 0.0, 0.3]), np.array([0.5, 0.8, 0.02])
     turn = Rotation.from_euler("XYZ", angles).as_matrix()
@@ -1014,7 +1031,7 @@ def test_a_fit_from_markers_opensim_wrote_in_a_labs_frame_fits_the_frame(tmp_pat
     start = tmp_path / "start.toml"
     start.write_text(f'kind = "opensim"\nfile = "{truth.name}"\n\n[bushing_1]\n'
                      'rotational_stiffness = [3.0, 2.5, 5.6]\n\n[lab_frame]\n'
-                     'translation = [0.49, 0.78, 0.0]\nrotation = ["85 deg", 0.05, 0.25]\n')
+                     'translation = [0.49, 0.78, 0.0]\nrotation = ["625 deg", 3.0916, 3.3916]\n')
     out = tmp_path / "fit"
     status = main(["fit", str(start), str(tmp_path / "markers.trc"), "--free", "lab_frame",
                    "--free", "bushing_1.rotational_stiffness[2]", "--out", str(out)])

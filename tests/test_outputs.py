@@ -483,3 +483,27 @@ def test_a_full_disk_ends_the_run_in_one_line_and_leaves_a_visibly_incomplete_fo
     assert len(error.strip().splitlines()) == 1 and "No space left on device" in error, error
     # (Full from the first write: the folder made, its marker never written, nothing in it.)
     assert _check_folder(out) == ("not begun" if writes == 0 else "incomplete")
+
+
+def test_a_fitted_inertia_no_body_has_is_said_in_the_result_and_fitted_toml(tmp_path):
+    # A fit that frees a body's products of inertia can end at a matrix no rigid body has:
+    # the problem says so in one sentence (the fit's warnings, a comment of fitted.toml), and
+    # the reader's own check (the oracle) refuses the file those values make.
+    from spineid.io._measurements import Measurement
+    from spineid.io._model_file import write_model_file
+    osim = spineid.dataset_path("neck_bushings.osim")
+    (tmp_path / "neck.toml").write_text(f'kind = "opensim"\nfile = "{osim.as_posix()}"\n')
+    model_file = spineid.load_model_file(tmp_path / "neck.toml")
+    channels = model_file.model.observable_names
+    record = Measurement(np.linspace(0.0, 0.1, 11), np.zeros((11, len(channels))), channels)
+    problem = spineid.FitProblem(model_file, record, ["C6.inertia"])
+    assert problem.names[3] == "C6.inertia[3]" and problem.fitted_notes(problem.start) == []
+    values = problem.start.copy()
+    values[3] = 1e-3  # (Ixy above what moments of 4e-4 and 6e-4 allow)
+    notes = problem.fitted_notes(values)
+    assert len(notes) == 1 and notes[0].startswith("The fitted inertia of C6 (0.0004, 0.0006")
+    path = write_model_file(tmp_path / "fitted.toml", model_file,
+                            dict(zip(problem.names, values)), comments=tuple(notes))
+    assert "# The fitted inertia of C6" in path.read_text()
+    with pytest.raises(ValueError, match=r"C6\.inertia.*rigid body"):
+        spineid.load_model_file(path)

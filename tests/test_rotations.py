@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
 from spineid import (
     angular_velocity, dual_euler_basis, E_T, e_T, E_W, e_W, euler123_angles, euler123_rotation,
@@ -131,3 +131,36 @@ def test_angles_that_are_not_three_are_refused(angles):
     # (JAX clamps an index beyond the end: two angles gave a rotation, four ignored one)
     with pytest.raises(ValueError, match=r"expected the three 1-2-3 Euler angles \(3,\)"):
         euler123_rotation(angles)
+
+
+anywhere = st.tuples(*[st.floats(-12.0, 12.0)] * 3).map(np.array)
+
+
+@SETTINGS
+@given(anywhere, st.floats(-3.0, 3.0))
+def test_a_fitted_lab_frame_comes_back_in_the_branch_of_its_rotation(nu, other):
+    # A fit's lab-frame angles, found anywhere, are mapped to the same rotation's angles as
+    # euler123_angles reads them off the matrix (nu_2 in [-pi/2, pi/2], the others in
+    # (-pi, pi]); a free parameter that is no angle is left alone.
+    from types import SimpleNamespace
+    from spineid import FitProblem
+    from spineid.elements._parameters import Parameter
+    q = np.asarray(euler123_rotation(nu))
+    assume(abs(q[0, 2]) < 0.999)  # (away from the singularity, where nu_1, nu_3 are not one)
+    rows = [Parameter(f"lab_frame.rotation[{i}]", "lab_frame", "rad", None, "lab_rotation",
+                      row=i, lower=-np.inf) for i in (2, 0, 1)]  # (any order)
+    problem = SimpleNamespace(parameters=[*rows, Parameter("k", "k", "N m/rad", 0, "k")],
+                              models=[SimpleNamespace(lab_rotation=np.zeros(3))])
+    values = np.array([nu[2], nu[0], nu[1], other])
+    signs, shifts = FitProblem.one_branch(problem, values)
+    turned = signs * values + shifts
+    difference = turned[[1, 2, 0]] - np.asarray(euler123_angles(q))  # (pi and -pi alike)
+    np.testing.assert_allclose(np.angle(np.exp(1j * difference)), 0.0, atol=1e-9)
+    assert np.all(np.abs(turned[:3]) <= np.pi) and abs(turned[2]) <= np.pi / 2
+    assert turned[3] == other and signs[3] == 1
+    # with only some angles free, each is turned by whole turns alone
+    problem.parameters = rows[:2]
+    signs, shifts = FitProblem.one_branch(problem, values[:2])
+    assert np.all(signs == 1)
+    np.testing.assert_allclose(np.cos(values[:2] + shifts), np.cos(values[:2]), atol=1e-12)
+    assert np.all(np.abs(values[:2] + shifts) <= np.pi)

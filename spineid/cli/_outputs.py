@@ -455,6 +455,7 @@ def write_fit_outputs(result, problem, out: OutputFolder, plots: bool = True
     comments = (f"Not determined by the data one by one (their values depend on the start): "
                 f"{', '.join(undetermined)}; see report.json's identifiability.",
                 ) if undetermined else ()
+    comments += tuple(problem.fitted_notes(result.values))  # (an inertia no body has)
     # (each record's own start, fitted in a fit of several records, is in report.json alone:
     # the model file keeps one start, the model's)
     by_name = result.fitted_values()

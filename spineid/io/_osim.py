@@ -3,7 +3,8 @@
 What is read (docs/formats/opensim.md): the bodies (mass, centre of mass, inertia), every
 `PhysicalOffsetFrame` (in bodies, joints, ground or forces), the joints `WeldJoint`, `PinJoint`,
 `SliderJoint`, `UniversalJoint`, `GimbalJoint`, `BallJoint`, `FreeJoint`, `PlanarJoint` and
-`CustomJoint` (its `SpatialTransform`, functions as `spineid.kinematics` lists), the coordinates
+`CustomJoint` (its `SpatialTransform`, functions as `spineid.kinematics` lists: of one
+coordinate, or a `MultivariatePolynomialFunction` of several; `_osim_functions.py`), the coordinates
 (default value and speed, `locked`), `CoordinateCouplerConstraint`s (reduced: the dependent
 coordinate becomes a function of the independent one), `BushingForce`s,
 `ExpressionBasedBushingForce`s with polynomial expressions (`spineid.io._expressions`),
@@ -25,19 +26,14 @@ import numpy as np
 
 from .._arrays import floats
 from ..kinematics._rotations import euler123_rotation
-from ..kinematics._functions import (
-    SUPPORTED_FUNCTIONS,
-    LinearFunction,
-    MultivariatePolynomial,
-    coordinate_function,
-    multivariate_exponents,
-)
+from ..kinematics._functions import LinearFunction, MultivariatePolynomial, coordinate_function
 from ..models._multibody import coordinate_rates, MultibodyTree, TransformAxis, TreeJoint
 from ..models._tree_parts import (
     GROUND, LIMIT_PROPERTIES, CoordinateCoupler, CoordinateLimit, ExpressionBushing,
     PrescribedLoad, TreeBushing, TreeMarker, component_label,
 )
 from ._expressions import EXPRESSIONS, polynomial_terms
+from ._osim_functions import function_holder, function_of, numbers_of, text_of
 from ._atomic import readable_file
 
 _X, _Y, _Z = (1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)
@@ -112,7 +108,7 @@ class _Reader:
         """`(body index, (translation (3,), rotation (3, 3)))` of the frame a component's
         socket names, on its base body."""
         what = f"{owner}: {socket}"
-        return self.frame(self.resolve(owner, _text(element, socket), what), bodies, what)
+        return self.frame(self.resolve(owner, text_of(element, socket), what), bodies, what)
 
     def frame(self, path: str, bodies: dict, what: str, depth: int = 0):
         """`(body index, (translation (3,), rotation (3, 3)))` of the frame at `path` on its
@@ -129,105 +125,13 @@ class _Reader:
             return bodies[element.get("name")], (np.zeros(3), np.eye(3))
         if element.tag != "PhysicalOffsetFrame":
             self.fail(f"{what} = {path!r} is a {element.tag}, not a frame")
-        parent_path = self.resolve(path, _text(element, "socket_parent", ".."),
+        parent_path = self.resolve(path, text_of(element, "socket_parent", ".."),
                                    f"{path}: socket_parent")
         body, (parent_x, parent_r) = self.frame(parent_path, bodies, what, depth + 1)
-        translation = _numbers(self, element, "translation", 3, path, default=np.zeros(3))
-        orientation = _numbers(self, element, "orientation", 3, path, default=np.zeros(3))
+        translation = numbers_of(self, element, "translation", 3, path, default=np.zeros(3))
+        orientation = numbers_of(self, element, "orientation", 3, path, default=np.zeros(3))
         return body, (parent_x + parent_r @ translation,
                       parent_r @ np.asarray(euler123_rotation(orientation)))
-
-
-def _text(element, tag, default=None):
-    found = element.find(tag)
-    if found is None or found.text is None:
-        return default
-    return found.text.strip()
-
-
-def _numbers(reader, element, tag, size, where, default=None):
-    text = _text(element, tag)
-    if text is None:
-        if default is None:
-            reader.fail(f"{where}: <{tag}> is missing")
-        return np.asarray(default, dtype=float)
-    try:
-        values = np.array([float(v) for v in text.split()], dtype=float)
-    except ValueError:
-        reader.fail(f"{where}: <{tag}> = {text!r} is not a list of numbers")
-    if size is not None and values.shape != (size,):
-        reader.fail(f"{where}: <{tag}> has {values.size} numbers; expected {size}")
-    if not np.all(np.isfinite(values)):
-        reader.fail(f"{where}: <{tag}> = {text!r} holds a value that is not finite")
-    return values
-
-
-def _function_holder(element):
-    # The element holding a component's function: a <function> property wrapping it, or the
-    # component itself when the function is written in place (<SimmSpline name="function">).
-    wrapper = element.find("function")
-    if wrapper is not None:
-        return wrapper
-    if any(child.get("name") == "function" for child in element):
-        return element
-    return None
-
-
-def _function(reader, element, where, dimension: int | None = None):
-    """The function of a property element holding one function element: of one coordinate,
-    or for a coupler of `dimension` coordinates a `MultivariatePolynomial` (of one, any)."""
-    children = [child for child in element if isinstance(child.tag, str)]
-    named = [child for child in children if child.get("name") == "function"]
-    children = named or children
-    if len(children) != 1:
-        reader.fail(f"{where}: expected one function, found {len(children)}")
-    node = children[0]
-    kind = node.tag
-    if kind == "MultivariatePolynomialFunction" and dimension is None:  # (not a coupler)
-        reader.fail(f"{where}: a MultivariatePolynomialFunction is read in "
-                    "CoordinateCouplerConstraints only")
-    if kind == "MultivariatePolynomialFunction" or (dimension or 1) > 1:
-        return _multivariate(reader, node, where, dimension)
-    if kind == "Constant":
-        return coordinate_function(kind, value=float(_numbers(reader, node, "value", 1,
-                                                              where)[0]))
-    if kind == "LinearFunction":
-        slope, intercept = _numbers(reader, node, "coefficients", 2, where)
-        return coordinate_function(kind, slope=slope, intercept=intercept)
-    if kind == "PolynomialFunction":
-        return coordinate_function(kind, coefficients=_numbers(reader, node, "coefficients",
-                                                               None, where))
-    if kind in ("PiecewiseLinearFunction", "SimmSpline", "NaturalCubicSpline"):
-        x = _numbers(reader, node, "x", None, where)
-        y = _numbers(reader, node, "y", None, where)
-        try:
-            return coordinate_function(kind, x=x, y=y)
-        except ValueError as error:
-            reader.fail(f"{where}: {error}")
-    if kind == "MultiplierFunction":
-        inner = _function_holder(node)
-        if inner is None:
-            reader.fail(f"{where}: MultiplierFunction has no <function>")
-        scale = float(_numbers(reader, node, "scale", 1, where, default=[1.0])[0])
-        return coordinate_function(kind, function=_function(reader, inner, where),
-                                   scale=scale)
-    reader.fail(f"{where}: function {kind} is not supported; supported are "
-                f"{', '.join(SUPPORTED_FUNCTIONS)}")
-
-
-def _multivariate(reader, node, where, dimension: int):
-    # OpenSim's MultivariatePolynomialFunction (`dimension`, `order`, `coefficients` in
-    # `multivariate_exponents`' order) for a coupler of `dimension` independent coordinates.
-    if node.tag != "MultivariatePolynomialFunction":
-        reader.fail(f"{where}: {dimension} independent coordinates with a {node.tag}; a "
-                    "function of several coordinates must be a MultivariatePolynomialFunction")
-    size = int(_numbers(reader, node, "dimension", 1, where)[0])
-    if size != dimension:
-        reader.fail(f"{where}: a MultivariatePolynomialFunction of dimension {size} for "
-                    f"{dimension} independent coordinate(s)")
-    exponents = multivariate_exponents(size, int(_numbers(reader, node, "order", 1, where)[0]))
-    return MultivariatePolynomial(
-        floats(_numbers(reader, node, "coefficients", len(exponents), where)), exponents)
 
 
 def _load_root(path: pathlib.Path):
@@ -275,9 +179,9 @@ def read_osim(path) -> MultibodyTree:
     for body in model.iterfind("BodySet/objects/Body"):
         where = reader.paths[body]
         bodies[body.get("name")] = len(bodies)
-        masses.append(float(_numbers(reader, body, "mass", 1, where)[0]))
-        centres.append(_numbers(reader, body, "mass_center", 3, where, default=np.zeros(3)))
-        inertias.append(_numbers(reader, body, "inertia", 6, where, default=np.zeros(6)))
+        masses.append(float(numbers_of(reader, body, "mass", 1, where)[0]))
+        centres.append(numbers_of(reader, body, "mass_center", 3, where, default=np.zeros(3)))
+        inertias.append(numbers_of(reader, body, "inertia", 6, where, default=np.zeros(6)))
     if not bodies:
         reader.fail("has no bodies (an empty <BodySet>)")
     names, units, defaults, speeds, locked, paths = [], [], [], [], [], []
@@ -288,7 +192,7 @@ def read_osim(path) -> MultibodyTree:
     free = tuple(i for i in range(len(names)) if not locked[i] and i not in dependent)
     # (A ball or free joint's default speeds are OpenSim's angular velocity: made rates.)
     speeds = coordinate_rates(joints, floats(defaults), floats(speeds))
-    gravity = _numbers(reader, model, "gravity", 3, "the model", default=[0.0, -9.80665, 0.0])
+    gravity = numbers_of(reader, model, "gravity", 3, "the model", default=[0.0, -9.80665, 0.0])
     spinning = {index for joint in joints for index in joint.spin_coordinates}
     bushings, limits, prescribed = _forces(reader, model, bodies, names, units, spinning)
     body_names = tuple(bodies)
@@ -311,7 +215,7 @@ def _markers(reader, model, bodies) -> tuple[TreeMarker, ...]:
         where = reader.paths.get(element, "Marker")
         body, (translation, rotation) = reader.socket_frame(where, element,
                                                             "socket_parent_frame", bodies)
-        location = _numbers(reader, element, "location", 3, where, default=np.zeros(3))
+        location = numbers_of(reader, element, "location", 3, where, default=np.zeros(3))
         markers.append(TreeMarker(element.get("name"), body,
                                   floats(translation + rotation @ location)))
     repeated = sorted({m.name for m in markers if [n.name for n in markers].count(m.name) > 1})
@@ -353,7 +257,7 @@ def _implied_coordinates(element, kind) -> list[str]:
         return [f"{element.get('name')}_coord_{k}" for k in range(len(_JOINT_AXES[kind]))]
     names = []
     for axis in element.iterfind("SpatialTransform/TransformAxis"):
-        for name in (_text(axis, "coordinates", "") or "").split():
+        for name in (text_of(axis, "coordinates", "") or "").split():
             if name not in names:
                 names.append(name)
     return names
@@ -383,11 +287,11 @@ def _joint(reader, element, bodies, names, units, defaults, speeds, locked, path
         names.append(name)
         paths.append(f"{where}/{name}")
         cwhere = f"{where}/{name}"
-        defaults.append(float(_numbers(reader, coordinate, "default_value", 1, cwhere,
+        defaults.append(float(numbers_of(reader, coordinate, "default_value", 1, cwhere,
                                        default=[0.0])[0]))
-        speeds.append(float(_numbers(reader, coordinate, "default_speed_value", 1, cwhere,
+        speeds.append(float(numbers_of(reader, coordinate, "default_speed_value", 1, cwhere,
                                      default=[0.0])[0]))
-        locked.append((_text(coordinate, "locked", "false") or "false").lower() == "true")
+        locked.append((text_of(coordinate, "locked", "false") or "false").lower() == "true")
     local = {c.get("name"): first + k for k, c in enumerate(coordinates)}
     if kind == "CustomJoint":
         axes = _custom_axes(reader, element, where, local, names)
@@ -430,27 +334,27 @@ def _custom_axes(reader, element, where, local, names):
         if axis is None:
             continue
         awhere = f"{where}/{axis_name}"
-        coordinate_names = (_text(axis, "coordinates", "") or "").split()
-        if len(coordinate_names) > 1:
-            reader.fail(f"{awhere}: a function of {len(coordinate_names)} coordinates "
-                        f"({coordinate_names}); spineid reads functions of one coordinate")
-        index = -1
-        if coordinate_names:
-            if coordinate_names[0] not in local:
-                reader.fail(f"{awhere}: coordinate {coordinate_names[0]!r} is not one of the "
-                            f"joint's {sorted(local)}")
-            index = local[coordinate_names[0]]
-        function = _function_holder(axis)
+        coordinate_names = (text_of(axis, "coordinates", "") or "").split()
+        for name in coordinate_names:
+            if name not in local:
+                reader.fail(f"{awhere}: coordinate {name!r} is not one of the joint's "
+                            f"{sorted(local)}")
+        function = function_holder(axis)
         if function is None:
-            if index >= 0:
+            if coordinate_names:
                 reader.fail(f"{awhere}: an axis with a coordinate but no <function>")
             continue
-        vector = _numbers(reader, axis, "axis", 3, awhere)
+        vector = numbers_of(reader, axis, "axis", 3, awhere)
         if not np.linalg.norm(vector) > 0:
             reader.fail(f"{awhere}: its axis is the zero vector")
+        # (several coordinates, or a MultivariatePolynomialFunction of one: a function of
+        # their values in the file's order)
+        function = function_of(reader, function, awhere, len(coordinate_names) or None)
+        index = (tuple(local[name] for name in coordinate_names)
+                 if isinstance(function, MultivariatePolynomial)
+                 else local[coordinate_names[0]] if coordinate_names else -1)
         axes.append(TransformAxis(axis_name[:-1] if axis_name.startswith("rotation")
-                                  else "translation", floats(vector),
-                                  _function(reader, function, awhere), index))
+                                  else "translation", floats(vector), function, index))
     return tuple(axes)
 
 
@@ -458,15 +362,15 @@ def _couplers(reader, model, names):
     couplers = []
     for element in model.iterfind("ConstraintSet/objects/*"):
         where = reader.paths.get(element, element.tag)
-        enforced = (_text(element, "isEnforced", "true") or "true").lower() != "false"
-        disabled = (_text(element, "isDisabled", "false") or "false").lower() == "true"
+        enforced = (text_of(element, "isEnforced", "true") or "true").lower() != "false"
+        disabled = (text_of(element, "isDisabled", "false") or "false").lower() == "true"
         if not enforced or disabled:
             continue
         if element.tag != "CoordinateCouplerConstraint":
             reader.fail(f"{where}: constraint {element.tag} is not supported; spineid reduces "
                         "CoordinateCouplerConstraints only")
-        independent = (_text(element, "independent_coordinate_names", "") or "").split()
-        dependent = _text(element, "dependent_coordinate_name", "")
+        independent = (text_of(element, "independent_coordinate_names", "") or "").split()
+        dependent = text_of(element, "dependent_coordinate_name", "")
         if not independent:
             reader.fail(f"{where}: no independent coordinate")
         for name in independent + [dependent]:
@@ -476,9 +380,9 @@ def _couplers(reader, model, names):
         if function is None:
             reader.fail(f"{where}: no <coupled_coordinates_function>")
         # (several: a MultivariatePolynomialFunction of their values in the file's order)
-        function = _function(reader, function, where, dimension=len(independent))
+        function = function_of(reader, function, where, dimension=len(independent))
         indices = tuple(names.index(name) for name in independent)
-        scale = float(_numbers(reader, element, "scale_factor", 1, where, default=[1.0])[0])
+        scale = float(numbers_of(reader, element, "scale_factor", 1, where, default=[1.0])[0])
         couplers.append(CoordinateCoupler(
             element.get("name"), names.index(dependent),
             indices if isinstance(function, MultivariatePolynomial) else indices[0],
@@ -534,14 +438,14 @@ def limit_scale(prop: str, unit: str) -> float:
 
 def _limit(reader, element, where, names, units, spinning):
     # A CoordinateLimitForce in SI (`limit_scale`).
-    coordinate = _text(element, "coordinate", "")
+    coordinate = text_of(element, "coordinate", "")
     if coordinate not in names:
         reader.fail(f"{where}: coordinate {coordinate!r} is not in the model")
     index = names.index(coordinate)
     if index in spinning:
         reader.fail(f"{where}: a limit on {coordinate!r}, a rotation of a ball or free joint "
                     "(whose speeds are an angular velocity), is not supported")
-    value = {tag: float(_numbers(reader, element, tag, 1, where, default=[default])[0])
+    value = {tag: float(numbers_of(reader, element, tag, 1, where, default=[default])[0])
              for tag, default in LIMIT_DEFAULTS.items()}
     if value["transition"] <= 0 or value["upper_stiffness"] <= 0 or \
             value["lower_stiffness"] <= 0 or value["damping"] < 0:
@@ -566,10 +470,10 @@ def _prescribed(reader, element, where, bodies) -> PrescribedLoad:
         for node in nodes:
             holder = ElementTree.Element("function")
             holder.append(node)
-            holders.append(_function(reader, holder, f"{where}: {kind}Functions"))
+            holders.append(function_of(reader, holder, f"{where}: {kind}Functions"))
         sets[kind] = tuple(holders)
     # (OpenSim's defaults: the force in ground axes, the point in the frame)
-    flags = {key: (_text(element, key, default) or default).strip().lower() == "true"
+    flags = {key: (text_of(element, key, default) or default).strip().lower() == "true"
              for key, default in (("forceIsGlobal", "true"), ("pointIsGlobal", "false"))}
     return PrescribedLoad(element.get("name"), body, tuple(floats(a) for a in offset),
                           sets["force"], sets["point"], sets["torque"],
@@ -580,7 +484,7 @@ def _forces(reader, model, bodies, names, units, spinning):
     bushings, limits, prescribed, dropped = [], [], [], []
     for element in model.iterfind("ForceSet/objects/*"):
         where = reader.paths.get(element, element.tag)
-        if (_text(element, "appliesForce", "true") or "true").lower() == "false":
+        if (text_of(element, "appliesForce", "true") or "true").lower() == "false":
             dropped.append(f"{element.get('name')} ({element.tag}, appliesForce false)")
             continue
         if element.tag == "CoordinateLimitForce":
@@ -595,7 +499,7 @@ def _forces(reader, model, bodies, names, units, spinning):
         expression = element.tag == "ExpressionBasedBushingForce"
         frames = [reader.socket_frame(where, element, socket, bodies)
                   for socket in ("socket_frame1", "socket_frame2")]
-        vectors = {tag: _numbers(reader, element, tag, 3, where, default=np.zeros(3))
+        vectors = {tag: numbers_of(reader, element, tag, 3, where, default=np.zeros(3))
                    for tag in BUSHING_PROPERTIES if not expression or "damping" in tag}
         for tag, vector in vectors.items():
             if np.any(vector < 0):
@@ -608,7 +512,7 @@ def _forces(reader, model, bodies, names, units, spinning):
             continue
         terms = [(k, exponents, coefficient) for k, tag in enumerate(EXPRESSIONS)
                  for exponents, coefficient in polynomial_terms(
-                     _text(element, tag, "0.0"), f"{where}: <{tag}>").items()]
+                     text_of(element, tag, "0.0"), f"{where}: <{tag}>").items()]
         bushings.append(ExpressionBushing(
             *placed, outputs=tuple(t[0] for t in terms), exponents=tuple(t[1] for t in terms),
             coefficients=floats([t[2] for t in terms]), **vectors))

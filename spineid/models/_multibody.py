@@ -38,7 +38,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ..kinematics._frames import bushing_deflection
-from ..kinematics._functions import AbstractCoordinateFunction
+from ..kinematics._functions import AbstractCoordinateFunction, MultivariatePolynomial
 from ..kinematics._rotations import E_T, E_W, axial, axis_rotation
 from ._mechanics import AbstractLagrangianSystem, solve_mass_matrix
 from ._tree_parts import (
@@ -62,12 +62,14 @@ class TransformAxis(eqx.Module):
     """One axis of a joint's spatial transform: a rotation about, or a translation along, the
     unit vector `axis` (`(3,)`, in the joint's parent frame `F`, rotations body-fixed) by
     `function(c[coordinate])` (rad or m); `coordinate` (static) is an index into the model's
-    coordinates, or `-1` for an axis driven by no coordinate (its function's value at 0)."""
+    coordinates, `-1` for an axis driven by no coordinate (its function's value at 0), or a
+    tuple of them, OpenSim's several `<coordinates>`, for a `MultivariatePolynomial` `function`
+    of their values `(d,)` in that order."""
 
     kind: str = eqx.field(static=True)
     axis: Float[Array, "3"]
-    function: AbstractCoordinateFunction
-    coordinate: int = eqx.field(static=True, default=-1)
+    function: AbstractCoordinateFunction | MultivariatePolynomial
+    coordinate: int | tuple[int, ...] = eqx.field(static=True, default=-1)
 
     def __check_init__(self):
         if self.kind not in ("rotation", "translation"):
@@ -76,6 +78,8 @@ class TransformAxis(eqx.Module):
 
     def value(self, coordinates: Float[Array, " m"]) -> Float[Array, ""]:
         """The angle (rad) or distance (m) along this axis at the model's coordinates."""
+        if isinstance(self.coordinate, tuple):
+            return self.function(coordinates[np.asarray(self.coordinate)])
         x = coordinates[self.coordinate] if self.coordinate >= 0 else jnp.zeros(())
         return self.function(x)
 
@@ -154,7 +158,8 @@ class _DynamicJoint(eqx.Module):
         for kind, vector, function, index in zip(self.kinds, self.vectors, self.functions,
                                                  self.coordinates):
             unit = vector / jnp.linalg.norm(vector)
-            amount = function(jnp.where(index >= 0, values[jnp.maximum(index, 0)], 0.0))
+            amount = (function(values[index]) if index.ndim else  # (several coordinates)
+                      function(jnp.where(index >= 0, values[jnp.maximum(index, 0)], 0.0)))
             if kind == "rotation":
                 rotation = rotation @ axis_rotation(unit, amount)
             else:
@@ -303,9 +308,8 @@ class MultibodyTree(AbstractLagrangianSystem):
     @property
     def inertias(self) -> Float[Array, "n 3 3"]:
         """Each body's inertia matrix `(n, 3, 3)` (kg m^2, about its centre of mass, body
-        axes), from `inertia_entries`."""
-        rows = [(0, 3, 4), (3, 1, 5), (4, 5, 2)]  # (positions in `Ixx Iyy Izz Ixy Ixz Iyz`)
-        return self.inertia_entries[:, np.array(rows)]
+        axes), from `inertia_entries` (`Ixx Iyy Izz Ixy Ixz Iyz`)."""
+        return self.inertia_entries[:, np.array([(0, 3, 4), (3, 1, 5), (4, 5, 2)])]
 
     @property
     def n_dof(self) -> int:

@@ -19,6 +19,7 @@ from ...elements._parameters import (
     select_parameters,
 )
 from ...io._columns import UNITS, column_unit, noise_in_si
+from ...io._kinds._opensim import rigid_inertia
 from ...io._measurements import (
     MARKER_SUFFIXES, Measurement, own_markers_seen, read_measurement, registered_lab_frame,
     states_start,
@@ -285,6 +286,51 @@ class FitProblem:
         if getattr(self.model, "observed", "") == "markers" and ranges.size:
             return np.full_like(ranges, ranges.max())
         return ranges
+
+    def one_branch(self, values) -> tuple[np.ndarray, np.ndarray]:
+        """The affine map `v -> signs * v + shifts` (each `(p,)`) that takes the free
+        parameters' `values` (SI, `(p,)`) to the same model with a freed lab frame's 1-2-3
+        Euler angles (`lab_frame.rotation[i]`, rad; `euler123_rotation`) in one branch: where
+        all three are free, the angles `euler123_angles` gives of their rotation (nu_2 in
+        [-pi/2, pi/2], nu_1 and nu_3 in (-pi, pi]; the other branch `(nu_1 + pi, pi - nu_2,
+        nu_3 + pi)` flips nu_2's sign); else each free angle turned by whole turns into
+        (-pi, pi]. The rotation, and so every prediction, is unchanged; a solver leaves angles
+        in any branch (a multi-start returned (10.99, 3.14, 3.44) rad for the lab's
+        (pi/2, 0, 0.3)). Identity (`signs` 1, `shifts` 0) where no angle is free. (The
+        branch `euler123_angles` gives of the rotation, but with the angles' own arithmetic,
+        so that the map is exact and the Jacobian's columns only change sign.)"""
+        values = np.asarray(values, dtype=float)
+        signs, shifts = np.ones_like(values), np.zeros_like(values)
+        where = {p.row: i for i, p in enumerate(self.parameters) if p.field == "lab_rotation"}
+        if not where:
+            return signs, shifts
+        angles = np.array(self.models[0].lab_rotation, dtype=float)
+        for row, i in where.items():
+            angles[row] = values[i]
+        if len(where) == 3 and np.cos(angles[1]) < 0:  # (nu_2 beyond +-pi/2: the other
+            signs[where[1]] = -1.0  # branch; R_x(a + pi) R_y(pi - b) R_z(c + pi) = R_x(a)
+            shifts[[where[0], where[1], where[2]]] = np.pi  # R_y(b) R_z(c))
+        for i in where.values():  # whole turns into (-pi, pi]
+            turned = signs[i] * values[i] + shifts[i]
+            shifts[i] += np.angle(np.exp(1j * turned)) - turned
+        return signs, shifts
+
+    def fitted_notes(self, values) -> list[str]:
+        """What is wrong with the model at the free parameters' `values` (SI, `(p,)`) though
+        a fit may end there: a body's inertia (`<body>.inertia[i]`, kg m^2, freed) that no rigid
+        body has (`rigid_inertia`: a principal moment below 0 or above the sum of the other
+        two), which bounds on the entries alone cannot keep out; a model file with it is
+        refused when read. One sentence per body; none where nothing is wrong."""
+        if not any(p.field == "inertia_entries" for p in self.parameters):
+            return []
+        model = self.fitted_model(values)
+        return [f"The fitted inertia of {name} ({', '.join(f'{x:.4g}' for x in entries)} kg m^2,"
+                " Ixx Iyy Izz Ixy Ixz Iyz) is one no rigid body has (a principal moment below 0 "
+                "or above the sum of the other two): the data do not hold it to a body's; fit "
+                "its moments alone or give it from the body's shape (a model file with it is "
+                "refused when read)."
+                for name, entries in zip(model.body_names, np.asarray(model.inertia_entries))
+                if not rigid_inertia(entries)]
 
     @property
     def n_data(self) -> int:

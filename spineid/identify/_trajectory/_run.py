@@ -438,6 +438,12 @@ class _Run:
             u, converged, sigma, objective = (correlated.u, correlated.converged,
                                               correlated.sigma, correlated.objective)
             n_steps, linearisation = n_steps + correlated.steps, None
+        theta = transform.evaluated(u)[0]  # (a lab frame's angles into one branch: the same
+        signs, shifts = problem.one_branch(theta)  # model, columns of flipped angles negated)
+        u = np.where(shifts != 0, u + (signs * theta + shifts - theta)  # (their transform
+                     / np.asarray(transform.scale), u)  # unbounded: u = (theta - start) / scale)
+        if linearisation is not None:
+            linearisation = (*linearisation[:2], np.asarray(linearisation[2]) * signs)
         # The transform is elementwise: dr/dtheta = dr/du / (dtheta/du), column by column.
         theta, slope = transform.evaluated(u)
         if linearisation is not None and np.all(np.abs(slope) > 0) and objective.complete():
@@ -463,6 +469,7 @@ class _Run:
         warnings = list(analysis.warnings)
         stderr_robust = None
         if correlated is not None:  # (Newey-West errors of the white-weighted estimate)
+            correlated.least_squares = signs * correlated.least_squares + shifts
             ols = _evaluate(white, jnp.asarray(correlated.least_squares))
             stderr_robust = robust_errors(problem, *(np.asarray(a)[white.data_rows()]
                                                      for a in ols[:2]),
@@ -475,7 +482,7 @@ class _Run:
             for p in problem.parameters
         ):
             warnings.append(VECTOR_MEASURE_NOTE)
-        warnings.extend(self.notes)
+        warnings.extend(self.notes + problem.fitted_notes(theta))
         unfitted = None if noise_estimated else unfitted_note(
             n_steps, theta, problem.start, cost, problem.n_data,
             [m.values for m in problem.measurements], predictions)
