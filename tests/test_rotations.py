@@ -156,11 +156,14 @@ def test_a_fitted_lab_frame_comes_back_in_the_branch_of_its_rotation(nu, other):
     turned = signs * values + shifts
     difference = turned[[1, 2, 0]] - np.asarray(euler123_angles(q))  # (pi and -pi alike)
     np.testing.assert_allclose(np.angle(np.exp(1j * difference)), 0.0, atol=1e-9)
-    assert np.all(np.abs(turned[:3]) <= np.pi) and abs(turned[2]) <= np.pi / 2
+    assert np.all((-np.pi < turned[:3]) & (turned[:3] <= np.pi)) and abs(turned[2]) <= np.pi / 2
     assert turned[3] == other and signs[3] == 1
+    # angles in that branch already are left exactly as they are
+    signs, shifts = FitProblem.one_branch(problem, turned)
+    assert np.all(signs == 1) and np.all(shifts == 0)
     # with only some angles free, each is turned by whole turns alone
     problem.parameters = rows[:2]
     signs, shifts = FitProblem.one_branch(problem, values[:2])
     assert np.all(signs == 1)
     np.testing.assert_allclose(np.cos(values[:2] + shifts), np.cos(values[:2]), atol=1e-12)
-    assert np.all(np.abs(values[:2] + shifts) <= np.pi)
+    assert np.all((-np.pi < values[:2] + shifts) & (values[:2] + shifts <= np.pi))

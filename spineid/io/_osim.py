@@ -288,9 +288,9 @@ def _joint(reader, element, bodies, names, units, defaults, speeds, locked, path
         paths.append(f"{where}/{name}")
         cwhere = f"{where}/{name}"
         defaults.append(float(numbers_of(reader, coordinate, "default_value", 1, cwhere,
-                                       default=[0.0])[0]))
+                                         default=[0.0])[0]))
         speeds.append(float(numbers_of(reader, coordinate, "default_speed_value", 1, cwhere,
-                                     default=[0.0])[0]))
+                                       default=[0.0])[0]))
         locked.append((text_of(coordinate, "locked", "false") or "false").lower() == "true")
     local = {c.get("name"): first + k for k, c in enumerate(coordinates)}
     if kind == "CustomJoint":

@@ -1,8 +1,8 @@
 """The numbers and functions of an OpenSim model file (`spineid/io/_osim.py`): a property's
 text and its list of numbers, and a component's function (`Constant`, `LinearFunction`,
 `PolynomialFunction`, `PiecewiseLinearFunction`, `SimmSpline`, `NaturalCubicSpline`,
-`MultiplierFunction` of one coordinate; `MultivariatePolynomialFunction` of several) as a
-`spineid.kinematics` function. Each refusal goes through the reader's `fail` (one sentence
+`MultiplierFunction` of one coordinate; `MultivariatePolynomialFunction` of one or several)
+as a `spineid.kinematics` function. Each refusal goes through the reader's `fail` (one sentence
 naming the component's path)."""
 
 import numpy as np
@@ -68,20 +68,20 @@ def function_of(reader, element, where, dimension: int | None = None):
     node = children[0]
     kind = node.tag
     if kind == "MultivariatePolynomialFunction" and dimension is None:
-        reader.fail(f"{where}: a MultivariatePolynomialFunction of no coordinate; spineid "
-                    "reads one of a transform axis's coordinates or a coupler's independent "
-                    "ones")
+        reader.fail(f"{where}: a MultivariatePolynomialFunction here; spineid reads one as "
+                    "the function of a transform axis's coordinates or of a coupler's "
+                    "independent ones (not of none, inside a MultiplierFunction or of time)")
     if kind == "MultivariatePolynomialFunction" or (dimension or 1) > 1:
         return _multivariate(reader, node, where, dimension)
     if kind == "Constant":
         return coordinate_function(kind, value=float(numbers_of(reader, node, "value", 1,
-                                                              where)[0]))
+                                                                where)[0]))
     if kind == "LinearFunction":
         slope, intercept = numbers_of(reader, node, "coefficients", 2, where)
         return coordinate_function(kind, slope=slope, intercept=intercept)
     if kind == "PolynomialFunction":
         return coordinate_function(kind, coefficients=numbers_of(reader, node, "coefficients",
-                                                               None, where))
+                                                                 None, where))
     if kind in ("PiecewiseLinearFunction", "SimmSpline", "NaturalCubicSpline"):
         x = numbers_of(reader, node, "x", None, where)
         y = numbers_of(reader, node, "y", None, where)

@@ -22,8 +22,9 @@ definition and, with the multiplier, through a model OpenSim reads):
 - `NaturalCubicSpline(x, y)`: the cubic spline with zero second derivative at both ends;
   continued linearly outside the points.
 
-A coupler of several independent coordinates uses `MultivariatePolynomial` (OpenSim's
-`MultivariatePolynomialFunction`), a function of a vector `x` `(d,)`.
+A coupler of several independent coordinates, or a transform axis of several coordinates,
+uses `MultivariatePolynomial` (OpenSim's `MultivariatePolynomialFunction`), a function of a
+vector `x` `(d,)`.
 """
 
 import abc
@@ -263,7 +264,8 @@ def multivariate_exponents(dimension: int, order: int) -> tuple[tuple[int, ...],
 
 class MultivariatePolynomial(eqx.Module):
     """A polynomial of several coordinates (OpenSim's `MultivariatePolynomialFunction`, in a
-    `CoordinateCouplerConstraint` of several independent coordinates): `f(x) = sum_k c_k
+    `CoordinateCouplerConstraint` of several independent coordinates or a `TransformAxis` of
+    several coordinates; of one, either): `f(x) = sum_k c_k
     prod_i x_i^(e_ki)` at `x` `(d,)` (rad or m), the terms in `multivariate_exponents`' order.
     Fields `coefficients` `(m,)` and `exponents` (static, `(m, d)` as tuples)."""
 

@@ -38,7 +38,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ..kinematics._frames import bushing_deflection
-from ..kinematics._functions import AbstractCoordinateFunction, MultivariatePolynomial
+from ..kinematics._functions import AbstractCoordinateFunction
 from ..kinematics._rotations import E_T, E_W, axial, axis_rotation
 from ._mechanics import AbstractLagrangianSystem, solve_mass_matrix
 from ._tree_parts import (
@@ -48,6 +48,7 @@ from ._tree_parts import (
     GROUND,
     PrescribedLoad,
     MARKER_AXES,
+    TransformAxis,
     TreeBushing,
     TreeMarker,
     body_parameter_fields,
@@ -56,32 +57,6 @@ from ._tree_parts import (
     limit_parameter_fields,
     start_parameter_fields,
 )
-
-
-class TransformAxis(eqx.Module):
-    """One axis of a joint's spatial transform: a rotation about, or a translation along, the
-    unit vector `axis` (`(3,)`, in the joint's parent frame `F`, rotations body-fixed) by
-    `function(c[coordinate])` (rad or m); `coordinate` (static) is an index into the model's
-    coordinates, `-1` for an axis driven by no coordinate (its function's value at 0), or a
-    tuple of them, OpenSim's several `<coordinates>`, for a `MultivariatePolynomial` `function`
-    of their values `(d,)` in that order."""
-
-    kind: str = eqx.field(static=True)
-    axis: Float[Array, "3"]
-    function: AbstractCoordinateFunction | MultivariatePolynomial
-    coordinate: int | tuple[int, ...] = eqx.field(static=True, default=-1)
-
-    def __check_init__(self):
-        if self.kind not in ("rotation", "translation"):
-            raise ValueError(f"TransformAxis: kind {self.kind!r}; expected 'rotation' or "
-                             "'translation'")
-
-    def value(self, coordinates: Float[Array, " m"]) -> Float[Array, ""]:
-        """The angle (rad) or distance (m) along this axis at the model's coordinates."""
-        if isinstance(self.coordinate, tuple):
-            return self.function(coordinates[np.asarray(self.coordinate)])
-        x = coordinates[self.coordinate] if self.coordinate >= 0 else jnp.zeros(())
-        return self.function(x)
 
 
 class TreeJoint(eqx.Module):

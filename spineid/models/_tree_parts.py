@@ -1,8 +1,8 @@
-"""The parts a `MultibodyTree` holds besides its joints: coordinate couplers, bushings,
-expression bushings, coordinate limits, markers and prescribed loads (OpenSim's
-`CoordinateCouplerConstraint`, `BushingForce`, `ExpressionBasedBushingForce`,
-`CoordinateLimitForce`, `Marker` and `PrescribedForce`; module docstring of
-`spineid.models._multibody`)."""
+"""The parts a `MultibodyTree` holds besides its joints' frames: the axes of their spatial
+transforms, coordinate couplers, bushings, expression bushings, coordinate limits, markers and
+prescribed loads (OpenSim's `TransformAxis`, `CoordinateCouplerConstraint`, `BushingForce`,
+`ExpressionBasedBushingForce`, `CoordinateLimitForce`, `Marker` and `PrescribedForce`; module
+docstring of `spineid.models._multibody`)."""
 
 import math
 import re
@@ -10,6 +10,7 @@ from typing import ClassVar
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from ..elements._parameters import ParameterField
@@ -18,6 +19,38 @@ from ..kinematics._rotations import euler123_rotation
 
 GROUND = -1
 """The body index of ground (a joint's parent, a bushing's or marker's body)."""
+
+
+class TransformAxis(eqx.Module):
+    """One axis of a joint's spatial transform: a rotation about, or a translation along, the
+    unit vector `axis` (`(3,)`, in the joint's parent frame `F`, rotations body-fixed) by
+    `function(c[coordinate])` (rad or m); `coordinate` (static) is an index into the model's
+    coordinates, `-1` for an axis driven by no coordinate (its function's value at 0), or a
+    tuple of them, OpenSim's several `<coordinates>`, for a `MultivariatePolynomial` `function`
+    of their values `(d,)` in that order."""
+
+    kind: str = eqx.field(static=True)
+    axis: Float[Array, "3"]
+    function: AbstractCoordinateFunction | MultivariatePolynomial
+    coordinate: int | tuple[int, ...] = eqx.field(static=True, default=-1)
+
+    def __check_init__(self):
+        if self.kind not in ("rotation", "translation"):
+            raise ValueError(f"TransformAxis: kind {self.kind!r}; expected 'rotation' or "
+                             "'translation'")
+        if isinstance(self.coordinate, tuple) != isinstance(self.function,
+                                                            MultivariatePolynomial):
+            raise ValueError(f"TransformAxis: coordinate {self.coordinate!r} with a "
+                             f"{type(self.function).__name__}; a tuple of coordinates takes a "
+                             "MultivariatePolynomial of their values, one coordinate (or -1) "
+                             "any other function")
+
+    def value(self, coordinates: Float[Array, " m"]) -> Float[Array, ""]:
+        """The angle (rad) or distance (m) along this axis at the model's coordinates."""
+        if isinstance(self.coordinate, tuple):
+            return self.function(coordinates[np.asarray(self.coordinate)])
+        x = coordinates[self.coordinate] if self.coordinate >= 0 else jnp.zeros(())
+        return self.function(x)
 
 
 class CoordinateCoupler(eqx.Module):

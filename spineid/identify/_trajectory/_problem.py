@@ -296,13 +296,17 @@ class FitProblem:
         nu_3 + pi)` flips nu_2's sign); else each free angle turned by whole turns into
         (-pi, pi]. The rotation, and so every prediction, is unchanged; a solver leaves angles
         in any branch (a multi-start returned (10.99, 3.14, 3.44) rad for the lab's
-        (pi/2, 0, 0.3)). Identity (`signs` 1, `shifts` 0) where no angle is free. (The
-        branch `euler123_angles` gives of the rotation, but with the angles' own arithmetic,
-        so that the map is exact and the Jacobian's columns only change sign.)"""
+        (pi/2, 0, 0.3)). Identity (`signs` 1, `shifts` 0) where no angle is free, for angles
+        in that branch already, and for one not finite. (The branch `euler123_angles` gives of
+        the rotation, but with the angles' own arithmetic, so that the map is exact and the
+        Jacobian's columns only change sign; only for unbounded angles, as `lab_frame_fields`
+        declares them, whose solver coordinate is then shifted alike.) An angle near +-pi may
+        come back as either: compare angles by their difference modulo 2 pi."""
         values = np.asarray(values, dtype=float)
         signs, shifts = np.ones_like(values), np.zeros_like(values)
-        where = {p.row: i for i, p in enumerate(self.parameters) if p.field == "lab_rotation"}
-        if not where:
+        where = {p.row: i for i, p in enumerate(self.parameters) if p.field == "lab_rotation"
+                 and p.lower == -math.inf and p.upper == math.inf}
+        if not where or not np.all(np.isfinite(values[list(where.values())])):
             return signs, shifts
         angles = np.array(self.models[0].lab_rotation, dtype=float)
         for row, i in where.items():
@@ -310,9 +314,9 @@ class FitProblem:
         if len(where) == 3 and np.cos(angles[1]) < 0:  # (nu_2 beyond +-pi/2: the other
             signs[where[1]] = -1.0  # branch; R_x(a + pi) R_y(pi - b) R_z(c + pi) = R_x(a)
             shifts[[where[0], where[1], where[2]]] = np.pi  # R_y(b) R_z(c))
-        for i in where.values():  # whole turns into (-pi, pi]
+        for i in where.values():  # whole turns into (-pi, pi], none for an angle within it
             turned = signs[i] * values[i] + shifts[i]
-            shifts[i] += np.angle(np.exp(1j * turned)) - turned
+            shifts[i] -= 2 * np.pi * np.ceil((turned - np.pi) / (2 * np.pi))
         return signs, shifts
 
     def fitted_notes(self, values) -> list[str]:
@@ -320,17 +324,18 @@ class FitProblem:
         a fit may end there: a body's inertia (`<body>.inertia[i]`, kg m^2, freed) that no rigid
         body has (`rigid_inertia`: a principal moment below 0 or above the sum of the other
         two), which bounds on the entries alone cannot keep out; a model file with it is
-        refused when read. One sentence per body; none where nothing is wrong."""
-        if not any(p.field == "inertia_entries" for p in self.parameters):
+        refused when read. One sentence per body whose inertia is free; none where nothing is
+        wrong, nor for values not finite (a fit that failed, which says so)."""
+        bodies = sorted({p.row[0] for p in self.parameters if p.field == "inertia_entries"})
+        if not bodies or not np.all(np.isfinite(values)):
             return []
-        model = self.fitted_model(values)
-        return [f"The fitted inertia of {name} ({', '.join(f'{x:.4g}' for x in entries)} kg m^2,"
-                " Ixx Iyy Izz Ixy Ixz Iyz) is one no rigid body has (a principal moment below 0 "
-                "or above the sum of the other two): the data do not hold it to a body's; fit "
-                "its moments alone or give it from the body's shape (a model file with it is "
-                "refused when read)."
-                for name, entries in zip(model.body_names, np.asarray(model.inertia_entries))
-                if not rigid_inertia(entries)]
+        fitted = np.asarray(self.fitted_model(values).inertia_entries)
+        return [f"The fitted inertia of {self.model.body_names[k]} ("
+                f"{', '.join(f'{x:.4g}' for x in fitted[k])} kg m^2, Ixx Iyy Izz Ixy Ixz Iyz) "
+                "is one no rigid body has (a principal moment below 0 or above the sum of the "
+                "other two): the data do not hold it to a body's; fit its moments alone or give "
+                "it from the body's shape (a model file with it is refused when read)."
+                for k in bodies if not rigid_inertia(fitted[k])]
 
     @property
     def n_data(self) -> int:

@@ -483,8 +483,8 @@ class _Run:
         ):
             warnings.append(VECTOR_MEASURE_NOTE)
         warnings.extend(self.notes + problem.fitted_notes(theta))
-        unfitted = None if noise_estimated else unfitted_note(
-            n_steps, theta, problem.start, cost, problem.n_data,
+        unfitted = None if noise_estimated else unfitted_note(  # (the start in theta's branch)
+            n_steps, theta, signs * problem.start + shifts, cost, problem.n_data,
             [m.values for m in problem.measurements], predictions)
         if unfitted:
             converged = False  # (nothing was fitted)
