@@ -200,3 +200,87 @@ def expression_neck(osim, folder: pathlib.Path) -> pathlib.Path:
     model = osim.Model(str(path))
     model.initSystem()
     return path
+
+
+def _axis3(name: str, coordinate: str, axis: str, function: str) -> str:
+    # One OpenSim 3 TransformAxis (the same element as 4.x's, the coordinate by name).
+    return (f'<TransformAxis name="{name}"><function>{function}</function>'
+            f"<coordinates>{coordinate}</coordinates><axis>{axis}</axis></TransformAxis>")
+
+
+def _body3(name: str, mass: float, centre: str, inertia: tuple, joint: str = "") -> str:
+    # One OpenSim 3 Body: its inertia as six properties and its joint inside it.
+    entries = "".join(f"<inertia_{axes}>{value}</inertia_{axes}>"
+                      for axes, value in zip(("xx", "yy", "zz", "xy", "xz", "yz"), inertia))
+    return (f'\t\t\t\t<Body name="{name}">\n\t\t\t\t\t<mass>{mass}</mass>\n'
+            f"\t\t\t\t\t<mass_center>{centre}</mass_center>\n\t\t\t\t\t{entries}\n"
+            f"\t\t\t\t\t<Joint>{joint}</Joint>\n\t\t\t\t</Body>\n")
+
+
+def opensim3_pair(osim, folder: pathlib.Path) -> pathlib.Path:
+    """A vertebral pair in OpenSim 3.3's file format (`Version="30000"`: each joint inside its
+    child body, a body's inertia as `<inertia_xx>` ... `<inertia_yz>`, a bushing between
+    `body_1` and `body_2` at locations and orientations of its own, a coordinate limit force),
+    written as text the way OpenSim 3 wrote models (the `opensim` package writes 4.x only):
+    a CustomJoint of flexion and bending, with a SimmSpline of flexion as its first
+    translation, a product of inertia and gravity; checked loadable by OpenSim (whose reader
+    upgrades it)."""
+    linear = "<LinearFunction><coefficients> 1 0</coefficients></LinearFunction>"
+    zero = "<Constant><value>0</value></Constant>"
+    coordinates = "".join(
+        f'<Coordinate name="{name}"><motion_type>rotational</motion_type>'
+        f"<default_value>{value}</default_value><default_speed_value>{speed}"
+        "</default_speed_value><range> -1 1</range><clamped>false</clamped>"
+        "<locked>false</locked></Coordinate>"
+        for name, value, speed in (("flexion", 0.1, 0.5), ("bending", -0.05, 0.0)))
+    axes = "".join((
+        _axis3("rotation1", "flexion", " 0 0 1", linear),
+        _axis3("rotation2", "bending", " 1 0 0", linear),
+        _axis3("rotation3", "", " 0 1 0", zero),
+        _axis3("translation1", "flexion", " 1 0 0",
+               "<SimmSpline><x> -1 0 0.4 1</x><y> -0.002 0 0.0006 0.0025</y></SimmSpline>"),
+        _axis3("translation2", "", " 0 1 0", zero),
+        _axis3("translation3", "", " 0 0 1", zero)))
+    joint = (f'<CustomJoint name="C4_C3"><parent_body>C4</parent_body>'
+             "<location_in_parent> 0.001 0.02 0</location_in_parent>"
+             "<orientation_in_parent> 0 0 0.2</orientation_in_parent>"
+             "<location> 0 -0.005 0.001</location><orientation> 0.1 0 0</orientation>"
+             f"<CoordinateSet><objects>{coordinates}</objects></CoordinateSet>"
+             f"<reverse>false</reverse><SpatialTransform>{axes}</SpatialTransform>"
+             "</CustomJoint>")
+    weld = ('<WeldJoint name="C4_ground"><parent_body>ground</parent_body>'
+            "<location_in_parent> 0 0.3 0</location_in_parent><orientation_in_parent> 0 0 0"
+            "</orientation_in_parent><location> 0 0 0</location><orientation> 0 0 0"
+            "</orientation></WeldJoint>")
+    bushing = (
+        '\t\t\t\t<BushingForce name="C4_C3_bushing">\n\t\t\t\t\t<isDisabled>false</isDisabled>'
+        "<body_1>C4</body_1><body_2>C3</body_2>\n"
+        "\t\t\t\t\t<location_body_1> 0.001 0.02 0</location_body_1>"
+        "<orientation_body_1> 0 0 0.2</orientation_body_1>\n"
+        "\t\t\t\t\t<location_body_2> 0 -0.005 0.001</location_body_2>"
+        "<orientation_body_2> 0.1 0 0</orientation_body_2>\n"
+        "\t\t\t\t\t<rotational_stiffness> 2 3 4</rotational_stiffness>\n"
+        "\t\t\t\t\t<translational_stiffness> 1000 1200 1400</translational_stiffness>\n"
+        "\t\t\t\t\t<rotational_damping> 0.01 0.01 0.02</rotational_damping>\n"
+        "\t\t\t\t\t<translational_damping> 1 1 1</translational_damping>\n"
+        "\t\t\t\t</BushingForce>\n")
+    limit = ('\t\t\t\t<CoordinateLimitForce name="flexion_limit">\n\t\t\t\t\t<isDisabled>false'
+             "</isDisabled><coordinate>flexion</coordinate>\n"
+             "\t\t\t\t\t<upper_stiffness>0.5</upper_stiffness><upper_limit>20</upper_limit>\n"
+             "\t\t\t\t\t<lower_stiffness>0.5</lower_stiffness><lower_limit>-20</lower_limit>\n"
+             "\t\t\t\t\t<damping>0.001</damping><transition>2</transition>\n"
+             "\t\t\t\t</CoordinateLimitForce>\n")
+    text = ('<?xml version="1.0" encoding="UTF-8" ?>\n<OpenSimDocument Version="30000">\n'
+            '\t<Model name="pair_v3">\n\t\t<gravity> 0 -9.80665 0</gravity>\n'
+            "\t\t<BodySet>\n\t\t\t<objects>\n"
+            + _body3("ground", 0, " 0 0 0", (0,) * 6, "")
+            + _body3("C4", 0.3, " 0 0.01 0", (4e-4, 6e-4, 5e-4, 0, 0, 0), weld)
+            + _body3("C3", 0.25, " 0.001 0.01 0", (4e-4, 6e-4, 5e-4, 2e-5, 0, 0), joint)
+            + "\t\t\t</objects>\n\t\t</BodySet>\n\t\t<ForceSet>\n\t\t\t<objects>\n"
+            + bushing + limit + "\t\t\t</objects>\n\t\t</ForceSet>\n\t</Model>\n"
+            "</OpenSimDocument>\n")
+    path = pathlib.Path(folder) / "pair_v3.osim"
+    path.write_text(text)
+    model = osim.Model(str(path))
+    model.initSystem()
+    return path

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import pathlib
 import re
+import sys
 
 import equinox as eqx
 import jax
@@ -22,7 +23,9 @@ from spineid.kinematics._functions import (
 )
 from spineid.kinematics._rotations import axial
 
-from osim_builders import every_joint_model, neck_model, opensim_motion, transform_of
+from osim_builders import (
+    every_joint_model, neck_model, opensim3_pair, opensim_motion, transform_of,
+)
 
 osim = pytest.importorskip(
     "opensim", reason="the opensim package (PyPI `opensim`) is not installed here")
@@ -114,6 +117,19 @@ def _bodies_as_in_opensim(path, coordinates):
             rotation, origin = transform_of(model.getBodySet().get(name), state)
             np.testing.assert_allclose(np.asarray(rotations[b]), rotation, atol=1e-12)
             np.testing.assert_allclose(np.asarray(origins[b]), origin, atol=1e-12)
+        for joint in ours.joints:  # (each custom joint's axes, OpenSim's TransformAxis values)
+            if joint.kind == "CustomJoint":
+                axes = osim.CustomJoint.safeDownCast(model.getJointSet().get(joint.name)
+                                                     ).getSpatialTransform()
+                values = [float(axis.value(ours.coordinates(jnp.asarray(q))))
+                          for axis in joint.axes]
+                for k in range(6):  # (ours in order; an axis the file gives no function, 0)
+                    value = axes.getTransformAxis(k).getValue(state)
+                    if values and abs(values[0] - value) <= 1e-12:
+                        values.pop(0)
+                    else:
+                        assert value == 0.0
+                assert not values
 
 
 @pytest.fixture(scope="module")
@@ -876,6 +892,8 @@ def test_the_start_and_the_bodies_of_a_model_file_survive_its_round_trip(tmp_pat
     chosen = select_parameters(parameters, [first, "bodies.mass"], records=2)
     assert [(p.name, p.record) for p in chosen[:2]] == [(f"{first}@1", 0), (f"{first}@2", 1)]
     assert all(p.record is None and "@" not in p.name for p in chosen[2:])
+    assert {p.shared_name for p in chosen[:2]} == {first}  # (the name priors are found by)
+    assert [p.shared_name for p in chosen[2:]] == [p.name for p in chosen[2:]]
     values = jnp.asarray([0.1, 0.2, *(p.value(model) + 1.0 for p in chosen[2:])])
     for record, start in ((0, 0.1), (1, 0.2), (None, float(model.default_values[0]))):
         placed = spineid.apply_values(model, chosen, values, record=record)
@@ -1096,6 +1114,7 @@ def test_a_fit_from_markers_opensim_wrote_in_a_labs_frame_fits_the_frame(tmp_pat
     with pytest.raises(ValueError, match=r"lab_frame: expected no table \(the model has no "
                                          r"markers"):
         spineid.load_model_file(start)
+
 
 @pytest.mark.parametrize("gap, starts", [("none", True), ("later", True), ("first row", False),
                                          ("coordinates file", False)])
@@ -1399,6 +1418,54 @@ def test_written_values_keep_every_other_byte_line_ends_and_comments(tmp_path):
     assert changed[0][1].strip() == b"<rotational_stiffness>3.5 2.5 3.25</rotational_stiffness>"
     assert len(written.split(b"\r\n")) == len(before.split(b"\r\n"))
     assert spineid.read_osim(tmp_path / "fitted.osim").elements[1].rotational_stiffness[2] == 3.25
+
+
+def test_an_opensim_3_file_is_read_as_opensim_upgrades_it_and_written_back_in_its_format(
+        tmp_path, monkeypatch):
+    path = opensim3_pair(osim, tmp_path)
+    ours = spineid.read_osim(path)
+    assert ours.coordinate_names == ("flexion", "bending")
+    assert ours.body_names == ("C4", "C3")
+    np.testing.assert_array_equal(ours.inertia_entries[1], [4e-4, 6e-4, 5e-4, 2e-5, 0.0, 0.0])
+    rng = np.random.default_rng(7)
+    _bodies_as_in_opensim(path, [rng.uniform(-0.7, 0.7, 2) for _ in range(4)])
+    _opensim_accelerations_agree(path, ours, seed=8)  # (the bushing, limit and gravity)
+    # fitted values written into the file as OpenSim 3 holds them, nothing else changed
+    values = {"C4_C3_bushing.rotational_stiffness[0]": 2.75, "C3.mass": 0.27,
+              "C3.inertia[0]": 4.5e-4, "C3.inertia[3]": -1e-5,
+              "flexion_limit.upper_stiffness": np.degrees(0.625)}
+    named = {p.name: p for p in declared_parameters(ours)}
+    fitted = spineid.apply_values(ours, [named[name] for name in values],
+                                  jnp.asarray(list(values.values())))
+    written = spineid.export_model(fitted, "opensim", tmp_path / "fitted.osim")
+    before, after = path.read_text().splitlines(), written.read_text().splitlines()
+    assert len(after) == len(before)
+    changed = [b.strip() for a, b in zip(before, after) if a != b]
+    assert len(changed) == 4
+    assert "<rotational_stiffness> 2.75 3 4</rotational_stiffness>" in changed
+    assert "<mass>0.27</mass>" in changed
+    assert any("<inertia_xx>0.00045</inertia_xx><inertia_yy>0.0006</inertia_yy>" in line
+               and "<inertia_xy>-1e-05</inertia_xy>" in line for line in changed)
+    assert "<upper_stiffness>0.625</upper_stiffness><upper_limit>20</upper_limit>" in changed
+    assert '<OpenSimDocument Version="30000">' in after[1] and "<inertia>" not in after
+    model = osim.Model(str(written))  # (OpenSim upgrades the written file as it did ours)
+    model.initSystem()
+    bushing = osim.BushingForce.safeDownCast(model.getForceSet().get("C4_C3_bushing"))
+    assert [bushing.get_rotational_stiffness().get(i) for i in range(3)] == [2.75, 3.0, 4.0]
+    body = model.getBodySet().get("C3")
+    assert body.getMass() == 0.27
+    assert [body.getInertia().getMoments().get(i) for i in range(3)] == [4.5e-4, 6e-4, 5e-4]
+    assert body.getInertia().getProducts().get(0) == -1e-5
+    limit = osim.CoordinateLimitForce.safeDownCast(model.getForceSet().get("flexion_limit"))
+    assert limit.getUpperStiffness() == 0.625
+    again = spineid.read_osim(written)
+    for name, value in values.items():
+        assert float(named[name].get(again)) == pytest.approx(value, rel=1e-15)
+    # without OpenSim's reader to upgrade it, the file is refused in one sentence
+    monkeypatch.setitem(sys.modules, "opensim", None)
+    with pytest.raises(ValueError, match=r"is an OpenSim 3\.x model \(format 30000\); spineid "
+                                         r"reads format 40000 and later: open and save it"):
+        spineid.read_osim(path)
 
 
 def test_coordinate_limit_forces_equal_opensims(every_joint):

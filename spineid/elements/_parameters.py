@@ -44,6 +44,13 @@ class Parameter:
     tied: bool = False
     record: int | None = None
 
+    @property
+    def shared_name(self) -> str:
+        """The name without a record's suffix (`initial.C7_flexion` for `initial.C7_flexion@2`):
+        the name a model file's `[priors]` and `fitted.toml` use; `name` itself for a parameter
+        of the model."""
+        return self.name if self.record is None else _RECORD.fullmatch(self.name).group(1)
+
     def get(self, model) -> Float[Array, ""]:
         """The parameter's value in `model`."""
         leaf = _leaf(_owner(model, self.element), self.field)

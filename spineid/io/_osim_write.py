@@ -20,6 +20,10 @@ from ._osim import (
 )
 
 
+# An OpenSim 3 body's inertia, one property per entry (4.x: `<inertia>` of the six, this order).
+_INERTIA_3 = tuple(f"inertia_{axes}" for axes in ("xx", "yy", "zz", "xy", "xz", "yz"))
+
+
 def write_osim_values(model: MultibodyTree, path) -> pathlib.Path:
     """Write the OpenSim file `model` was read from (`model.source`) to `path` with its
     bodies' masses (kg), centres of mass (m) and inertias (kg m^2), its bushings' properties
@@ -27,7 +31,8 @@ def write_osim_values(model: MultibodyTree, path) -> pathlib.Path:
     expression whose coefficients changed written anew as a sum of its terms) and its
     `CoordinateLimitForce`s' six properties (in the file's degrees for a rotational coordinate)
     set to the model's values: each number that changed is replaced in place (full float64
-    precision), every other byte of the file is kept
+    precision; an OpenSim 3 file's inertia in its `<inertia_xx>` ... `<inertia_yz>`, the file
+    staying in its own format), every other byte of the file is kept
     (line ends included; a commented-out bushing is left alone). Returns the path; a model not
     read from a file, a file not readable as UTF-8 text, or a force or body no longer in it
     raises `ValueError`.
@@ -58,9 +63,13 @@ def write_osim_values(model: MultibodyTree, path) -> pathlib.Path:
         if block.group(1) == "Body":
             if label not in bodies:
                 continue
-            body = block.group(3)
+            body, where = block.group(3), f"{source}: body {block.group(2)!r}"
             for prop, values in bodies.pop(label).items():
-                body = _numbers_written(body, prop, values, f"{source}: body {block.group(2)!r}")
+                if prop == "inertia" and "<inertia>" not in body and "<inertia_xx>" in body:
+                    for name, value in zip(_INERTIA_3, values):  # (OpenSim 3's six numbers)
+                        body = _numbers_written(body, name, [value], where)
+                    continue
+                body = _numbers_written(body, prop, values, where)
         elif block.group(1) == "CoordinateLimitForce":
             if label not in limits:
                 continue

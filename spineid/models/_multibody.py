@@ -51,6 +51,7 @@ from ._tree_parts import (
     TransformAxis,
     TreeBushing,
     TreeMarker,
+    axis_amount,
     body_parameter_fields,
     lab_frame_fields,
     lab_positions,
@@ -133,8 +134,7 @@ class _DynamicJoint(eqx.Module):
         for kind, vector, function, index in zip(self.kinds, self.vectors, self.functions,
                                                  self.coordinates):
             unit = vector / jnp.linalg.norm(vector)
-            amount = (function(values[index]) if index.ndim else  # (several coordinates)
-                      function(jnp.where(index >= 0, values[jnp.maximum(index, 0)], 0.0)))
+            amount = axis_amount(function, index, values)
             if kind == "rotation":
                 rotation = rotation @ axis_rotation(unit, amount)
             else:

@@ -10,7 +10,6 @@ from typing import ClassVar
 
 import equinox as eqx
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Float
 
 from ..elements._parameters import ParameterField
@@ -46,11 +45,19 @@ class TransformAxis(eqx.Module):
                              "any other function")
 
     def value(self, coordinates: Float[Array, " m"]) -> Float[Array, ""]:
-        """The angle (rad) or distance (m) along this axis at the model's coordinates."""
-        if isinstance(self.coordinate, tuple):
-            return self.function(coordinates[np.asarray(self.coordinate)])
-        x = coordinates[self.coordinate] if self.coordinate >= 0 else jnp.zeros(())
-        return self.function(x)
+        """The angle (rad) or distance (m) along this axis at the model's coordinates `(m,)`
+        (`axis_amount`, which places the model's joints)."""
+        return axis_amount(self.function, jnp.asarray(self.coordinate), coordinates)
+
+
+def axis_amount(function, index, coordinates) -> Float[Array, ""]:
+    """A transform axis's angle (rad) or distance (m): `function` of the coordinates
+    `(m,)` at `index`, an integer array (traced under `vmap`, so that joints of one layout are
+    placed together): of shape `()`, one coordinate or `-1` for none (the function at 0), or
+    `(d,)`, several for a `MultivariatePolynomial` (OpenSim's `TransformAxis`)."""
+    if index.ndim:
+        return function(coordinates[index])
+    return function(jnp.where(index >= 0, coordinates[jnp.maximum(index, 0)], 0.0))
 
 
 class CoordinateCoupler(eqx.Module):

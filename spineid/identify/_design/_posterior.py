@@ -90,8 +90,7 @@ def _check_priors(problem: FitProblem, priors: dict | None) -> list[tuple]:
     # The model file's priors of the free parameters, then those given (which win).
     # (a record's own parameter, `<name>@<k>`, takes the model file's prior of `<name>`)
     written = problem.model_file.priors if problem.model_file is not None else {}
-    shared_names = {p.name: p.name.rsplit("@", 1)[0] if p.record is not None else p.name
-                    for p in problem.parameters}
+    shared_names = {p.name: p.shared_name for p in problem.parameters}
     priors = {**{n: written[base] for n, base in shared_names.items() if base in written},
               **dict(priors or {})}
     unknown = [name for name in priors if name not in problem.names]
