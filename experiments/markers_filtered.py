@@ -3,18 +3,20 @@
 The one-level neck of `make_neck_osim.neck_model` (one vertebra on a custom joint of three
 rotations and a bushing, gravity, released from 0.25 rad of flexion; written with the `opensim`
 package), its three markers seen in a lab's frame turned (90 deg, 0, 0.3 rad) and shifted
-(0.5, 0.8, 0.02) m, 41 frames over 0.4 s, simulated by spineid. Each repetition adds 0.2 mm of
-noise per marker coordinate, white noise through a 4th-order Butterworth low-pass at a quarter
-of the Nyquist rate (zero phase), scaled to that deviation, as a motion-capture pipeline
-filters its markers; the markers move over up to about 10 mm, so the noise is about 2% of their
-motion. The bushing's flexion stiffness (4 N m/rad) is fitted from 5.6 under the default noise
-model and solver, by the right model and by one that lacks the bushing's damping (a wrong
-model). Printed per model: the verdicts' counts, the estimates, and their errors in standard
-errors. `--per-channel` judges each channel's smooth misfit against its own range, as fits did
-before `FitProblem.misfit_ranges` (the markers' motion).
+(0.5, 0.8, 0.02) m, 41 frames over 0.4 s, simulated by spineid. Each repetition adds 0.2 mm
+of noise (`--noise`) per marker coordinate, white noise through a 4th-order Butterworth
+low-pass at a quarter of the Nyquist rate (zero phase), scaled to that deviation, as a
+motion-capture pipeline filters its markers; the markers move over up to about 10 mm, so
+0.2 mm is about 2% of their motion. The bushing's flexion stiffness (4 N m/rad) is fitted
+from 5.6 under the default noise model and solver, by the right model and by one that lacks
+the bushing's damping (a wrong model). Printed per model: the verdicts' counts, the
+estimates, and their errors in standard errors. `--per-channel` judges each channel's smooth
+misfit against its own range, as fits did before `FitProblem.misfit_ranges` (the markers'
+motion).
 
 Run: `python experiments/markers_filtered.py [--repetitions 24] [--models right wrong]
-[--per-channel]`. What has been measured is in docs/goodness-of-fit.md.
+[--noise 0.2] [--per-channel]` (`--noise`: the markers' noise in mm). What has been measured
+is in docs/goodness-of-fit.md.
 """
 
 import argparse
@@ -54,6 +56,8 @@ def main():
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--models", nargs="+", default=["right", "wrong"],
                         choices=("right", "wrong"))
+    parser.add_argument("--noise", type=float, default=0.2,
+                        help="the markers' noise, mm (standard deviation after the filter)")
     parser.add_argument("--per-channel", action="store_true",
                         help="judge each channel's misfit against its own range")
     options = parser.parse_args()
@@ -65,7 +69,7 @@ def main():
     ts = np.linspace(0.0, 0.4, 41)
     clean = np.array([truth.observe(q) for q in spineid.simulate(truth, jnp.asarray(ts)).q])
     print(f"markers' ranges (mm): {np.round(1e3 * np.ptp(clean, axis=0), 2).tolist()}; "
-          f"{options.repetitions} repetitions, seed {options.seed}"
+          f"noise {options.noise} mm; {options.repetitions} repetitions, seed {options.seed}"
           + (", each channel judged against its own range" if options.per_channel else ""))
     rng = np.random.default_rng(options.seed)
     low_pass = signal.butter(4, 0.25)
@@ -74,7 +78,7 @@ def main():
         levels, values, errors, clock = [], [], [], time.perf_counter()
         for _ in range(options.repetitions):
             smooth = signal.filtfilt(*low_pass, rng.standard_normal(clean.shape), axis=0)
-            data = clean + 2e-4 * smooth / smooth.std(axis=0)
+            data = clean + 1e-3 * options.noise * smooth / smooth.std(axis=0)
             measurement = spineid.Measurement(ts, data, truth.observable_names)
             result = spineid.fit(spineid.FitProblem(start, measurement, FREE))
             levels.append(result.goodness_of_fit.level)

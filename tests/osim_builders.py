@@ -209,21 +209,22 @@ def _axis3(name: str, coordinate: str, axis: str, function: str) -> str:
 
 
 def _body3(name: str, mass: float, centre: str, inertia: tuple, joint: str = "") -> str:
-    # One OpenSim 3 Body: its inertia as six properties and its joint inside it.
-    entries = "".join(f"<inertia_{axes}>{value}</inertia_{axes}>"
+    # One OpenSim 3 Body: its inertia as six properties, a line each, and its joint inside it.
+    entries = "".join(f"\t\t\t\t\t<inertia_{axes}>{value}</inertia_{axes}>\n"
                       for axes, value in zip(("xx", "yy", "zz", "xy", "xz", "yz"), inertia))
     return (f'\t\t\t\t<Body name="{name}">\n\t\t\t\t\t<mass>{mass}</mass>\n'
-            f"\t\t\t\t\t<mass_center>{centre}</mass_center>\n\t\t\t\t\t{entries}\n"
+            f"\t\t\t\t\t<mass_center>{centre}</mass_center>\n{entries}"
             f"\t\t\t\t\t<Joint>{joint}</Joint>\n\t\t\t\t</Body>\n")
 
 
 def opensim3_pair(osim, folder: pathlib.Path) -> pathlib.Path:
     """A vertebral pair in OpenSim 3.3's file format (`Version="30000"`: each joint inside its
     child body, a body's inertia as `<inertia_xx>` ... `<inertia_yz>`, a bushing between
-    `body_1` and `body_2` at locations and orientations of its own, a coordinate limit force),
-    written as text the way OpenSim 3 wrote models (the `opensim` package writes 4.x only):
-    a CustomJoint of flexion and bending, with a SimmSpline of flexion as its first
-    translation, a product of inertia and gravity; checked loadable by OpenSim (whose reader
+    `body_1` and `body_2` at locations and orientations of its own, not the joint's, a
+    coordinate limit force), written as text the way OpenSim 3 wrote models (the `opensim`
+    package writes 4.x only): a CustomJoint of flexion and bending, with a SimmSpline of
+    flexion as its first translation, a product of inertia, a moment of inertia of 12 digits
+    (OpenSim's upgrade keeps 6) and gravity; checked loadable by OpenSim (whose reader
     upgrades it)."""
     linear = "<LinearFunction><coefficients> 1 0</coefficients></LinearFunction>"
     zero = "<Constant><value>0</value></Constant>"
@@ -255,10 +256,10 @@ def opensim3_pair(osim, folder: pathlib.Path) -> pathlib.Path:
     bushing = (
         '\t\t\t\t<BushingForce name="C4_C3_bushing">\n\t\t\t\t\t<isDisabled>false</isDisabled>'
         "<body_1>C4</body_1><body_2>C3</body_2>\n"
-        "\t\t\t\t\t<location_body_1> 0.001 0.02 0</location_body_1>"
-        "<orientation_body_1> 0 0 0.2</orientation_body_1>\n"
-        "\t\t\t\t\t<location_body_2> 0 -0.005 0.001</location_body_2>"
-        "<orientation_body_2> 0.1 0 0</orientation_body_2>\n"
+        "\t\t\t\t\t<location_body_1> 0.002 0.018 0.001</location_body_1>"
+        "<orientation_body_1> 0 0.1 0.25</orientation_body_1>\n"
+        "\t\t\t\t\t<location_body_2> 0.001 -0.004 0</location_body_2>"
+        "<orientation_body_2> 0.05 0 -0.1</orientation_body_2>\n"
         "\t\t\t\t\t<rotational_stiffness> 2 3 4</rotational_stiffness>\n"
         "\t\t\t\t\t<translational_stiffness> 1000 1200 1400</translational_stiffness>\n"
         "\t\t\t\t\t<rotational_damping> 0.01 0.01 0.02</rotational_damping>\n"
@@ -275,7 +276,8 @@ def opensim3_pair(osim, folder: pathlib.Path) -> pathlib.Path:
             "\t\t<BodySet>\n\t\t\t<objects>\n"
             + _body3("ground", 0, " 0 0 0", (0,) * 6, "")
             + _body3("C4", 0.3, " 0 0.01 0", (4e-4, 6e-4, 5e-4, 0, 0, 0), weld)
-            + _body3("C3", 0.25, " 0.001 0.01 0", (4e-4, 6e-4, 5e-4, 2e-5, 0, 0), joint)
+            + _body3("C3", 0.25, " 0.001 0.01 0", (4e-4, 6.12345678912e-4, 5e-4, 2e-5, 0, 0),
+                     joint)
             + "\t\t\t</objects>\n\t\t</BodySet>\n\t\t<ForceSet>\n\t\t\t<objects>\n"
             + bushing + limit + "\t\t\t</objects>\n\t\t</ForceSet>\n\t</Model>\n"
             "</OpenSimDocument>\n")

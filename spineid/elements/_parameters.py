@@ -46,10 +46,11 @@ class Parameter:
 
     @property
     def shared_name(self) -> str:
-        """The name without a record's suffix (`initial.C7_flexion` for `initial.C7_flexion@2`):
-        the name a model file's `[priors]` and `fitted.toml` use; `name` itself for a parameter
-        of the model."""
-        return self.name if self.record is None else _RECORD.fullmatch(self.name).group(1)
+        """The name without a record's suffix (`initial.C7_flexion` for `initial.C7_flexion@2`),
+        the one a model file names it by (its `[priors]`); `name` itself for a parameter of the
+        model."""
+        found = None if self.record is None else _RECORD.fullmatch(self.name)
+        return self.name if found is None else found.group(1)
 
     def get(self, model) -> Float[Array, ""]:
         """The parameter's value in `model`."""

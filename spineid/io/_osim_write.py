@@ -64,10 +64,13 @@ def write_osim_values(model: MultibodyTree, path) -> pathlib.Path:
             if label not in bodies:
                 continue
             body, where = block.group(3), f"{source}: body {block.group(2)!r}"
-            for prop, values in bodies.pop(label).items():
+            for prop, (values, read) in bodies.pop(label).items():
                 if prop == "inertia" and "<inertia>" not in body and "<inertia_xx>" in body:
-                    for name, value in zip(_INERTIA_3, values):  # (OpenSim 3's six numbers)
-                        body = _numbers_written(body, name, [value], where)
+                    # (OpenSim 3's six numbers; only those that changed: OpenSim's upgrade,
+                    # through which the file was read, keeps six digits of the others)
+                    for name, value, then in zip(_INERTIA_3, values, read):
+                        if read is None or value != then:
+                            body = _numbers_written(body, name, [value], where)
                     continue
                 body = _numbers_written(body, prop, values, where)
         elif block.group(1) == "CoordinateLimitForce":
@@ -96,7 +99,8 @@ def write_osim_values(model: MultibodyTree, path) -> pathlib.Path:
 def _changed_bodies(model: MultibodyTree, source: pathlib.Path) -> dict:
     # Each body's mass, centre of mass and inertia that differ from the file's own (read again,
     # so that a body whose numbers the file holds otherwise, as OpenSim 3's `inertia_xx`, is
-    # left alone where nothing changed), by the body's label.
+    # left alone where nothing changed), by the body's label: `{prop: (values, as read)}`
+    # (`None` as read for a body the file did not have when read).
     with warnings.catch_warnings():  # (the reader's warnings were given when it was read)
         warnings.simplefilter("ignore")
         original = read_osim(source)
@@ -105,9 +109,11 @@ def _changed_bodies(model: MultibodyTree, source: pathlib.Path) -> dict:
     changed = {}
     for k, body in enumerate(model.body_names):
         before = original.body_names.index(body) if body in original.body_names else None
-        props = {prop: np.atleast_1d(np.asarray(now[k])) for prop, now, then in zip(
-            ("mass", "mass_center", "inertia"), ours, theirs)
-            if before is None or not np.array_equal(np.asarray(now[k]), np.asarray(then[before]))}
+        props = {prop: (np.atleast_1d(np.asarray(now[k])),
+                        None if before is None else np.atleast_1d(np.asarray(then[before])))
+                 for prop, now, then in zip(("mass", "mass_center", "inertia"), ours, theirs)
+                 if before is None or not np.array_equal(np.asarray(now[k]),
+                                                         np.asarray(then[before]))}
         if props:
             changed[parameter_label(body)] = props
     return changed

@@ -57,6 +57,8 @@ def axis_amount(function, index, coordinates) -> Float[Array, ""]:
     `(d,)`, several for a `MultivariatePolynomial` (OpenSim's `TransformAxis`)."""
     if index.ndim:
         return function(coordinates[index])
+    if not coordinates.shape[0]:  # (a model of no coordinates: every axis is driven by none)
+        return function(jnp.zeros((), coordinates.dtype))
     return function(jnp.where(index >= 0, coordinates[jnp.maximum(index, 0)], 0.0))
 
 
