@@ -52,6 +52,14 @@ def test_model_autocovariances_are_the_processes_own():
     np.testing.assert_allclose(model_autocovariances([0.5, -0.3], 2.0, 8),
                                2.0 * arma_acovf([1, -0.5, 0.3], [1], 9), rtol=1e-12)
     np.testing.assert_allclose(model_autocovariances([], 2.0, 3), [2.0, 0, 0, 0])
+    # orders up to 10 with roots near the unit circle, many lags beyond the order (the
+    # recursion the verdict's smoothed noise runs to twice its reach)
+    rng = np.random.default_rng(4)
+    for p in (1, 3, 10):
+        phi = -np.poly(rng.uniform(-0.95, 0.95, p))[1:]
+        np.testing.assert_allclose(model_autocovariances(phi, 0.7, 480),
+                                   0.7 * arma_acovf(np.r_[1.0, -phi], [1.0], 481), rtol=1e-9,
+                                   atol=1e-12 * abs(float(model_autocovariances(phi, 0.7, 0)[0])))
 
 
 def test_whitening_is_the_filter_as_a_matrix():

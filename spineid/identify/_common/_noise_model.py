@@ -40,6 +40,7 @@ from collections.abc import Sequence
 
 import jax.numpy as jnp
 import numpy as np
+from scipy import signal
 
 from ._failure import FAILED_RESIDUAL
 from ._noise_kinds import AbstractNoiseModel, AR, as_noise_model, White
@@ -157,8 +158,12 @@ def model_autocovariances(coefficients: Sequence[float], variance: float, max_la
     rho = np.concatenate([[1.0], np.linalg.solve(system, right)])
     marginal = variance / max(1.0 - float(phi @ rho[1:]), 1e-300)
     gamma[:p + 1] = marginal * rho
-    for k in range(p + 1, gamma.size):
-        gamma[k] = phi @ gamma[k - 1::-1][:p]
+    if gamma.size > p + 1:  # (gamma_k = sum_j phi_j gamma_(k-j) beyond lag p: the AR filter
+        # run on no input from the last p autocovariances)
+        denominator = np.concatenate([[1.0], -phi])
+        start = signal.lfiltic([1.0], denominator, gamma[p:0:-1])
+        gamma[p + 1:] = signal.lfilter([1.0], denominator, np.zeros(gamma.size - p - 1),
+                                       zi=start)[0]
     return gamma[:max_lag + 1]
 
 
@@ -285,15 +290,15 @@ def noise_under(series: Sequence[np.ndarray], coefficients: Sequence[float],
     # than the model's spectrum says, and its long-run variance, which the errors of slowly
     # varying parameters need, would be several times too small); that one is kept.
     total = sum(s.size for s in series)
-    own = (sum(float(s @ s) for s in series) / max(total - n_free, 1.0)
-           / float(model_autocovariances(phi, 1.0, 0)[0]))
+    unit = float(model_autocovariances(phi, 1.0, 0)[0])  # (gamma_0 is linear in the variance)
+    own = sum(float(s @ s) for s in series) / max(total - n_free, 1.0) / unit
     whitened_sd = math.sqrt(variance)
     if own > INCONSISTENT * variance:
         variance = own
     innovation = math.sqrt(variance)
-    gamma0 = float(model_autocovariances(phi, innovation ** 2, 0)[0])
     return ChannelNoise(order=int(phi.size), coefficients=tuple(float(c) for c in phi),
-                        innovation=innovation, marginal=math.sqrt(gamma0), whitened=whitened_sd)
+                        innovation=innovation, marginal=math.sqrt(variance * unit),
+                        whitened=whitened_sd)
 
 
 def _first_samples(phi: np.ndarray) -> tuple[np.ndarray, float]:

@@ -252,10 +252,13 @@ def record_hac_covariance(gram: np.ndarray, records, columns: np.ndarray,
     meat = np.zeros((index.size, index.size))
     for rows, errors in records:
         g = np.asarray(rows, dtype=float)[:, index] / norms * np.asarray(errors)[:, None]
-        meat += g.T @ g
+        # (the lags' sum `sum_l w_l g[l:]^T g[:-l]` as one product: `g^T h`, `h` the scores
+        # delayed by each lag and weighted, summed)
+        delayed = np.zeros_like(g)
         for lag in range(1, min(lags, len(g) - 1) + 1):
-            block = g[lag:].T @ g[:-lag]
-            meat += (1.0 - lag / (lags + 1.0)) * (block + block.T)
+            delayed[lag:] += (1.0 - lag / (lags + 1.0)) * g[:-lag]
+        cross = g.T @ delayed
+        meat += g.T @ g + cross + cross.T
     bread = np.linalg.pinv(gram[np.ix_(index, index)] / np.outer(norms, norms))
     covariance[np.ix_(index, index)] = bread @ meat @ bread / np.outer(norms, norms)
     return covariance

@@ -369,9 +369,8 @@ def _compressed_system(deflections, target, selection, sigma, noises=None):
     a, b, rows = [], [], 0
     for c in range(6):
         channel = np.column_stack([deflections, target[:, c]])
-        if noises is not None:
-            channel = np.stack([whitened(column, noises[c].coefficients)
-                                for column in channel.T], axis=1)
+        if noises is not None:  # (every column along the rows at once)
+            channel = whitened(channel, noises[c].coefficients)
         r = np.linalg.qr(channel / sigma[c], mode="r")
         a.append(r[:, :6] @ selection[c])
         b.append(r[:, 6])
