@@ -47,7 +47,8 @@ class TransformAxis(eqx.Module):
     def value(self, coordinates: Float[Array, " m"]) -> Float[Array, ""]:
         """The angle (rad) or distance (m) along this axis at the model's coordinates `(m,)`
         (`axis_amount`, which places the model's joints)."""
-        return axis_amount(self.function, jnp.asarray(self.coordinate), coordinates)
+        return axis_amount(self.function, jnp.asarray(self.coordinate),
+                           jnp.asarray(coordinates))
 
 
 def axis_amount(function, index, coordinates) -> Float[Array, ""]:

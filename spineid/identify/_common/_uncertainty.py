@@ -258,7 +258,7 @@ def record_hac_covariance(gram: np.ndarray, records, columns: np.ndarray,
         for lag in range(1, min(lags, len(g) - 1) + 1):
             delayed[lag:] += (1.0 - lag / (lags + 1.0)) * g[:-lag]
         cross = g.T @ delayed
-        meat += g.T @ g + cross + cross.T
+        meat += g.T @ g + (cross + cross.T)  # (symmetric to the last bit)
     bread = np.linalg.pinv(gram[np.ix_(index, index)] / np.outer(norms, norms))
     covariance[np.ix_(index, index)] = bread @ meat @ bread / np.outer(norms, norms)
     return covariance
