@@ -18,7 +18,8 @@ from spineid.identify._common._noise_model import (
     levinson_durbin,
     model_autocovariances, stationary_errors, whiten_padded, whitened, whitening_rows,
 )
-from spineid.identify._common._uncertainty import hac_covariance, newey_west_lags
+from spineid.identify._common._uncertainty import (
+    factored_hac_covariance, hac_covariance, newey_west_lags)
 from spineid.io._measurements import LoadDisplacementData
 
 statsmodels = pytest.importorskip("statsmodels.api")
@@ -187,6 +188,34 @@ def test_newey_west_errors_are_statsmodels_hac():
     peer = statsmodels.OLS(y, X).fit(cov_type="HAC", cov_kwds={"maxlags": lags})
     ours = hac_covariance(X, y - X @ peer.params, [np.arange(n)], np.ones(3, bool))
     np.testing.assert_allclose(np.sqrt(np.diag(ours)), peer.bse, rtol=1e-10)
+
+
+def test_newey_west_errors_of_records_sharing_a_factor_are_those_of_the_stacked_system():
+    # Three records whose Jacobians are `X @ M_r` (the load channels of one test: `X` its
+    # deflections): the factored meat equals statsmodels' panel HAC of the stacked system, and
+    # a column left out of the analysis stays NaN without changing the others.
+    rng = np.random.default_rng(4)
+    n, lags = 500, 5
+    X = rng.normal(size=(n, 4)).cumsum(axis=0) / 10
+    maps = rng.normal(size=(3, 4, 5))
+    errors = np.column_stack([_autoregressive(rng, n, [0.6]) for _ in range(3)])
+    stacked = np.concatenate([X @ m for m in maps])
+    gram = stacked.T @ stacked
+    peer = statsmodels.OLS(errors.T.ravel(), stacked).fit(
+        cov_type="hac-panel", cov_kwds={"groups": np.repeat(np.arange(3), n), "maxlags": lags,
+                                        "use_correction": False})
+    # (the meat of the least-squares estimate's residuals, as statsmodels forms it)
+    residuals = errors.T.ravel() - stacked @ peer.params
+    ours = factored_hac_covariance(gram, X, maps, residuals.reshape(3, n).T, np.ones(5, bool),
+                                   lags)
+    np.testing.assert_allclose(np.sqrt(np.diag(ours)), peer.bse, rtol=1e-10)
+    records = [np.arange(r * n, (r + 1) * n) for r in range(3)]
+    columns = np.array([True, True, False, True, True])
+    part = factored_hac_covariance(gram, X, maps, residuals.reshape(3, n).T, columns, lags)
+    whole = hac_covariance(stacked, residuals, records, columns, lags)
+    assert np.all(np.isnan(part[2])) and np.all(np.isnan(part[:, 2]))
+    np.testing.assert_allclose(part[np.ix_(columns, columns)], whole[np.ix_(columns, columns)],
+                               rtol=1e-12)
 
 
 def _phases(x, knee=0.7, slopes=(1.5, 4.0)):

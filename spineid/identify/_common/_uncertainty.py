@@ -240,25 +240,64 @@ def record_hac_covariance(gram: np.ndarray, records, columns: np.ndarray,
     is `J^T J` over every row, `records` an iterable of `(J_r (k, p), e_r (k,))`, each
     record's rows of the Jacobian and its residuals in sample order (consumed once, so that
     only one record's rows need exist at a time)."""
-    gram = np.asarray(gram, dtype=float)
-    covariance = np.full(gram.shape, np.nan)
-    index = np.flatnonzero(columns)
+    gram, index, norms = _hac_columns(gram, columns)
     if index.size == 0:
-        return covariance
-    # (columns scaled to unit norm for the inverse: SI columns of a polynomial law in metres
-    # differ by many orders of magnitude)
-    norms = np.sqrt(np.maximum(np.diag(gram)[index], 0.0))
-    norms = np.where(norms > 0, norms, 1.0)
+        return np.full(gram.shape, np.nan)
     meat = np.zeros((index.size, index.size))
     for rows, errors in records:
-        g = np.asarray(rows, dtype=float)[:, index] / norms * np.asarray(errors)[:, None]
-        # (the lags' sum `sum_l w_l g[l:]^T g[:-l]` as one product: `g^T h`, `h` the scores
-        # delayed by each lag and weighted, summed)
-        delayed = np.zeros_like(g)
-        for lag in range(1, min(lags, len(g) - 1) + 1):
-            delayed[lag:] += (1.0 - lag / (lags + 1.0)) * g[:-lag]
-        cross = g.T @ delayed
-        meat += g.T @ g + (cross + cross.T)  # (symmetric to the last bit)
+        meat += hac_meat(np.asarray(rows, dtype=float)[:, index] / norms
+                         * np.asarray(errors)[:, None], lags)
+    return _hac_sandwich(gram, meat, index, norms)
+
+
+def factored_hac_covariance(gram: np.ndarray, rows: np.ndarray, maps: np.ndarray,
+                            errors: np.ndarray, columns: np.ndarray, lags: int) -> np.ndarray:
+    """`record_hac_covariance` of records whose Jacobians share a factor: record `r`'s rows
+    are `rows @ maps[r]` (`rows` `(k, m)`, `maps` `(r, m, p)`), its residuals `errors[:, r]`
+    (`errors` `(k, r)`), as the load channels of one quasi-static test (`rows` its
+    deflections, `maps[r]` the entries that load channel `r`). Record `r`'s meat is then
+    `maps_r^T S_r maps_r` with `S_r` the `(m, m)` meat of the scores `rows * e_r`; the scores
+    of every record are formed at once, `m r` columns instead of `p` per record."""
+    gram, index, norms = _hac_columns(gram, columns)
+    if index.size == 0:
+        return np.full(gram.shape, np.nan)
+    rows, errors = np.asarray(rows, dtype=float), np.asarray(errors, dtype=float)
+    k, m = rows.shape
+    r = errors.shape[1]
+    scores = (rows[:, :, None] * errors[:, None, :]).reshape(k, m * r)
+    every = hac_meat(scores, lags)  # (record r's block: the columns r, r + r', ...)
+    meat = np.zeros((index.size, index.size))
+    for record in range(r):
+        scaled = np.asarray(maps[record], dtype=float)[:, index] / norms
+        meat += scaled.T @ every[record::r, record::r] @ scaled
+    return _hac_sandwich(gram, (meat + meat.T) / 2.0, index, norms)
+
+
+def hac_meat(scores: np.ndarray, lags: int) -> np.ndarray:
+    """The Newey-West meat `(q, q)` of one record's scores `g` `(k, q)` in sample order:
+    `G_0 + sum_l w_l (G_l + G_l^T)`, `G_l = sum_t g_t g_(t-l)^T`, Bartlett weights
+    `w_l = 1 - l / (lags + 1)` (`hac_covariance`), symmetric to the last bit."""
+    # (the lags' sum `sum_l w_l g[l:]^T g[:-l]` as one product: `g^T h`, `h` the scores
+    # delayed by each lag and weighted, summed)
+    delayed = np.zeros_like(scores)
+    for lag in range(1, min(lags, len(scores) - 1) + 1):
+        delayed[lag:] += (1.0 - lag / (lags + 1.0)) * scores[:-lag]
+    cross = scores.T @ delayed
+    return scores.T @ scores + (cross + cross.T)
+
+
+def _hac_columns(gram, columns):
+    # The Gram matrix, the columns analysed and their norms (columns scaled to unit norm for
+    # the inverse: SI columns of a polynomial law in metres differ by many orders of magnitude).
+    gram = np.asarray(gram, dtype=float)
+    index = np.flatnonzero(columns)
+    norms = np.sqrt(np.maximum(np.diag(gram)[index], 0.0))
+    return gram, index, np.where(norms > 0, norms, 1.0)
+
+
+def _hac_sandwich(gram, meat, index, norms):
+    # `B S B` in the analysed columns (NaN elsewhere), `B` the pseudo-inverse of the scaled Gram.
+    covariance = np.full(gram.shape, np.nan)
     bread = np.linalg.pinv(gram[np.ix_(index, index)] / np.outer(norms, norms))
     covariance[np.ix_(index, index)] = bread @ meat @ bread / np.outer(norms, norms)
     return covariance

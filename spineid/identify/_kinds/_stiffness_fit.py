@@ -47,7 +47,7 @@ from .._common._noise_model import (
     AR, channel_noises, check_order, checked_noise_model, drift_notes, whitened,
 )
 from .._common._result_family import AbstractResult, json_number
-from .._common._uncertainty import Identifiability, newey_west_lags, record_hac_covariance
+from .._common._uncertainty import factored_hac_covariance, Identifiability, newey_west_lags
 from ._matrix_units import described, entry_in, loads_in
 
 
@@ -294,17 +294,16 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
                                   scales=scales)
     identifiability, stderr_entries = analysis.identifiability, analysis.stderr
     # Beside them, Newey-West errors of the weighted least-squares estimate (each load channel
-    # a record in the order of the rows, its rows of the weighted system `Y E_c / sigma_c`
-    # formed one channel at a time: the Gram matrix from `Y^T Y`, never the whole system).
+    # a record in the order of the rows, its rows of the weighted system `Y E_c / sigma_c`:
+    # the Gram matrix from `Y^T Y` and the meat from the scores of `Y`, never the whole system).
     robust = None
     if noises:
         errors = (targets[exact] - predicted(least_squares)) / white_sigma
+        maps = selection / white_sigma[:, None, None]
         moments = deflections.T @ deflections
-        gram = sum(selection[c].T @ moments @ selection[c] / white_sigma[c] ** 2
-                   for c in range(6))
-        robust = np.sqrt(np.diag(record_hac_covariance(
-            gram, ((deflections @ selection[c] / white_sigma[c], errors[:, c])
-                   for c in range(6)), identifiability.identifiable, newey_west_lags(n))))
+        gram = sum(maps[c].T @ moments @ maps[c] for c in range(6))
+        robust = np.sqrt(np.diag(factored_hac_covariance(
+            gram, deflections, maps, errors, identifiability.identifiable, newey_west_lags(n))))
     matrix, stderr = _symmetric(entries, values, stderr_entries)
     stderr_robust = None if robust is None else _symmetric(entries, values, robust)[1]
     effect = float(np.nanmax(np.abs(values - other) / stderr_entries)) \
