@@ -54,6 +54,7 @@ import types
 
 import equinox as eqx
 import jax
+import jax.extend
 import numpy as np
 
 
@@ -404,6 +405,7 @@ def stored_call(function, *args, **kwargs):
         counts.reasons.append(flat)
         return _strong(function(*args, **kwargs))
     path = folder / f"{key}.program"
+    flat = _placed(flat)
     call = _in_memory.get(key, False)
     if call is False:
         replaced = patched()
@@ -438,6 +440,20 @@ def stored_call(function, *args, **kwargs):
         return _strong(function(*args, **kwargs))
     _checked.add(key)
     return outputs
+
+
+def _placed(flat: list) -> list:
+    """The array arguments of a stored call committed to one device: the one where the
+    arguments hold arrays committed to a single device, else the device this thread computes on
+    (`jax.default_device`, which executors set per chunk; where stored programs put their
+    results). A jitted call compiles once per placement of its arguments as well as per shape:
+    a committed array's device is part of its signature. A fit started from host values
+    (uncommitted) and its refit from a stored program's output (committed) compiled the same
+    Levenberg-Marquardt program twice (an OpenSim neck's marker fit: three compilations of 10-13
+    s for one program, measured)."""
+    device = next((x.sharding for x in flat if isinstance(x, jax.Array) and x.committed
+                   and len(x.sharding.device_set) == 1), None)
+    return jax.device_put(list(flat), device or jax.extend.backend.get_default_device())
 
 
 def _prepared(function, key: str, flat, rebuild, path: pathlib.Path):

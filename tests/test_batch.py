@@ -149,6 +149,42 @@ def test_refusals_and_names(tmp_path):
     assert len(summary(tmp_path / "o7")) == 2
 
 
+def test_options_no_file_could_make_right_refuse_the_batch_before_it_starts(tmp_path, capsys):
+    # An option wrong for every file of a batch (a channel the verb's data never have, a
+    # tolerance or noise in a unit no load has, a stiffness tolerance not a percentage) is one
+    # line and exit 2, nothing written, as for one file: not a batch of failed files (before:
+    # exit 14, summary.csv, population.png and an error.txt per file).
+    tables, tests = tmp_path / "tables", tmp_path / "tests"
+    tables.mkdir(), tests.mkdir()
+    rng = np.random.default_rng(3)
+    for k in range(2):
+        law_file(tables / f"t{k}.csv", 100, 150, k)
+        deflections = rng.normal(size=(40, 6)) * np.array([1e-3] * 3 + [0.05] * 3)
+        spineid.write_quasi_static(tests / f"s{k}.csv", spineid.QuasiStaticTest(
+            deflections @ spineid.K_F_E.T + rng.normal(size=(40, 6)), deflections))
+    refused = [(["table", str(tables), *TABLE], ["--max-misfit", "3deg"], "--max-misfit"),
+               (["table", str(tables), *TABLE], ["--noise", "2deg"], "--noise"),
+               (["table", str(tables), *TABLE], ["--noise-model", "phi:Fq=0.5"],
+                "--noise-model phi:Fq=0.5: the data have no channel 'Fq'"),
+               (["stiffness", str(tests)], ["--max-misfit", "3deg"], "--max-misfit 3deg"),
+               (["stiffness", str(tests)], ["--max-misfit", "40N"], "--max-misfit 40N"),
+               (["stiffness", str(tests)], ["--noise-model", "phi:Fq=0.5;Fx=0.3"],
+                "the channels are Fx, Fy, Fz, Mx, My, Mz")]
+    capsys.readouterr()
+    for k, (verb, option, said) in enumerate(refused):
+        out = tmp_path / f"out{k}"
+        assert main([*verb, *option, "--out", str(out), "--no-plots"]) == 2, option
+        error = capsys.readouterr().err.strip()
+        assert error.startswith("spineid: error: ") and said in error, error
+        assert "\n" not in error and not out.exists(), option
+    # What rests on a file is still each file's: a bare tolerance in its load column's unit.
+    assert main(["table", str(tables), *TABLE, "--max-misfit", "0.5", "--out",
+                 str(tmp_path / "bare"), "--no-plots"]) == 0
+    assert main(["stiffness", str(tests), "--max-misfit", "3%", "--out",
+                 str(tmp_path / "percent"), "--no-plots"]) == 0
+    assert len(summary(tmp_path / "percent")) == 2
+
+
 def test_an_interrupted_batch_keeps_its_finished_rows(tmp_path, monkeypatch):
     for i in range(3):
         law_file(tmp_path / f"s{i}.csv", 100 + 10 * i, 150, i)

@@ -433,7 +433,8 @@ def test_the_table_verb_takes_a_noise_model_and_a_misfit_tolerance(tmp_path, cap
                            (["--noise-model", "pink"], "expected auto, white, ar:P"),
                            (["--max-misfit", "2mm"], "mm is a length, expected a force"),
                            (["--max-misfit", "2furlong"], "unknown unit 'furlong'"),
-                           (["--max-misfit", "2N%"], "a percentage of the data's range")]:
+                           (["--max-misfit", "2N%"], "a percentage of the data's range"),
+                           (["--max-misfit", "2%%"], "expected a percentage of the data's range")]:
         assert _status(common + extra + ["--out", str(tmp_path / "refused")]) == 2
         assert message in capsys.readouterr().err
         assert not (tmp_path / "refused").exists()

@@ -377,6 +377,11 @@ def test_segment_command_runs_the_nine_cases_and_fits(tmp_path, capsys):
     assert not (tmp_path / "broken").exists() or not any((tmp_path / "broken").iterdir())
     assert main(["segment", "--out", str(tmp_path / "si_alone"), "--si"]) == 2
     assert "--si: only with --fit" in capsys.readouterr().err
+    for option in (["--free", "facets.stiffness"], ["--noise-model", "ar:1"],
+                   ["--max-misfit", "3%"]):  # (the fit's own options, no fit: refused)
+        assert main(["segment", "--out", str(tmp_path / "alone"), *option]) == 2
+        assert f"{option[0]}: only with --fit" in capsys.readouterr().err
+    assert not (tmp_path / "alone").exists()
     # A noise model the nine rows cannot support (ten rows per order): refused, nothing written.
     capsys.readouterr()
     assert main(["segment", str(start), "--out", str(tmp_path / "ar"), "--fit",

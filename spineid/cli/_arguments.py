@@ -9,8 +9,10 @@ import diffrax
 import numpy as np
 
 from ..identify._common._goodness import MAX_MISFIT
+from ..identify._common._noise_kinds import AR
 from ..identify._common._noise_model import as_noise_model
 from ..io._columns import KINDS, parse_quantity, quantity_in_si, UNITS
+from ..io._measurements import LOAD_COLUMNS
 from ..io._model_units import quantity_in
 from ..simulation import MEBDF
 
@@ -71,6 +73,32 @@ def misfit_fraction(misfit, span: float | None = None, column_unit: str | None =
     value, _ = column_quantity(f"{value!r}{unit or ''}", "--max-misfit", column_unit,
                                (si_unit,) if si_unit else ("N", "N m"))
     return value / max(float(span), 1e-300)
+
+
+def check_batch_options(arguments) -> None:
+    """Refuse, before any file of a batch is read or anything written, the options that no file
+    could make right (each file's run would fail alike): for `stiffness` and `table`, whose
+    channels do not depend on the file (the six loads `Fx..Mz`; the one `load`),
+    `--noise-model` coefficients for another channel; a `--max-misfit` other than a percentage
+    for `stiffness` (six channels of two kinds), or typed in a unit no load has for `table`;
+    and `table`'s `--noise` typed in such a unit. What rests on a file (a bare number in its
+    column's unit, an order its rows cannot support) is checked with each file."""
+    channels = {"stiffness": LOAD_COLUMNS, "table": ("load",)}.get(arguments.command)
+    if channels is None:
+        return
+    model = as_noise_model(arguments.noise_model)
+    if isinstance(model, AR):
+        model.check_channels(channels, "--noise-model")
+    if arguments.command == "stiffness":
+        misfit_fraction(arguments.max_misfit)
+        return
+    typed = {"--noise": arguments.noise}
+    if arguments.max_misfit is not None and not arguments.max_misfit[1]:
+        value, _, unit = arguments.max_misfit
+        typed["--max-misfit"] = f"{value!r}{unit or ''}"
+    for option, text in typed.items():
+        if text is not None:  # (with its unit, the unit's kind; bare, SI here: any number)
+            column_quantity(text, option, None, ("N", "N m"))
 
 
 def column_quantity(text: str, option: str, column_unit: str | None,
@@ -232,8 +260,8 @@ def misfit_option(text: str) -> tuple[float, bool, str | None]:
     """`--max-misfit`: `(value, relative, unit)`: a percentage of the range (`3%`), or a load
     with its unit (`0.5N`, `200Nmm`) or bare (`misfit_fraction` converts it)."""
     relative = text.strip().endswith("%")
-    try:
-        quantity = parse_quantity(text.strip().rstrip("%"), "")
+    try:  # (one percent sign: "2%%" is not a percentage)
+        quantity = parse_quantity(text.strip()[:-1] if relative else text.strip(), "")
     except ValueError as error:  # (an unknown unit)
         raise argparse.ArgumentTypeError(str(error)) from None
     if quantity is None or (relative and quantity[1]):

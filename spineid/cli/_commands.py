@@ -531,9 +531,12 @@ def command_segment(arguments) -> int:
         raise ValueError("--starts: only with --fit")
     if arguments.seed is not None and arguments.starts is None:
         raise ValueError("--seed: only with --starts (it draws the starts)")
-    for option in ("columns", "units", "si"):
+    for option in ("columns", "units", "si", "free", "noise", "max_misfit"):
         if getattr(arguments, option) and not arguments.fit:
-            raise ValueError(f"--{option}: only with --fit (it concerns the fitted test)")
+            raise ValueError(f"--{option.replace('_', '-')}: only with --fit (it concerns the "
+                             "fitted test)")
+    if arguments.noise_model != "auto" and not arguments.fit:
+        raise ValueError("--noise-model: only with --fit (it concerns the fitted test)")
     # (refused before the nine cases are solved)
     max_misfit = misfit_fraction(arguments.max_misfit)
     noise = parse_noise(arguments.noise, typed=True)

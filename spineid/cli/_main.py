@@ -19,6 +19,7 @@ import numpy as np
 from ..plots import use_file_backend
 from . import _commands as verbs
 from . import _drawing
+from ._arguments import check_batch_options
 from ._batch import data_files, is_batch, run_batch, uses_dask
 from ._outputs import figures, OutputFolder
 from ._parser import BATCH_VERBS, build_parser
@@ -148,6 +149,8 @@ def _run(arguments) -> int:
                 if given:
                     raise ValueError(f"{option}: only for a batch (several data files, a "
                                      "folder or a pattern; fit: --each)")
+        if files is not None:
+            check_batch_options(arguments)
         if getattr(arguments, "resume", False) and arguments.overwrite:
             raise ValueError("--resume and --overwrite: choose one (continue the batch in "
                              "--out, or replace it)")

@@ -324,7 +324,8 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
         warnings.warn(text, stacklevel=2)
     if not exact and np.isfinite(effect) and effect > 1.0:
         messages.append(f"moments were used as measured, but mapping them onto the Euler basis "
-                        f"changes an entry by {effect:.1f} standard errors: use exact=True")
+                        f"changes an entry by {effect:.1f} standard errors: fit with exact=True "
+                        "(the command line's default, without --linearised)")
     return StiffnessFit(
         matrix=matrix, stderr=stderr, structure=structure, entries=list(entries), exact=exact,
         largest_rotation=largest, conversion_effect=effect, noise=marginal,
