@@ -451,9 +451,17 @@ def _placed(flat: list) -> list:
     (uncommitted) and its refit from a stored program's output (committed) compiled the same
     Levenberg-Marquardt program twice (an OpenSim neck's marker fit: three compilations of 10-13
     s for one program, measured)."""
-    device = next((x.sharding for x in flat if isinstance(x, jax.Array) and x.committed
-                   and len(x.sharding.device_set) == 1), None)
-    return jax.device_put(list(flat), device or jax.extend.backend.get_default_device())
+    device = next((next(iter(x.sharding.device_set)) for x in flat
+                   if isinstance(x, jax.Array) and x.committed
+                   and len(x.sharding.device_set) == 1),
+                  None) or jax.extend.backend.get_default_device()
+    flat = list(flat)
+    moved = [k for k, x in enumerate(flat) if not (isinstance(x, jax.Array) and x.committed
+                                                    and x.sharding.device_set == {device})]
+    if moved:  # (one transfer call for all of them; none where all are in place)
+        for k, x in zip(moved, jax.device_put([flat[k] for k in moved], device)):
+            flat[k] = x
+    return flat
 
 
 def _prepared(function, key: str, flat, rebuild, path: pathlib.Path):
