@@ -393,10 +393,17 @@ def stored_call(function, *args, **kwargs):
     produces (tested bit for bit against a traced call, in a second process). A program that
     fails at its first call in a process (a file that reads but does not compile) is deleted,
     and the call traced."""
+    if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((args, kwargs))):
+        # (called inside another trace: there the call is part of that program)
+        counts.traced += 1
+        return _strong(function(*args, **kwargs))
+    # (placed first, whichever way the call runs: its signature, and its key, do not depend on
+    # where the caller's arrays came from)
+    dynamic, static = eqx.partition((args, kwargs), eqx.is_array)
+    leaves, tree = jax.tree.flatten(dynamic)
+    args, kwargs = eqx.combine(jax.tree.unflatten(tree, _placed(leaves)), static)
     folder = program_folder()
-    if folder is None or any(isinstance(x, jax.core.Tracer)
-                             for x in jax.tree.leaves((args, kwargs))):
-        # (off, or called inside another trace: there the call is part of that program)
+    if folder is None:  # (off)
         counts.traced += 1
         return _strong(function(*args, **kwargs))
     key, flat, rebuild = program_key(function, args, kwargs)
@@ -405,7 +412,6 @@ def stored_call(function, *args, **kwargs):
         counts.reasons.append(flat)
         return _strong(function(*args, **kwargs))
     path = folder / f"{key}.program"
-    flat = _placed(flat)
     call = _in_memory.get(key, False)
     if call is False:
         replaced = patched()
@@ -443,18 +449,20 @@ def stored_call(function, *args, **kwargs):
 
 
 def _placed(flat: list) -> list:
-    """The array arguments of a stored call committed to one device: the one where the
-    arguments hold arrays committed to a single device, else the device this thread computes on
-    (`jax.default_device`, which executors set per chunk; where stored programs put their
-    results). A jitted call compiles once per placement of its arguments as well as per shape:
-    a committed array's device is part of its signature. A fit started from host values
-    (uncommitted) and its refit from a stored program's output (committed) compiled the same
-    Levenberg-Marquardt program twice (an OpenSim neck's marker fit: three compilations of 10-13
-    s for one program, measured)."""
-    device = next((next(iter(x.sharding.device_set)) for x in flat
-                   if isinstance(x, jax.Array) and x.committed
-                   and len(x.sharding.device_set) == 1),
-                  None) or jax.extend.backend.get_default_device()
+    """The array arguments `flat` of a stored call (numpy or JAX arrays, no tracers) committed
+    to one device: the device this thread computes on (`jax.default_device`, which executors
+    set per chunk; where stored programs put their results), unless the arguments hold arrays
+    committed to single devices and that one is not among them: then the first of those (as
+    `jit` runs where its committed arguments are). A jitted call compiles once per placement
+    of its arguments as well as per shape (a committed array's device is part of its
+    signature): a fit started from host values (uncommitted) and its refit from a stored
+    program's output (committed) compiled the same Levenberg-Marquardt program twice (an
+    OpenSim neck's marker fit: three compilations of 10-13 s for one program, measured)."""
+    device = jax.extend.backend.get_default_device()
+    committed = [next(iter(x.sharding.device_set)) for x in flat
+                 if isinstance(x, jax.Array) and x.committed and len(x.sharding.device_set) == 1]
+    if committed and device not in committed:
+        device = committed[0]
     flat = list(flat)
     moved = [k for k, x in enumerate(flat) if not (isinstance(x, jax.Array) and x.committed
                                                     and x.sharding.device_set == {device})]

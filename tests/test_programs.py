@@ -411,31 +411,37 @@ def test_a_second_process_loads_the_spine_tests_programs_with_the_same_numbers(t
         assert first[key] == second[key] == traced[key]
 
 
-def test_a_stored_program_runs_compiled_once_for_host_and_device_arguments(caplog):
+def test_a_stored_program_runs_compiled_once_for_host_and_device_arguments(
+        tmp_path, monkeypatch, caplog):
     # A committed array's device is part of a jitted call's signature, so a stored program
     # called with host values (uncommitted) and then with a stored program's outputs
     # (committed) compiled twice: an OpenSim neck's marker fit compiled its Levenberg-Marquardt
     # loop again, 10-16 s, for a refit started where a fit ended. The arguments are placed alike
-    # (`_programs._placed`): one compilation, the same numbers.
+    # (`_programs._placed`), numpy ones too and with the store off: after the first call of
+    # each, nothing compiles, and the numbers are the same.
     import logging
 
     from spineid.identify._common._transform import _physical_and_slope, Transform
 
-    n = 13  # (a shape no other test uses: the program is compiled here, not before)
+    n = 13
     transform = Transform(floats(np.zeros(n)), floats(np.full(n, np.inf)),
                           floats(np.linspace(1.0, 2.0, n)), floats(np.ones(n)))
     host = floats(np.linspace(-1.0, 1.0, n))
     device = jax.device_put(host, jax.devices()[0])
     assert not host.committed and device.committed
-    with jax.log_compiles(), caplog.at_level(logging.DEBUG, logger="jax"):
+    for folder in (tmp_path / _programs.FOLDER, None):  # (stored; the store off: traced)
+        monkeypatch.setattr(_programs, "program_folder", lambda: folder)
         first = _programs.stored_call(_physical_and_slope, transform, host)
-        second = _programs.stored_call(_physical_and_slope, transform, device)
-        third = _programs.stored_call(_physical_and_slope, transform, first[0])
-    # (compiled, or read from the compilation cache of an earlier run: JAX says "Finished"
-    # either way)
-    compiled = [r.getMessage() for r in caplog.records
-                if "Finished XLA compilation of jit(physical_and_slope)" in r.getMessage()]
-    assert len(compiled) == 1, compiled
-    for a, b in zip(first, second):
-        np.testing.assert_array_equal(a, b)
-    assert third[0].shape == (n,)
+        caplog.clear()
+        with jax.log_compiles(), caplog.at_level(logging.DEBUG, logger="jax"):
+            second = _programs.stored_call(_physical_and_slope, transform, device)
+            third = _programs.stored_call(_physical_and_slope, transform, first[0])
+            fourth = _programs.stored_call(_physical_and_slope, transform, np.asarray(host))
+        compiled = [r.getMessage() for r in caplog.records
+                    if "Finished XLA compilation of jit(" in r.getMessage()
+                    and "physical_and_slope" in r.getMessage()]
+        assert compiled == [], (folder, compiled)
+        for a, b, c in zip(first, second, fourth):
+            np.testing.assert_array_equal(a, b)
+            np.testing.assert_array_equal(a, c)
+        assert third[0].shape == (n,)
