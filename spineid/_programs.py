@@ -448,21 +448,26 @@ def stored_call(function, *args, **kwargs):
     return outputs
 
 
+def placement_device(leaves) -> jax.Device:
+    """Where a call on `leaves` (any pytree leaves) runs: the device this thread computes on
+    (`jax.default_device`, which executors set per chunk; where stored programs put their
+    results), unless the leaves hold arrays committed to single devices and that one is not
+    among them: then the first of those (as `jit` runs where its committed arguments are)."""
+    device = jax.extend.backend.get_default_device()
+    committed = [next(iter(x.sharding.device_set)) for x in leaves
+                 if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer)
+                 and x.committed and len(x.sharding.device_set) == 1]
+    return device if not committed or device in committed else committed[0]
+
+
 def _placed(flat: list) -> list:
     """The array arguments `flat` of a stored call (numpy or JAX arrays, no tracers) committed
-    to one device: the device this thread computes on (`jax.default_device`, which executors
-    set per chunk; where stored programs put their results), unless the arguments hold arrays
-    committed to single devices and that one is not among them: then the first of those (as
-    `jit` runs where its committed arguments are). A jitted call compiles once per placement
+    to one device (`placement_device`). A jitted call compiles once per placement
     of its arguments as well as per shape (a committed array's device is part of its
     signature): a fit started from host values (uncommitted) and its refit from a stored
     program's output (committed) compiled the same Levenberg-Marquardt program twice (an
     OpenSim neck's marker fit: three compilations of 10-13 s for one program, measured)."""
-    device = jax.extend.backend.get_default_device()
-    committed = [next(iter(x.sharding.device_set)) for x in flat
-                 if isinstance(x, jax.Array) and x.committed and len(x.sharding.device_set) == 1]
-    if committed and device not in committed:
-        device = committed[0]
+    device = placement_device(flat)
     flat = list(flat)
     moved = [k for k, x in enumerate(flat) if not (isinstance(x, jax.Array) and x.committed
                                                     and x.sharding.device_set == {device})]

@@ -89,16 +89,11 @@ def check_batch_options(arguments) -> None:
     model = as_noise_model(arguments.noise_model)
     if isinstance(model, AR):
         model.check_channels(channels, "--noise-model")
-    if arguments.command == "stiffness":
-        misfit_fraction(arguments.max_misfit)
-        return
-    typed = {"--noise": arguments.noise}
-    if arguments.max_misfit is not None and not arguments.max_misfit[1]:
-        value, _, unit = arguments.max_misfit
-        typed["--max-misfit"] = f"{value!r}{unit or ''}"
-    for option, text in typed.items():
-        if text is not None:  # (with its unit, the unit's kind; bare, SI here: any number)
-            column_quantity(text, option, None, ("N", "N m"))
+    # (a span of 1 for the one load channel: a load with its unit is checked for its kind, a
+    # bare number, taken as SI here, passes; with no span, only a percentage)
+    misfit_fraction(arguments.max_misfit, None if arguments.command == "stiffness" else 1.0)
+    if arguments.command == "table" and arguments.noise is not None:
+        column_quantity(arguments.noise, "--noise", None, ("N", "N m"))
 
 
 def column_quantity(text: str, option: str, column_unit: str | None,

@@ -58,11 +58,10 @@ a residual evaluation here being a whole simulation:
 
 import equinox as eqx
 import jax
-import jax.extend
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ..._programs import stored_call
+from ..._programs import placement_device, stored_call
 
 DECREMENT_TOL = 1e-4
 """Default statistical stop: Gauss-Newton decrement in (noise-scaled) half chi-square units."""
@@ -436,16 +435,6 @@ def linearised(function, u: Float[Array, " p"]
 _update_compiled = eqx.filter_jit(_single_pass_update)
 
 
-def _placement(function):
-    # Where the loop's arrays go: with `function`'s own arrays where it holds committed ones on
-    # one device, else on the device this thread computes on (`jax.default_device`, which
-    # executors set per chunk), where stored programs put their results.
-    committed = (leaf.sharding for leaf in jax.tree.leaves(function)
-                 if isinstance(leaf, jax.Array) and leaf.committed
-                 and len(leaf.sharding.device_set) == 1)
-    return next(committed, None) or jax.extend.backend.get_default_device()
-
-
 _start_compiled = jax.jit(_single_pass_start, static_argnums=0)
 
 
@@ -474,7 +463,7 @@ def stepwise_levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps:
     # program is compiled (or loaded) once, not once more for the first call's placement; the
     # progress printed here, since a program that prints is compiled again in every process.
     if not u0.committed:
-        u0 = jax.device_put(u0, _placement(function))
+        u0 = jax.device_put(u0, placement_device(jax.tree.leaves(function)))
     residuals, jacobian = stored_call(linearised, function, u0)
     state = _start_compiled(residuals.shape[0], u0)
     while True:
