@@ -120,6 +120,29 @@ def test_correlated_noise_is_accepted_with_errors_that_white_weights_understate(
     assert "robust" in result.summary()
 
 
+def test_the_white_weighted_fit_and_its_refits_under_the_noise_model_are_one_program(
+        pair, monkeypatch):
+    # The fit under white weights carries zero coefficients of the width its refits under the
+    # noise model whiten with (`_Run.whitening_width`): one compiled Levenberg-Marquardt loop
+    # for all of them (before, two: 10 s of a one-level OpenSim neck fit's 30 s of compiling).
+    from spineid._programs import program_key
+    from spineid.identify._solvers import _levenberg_marquardt
+
+    keys = []
+
+    def spy(function, *args, **kwargs):
+        keys.append(program_key(function, args, kwargs)[0])
+        return stored_call(function, *args, **kwargs)
+
+    stored_call = _levenberg_marquardt.stored_call
+    monkeypatch.setattr(_levenberg_marquardt, "stored_call", spy)
+    noise = _ar1(np.random.default_rng(5), 201, 0.6)
+    result = spineid.fit(_problem(pair, noise), "lm")
+    assert all(m["order"] >= 1 for m in result.goodness_of_fit.noise_model.values())
+    assert len(keys) >= 3 and None not in keys  # (a white fit, its refit, a whitened refit)
+    assert len(set(keys)) == 1
+
+
 def test_white_noise_stays_white_and_the_fit_is_unchanged(pair):
     noise = np.random.default_rng(3).normal(size=pair[2].shape) * SD
     auto = spineid.fit(_problem(pair, noise), "lm")

@@ -124,3 +124,9 @@ def test_the_table_verb_takes_the_displacement_noise(tmp_path, capsys):
         main([*arguments, "--out", str(tmp_path / "bad"), "--displacement-noise", "-1"])
     assert refused.value.code == 2
     assert "--displacement-noise" in capsys.readouterr().err
+    # A noise model the errors in both variables cannot take: refused in the command's terms
+    # (the fit function names its Python arguments, `noise ar:1` and `displacement_noise`).
+    assert main(["table", str(path), "--n-nodes", "2", "--noise-model", "ar:1", "--no-plots",
+                 "--displacement-noise", "5e-5", "--out", str(tmp_path / "ar")]) == 2
+    assert ("error: --noise-model ar:1: with --displacement-noise (errors in both variables) "
+            "the load noise is white") in capsys.readouterr().err

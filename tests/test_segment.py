@@ -388,7 +388,8 @@ def test_segment_command_runs_the_nine_cases_and_fits(tmp_path, capsys):
                  str(out / "cases.csv"), "--free", "facets.stiffness", "--noise-model",
                  "ar:1"]) == 2
     printed = capsys.readouterr()
-    assert "noise_model ar:1: the shortest record has 9 samples" in printed.err
+    # (named as the command line gave it, not as the Python argument)
+    assert "error: --noise-model ar:1: the shortest record has 9 samples" in printed.err
     assert "nine equilibria" not in printed.out and not (tmp_path / "ar").exists()
     # A group the model does not have: refused as early, naming it.
     assert main(["segment", str(start), "--out", str(tmp_path / "group"), "--fit",

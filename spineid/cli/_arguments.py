@@ -4,6 +4,7 @@ verbs share (docs/cli.md)."""
 
 import argparse
 import math
+import re
 
 import diffrax
 import numpy as np
@@ -73,6 +74,21 @@ def misfit_fraction(misfit, span: float | None = None, column_unit: str | None =
     value, _ = column_quantity(f"{value!r}{unit or ''}", "--max-misfit", column_unit,
                                (si_unit,) if si_unit else ("N", "N m"))
     return value / max(float(span), 1e-300)
+
+
+# The fit functions' arguments that the command line gives by an option of another name (a
+# table fit's `noise` holds its noise model where the command has --noise-model).
+_OPTIONS = {"noise_model": "--noise-model", "max_misfit": "--max-misfit",
+            "displacement_noise": "--displacement-noise", "noise_max": "--noise-max"}
+_ARGUMENT = re.compile(r"(?<![\w/\\.-])(" + "|".join(_OPTIONS) + r")\b(?![/\\])"
+                       r"|(?<![\w/\\.-])noise(?= (?:ar|phi|acf):|=?AR\()")
+
+
+def in_option_terms(message: str) -> str:
+    """`message` (an error or warning of a fit function) with the Python arguments it names
+    written as the command's options (`noise_model ar:4` -> `--noise-model ar:4`); paths and
+    longer names (`noise_model.csv`, `my_noise_model`) left as they are."""
+    return _ARGUMENT.sub(lambda m: _OPTIONS.get(m.group(1), "--noise-model"), message)
 
 
 def check_batch_options(arguments) -> None:

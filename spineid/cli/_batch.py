@@ -29,6 +29,7 @@ from ..executors import Dask, Local
 from ..executors import run_batch as parallel_run
 from ..io import write_table, write_text_atomically
 from ..identify._kinds._law_units import in_si, law_units, shown_in
+from ._arguments import in_option_terms
 from ._outputs import figures, MARKER, OutputFolder
 
 # The files a folder given as data contributes.
@@ -378,7 +379,7 @@ def run_file(job: dict) -> dict:
         with _captured(log):
             status = job["verb"](single)
     except (ValueError, OSError, MemoryError, eqx.EquinoxRuntimeError) as caught:
-        error = " ".join(str(caught).split()) or type(caught).__name__
+        error = in_option_terms(" ".join(str(caught).split())) or type(caught).__name__
         if isinstance(caught, OSError) and caught.filename:
             error = f"{caught.filename}: {caught.strerror or caught}"
     seconds = time.perf_counter() - clock

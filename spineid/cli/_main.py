@@ -19,7 +19,7 @@ import numpy as np
 from ..plots import use_file_backend
 from . import _commands as verbs
 from . import _drawing
-from ._arguments import check_batch_options
+from ._arguments import check_batch_options, in_option_terms
 from ._batch import data_files, is_batch, run_batch, uses_dask
 from ._outputs import figures, OutputFolder
 from ._parser import BATCH_VERBS, build_parser
@@ -169,7 +169,7 @@ def _run(arguments) -> int:
                 return run_batch(arguments, arguments.run, files)
             return arguments.run(arguments)
     except ValueError as error:
-        print(f"spineid: error: {error}", file=sys.stderr)
+        print(f"spineid: error: {in_option_terms(str(error))}", file=sys.stderr)
         return 2
     except eqx.EquinoxRuntimeError as error:
         # A check inside compiled code that is not turned into a result code: its own message
@@ -196,7 +196,8 @@ def _run(arguments) -> int:
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
-    print("spineid: warning: " + " ".join(str(message).split()), file=sys.stderr, flush=True)
+    print("spineid: warning: " + in_option_terms(" ".join(str(message).split())),
+          file=sys.stderr, flush=True)
 
 
 class _Terminated(BaseException):

@@ -29,7 +29,6 @@ from .._common._noise_model import (
     channel_noises,
     ChannelNoise,
     coefficient_matrix,
-    supported_order,
     usable_noise_model,
 )
 from .._common._uncertainty import channel_records, hac_covariance
@@ -99,9 +98,8 @@ def correlated_fit(run, u, objective: _Objective) -> CorrelatedFit | None:
         return None  # (a model that does not describe its data has no noise model to fit)
 
     # (Padded to the highest order the model may choose for these records: one compiled
-    # program for every order chosen.)
-    shortest = min(len(m.ts) for m in problem.measurements)
-    width = supported_order(run.noise_model, shortest)
+    # program for every order chosen, and for the white-weighted fit, `objective_for`.)
+    width = run.whitening_width
 
     def refit(found, sigma, previous):
         weighted = run.objective_for(sigma, coefficient_matrix(list(found.values()), width))

@@ -161,8 +161,8 @@ class _Objective(AbstractObjective):
         """The model outputs per load case (`(k, c)` each, the data's samples, inf where the
         simulation failed) that produced these noise-weighted `residuals` (padded, `(n_padded,)`):
         `data + sigma r`, no simulation; `NaN` where a value was not measured (`complete`).
-        Not for whitened residuals (`coefficients`)."""
-        if self.coefficients is not None:
+        Not for whitened residuals (`coefficients` not all zero)."""
+        if self.coefficients is not None and np.any(np.asarray(self.coefficients) != 0):
             raise ValueError("predictions_from: whitened residuals do not give the predictions")
         residuals = np.asarray(residuals)
         sigma = np.asarray(self.sigma)
