@@ -555,3 +555,27 @@ def test_an_inertia_is_read_in_the_kind_of_the_displacement():
         inertia_in_si("0.4kg", True)
     with pytest.raises(ValueError, match="a translation's"):
         inertia_in_si("1 kg m^2", False)
+
+
+@pytest.mark.parametrize("message, shown", [
+    ("noise_model ar:4: the shortest record has 30 samples",
+     "--noise-model ar:4: the shortest record has 30 samples"),
+    ("noise ar:3: with displacement_noise (errors in both variables)",
+     "--noise-model ar:3: with --displacement-noise (errors in both variables)"),
+    ("noise phi:0.5: no channel 'theta'", "--noise-model phi:0.5: no channel 'theta'"),
+    ("max_misfit: expected a percentage", "--max-misfit: expected a percentage"),
+    ("noise_max: unknown channel(s) ['z']", "--noise-max: unknown channel(s) ['z']"),
+    ("(noise_model white): not looked for", "(--noise-model white): not looked for"),
+    ("displacement_noise=-1.0: expected", "--displacement-noise=-1.0: expected"),
+    ("may serve better: noise='white'.", "may serve better: --noise-model white."),
+    # left as they are: file names and folders, quoted column names, longer names, prose
+    *[(text, text) for text in (
+        "noise_model.csv: a segment fit needs", "noise_max-2.csv: bad", "runs/noise_model/a.sto",
+        "C:\\data\\noise_model.csv: bad", "no column 'noise_max'", "my_noise_model: x",
+        "noise_model_x", "the noise estimated from the residuals", "noise: 5")],
+])
+def test_a_fit_functions_message_names_the_commands_options(message, shown):
+    # The fit functions name their Python arguments; the command line shows its options.
+    from spineid.cli._arguments import in_option_terms
+
+    assert in_option_terms(message) == shown

@@ -528,3 +528,18 @@ def test_a_channel_that_carries_only_noise_is_judged_against_a_hundred_noise_dev
     assert judged[0] == 1000.0
     assert judged[1] == pytest.approx(100.0 * 2.0, rel=0.05)
     np.testing.assert_allclose(judged_ranges(noise, [1000.0, 3.0]), judged, rtol=1e-3)
+
+
+def test_whitening_by_zero_coefficients_changes_nothing():
+    # The fits under white weights carry zero coefficients of their refits' width (one compiled
+    # program for both): the residuals must come back bit for bit, a failed evaluation before
+    # a good row and the padding included.
+    rng = np.random.default_rng(3)
+    residuals = rng.normal(size=(64, 3))
+    residuals[10] = FAILED_RESIDUAL
+    weight = (np.arange(64) < 55).astype(float)
+    residuals *= weight[:, None]
+    for width in (1, 6):
+        out = np.asarray(whiten_padded(jnp.asarray(residuals), jnp.asarray(weight),
+                                       jnp.zeros((3, width))))
+        np.testing.assert_array_equal(out, residuals)

@@ -198,7 +198,7 @@ def _ramped_record(model_file, levels, rng, phi):
     return loads, np.asarray(displacements), QuasiStaticTest(loads, displacements + noise)
 
 
-def test_segment_fit_of_a_record_under_correlated_noise(segment):
+def test_segment_fit_of_a_record_under_correlated_noise(segment, monkeypatch):
     # A record of 55 rows with AR(1) noise (phi 0.8): the default noise model finds an
     # autoregression in every channel and accepts the fit, with Newey-West errors beside; fitted
     # as AR(1), its errors equal the Cramer-Rao bound of the dense AR(1) covariance at the noise
@@ -210,6 +210,17 @@ def test_segment_fit_of_a_record_under_correlated_noise(segment):
 
     from statsmodels.tsa.arima_process import arma_acovf
 
+    from spineid._programs import program_key
+    from spineid.identify._common import _least_squares
+
+    keys = []  # (the compiled linearisation each fit's loop calls)
+
+    def spy(function, *args, **kwargs):
+        keys.append(program_key(function, args, kwargs)[0])
+        return stored_call(function, *args, **kwargs)
+
+    stored_call = _least_squares.stored_call
+    monkeypatch.setattr(_least_squares, "stored_call", spy)
     model_file, _ = segment
     rng = np.random.default_rng(11)
     loads, _, test = _ramped_record(model_file, np.linspace(1 / 6, 1.0, 6), rng, 0.8)
@@ -247,6 +258,9 @@ def test_segment_fit_of_a_record_under_correlated_noise(segment):
     assert any("load cases in no order (noise_model white)" in w for w in white.warnings)
 
     fit = fit_segment(started, test, free, noise_model="ar:1")
+    # The fits of one record under `auto`, white and AR(1), and with a row it cannot carry,
+    # are one compiled program (the whitening padded alike: before, three, 8-9 s each).
+    assert len(keys) > 10 and None not in keys and len(set(keys)) == 1
     steps = 1e-4 * fit.values
     derivatives = []
     for k, step in enumerate(steps):

@@ -80,15 +80,21 @@ def misfit_fraction(misfit, span: float | None = None, column_unit: str | None =
 # table fit's `noise` holds its noise model where the command has --noise-model).
 _OPTIONS = {"noise_model": "--noise-model", "max_misfit": "--max-misfit",
             "displacement_noise": "--displacement-noise", "noise_max": "--noise-max"}
-_ARGUMENT = re.compile(r"(?<![\w/\\.-])(" + "|".join(_OPTIONS) + r")\b(?![/\\])"
-                       r"|(?<![\w/\\.-])noise(?= (?:ar|phi|acf):|=?AR\()")
+_ARGUMENT = re.compile(r"(?<![\w/\\.'-])(?:(" + "|".join(_OPTIONS) + r")(?![\w/\\'-]|\.\w)"
+                       r"|noise(?= (?:ar|phi|acf):)|noise='(\w+)')")
 
 
 def in_option_terms(message: str) -> str:
     """`message` (an error or warning of a fit function) with the Python arguments it names
-    written as the command's options (`noise_model ar:4` -> `--noise-model ar:4`); paths and
-    longer names (`noise_model.csv`, `my_noise_model`) left as they are."""
-    return _ARGUMENT.sub(lambda m: _OPTIONS.get(m.group(1), "--noise-model"), message)
+    written as the command's options (`noise_model ar:4` -> `--noise-model ar:4`,
+    `noise='white'` -> `--noise-model white`); file names, quoted column names and longer
+    names (`noise_model.csv`, `'noise_max'`, `my_noise_model`) left as they are."""
+    def option(match):
+        if match.group(2):
+            return f"--noise-model {match.group(2)}"
+        return _OPTIONS.get(match.group(1), "--noise-model")
+
+    return _ARGUMENT.sub(option, message)
 
 
 def check_batch_options(arguments) -> None:

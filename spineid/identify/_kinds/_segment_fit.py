@@ -54,7 +54,7 @@ from .._common._noise import (
 )
 from .._common._noise_model import (
     AR, channel_noises, ChannelNoise, check_order, checked_noise_model, coefficient_matrix,
-    drift_notes, whiten_padded, White,
+    drift_notes, supported_order, whiten_padded, White,
 )
 from .._common._result_family import AbstractParameterFit
 from .._common._shown import in_unit, noise_line
@@ -247,7 +247,10 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
     transform = Transform.around(parameters, start, model_file.source)
     ranges = np.maximum(np.ptp(measured, axis=0), np.abs(measured).max(axis=0))
     sigma = sigma_given if sigma_given is not None else np.maximum(1e-3 * ranges, 1e-12)
-    width = max(kind_of_noise.highest, 1) if isinstance(kind_of_noise, AR) else 1
+    # (Whitening coefficients padded to the widest order `auto` or the model given may take on
+    # these rows: a record's fits under white, `auto` and `ar:P` are one compiled program.)
+    width = max(supported_order(kind_of_noise, len(measured)),
+                supported_order(AR(), len(measured)), 1)
     objective = _SegmentObjective(model, jnp.asarray(test.loads), jnp.asarray(measured),
                                   jnp.asarray(sigma), jnp.zeros((6, width)), transform,
                                   tuple(parameters))

@@ -28,6 +28,7 @@ from .._common._noise import (
 )
 from .._common._analysis import analyse_parameters, StandardErrorBound
 from .._common._noise_model import AR, drift_notes, supported_order
+from .._common._padding import padded_length
 from .._solvers import agreeing, agreement_note, MultipleShooting, MultiStart
 from .._solvers._base import warm_start
 from ._correlated import correlated_fit, robust_errors, search_noise_models, usable_model
@@ -95,9 +96,11 @@ class _Run:
         self.noise_model, self.noise_note = usable_model(problem)
         # (The width of the refit's whitening under a noise model that may whiten: the
         # white-weighted fits carry that many zero coefficients, which change nothing, so that
-        # both compile to one program: measured, 10 s of a 1-level neck fit's 30.)
-        self.whitening_width = supported_order(self.noise_model, min(
-            len(m.ts) for m in problem.measurements)) if self.noise_estimated and isinstance(
+        # both compile to one program: measured, 10 s of a 1-level neck fit's 30. The highest
+        # order the shortest record's padded length holds, so that records padded alike share
+        # it too; the orders chosen, at most the unpadded length's, fit in it.)
+        self.whitening_width = supported_order(self.noise_model, padded_length(min(
+            len(m.ts) for m in problem.measurements))) if self.noise_estimated and isinstance(
             self.noise_model, AR) else 0
         if self.noise_estimated:
             # Provisional weights: comparable channels; the real noise level comes later.
