@@ -438,6 +438,13 @@ def test_the_table_verb_takes_a_noise_model_and_a_misfit_tolerance(tmp_path, cap
         assert _status(common + extra + ["--out", str(tmp_path / "refused")]) == 2
         assert message in capsys.readouterr().err
         assert not (tmp_path / "refused").exists()
+    # The verbs whose tolerance is a percentage only do not offer a load.
+    for verb in (["stiffness", "tests.csv"], ["segment", "--fit", "cases.csv"],
+                 ["fit", "model.toml", "data.csv"]):
+        assert _status(verb + ["--max-misfit", "abc", "--out", str(tmp_path / "refused")]) == 2
+        error = capsys.readouterr().err
+        assert "'abc': expected a percentage of each channel's range (3%)" in error, error
+        assert "load" not in error
 
 
 def _status(argv):

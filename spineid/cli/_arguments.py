@@ -273,18 +273,20 @@ def noise_model_name(text: str) -> str:
     return text
 
 
-def misfit_option(text: str) -> tuple[float, bool, str | None]:
+def misfit_option(text: str, loads: bool = True) -> tuple[float, bool, str | None]:
     """`--max-misfit`: `(value, relative, unit)`: a percentage of the range (`3%`), or a load
-    with its unit (`0.5N`, `200Nmm`) or bare (`misfit_fraction` converts it)."""
+    with its unit (`0.5N`, `200Nmm`) or bare (`misfit_fraction` converts it); `loads`: whether
+    the verb takes a load (`table`), for the message that refuses text that is neither."""
     relative = text.strip().endswith("%")
     try:  # (one percent sign: "2%%" is not a percentage)
         quantity = parse_quantity(text.strip()[:-1] if relative else text.strip(), "")
     except ValueError as error:  # (an unknown unit)
         raise argparse.ArgumentTypeError(str(error)) from None
     if quantity is None or (relative and quantity[1]):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a percentage of the data's range "
-                                         "(3%) or a load, with its unit (0.5N) or in the "
-                                         "load column's unit") from None
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected a percentage of the data's range (3%) or a load, with its "
+            "unit (0.5N) or in the load column's unit" if loads else
+            f"{text!r}: expected a percentage of each channel's range (3%)") from None
     value, unit = quantity
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"{text!r}: expected a positive misfit")
@@ -307,9 +309,10 @@ def add_noise_model(parser, what: str = "each channel's noise",
              "coefficients; per channel alike); the fit is weighted by it and its standard "
              "errors hold under it (docs/goodness-of-fit.md)")
     parser.add_argument(
-        "--max-misfit", type=misfit_option, default=None, metavar="P%" if "load" not in misfit
-        else "P%|LOAD", help=f"the largest smooth misfit a fit may leave and still be "
-                             f"accepted: {misfit}; default 2%%")
+        "--max-misfit", default=None, metavar="P%" if "load" not in misfit else "P%|LOAD",
+        type=misfit_option if "load" in misfit else lambda text: misfit_option(text, False),
+        help=f"the largest smooth misfit a fit may leave and still be accepted: {misfit}; "
+             "default 2%%")
 
 
 INTEGRATORS = {"kvaerno4": diffrax.Kvaerno4, "kvaerno5": diffrax.Kvaerno5, "mebdf": MEBDF}
