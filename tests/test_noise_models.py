@@ -276,6 +276,8 @@ def test_a_law_under_coefficients_given_is_statsmodels_glsar_at_them(noise):
     ("phi:1.2", {}, "not a stationary autoregression"), ("phi:0.5,x", {}, "comma-separated"),
     ("phi:load=0.5;load=0.2", {}, "each channel once"), ("phi:theta=0.5", {}, "no channel"),
     ("phi:0.5", dict(displacement_noise=1e-3), "load noise is white"),
+    # (an autocorrelation given is named as given, beside the coefficients it became)
+    ("acf:1,0.5", dict(displacement_noise=1e-3), r"noise acf:1,0.5 \(phi:0.5\): with"),
 ])
 def test_coefficients_the_data_cannot_take_are_refused(noise, options, message):
     x = np.linspace(0, 1, 45)

@@ -29,6 +29,13 @@ class AbstractNoiseModel:
         """The model as the command line writes it (`white`, `ar:2`, `auto`)."""
         raise NotImplementedError
 
+    @property
+    def shown(self) -> str:
+        """The model as its user gave it, for messages: `name`, and an autocorrelation given
+        (`acf:...`) beside the coefficients it became."""
+        given = getattr(self, "given_as", None)
+        return self.name if given is None else f"{given} ({self.name})"
+
 
 @dataclasses.dataclass(frozen=True)
 class White(AbstractNoiseModel):
@@ -53,6 +60,8 @@ class AR(AbstractNoiseModel):
     order: int | None = None
     max_order: int = MAX_ORDER
     coefficients: tuple | dict | None = None
+    # (The autocorrelation `acf:...` the coefficients were made from, for messages: `shown`.)
+    given_as: str | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         for name, value, low in (("order", self.order, 1), ("max_order", self.max_order, 1)):
@@ -169,7 +178,8 @@ def as_noise_model(spec) -> AbstractNoiseModel:
             pass
     if isinstance(spec, str) and spec.startswith("acf:"):
         try:
-            return AR.from_autocorrelation(_parsed_coefficients("phi:" + spec[4:]))
+            return dataclasses.replace(AR.from_autocorrelation(
+                _parsed_coefficients("phi:" + spec[4:])), given_as=spec)
         except ValueError as error:
             raise ValueError(f"noise model {spec!r}: " + str(error).split(": ", 1)[-1].replace(
                 "phi:", "acf:").replace("PHI", "RHO").replace("coefficients", "values")

@@ -199,7 +199,7 @@ def check_order(model: AbstractNoiseModel, lengths: Sequence[int], what: str) ->
     if isinstance(model, AR) and model.fixed and lengths:
         shortest = min(lengths)
         if supported_order(model, shortest) < model.highest:
-            raise ValueError(f"{what} {model.name}: the shortest record has {shortest} "
+            raise ValueError(f"{what} {model.shown}: the shortest record has {shortest} "
                              f"samples; an order of at most {shortest // SAMPLES_PER_ORDER} is "
                              f"supported ({SAMPLES_PER_ORDER} samples per order), or use "
                              "white")
@@ -407,7 +407,7 @@ def sampled_noise_model(model: AbstractNoiseModel, records: Sequence, what: str
     if not uneven:
         return model, None
     if model.fixed:
-        raise ValueError(f"{what} {model.name}: the samples are not evenly spaced in time "
+        raise ValueError(f"{what} {model.shown}: the samples are not evenly spaced in time "
                          f"(steps from {np.min(uneven[0]):.3g} to {np.max(uneven[0]):.3g} s); "
                          "an autoregression needs even sampling: use white")
     return White(), ("the samples are not evenly spaced in time: the noise is taken as white "
@@ -460,13 +460,13 @@ def checked_noise_model(spec, noise_given: bool, measurements: Sequence, what: s
     if not isinstance(model, AR) or not model.fixed:
         return model
     if noise_given:
-        raise ValueError(f"{what} {model.name}: the noise given is white; give the noise or the "
+        raise ValueError(f"{what} {model.shown}: the noise given is white; give the noise or the "
                          "noise model, not both")
     check_order(model, [len(m.ts) for m in measurements], what)
     sampled_noise_model(model, [m.ts for m in measurements], what)
     gaps = gaps_under(model, measurements, channels)
     if gaps:
-        raise ValueError(f"{what} {model.name}: the data have values not measured (NaN) in "
+        raise ValueError(f"{what} {model.shown}: the data have values not measured (NaN) in "
                          f"{', '.join(gaps)}; an autoregression needs whole records: use white "
                          "there")
     return model

@@ -435,7 +435,7 @@ def fit_load_law(
                    else White())
     if displacement_sd is not None and isinstance(noise_model, AR):
         if noise_model.fixed:
-            raise ValueError(f"noise {noise_model.name}: with displacement_noise (errors in both "
+            raise ValueError(f"noise {noise_model.shown}: with displacement_noise (errors in both "
                              "variables) the load noise is white; use auto or white")
         noise_model = White()
     max_misfit = checked_max_misfit(max_misfit)
