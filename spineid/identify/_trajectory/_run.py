@@ -20,18 +20,13 @@ from ...executors._batch import run_batch
 from .._common._failure import compiled_check_message, failed, failed_cost
 from .._common._goodness import assess_fit, unfitted_note
 from .._common._verdict import GoodnessOfFit
-from .._common._noise import (
-    noise_from_residuals,
-    NOISE_SETTLED,
-    settle_noise,
-    unsettled_note,
-)
+from .._common._noise import noise_from_residuals, NOISE_SETTLED, settle_noise, unsettled_note
 from .._common._analysis import analyse_parameters, StandardErrorBound
-from .._common._noise_model import AR, drift_notes, supported_order
-from .._common._padding import padded_length
+from .._common._noise_model import AR, drift_notes
 from .._solvers import agreeing, agreement_note, MultipleShooting, MultiStart
 from .._solvers._base import warm_start
-from ._correlated import correlated_fit, robust_errors, search_noise_models, usable_model
+from ._correlated import (correlated_fit, robust_errors, search_noise_models, usable_model,
+                          whitening_width)
 from ._objective import (
     residual_blocks,
     _cost,
@@ -42,13 +37,8 @@ from ._objective import (
 )
 from ._problem import FitProblem, integrated_implicitly, integrator_names, ringing_phase
 from ._result import VECTOR_MEASURE_NOTE, FitResult, _vector_spring_moments
-from ._shooting import (
-    n_states,
-    segments_problem,
-    shooting_objective,
-    shortest_record,
-    solve_shooting,
-)
+from ._shooting import (n_states, segments_problem, shooting_objective, shortest_record,
+                        solve_shooting)
 
 # Most segment-state unknowns a default multiple shooting adds (all load cases together):
 # its Jacobian and normal matrix are dense.
@@ -94,14 +84,7 @@ class _Run:
         self.transform = problem.transform()
         self.noise_estimated = problem.noise is None
         self.noise_model, self.noise_note = usable_model(problem)
-        # (The width of the refit's whitening under a noise model that may whiten: the
-        # white-weighted fits carry that many zero coefficients, which change nothing, so that
-        # both compile to one program: measured, 10 s of a 1-level neck fit's 30. The highest
-        # order the shortest record's padded length holds, so that records padded alike share
-        # it too; the orders chosen, at most the unpadded length's, fit in it.)
-        self.whitening_width = supported_order(self.noise_model, padded_length(min(
-            len(m.ts) for m in problem.measurements))) if self.noise_estimated and isinstance(
-            self.noise_model, AR) else 0
+        self.whitening_width = whitening_width(problem, self.noise_model)
         if self.noise_estimated:
             # Provisional weights: comparable channels; the real noise level comes later.
             self.sigma = np.maximum(problem.channel_ranges(), 1e-12) * 1e-3
@@ -129,9 +112,8 @@ class _Run:
             python_warnings.warn(text, RuntimeWarning, stacklevel=3)
 
     def objective_for(self, sigma, coefficients=None) -> _Objective:
-        """The residual objective with noise weights `sigma` `(c,)` (and the whitening
-        `coefficients` `(c, q)` of an autoregressive noise model; zeros of the refit's width
-        where none are given: `whitening_width`)."""
+        """The residual objective with noise weights `sigma` `(c,)` and the whitening
+        `coefficients` `(c, q)` of an autoregressive noise model (zeros: `whitening_width`)."""
         problem = self.problem
         if coefficients is None and self.whitening_width:
             coefficients = np.zeros((len(problem.channels), self.whitening_width))
