@@ -137,7 +137,7 @@ class AR(AbstractNoiseModel):
         named = dict(self.coefficients) if self.per_channel else {}
         unknown = [name for name in named if name not in channels]
         if unknown:
-            raise ValueError(f"{what} {self.name}: the data have no channel {unknown[0]!r}; "
+            raise ValueError(f"{what} {self.shown}: the data have no channel {unknown[0]!r}; "
                              f"the channels are {', '.join(channels)}")
 
     @property
@@ -247,7 +247,9 @@ def autoregression_of(autocorrelation, what: str = "autocorrelation") -> tuple[f
 def checked_coefficients(coefficients, what: str) -> tuple[float, ...]:
     """Autoregressive `coefficients` `phi_1..phi_p` given by a user (a number or a sequence of
     1 to `ORDER_LIMIT` finite numbers) of a stationary process (every root of
-    `1 - sum_k phi_k z^k` outside the unit circle); `ValueError` naming `what` otherwise."""
+    `1 - sum_k phi_k z^k` outside the unit circle), without trailing zeros (an order is its
+    last nonzero coefficient, as the compiled whitening reads it: `autoregressive_orders`);
+    `ValueError` naming `what` otherwise."""
     try:
         if isinstance(coefficients, (str, bytes, dict, bool)) or any(
                 isinstance(c, bool) for c in np.atleast_1d(np.asarray(coefficients, object))):
@@ -263,4 +265,5 @@ def checked_coefficients(coefficients, what: str) -> tuple[float, ...]:
         raise ValueError(f"{what} = {coefficients!r}: not a stationary autoregression (a root "
                          "of 1 - sum phi_k z^k lies on or inside the unit circle; an AR(1) "
                          "needs -1 < phi < 1)")
-    return tuple(float(c) for c in phi)
+    nonzero = np.flatnonzero(phi)
+    return tuple(float(c) for c in phi[:nonzero[-1] + 1 if nonzero.size else 1])
