@@ -433,7 +433,7 @@ def test_the_table_verb_takes_a_noise_model_and_a_misfit_tolerance(tmp_path, cap
     capsys.readouterr()
     for extra, message in [(["--noise-model", "ar:2", "--noise", "0.01"], "give one of the two"),
                            (["--noise-model", "pink"], "expected auto, white, ar:P"),
-                           (["--max-misfit", "2mm"], "mm is a length, expected a force"),
+                           (["--max-misfit", "2mm"], "'2mm': mm is a length, expected a force"),
                            (["--max-misfit", "2furlong"], "unknown unit 'furlong'"),
                            (["--max-misfit", "2N%"], "a percentage of the data's range"),
                            (["--max-misfit", "2%%"], "expected a percentage of the data's range")]:

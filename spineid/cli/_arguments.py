@@ -71,7 +71,8 @@ def misfit_fraction(misfit, span: float | None = None, column_unit: str | None =
     if span is None:
         raise ValueError(f"--max-misfit {value:g}{unit or ''}: give a percentage of each "
                          "channel's range (e.g. 3%): the channels have different units")
-    value, _ = column_quantity(f"{value!r}{unit or ''}", "--max-misfit", column_unit,
+    number = f"{value:g}" if float(f"{value:g}") == value else repr(value)  # (as typed)
+    value, _ = column_quantity(f"{number}{unit or ''}", "--max-misfit", column_unit,
                                (si_unit,) if si_unit else ("N", "N m"))
     return value / max(float(span), 1e-300)
 
