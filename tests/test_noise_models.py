@@ -272,6 +272,19 @@ def test_a_law_under_coefficients_given_is_statsmodels_glsar_at_them(noise):
     assert levels[1].level != "explains" and levels[1].explains_data is False
 
 
+def test_coefficients_of_zeros_only_are_white_noise():
+    # `phi:0` whitens by nothing: the fit is statsmodels' OLS, as under `white`, and its noise
+    # model has order 0 (no first sample left out of the verdict for a zero coefficient).
+    data, nodes, X = _law_at_fixed_nodes(np.random.default_rng(7), coefficients=[0.0])
+    form = LawForm("piecewise_linear", nodes, monotone=False)
+    fit = fit_load_law(data, form, noise="phi:0,0")
+    peer = statsmodels.OLS(data.load, X).fit()
+    np.testing.assert_allclose(fit.values, peer.params, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(fit.stderr, peer.bse, rtol=1e-6)
+    assert fit.goodness_of_fit.noise_model["load"]["order"] == 0
+    assert fit.goodness_of_fit.noise_model["load"]["coefficients"] == []
+
+
 @pytest.mark.parametrize("noise, options, message", [
     ("phi:1.2", {}, "not a stationary autoregression"), ("phi:0.5,x", {}, "comma-separated"),
     ("phi:load=0.5;load=0.2", {}, "each channel once"), ("phi:theta=0.5", {}, "no channel"),

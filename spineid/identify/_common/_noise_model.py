@@ -278,8 +278,9 @@ def noise_under(series: Sequence[np.ndarray], coefficients: Sequence[float],
                 n_free: float = 0.0) -> ChannelNoise:
     """The `ChannelNoise` of the autoregression `coefficients` given, its innovations' standard
     deviation from the records `series` whitened by it: `s_a^2 = sum a_t^2 / (N' - n_free)`,
-    `N'` the samples whitened (statsmodels' `GLSAR` scale)."""
-    phi = np.asarray(coefficients, dtype=float)
+    `N'` the samples whitened (statsmodels' `GLSAR` scale). Coefficients of zeros only
+    (`phi:0`) are white noise, order 0, as the compiled whitening reads them."""
+    phi = np.trim_zeros(np.asarray(coefficients, dtype=float), "b")
     series = [np.asarray(s, dtype=float) for s in series if np.size(s)]
     kept = sum(max(s.size - phi.size, 0) for s in series)
     squares = sum(float(a @ a) for a in (whitened(s, phi) for s in series))
