@@ -146,13 +146,10 @@ print(wrong_result.goodness_of_fit.summary())
 # larger misfit: a wrong model or a local optimum).
 
 # %%
-from scipy import signal
-
-b, a = signal.butter(4, 40.0 / 500.0)  # 40 Hz at 1 kHz sampling
-filtered = signal.filtfilt(b, a, np.random.default_rng(1).normal(size=(ts.size + 400, 3)),
-                           axis=0)[200:-200]
-lab = spineid.Measurement(ts, poses + sigma * filtered / filtered.std(axis=0),
-                          ("x", "y", "theta"))
+# (`spineid.correlated_noise` draws noise as labs record it: white noise through a zero-phase
+# Butterworth low-pass, here at 40 Hz of 1 kHz sampling, or an autoregression: phi=...)
+filtered = spineid.correlated_noise(poses.shape, sigma, low_pass=40.0, rate=1000.0, rng=1)
+lab = spineid.Measurement(ts, poses + filtered, ("x", "y", "theta"))
 as_white = spineid.fit(spineid.FitProblem(spineid.ModelFile.from_document(guess), lab,
                                           free=["stiffness"], noise_model="white"))
 print("weighted as white noise:", as_white.goodness_of_fit.level,

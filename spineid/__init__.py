@@ -258,6 +258,7 @@ from .identify import (  # noqa: E402
     BatchFits as BatchFits,
     Candidate as Candidate,
     ChannelNoise as ChannelNoise,
+    correlated_noise as correlated_noise,
     CRITERIA as CRITERIA,
     fit_batch as fit_batch,
     design as design,

@@ -569,3 +569,65 @@ def test_whitening_by_zero_coefficients_changes_nothing():
         out = np.asarray(whiten_padded(jnp.asarray(residuals), jnp.asarray(weight),
                                        jnp.zeros((3, width))))
         np.testing.assert_array_equal(out, residuals)
+
+
+def _lagged_correlations(x, lags):
+    # The sample autocorrelations of a long record `(n,)` at lags 1..`lags`.
+    x = x - x.mean()
+    return np.array([x[:-k] @ x[k:] for k in range(1, lags + 1)]) / (x @ x)
+
+
+def test_autoregressive_noise_for_simulations_has_the_process_autocorrelations():
+    # `correlated_noise(phi=...)` against statsmodels' autocovariances of the AR(2) process;
+    # its first sample as noisy as any (started in the stationary distribution, not at zero:
+    # there the first sample's deviation would be the innovations', 0.66 of the marginal).
+    from spineid import correlated_noise
+
+    phi = (0.5, 0.3)
+    long = correlated_noise((200_000, 2), [1.0, 2.0], phi=phi, rng=0)
+    peer = arma_acovf(np.r_[1.0, -np.asarray(phi)], [1.0], nobs=7)
+    np.testing.assert_allclose(_lagged_correlations(long[:, 0], 6), peer[1:] / peer[0],
+                               atol=0.01)
+    np.testing.assert_allclose(long.std(axis=0), [1.0, 2.0], rtol=0.02)
+    across = correlated_noise((3, 20_000), 2.0, phi=phi, rng=1).std(axis=1)
+    np.testing.assert_allclose(across, 2.0, rtol=0.03)
+    assert np.all(correlated_noise(50, 0.3, phi=[0.0], rng=2) ==
+                  0.3 * np.random.default_rng(2).standard_normal(50))
+
+
+def test_filtered_noise_for_simulations_has_the_zero_phase_butterworth_spectrum():
+    # White noise through a 4th-order Butterworth at 40 Hz, 1 kHz sampling, forwards and
+    # backwards: its autocorrelations are the inverse transform of |H|^4 (scipy's frequency
+    # response integrated), its deviation `sd`, at the record's ends too (no filter start-up).
+    from scipy import signal
+
+    from spineid import correlated_noise
+
+    omega, response = signal.sosfreqz(signal.butter(4, 0.08, output="sos"), worN=1 << 16)
+    power = np.abs(response) ** 4
+    gamma = np.array([np.trapezoid(power * np.cos(omega * k), omega) for k in range(11)])
+    long = correlated_noise(200_000, 0.5, low_pass=40.0, rate=1000.0, rng=3)
+    np.testing.assert_allclose(_lagged_correlations(long, 10), gamma[1:] / gamma[0], atol=0.01)
+    assert long.std() == pytest.approx(0.5, rel=0.03)
+    ends = correlated_noise((40, 20_000), 0.5, low_pass=0.08, rng=4)
+    np.testing.assert_allclose(ends[[0, -1]].std(axis=1), 0.5, rtol=0.03)
+
+
+@pytest.mark.parametrize("shape, sd, options, message", [
+    (100, 1.0, {}, "give phi=... .* or low_pass=..."),
+    (100, 1.0, dict(phi=0.5, low_pass=0.1), "one of them"),
+    (100, 1.0, dict(phi=1.0), r"correlated_noise\(phi\) = 1.0: not a stationary"),
+    (100, 1.0, dict(low_pass=600.0, rate=1000.0), r"low_pass=600.0\): expected a cut-off "
+     r"between 0 and 1 Hz \(the Nyquist rate 500 Hz\)"),
+    (100, 1.0, dict(low_pass=40.0), "between 0 and 1 of the Nyquist rate"),
+    (100, 1.0, dict(low_pass=0.1, rate=-5.0), "rate=-5.0"),
+    (100, 1.0, dict(low_pass=0.1, filter_order=0), "filter_order=0"),
+    ((100, 0), 1.0, dict(phi=0.5), "shape=.100, 0."),
+    ((100, 3), [1.0, 2.0], dict(phi=0.5), r"one per channel of shape \(3,\)"),
+    (100, -1.0, dict(phi=0.5), "finite values >= 0"),
+])
+def test_correlated_noise_refuses_what_it_cannot_draw(shape, sd, options, message):
+    from spineid import correlated_noise
+
+    with pytest.raises(ValueError, match=message):
+        correlated_noise(shape, sd, **options)

@@ -13,6 +13,7 @@ from ._common._noise_kinds import (
     AR as AR,
     White as White,
 )
+from ._common._lab_noise import correlated_noise as correlated_noise
 from ._common._noise_model import ChannelNoise as ChannelNoise
 from ._common._result_family import (
     AbstractParameterFit as AbstractParameterFit,
