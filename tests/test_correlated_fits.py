@@ -183,27 +183,19 @@ def test_gaps_in_a_channel_left_white_keep_the_coefficients_given_for_the_others
         fisher = fisher + jacobian[:, c].T @ np.linalg.solve(covariance, jacobian[:, c])
     np.testing.assert_allclose(result.stderr, np.sqrt(np.diag(np.linalg.inv(fisher))),
                                rtol=0.02)
-    # A gap where an autoregression runs is refused, naming its channel.
-    noise[60, 0] = np.nan
-    with pytest.raises(ValueError, match=r"not measured \(NaN\) in x;"):
-        _problem(pair, noise, noise_model=spineid.AR(coefficients={"x": 0.6, "y": 0.6}))
 
 
 @pytest.mark.parametrize("options, data, message", [
     (dict(noise_model="ar:2", noise=dict(zip(CHANNELS, SD))), None, "not both"),
     (dict(noise_model="ar:30"), None, "whole number from 1 to 20"),
     (dict(noise_model="ar:1"), "uneven", "not evenly spaced"),
-    (dict(noise_model="ar:1"), "gap", "not measured"),
     (dict(noise_model="red"), None, "expected auto, white, ar:P"),
     (dict(noise_model="phi:x=0.5;z=0.5"), None, "no channel 'z'"),
-    (dict(noise_model="phi:0.5"), "gap", "not measured"),
     (dict(max_misfit=0.0), None, "max_misfit"),
 ])
 def test_a_noise_model_the_data_cannot_support_is_refused(pair, options, data, message):
     model_file, ts, clean = pair
     values = clean.copy()
-    if data == "gap":
-        values[50, 0] = np.nan
     if data == "uneven":
         ts = ts ** 1.2 / ts[-1] ** 0.2
     with pytest.raises(ValueError, match=message):
@@ -211,13 +203,39 @@ def test_a_noise_model_the_data_cannot_support_is_refused(pair, options, data, m
                            ["stiffness"], **options)
 
 
-def test_auto_takes_records_with_gaps_as_white_and_says_so(pair):
+@pytest.mark.parametrize("noise_model", ["auto", spineid.AR(coefficients={"x": 0.6, "y": 0.6})])
+def test_runs_between_gaps_are_whitened_and_the_errors_are_the_dense_bound(pair, noise_model):
+    # Markers drop out: y misses a run of ten values and two single ones. Every channel keeps
+    # its autoregression (each run between gaps whitened on its own, its first `order` values
+    # left out: Cochrane-Orcutt per run), and the errors are the Cramer-Rao bound of the dense
+    # covariance over the values measured (the exact Gaussian likelihood with values missing:
+    # the rows and columns of the gaps taken out). Newey-West errors stand beside them.
+    # (With the coefficients given for x and y, theta's noise is white, as the model says.)
     noise = _ar1(np.random.default_rng(5), 201, 0.6)
-    noise[40, 1] = np.nan
-    with pytest.warns(RuntimeWarning, match="taken as white"):
-        result = spineid.fit(_problem(pair, noise), "lm")
-    assert result.goodness_of_fit.noise_model == {}
-    assert any("taken as white" in w for w in result.warnings)
+    if noise_model != "auto":
+        noise[:, 2] = np.random.default_rng(8).normal(size=201) * SD[2]
+    gaps = [40, 41, *range(90, 100), 150]
+    noise[gaps, 1] = np.nan
+    result = spineid.fit(_problem(pair, noise, noise_model=noise_model), "lm")
+    models = result.goodness_of_fit.noise_model
+    assert all(models[c]["order"] >= (1 if c != "theta" or noise_model == "auto" else 0)
+               for c in CHANNELS), models
+    assert not any("taken as white" in w for w in result.warnings)
+    assert result.stderr_robust is not None and np.all(np.isfinite(result.stderr_robust))
+    unit = _problem(pair, np.zeros_like(pair[2]), noise=dict.fromkeys(CHANNELS, 1.0))
+    jacobian = measured_sensitivities(unit, CHANNELS, result.values).reshape(201, 3, -1)
+    fisher = 0
+    for c, channel in enumerate(CHANNELS):
+        phi = models[channel]["coefficients"]
+        gamma = arma_acovf(np.concatenate([[1.0], -np.asarray(phi)]), [1.0], 201,
+                           sigma2=models[channel]["innovation_sd"] ** 2)
+        measured = np.setdiff1d(np.arange(201), gaps if channel == "y" else [])
+        covariance = gamma[np.abs(np.subtract.outer(measured, measured))]
+        fisher = fisher + jacobian[measured, c].T @ np.linalg.solve(covariance,
+                                                                    jacobian[measured, c])
+    np.testing.assert_allclose(result.stderr, np.sqrt(np.diag(np.linalg.inv(fisher))),
+                               rtol=0.03)
+    assert result.goodness_of_fit.level == "explains"
 
 
 def test_the_default_solver_takes_a_fit_that_describes_filtered_noise_as_it_is(pair):

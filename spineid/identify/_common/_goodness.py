@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ._noise_model import ChannelNoise, model_autocovariances, whitened
+from ._noise_model import ChannelNoise, measured_runs, model_autocovariances, whitened
 from ._verdict import GoodnessOfFit
 from ._sliding import autocorrelation_sums, moving_average, sliding_dot
 
@@ -206,7 +206,8 @@ def assess_fit(
     if ordered and finite:
         whiteness = {}
         for c, channel in enumerate(channels):
-            series = [block[:, c][~np.isnan(block[:, c])] for block in blocks]
+            # (each run of values between gaps whitened and tested on its own)
+            series = [run for block in blocks for run in measured_runs(block[:, c])]
             fitted = (noise_models or {}).get(channel)
             if fitted is not None and fitted.order:  # (the innovations, in their own sd)
                 series = [whitened(column * fitted.marginal, fitted.coefficients)

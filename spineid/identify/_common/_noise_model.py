@@ -179,6 +179,15 @@ def whitened(series: np.ndarray, coefficients: Sequence[float]) -> np.ndarray:
     return out
 
 
+def measured_runs(column: np.ndarray) -> list[np.ndarray]:
+    """The runs of values measured in one record's channel `column` `(k,)` (`NaN` where not
+    measured), in order: the pieces an autoregression whitens one by one (`whitened`)."""
+    column = np.asarray(column, dtype=float)
+    measured = ~np.isnan(column)
+    edges = np.flatnonzero(np.diff(np.r_[False, measured, False].astype(int)))
+    return [column[a:b] for a, b in zip(edges[::2], edges[1::2])]
+
+
 SAMPLES_PER_ORDER = 10
 """Samples the shortest record must hold per autoregressive order fitted or given."""
 
@@ -220,10 +229,12 @@ def fit_channel_noise(series: Sequence[np.ndarray], model: AbstractNoiseModel,
     return noise_under(series, models[order][0], n_free)
 
 
-def _candidates(series, model) -> tuple[list[int], list, int]:
-    # The orders `model` allows a channel's records `series`, their Yule-Walker models
-    # (`levinson_durbin`) and the samples they hold.
-    shortest = min((s.size for s in series), default=0)
+def _candidates(series, model, shortest=None) -> tuple[list[int], list, int]:
+    # The orders `model` allows a channel's records `series` (or runs of them, the records'
+    # `shortest` measured samples given), their Yule-Walker models (`levinson_durbin`) and
+    # the samples they hold.
+    if shortest is None:
+        shortest = min((s.size for s in series), default=0)
     if isinstance(model, White):
         orders = [0]
     elif model.order is not None:
@@ -366,19 +377,39 @@ def whitening_rows(coefficients: Sequence[float], length: int) -> np.ndarray:
 
 def whiten_padded(residuals, weight, coefficients):
     """Records' residuals whitened inside a compiled fit: `residuals` `(m, c)` (one record,
-    padded at its end, zero where `weight` `(m,)` is), each channel by its autoregression, the
+    padded at its end, zero where `weight` is), each channel by its autoregression, the
     rows of `coefficients` `(c, q)` (`phi_1..phi_q`, zero-padded for a lower order: a channel's
-    order is its last nonzero coefficient); each channel's first `order` rows and the padding
-    zero (`whitened`, the same filter). A residual of a failed evaluation (`FAILED_RESIDUAL`)
-    stays one, so that the failure shows after the whitening too."""
+    order is its last nonzero coefficient). `weight` `(m,)` (1 for a sample, 0 for padding) or
+    `(m, c)` (also 0 for a value not measured); an innovation is kept where its value and
+    the `order` before it are measured (`whitening_kept`: each run of values between gaps
+    loses its first `order`, Cochrane-Orcutt on each run; `whitened`, the same filter). A
+    residual of a failed evaluation (`FAILED_RESIDUAL`) stays one, so that the failure shows
+    after the whitening too."""
     q = coefficients.shape[1]
     innovations = residuals
     for k in range(1, q + 1):
         innovations = innovations - coefficients[:, k - 1] * jnp.concatenate(
             [jnp.zeros((k, residuals.shape[1])), residuals[:-k]])
-    kept = weight[:, None] * (jnp.arange(residuals.shape[0])[:, None]
-                              >= autoregressive_orders(coefficients)[None, :])
+    kept = whitening_kept(weight, coefficients)
     return jnp.where(residuals == FAILED_RESIDUAL, FAILED_RESIDUAL, innovations * kept)
+
+
+def whitening_kept(weight, coefficients):
+    """Which innovations of one padded record `whiten_padded` keeps, `(m, c)` (1 or 0; numpy
+    or JAX, as `coefficients` `(c, q)` are): where `weight` (`(m,)` or `(m, c)`: a value
+    measured, not padding) holds at the sample and at the channel's `order` samples before
+    it."""
+    concrete = isinstance(coefficients, np.ndarray) and isinstance(weight, np.ndarray)
+    xp = np if concrete else jnp
+    weight = xp.asarray(weight)
+    present = weight[:, None] if weight.ndim == 1 else weight
+    present = xp.broadcast_to(present, (present.shape[0], coefficients.shape[0]))
+    orders = autoregressive_orders(coefficients)
+    kept = present
+    for k in range(1, coefficients.shape[1] + 1):
+        lagged = xp.concatenate([xp.zeros((k, present.shape[1])), present[:-k]])
+        kept = kept * xp.where(k <= orders, lagged, 1.0)
+    return kept
 
 
 def autoregressive_orders(coefficients):
@@ -448,13 +479,15 @@ FLOOR = 1e-13
 
 
 def checked_noise_model(spec, noise_given: bool, measurements: Sequence, what: str = "noise_model",
-                        channels: Sequence[str] | None = None) -> AbstractNoiseModel:
+                        channels: Sequence[str] | None = None, runs: bool = False
+                        ) -> AbstractNoiseModel:
     """The noise model `spec` names (`as_noise_model`), checked against a fit's records
     `measurements` (each with `ts` `(k,)` and `values` `(k, c)`) and `channels` (their names,
     where known): coefficients given for a channel the data lack are refused (`ValueError`
     naming `what`), and a given autoregressive order or coefficients beside given noise
     (`noise_given`: white), on records too short for them (`check_order`), not evenly sampled,
-    or with values not measured (`NaN`)."""
+    or with values not measured (`NaN`) unless the fit whitens the `runs` between them one by
+    one (a trajectory fit: `whiten_padded`)."""
     model = as_noise_model(spec)
     if isinstance(model, AR) and channels is not None:
         model.check_channels(channels, what)
@@ -465,7 +498,7 @@ def checked_noise_model(spec, noise_given: bool, measurements: Sequence, what: s
                          "noise model, not both")
     check_order(model, [len(m.ts) for m in measurements], what)
     sampled_noise_model(model, [m.ts for m in measurements], what)
-    gaps = gaps_under(model, measurements, channels)
+    gaps = [] if runs else gaps_under(model, measurements, channels)
     if gaps:
         raise ValueError(f"{what} {model.shown}: the data have values not measured (NaN) in "
                          f"{', '.join(gaps)}; an autoregression needs whole records: use white "
@@ -494,17 +527,18 @@ def gaps_under(model: AbstractNoiseModel, measurements: Sequence,
 
 
 def usable_noise_model(model: AbstractNoiseModel, noise_given: bool, measurements: Sequence,
-                       channels: Sequence[str] | None = None
+                       channels: Sequence[str] | None = None, runs: bool = False
                        ) -> tuple[AbstractNoiseModel, str | None]:
     """The noise model a fit of `measurements` (channels `channels`) runs under, and a note
     where it is not `model`: `(model, note or None)`. Given noise is white; `"auto"` on records
     not evenly sampled, or with values not measured where it would run an autoregression
-    (`gaps_under`), falls back to white (a given order is refused before:
-    `checked_noise_model`); coefficients given per channel keep their white channels' gaps."""
+    (`gaps_under`) and the fit does not whiten the `runs` between them one by one, falls back
+    to white (a given order is refused before: `checked_noise_model`); coefficients given per
+    channel keep their white channels' gaps."""
     if noise_given:
         return White(), None
     model, note = sampled_noise_model(model, [m.ts for m in measurements], "noise_model")
-    gaps = gaps_under(model, measurements, channels)
+    gaps = [] if runs else gaps_under(model, measurements, channels)
     if gaps:
         return White(), (f"the data have values not measured (NaN) in {', '.join(gaps)}: the "
                          "noise is taken as white (an autoregression needs whole records)")
@@ -523,8 +557,11 @@ def channel_noises(channels: Sequence[str], ranges: Sequence[float], n_free: int
     total = max(sum(int(np.count_nonzero(~np.isnan(b))) for b in blocks), 1)
     noises, searched = {}, {}
     for c, (channel, span) in enumerate(zip(channels, ranges)):
-        series = [b[:, c][~np.isnan(b[:, c])] for b in blocks]
-        series = [s for s in series if s.size]
+        # (each run of values between gaps whitened on its own; the orders bounded by the
+        # shortest record's values measured)
+        lengths = [int(np.count_nonzero(~np.isnan(b[:, c]))) for b in blocks]
+        shortest = min((k for k in lengths if k), default=0)
+        series = [run for b in blocks for run in measured_runs(b[:, c])]
         share = n_free * sum(s.size for s in series) / total
         floor = FLOOR * max(float(span), 1e-300)
         if isinstance(model, AR) and model.given(channel) is not None:
@@ -533,7 +570,7 @@ def channel_noises(channels: Sequence[str], ranges: Sequence[float], n_free: int
             noise = noise_under(series, weighted_by[channel].coefficients, share)
         else:
             kind = model if orders is None else AR(orders[c]) if orders[c] else White()
-            searched[channel] = (series, share, floor, _candidates(series, kind))
+            searched[channel] = (series, share, floor, _candidates(series, kind, shortest))
             continue
         noises[channel] = noise.floored(floor)
     # The orders searched: each channel's `chosen_order`; where the channels together show

@@ -39,9 +39,10 @@ from ._objective import _Objective, residual_blocks
 from ._problem import FitProblem
 
 def usable_model(problem: FitProblem):
-    """`usable_noise_model` of `problem`'s noise model and data."""
+    """`usable_noise_model` of `problem`'s noise model and data (values not measured allowed:
+    the runs between them whitened one by one)."""
     return usable_noise_model(problem.noise_model, problem.noise is not None,
-                              problem.measurements, problem.channels)
+                              problem.measurements, problem.channels, runs=True)
 
 
 def whitening_width(problem: FitProblem, model) -> int:

@@ -33,7 +33,7 @@ from ...simulation._simulate import DEFAULT_ATOL, DEFAULT_RTOL, SimulationResult
 from .._common._abstract_objective import AbstractObjective
 from .._common._analysis import value_scales
 from .._common._failure import failed, guarded
-from .._common._noise_model import autoregressive_orders, whiten_padded
+from .._common._noise_model import whiten_padded, whitening_kept
 from .._common._padding import data_rows, padded_records, record_lengths, trimmed
 from .._common._transform import Transform
 from ._problem import FitProblem
@@ -104,8 +104,12 @@ class _Objective(AbstractObjective):
                                        self.weights[case], self.present[case])
         if self.coefficients is None:
             return residuals
-        return whiten_padded(residuals.reshape(predicted.shape), self.weights[case],
+        return whiten_padded(residuals.reshape(predicted.shape), self._measured(case),
                              self.coefficients).ravel()
+
+    def _measured(self, case: int):
+        # (m, c): 1 for a value of the data measured, 0 for padding or a value not measured.
+        return self.weights[case][:, None] * self.present[case]
 
     @property
     def inexact_jacobians(self) -> bool:
@@ -120,17 +124,19 @@ class _Objective(AbstractObjective):
         """The number of residuals that are data, values measured (an array, so that records
         of different lengths padded alike share a compilation of the solver that counts
         them)."""
-        # (Under a noise model each channel's first `order` samples of a record are left out.)
+        # (Under a noise model each run of values between gaps loses its first `order`.)
         if traced(self.weights) or traced(self.present):
-            dropped = 0 if self.coefficients is None else len(self.weights) * jnp.sum(
-                autoregressive_orders(self.coefficients))
-            return (sum(jnp.sum(w[:, None] * p) for w, p in zip(self.weights, self.present))
-                    - dropped).astype(int)
-        dropped = 0 if self.coefficients is None else len(self.weights) * int(np.sum(
-            autoregressive_orders(np.asarray(self.coefficients))))
-        return np.asarray(sum(int(np.sum(np.asarray(w)[:, None] * np.asarray(p)))
-                              for w, p in zip(self.weights, self.present))
-                          - dropped)  # (no jnp program)
+            if self.coefficients is None:
+                return sum(jnp.sum(w[:, None] * p)
+                           for w, p in zip(self.weights, self.present)).astype(int)
+            return sum(jnp.sum(whitening_kept(w[:, None] * p, self.coefficients))
+                       for w, p in zip(self.weights, self.present)).astype(int)
+        masks = [np.asarray(w)[:, None] * np.asarray(p)
+                 for w, p in zip(self.weights, self.present)]
+        if self.coefficients is not None:
+            coefficients = np.asarray(self.coefficients)
+            masks = [whitening_kept(mask, coefficients) for mask in masks]
+        return np.asarray(int(sum(np.sum(mask) for mask in masks)))  # (no jnp program)
 
     def complete(self) -> bool:
         """Whether every value of the data was measured (concrete: not under `jit`)."""

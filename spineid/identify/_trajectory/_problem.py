@@ -363,7 +363,8 @@ class FitProblem:
         # A given autoregressive order or coefficients must fit the records and name the
         # problem's channels (`checked_noise_model`).
         self.noise_model = checked_noise_model(self.noise_model, self.noise is not None,
-                                               self.measurements, channels=self.channels)
+                                               self.measurements, channels=self.channels,
+                                               runs=True)
 
     def _check_data(self) -> None:
         check_measurements(self.measurements, self.channels, len(self.parameters),
