@@ -190,6 +190,13 @@ def test_vector_spring_fit_reports_moments_and_warns(monkeypatch):
     assert centroid == pytest.approx(np.sum(truth_k * points[:, 0]) / truth_k.sum(), abs=1e-8)
     assert any("at most 4 combinations" in w for w in result.warnings)
     assert np.all(np.isnan(result.stderr))
+    # The moments' errors are those of the sensitivities at the values reported (the fit's
+    # last Jacobian may be one small step before them, its columns mapped with the slope
+    # where it was taken, not at the end: otherwise the row space turns off the moments).
+    _, fresh = spineid.analyse(problem, result.values)
+    assert total["stderr"] == pytest.approx(fresh.standard_error_of(np.ones(6)), rel=1e-3)
+    assert all(np.all(np.isfinite(result.moments[key]["stderr"])) for key in (
+        "total_stiffness", "radius_of_gyration"))
     report = result.report()
     assert report["identifiability"]["rank"] == 3
     assert len(report["identifiability"]["identifiable_combinations"]) == 3

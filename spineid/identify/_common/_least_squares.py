@@ -83,7 +83,9 @@ class LeastSquaresSolution(eqx.Module):
     (`1/2 |r|^2`), `decrement` (the Gauss-Newton decrement left), `converged` (a stopping test
     was met, not `max_steps`), `steps` (iterations that tried a step, accepted or not),
     `jacobians` (forward-mode passes made, exact or not), `damping` (the damping left, for a
-    refit that starts where this fit ended: `levenberg_marquardt(damping=...)`).
+    refit that starts where this fit ended: `levenberg_marquardt(damping=...)`),
+    `linearised_at` (`(p,)`: where `jacobian` was taken, `value` or the point before a final
+    small step; a caller that maps the Jacobian to other coordinates takes their slope there).
     """
 
     value: Float[Array, " p"]
@@ -95,6 +97,7 @@ class LeastSquaresSolution(eqx.Module):
     steps: Array
     jacobians: Array
     damping: Array
+    linearised_at: Float[Array, " p"]
 
 
 def _linearise(function, u, exact):
@@ -253,7 +256,7 @@ def levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 20
                  stale=true, exact_next=jnp.asarray(not inexact_jacobians), exact=false,
                  always_exact=jnp.asarray(not inexact_jacobians), confirming=false,
                  reused=false, done=false, hopeless=false, stalled=jnp.asarray(0),
-                 stall_rejections=jnp.asarray(0))
+                 stall_rejections=jnp.asarray(0), at=u0)
 
     def cond(state):
         going = ~state["done"] & ~state["hopeless"] & (state["steps"] < max_steps)
@@ -267,6 +270,7 @@ def levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 20
                      else tuple(linearise(u, state["exact_next"])))
             + (state["passes"] + 1,),
             lambda: (state["residuals"], state["jacobian"], state["passes"]))
+        at = jnp.where(stale, u, state["at"])  # (where the Jacobian in hand was taken)
         # An inexact pass's residuals are used only at the start, where there are no others.
         residuals = jnp.where(stale & (state["exact_next"] | (state["passes"] == 0)),
                               fresh_residuals, state["residuals"])
@@ -324,13 +328,13 @@ def levenberg_marquardt(function, u0: Float[Array, " p"], *, max_steps: int = 20
                     exact_next=confirm | refresh | always_exact, exact=exact,
                     always_exact=always_exact, confirming=confirm, reused=keep,
                     done=converged & exact, hopeless=_hopeless(damping, largest),
-                    stalled=stalled, stall_rejections=stall_rejections)
+                    stalled=stalled, stall_rejections=stall_rejections, at=at)
 
     state = jax.lax.while_loop(cond, body, state)
     gradient, normal, cost = measures(state["residuals"], state["jacobian"])
     return LeastSquaresSolution(state["u"], state["residuals"], state["jacobian"], cost,
                                 _decrement(gradient, normal), state["done"], state["steps"],
-                                state["passes"], state["damping"])
+                                state["passes"], state["damping"], state["at"])
 
 
 def _single_pass_start(n, u0):
@@ -398,7 +402,7 @@ def _single_pass_solution(state):
     return LeastSquaresSolution(state["u"], state["residuals"], state["jacobian"], state["cost"],
                                 _decrement(gradient, state["jacobian"].T @ state["jacobian"]),
                                 state["done"], state["steps"], state["passes"],
-                                state["damping"])
+                                state["damping"], state["u"])
 
 
 def _evaluator(function, linearise):

@@ -31,7 +31,8 @@ class LocalSolution:
     """What a local solver returns: `value` (`(p,)`, the solver's unconstrained coordinates),
     `converged` (a stopping test was met, not the step limit), `steps` (iterations), and
     `linearisation` (`(cost, residuals (n,), jacobian (n, p))` at the solution, or `None` where
-    the solver does not take Jacobians), and `damping` (Levenberg-Marquardt's damping left, for
+    the solver does not take Jacobians; a fourth entry, where given, `(p,)`: where the Jacobian
+    was taken, one small final step before the solution), and `damping` (Levenberg-Marquardt's damping left, for
     a refit of nearly the same residuals to start from: `LevenbergMarquardt.solve(damping=)`;
     `None` from other solvers). It unpacks as `u, converged, steps, lin = ...`.
     (A dataclass, not a `NamedTuple`: a named tuple's generated constructor belongs to no

@@ -102,8 +102,9 @@ class LevenbergMarquardt(AbstractLocalSolver):
                 solution = LeastSquaresSolution(*stored_call(_levenberg_marquardt_arrays,
                                                              function, u0, **options))
         # Its last exact forward-mode pass is at the solution (or one small final step before
-        # it): the cost and the sensitivities of the result come from the solver instead of
-        # being computed again.
+        # it, `linearised_at`): the cost and the sensitivities of the result come from the
+        # solver instead of being computed again.
         return LocalSolution(solution.value, bool(solution.converged), int(solution.steps),
-                             (solution.cost, solution.residuals, solution.jacobian),
+                             (solution.cost, solution.residuals, solution.jacobian,
+                              np.asarray(solution.linearised_at)),
                              float(solution.damping))

@@ -437,11 +437,17 @@ class _Run:
         u = np.where(shifts != 0, u + (signs * theta + shifts - theta)  # (their transform
                      / np.asarray(transform.scale), u)  # unbounded: u = (theta - start) / scale)
         if linearisation is not None:
-            linearisation = (*linearisation[:2], np.asarray(linearisation[2]) * signs)
-        # The transform is elementwise: dr/dtheta = dr/du / (dtheta/du), column by column.
+            linearisation = (*linearisation[:2], np.asarray(linearisation[2]) * signs,
+                             *linearisation[3:])
+        # The transform is elementwise: dr/dtheta = dr/du / (dtheta/du), column by column,
+        # the slope taken where the Jacobian was (one small final step before `u`: with the
+        # slope at `u` its columns were rescaled by up to 1e-3, which turned a rank-deficient
+        # Jacobian's row space off the moments' gradients, and they lost their errors).
         theta, slope = transform.evaluated(u)
-        if linearisation is not None and np.all(np.abs(slope) > 0) and objective.complete():
-            residuals, jacobian = linearisation[1], np.asarray(linearisation[2]) / slope
+        taken = slope if linearisation is None or len(linearisation) < 4 else np.where(
+            shifts != 0, slope, transform.evaluated(linearisation[3])[1])  # (shifted: linear)
+        if linearisation is not None and np.all(np.abs(taken) > 0) and objective.complete():
+            residuals, jacobian = linearisation[1], np.asarray(linearisation[2]) / taken
             predictions = objective.predictions_from(residuals)  # (the data's samples)
         else:  # no Jacobian at the solution yet, a parameter pressed flat against its bound,
             # or values not measured (whose predictions the residuals do not hold)
