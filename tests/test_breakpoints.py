@@ -228,3 +228,31 @@ def test_window_inside_the_data_and_a_large_offset():
     grid_cost, _ = brute_force(x, y, np.linspace(0.95e-3, 1.5e-3, 1001)[1:-1])
     assert end_cost <= grid_cost * (1 + 1e-12)
     assert end == pytest.approx(0.95e-3, abs=1e-8)
+
+
+def test_two_sharp_breakpoints_at_a_kink_of_the_cost_converge():
+    # A flexion test of three phases (600, 100, 600 N mm/deg, knees at -2 and 2 deg) on an
+    # even grid of rotations: the coordinate-wise search puts each breakpoint where a data
+    # point meets it, a kink of the cost from which no Levenberg-Marquardt step descends. The
+    # fit is converged (it was "NOT converged", exit 1 for a batch), at a cost no pair of a
+    # brute-force grid around the knees beats.
+    rng = np.random.default_rng(5)  # (one of the 12 seeds 0-11 that ended so)
+    x = np.radians(np.linspace(-6.0, 6.0, 200))  # rad
+    knee = np.radians(2.0)
+    y = 100.0 * np.degrees(x) + 500.0 * np.degrees(np.maximum(x - knee, 0.0)
+                                                   + np.minimum(x + knee, 0.0))  # N mm
+    y = 1e-3 * (y + 20.0 * rng.standard_normal(x.size))  # N m
+    fit = spineid.fit_load_law(spineid.LoadDisplacementData(x, y), spineid.LawForm(
+        "piecewise_linear", nodes=np.radians([-6.0, -2.0, 2.0, 6.0]), free_breakpoints=True))
+    assert fit.converged and fit.explains_data
+    grid = np.radians(np.linspace(-2.3, -1.7, 61)), np.radians(np.linspace(1.7, 2.3, 61))
+    best = np.inf
+    for a in grid[0]:
+        for b in grid[1]:
+            design = np.stack([np.ones_like(x), x, np.maximum(x - a, 0), np.maximum(x - b, 0)],
+                              axis=1)
+            residual = design @ np.linalg.lstsq(design, y, rcond=None)[0] - y
+            best = min(best, float(residual @ residual))
+    assert float(fit.residuals @ fit.residuals) <= best * (1 + 1e-9)
+    knees = [v for v, _ in fit.derived["node_displacement"][1:3]]
+    np.testing.assert_allclose(knees, [-knee, knee], atol=np.radians(0.1))
