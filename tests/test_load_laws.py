@@ -336,6 +336,24 @@ def test_table_command_writes_report_law_and_plot(tmp_path):
     np.testing.assert_allclose(np.asarray(fitted.load_values), L5_S1_LOADS, atol=0.05)
 
 
+@pytest.mark.parametrize("columns, use", [
+    ("Disp_mm,Force_N", "a table bushing's translational degree of freedom (m, N)"),
+    ("Angle_deg,Moment_Nm", "a [[torsion]] (rad, N m) or of a table bushing's rotational"),
+])
+def test_the_written_law_says_where_it_belongs(tmp_path, columns, use):
+    # A shear test's law is a translation's (m, N), a flexion test's a rotation's (rad, N m).
+    x = np.linspace(0.0, 2.0, 60)
+    csv = tmp_path / "test.csv"
+    np.savetxt(csv, np.column_stack([x, 3.0 * x + 4.0 * np.maximum(x - 1.0, 0.0)]),
+               delimiter=",", header=columns, comments="")
+    displacement, load = columns.split(",")
+    assert main(["table", str(csv), "--displacement", displacement, "--load", load,
+                 "--n-nodes", "3", "--no-plots", "--out", str(tmp_path / "out")]) == 0
+    first = (tmp_path / "out" / "law.toml").read_text().splitlines()[0]
+    assert first.startswith("# Fitted by `spineid table` from test.csv: use as the `law` of "
+                            + use), first
+
+
 def test_table_command_rejects_bad_data(tmp_path, capsys):
     csv = tmp_path / "bad.csv"
     csv.write_text("displacement,load\n0.0,1.0\n0.1,x\n0.2,3.0\n")

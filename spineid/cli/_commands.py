@@ -418,11 +418,13 @@ def command_table(arguments) -> int:
     contents = dict(result.report(), data=[{"source": data.source, "read_as": data.read_as}],
                     noise_given_as=read, **{f"{k}_given_as": v for k, v in shape_read.items()})
     report = write_json(out / "report.json", dict(contents, profiles=[]))
-    write_text_atomically(
-        out / "law.toml",
-        "# Fitted by `spineid table` from " + pathlib.Path(arguments.data).name + ": use as the "
-        "`law` of a [[torsion]] (rad, N m) or of a table bushing's degree of freedom.\n"
-        + dumps_toml({"law": result.law_table()}))
+    kind = UNITS.get(displacement_unit, (None,))[0]  # (a rotation's law, a translation's)
+    use = {"rad": "a [[torsion]] (rad, N m) or of a table bushing's rotational degree of "
+           "freedom", "m": "a table bushing's translational degree of freedom (m, N)"}.get(
+        kind, "a [[torsion]] (rad, N m) or of a table bushing's degree of freedom")
+    write_text_atomically(out / "law.toml", "# Fitted by `spineid table` from "
+                          f"{pathlib.Path(arguments.data).name}: use as the `law` of {use}.\n"
+                          + dumps_toml({"law": result.law_table()}))
     plots = not arguments.no_plots
     plot = [figures.plot_law_fit(result, data, out / "law_fit.png", unit=arguments.unit)] if plots else []
     units = None if arguments.si else law_units(data.read_as)

@@ -346,7 +346,9 @@ def assess_fit(
     if over and finite:
         advice.append(f"the innovations of {', '.join(over)} are negatively correlated: the "
                       "noise model whitens more than the noise needs, so the standard errors "
-                      "are too large; coefficients given: let the fit estimate them (auto)")
+                      "are too large (on the safe side); where its coefficients were given, "
+                      "let the fit estimate them (auto); where estimated, a lower order (ar:P) "
+                      "whitens less")
     if not finite:
         level = "does_not_describe"
     elif not noise_given and magnitudes is not None and sigma is not None:
