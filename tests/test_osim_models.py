@@ -634,6 +634,33 @@ def test_old_and_foreign_files_are_refused_in_one_sentence(tmp_path, small_neck)
         spineid.read_osim(ellipsoid)
 
 
+def test_bodies_and_locks_opensim_refuses_are_refused_and_odd_inertias_said(tmp_path,
+                                                                           small_neck):
+    # A negative mass (OpenSim's own reader refuses it too), and a locked coordinate that a
+    # CoordinateCouplerConstraint makes follow another (OpenSim then holds that one as well):
+    # one sentence each. An inertia no rigid body has is read as given, with a warning (as
+    # OpenSim simulates it).
+    text = small_neck.read_text()
+    mass = re.search(r"<mass>[^<]*</mass>", text).group(0)
+    negative = _edited(small_neck, mass, "<mass>-0.4</mass>", tmp_path)
+    with pytest.raises(Exception):
+        osim.Model(str(negative)).initSystem()
+    with pytest.raises(ValueError, match=r"/bodyset/v1: mass -0.4: expected a number >= 0"):
+        spineid.read_osim(negative)
+    start = text.index('<Coordinate name="v1_bending">') + len('<Coordinate name="v1_bending">')
+    locked = tmp_path / "locked.osim"
+    locked.write_text(text[:start] + "<locked>true</locked>" + text[start:])
+    assert osim.Model(str(locked)).getCoordinateSet().get("v1_bending").getDefaultLocked()
+    with pytest.raises(ValueError, match=r"coordinate 'v1_bending' is locked and follows "
+                                         r"another through a CoordinateCouplerConstraint"):
+        spineid.read_osim(locked)
+    inertia = re.search(r"<inertia>[^<]*</inertia>", text).group(0)
+    odd = _edited(small_neck, inertia, "<inertia>0.001 0.002 0.001 0.31 0 0</inertia>",
+                  tmp_path)
+    with pytest.warns(RuntimeWarning, match=r"/bodyset/v1: inertia .* is not a rigid body's"):
+        assert spineid.read_osim(odd).inertia_entries[0, 3] == 0.31
+
+
 def test_unsupported_functions_and_constraints_are_named(tmp_path, small_neck):
     text = small_neck.read_text()
     spline = re.search(r'<SimmSpline name="function">.*?</SimmSpline>', text, re.S).group(0)

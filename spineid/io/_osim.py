@@ -180,8 +180,14 @@ def read_osim(path) -> MultibodyTree:
         where = reader.paths[body]
         bodies[body.get("name")] = len(bodies)
         masses.append(float(numbers_of(reader, body, "mass", 1, where)[0]))
+        if not masses[-1] >= 0.0:  # (as OpenSim refuses it)
+            reader.fail(f"{where}: mass {masses[-1]:g}: expected a number >= 0 (kg)")
         centres.append(numbers_of(reader, body, "mass_center", 3, where, default=np.zeros(3)))
         inertias.append(numbers_of(reader, body, "inertia", 6, where, default=np.zeros(6)))
+        if not rigid_inertia(inertias[-1]):  # (OpenSim warns, and simulates it)
+            warnings.warn(f"{reader.path}: {where}: inertia {inertias[-1].tolist()} is not a "
+                          "rigid body's (principal moments >= 0, none above the sum of the "
+                          "other two); read as given", RuntimeWarning, stacklevel=2)
     if not bodies:
         reader.fail("has no bodies (an empty <BodySet>)")
     names, units, defaults, speeds, locked, paths = [], [], [], [], [], []
@@ -189,6 +195,10 @@ def read_osim(path) -> MultibodyTree:
               for element in model.iterfind("JointSet/objects/*")]
     couplers = _couplers(reader, model, names)
     dependent = {coupler.dependent for coupler in couplers}
+    held = [names[i] for i in sorted(dependent) if locked[i]]
+    if held:  # (OpenSim holds the coordinates it follows too: not a model spineid reduces)
+        reader.fail(f"coordinate {held[0]!r} is locked and follows another through a "
+                    "CoordinateCouplerConstraint: unlock it, or lock the coordinates it follows")
     free = tuple(i for i in range(len(names)) if not locked[i] and i not in dependent)
     # (A ball or free joint's default speeds are OpenSim's angular velocity: made rates.)
     speeds = coordinate_rates(joints, floats(defaults), floats(speeds))
@@ -388,6 +398,17 @@ def _couplers(reader, model, names):
             indices if isinstance(function, MultivariatePolynomial) else indices[0],
             function, floats(scale)))
     return _coupler_order(reader, couplers, names)
+
+
+def rigid_inertia(entries) -> bool:
+    """Whether `Ixx Iyy Izz Ixy Ixz Iyz` (kg m^2) can be a rigid body's inertia about its
+    centre of mass: the principal moments (the eigenvalues of the symmetric matrix) >= 0 and
+    none above the sum of the other two (to a relative 1e-12)."""
+    i = np.asarray(entries, dtype=float)
+    moments = np.linalg.eigvalsh(np.array([[i[0], i[3], i[4]], [i[3], i[1], i[5]],
+                                           [i[4], i[5], i[2]]]))
+    slack = 1e-12 * max(float(np.sum(np.abs(moments))), np.finfo(float).tiny)
+    return bool(moments[0] >= -slack and moments[2] <= moments[0] + moments[1] + slack)
 
 
 def _coupler_order(reader, couplers, names):

@@ -19,7 +19,7 @@ from ...elements._parameters import (
     select_parameters,
 )
 from ...io._columns import UNITS, column_unit, noise_in_si
-from ...io._kinds._opensim import rigid_inertia
+from ...io._osim import rigid_inertia
 from ...io._measurements import (
     MARKER_SUFFIXES, Measurement, own_markers_seen, read_measurement, registered_lab_frame,
     states_start,

@@ -45,7 +45,7 @@ from ...elements._parameters import declared_parameters
 from ...kinematics._functions import coordinate_function
 from ...models._multibody import coordinate_rates, coordinate_speeds
 from ...models._tree_parts import LIMIT_PROPERTIES, PrescribedLoad, component_label
-from .._osim import NONNEGATIVE, read_osim
+from .._osim import NONNEGATIVE, read_osim, rigid_inertia
 from .._toml import DocumentChecker
 
 _KEYS = {"kind", "file", "locked", "unlocked", "initial", "initial_speeds", "gravity",
@@ -251,17 +251,6 @@ def _body_tables(check, document, model, body_labels, forces):
     return model, {label: {"mass": float(masses[k]), "mass_center": centres[k].tolist(),
                            "inertia": inertias[k].tolist()}
                    for k, label in enumerate(body_labels)}
-
-
-def rigid_inertia(entries) -> bool:
-    """Whether `Ixx Iyy Izz Ixy Ixz Iyz` (kg m^2) can be a rigid body's inertia about its
-    centre of mass: the principal moments (the eigenvalues of the symmetric matrix) >= 0 and
-    none above the sum of the other two (to a relative 1e-12)."""
-    i = np.asarray(entries, dtype=float)
-    moments = np.linalg.eigvalsh(np.array([[i[0], i[3], i[4]], [i[3], i[1], i[5]],
-                                           [i[4], i[5], i[2]]]))
-    slack = 1e-12 * max(float(np.sum(np.abs(moments))), np.finfo(float).tiny)
-    return bool(moments[0] >= -slack and moments[2] <= moments[0] + moments[1] + slack)
 
 
 def _limit_table(check, table, label, model, k):
