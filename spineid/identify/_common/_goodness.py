@@ -367,7 +367,8 @@ def assess_fit(
         noise_check=noise_check, alpha=alpha, reasons=tuple(reasons), advice=tuple(advice),
         level=level, misfit=misfit,
         noise_model={channel: fitted.to_dict() | {"described": fitted.describe()}
-                     for channel, fitted in (noise_models or {}).items()})
+                     for channel, fitted in (noise_models or {}).items()},
+        units={channel: unit for channel, unit in (units or {}).items() if unit})
 
 
 def unfitted_note(steps: int, values, start, cost: float, n_data: int, data, predictions

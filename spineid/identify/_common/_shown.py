@@ -1,6 +1,8 @@
 """Values shown in a unit: the one formatter every summary uses for a number in the data's
 units (a channel's noise, a misfit, a law's load noise), so that they all read alike."""
 
+from ...io._columns import column_unit, UNITS
+
 Shown = dict[str, tuple[str, float]]
 """Channel -> (its unit, the factor that takes an SI value to it): `{"x": ("mm", 1e3)}`."""
 
@@ -20,3 +22,34 @@ def noise_line(noise: dict, estimated: bool, channels: Shown | None = None) -> s
     channels = channels or {}
     return ("noise sigma " + ("(estimated from residuals)" if estimated else "(given)") + ": "
             + ", ".join(f"{c}={in_unit(sigma, channels.get(c))}" for c, sigma in noise.items()))
+
+
+def data_channel_units(measurements, channels, si: bool = False) -> Shown:
+    """Each of `channels` in the unit its `measurements` were read in (mm, deg, ...: where
+    every file gave it in the same one) and the factor that takes an SI value to it
+    (`{"x": ("mm", 1e3)}`); channels in SI, or files in different units, left out; none with
+    `si`."""
+    shown = {}
+    for channel in channels:
+        try:
+            unit = None if si else column_unit(measurements, channel, "noise")
+        except ValueError:  # (files in different units)
+            unit = None
+        if unit is not None:
+            shown[channel] = (unit, 1.0 / UNITS[unit][1])
+    return shown
+
+
+def problem_channel_units(problem) -> Shown:
+    """`data_channel_units` of a trajectory fit problem's records, its other channels in their
+    SI units (the model's `observable_units`)."""
+    si = zip(problem.channels, problem.models[0].observable_units)
+    return {**{channel: (unit, 1.0) for channel, unit in si if unit},
+            **data_channel_units(problem.measurements, problem.channels)}
+
+
+def noise_values(problem, sigma) -> str:
+    """`x=0.0049 mm, theta=0.011 deg`: a trajectory fit problem's noise `sigma` (`(c,)`, SI)
+    in its channels' units (`problem_channel_units`)."""
+    shown = problem_channel_units(problem)
+    return ", ".join(f"{c}={in_unit(v, shown.get(c))}" for c, v in zip(problem.channels, sigma))

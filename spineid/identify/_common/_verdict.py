@@ -21,7 +21,8 @@ class GoodnessOfFit:
     (channel -> `lag_one_autocorrelation`, `z`, `p_value`; `None` where the samples have no
     order); `noise_check` (channel -> `estimated`, `maximum`, `plausible`; noise estimated
     only); `alpha`; `reasons` (why it does not explain the data, in words) and `advice` (what
-    to try).
+    to try); `units` (channel -> its SI unit, where known: how `summary` shows a channel whose
+    data were SI).
     """
 
     explains_data: bool | None
@@ -42,6 +43,13 @@ class GoodnessOfFit:
     level: str | None = None
     misfit: dict = dataclasses.field(default_factory=dict)
     noise_model: dict = dataclasses.field(default_factory=dict)
+    units: dict = dataclasses.field(default_factory=dict, compare=False)
+
+    def shown(self, shown: Shown | None = None) -> Shown:
+        """Each channel's unit and factor from SI (`Shown`): those of `shown` (the data's
+        units), the others in their SI `units`."""
+        return {**{channel: (unit, 1.0) for channel, unit in self.units.items()},
+                **(shown or {})}
 
     @property
     def accepted(self) -> bool | None:
@@ -84,8 +92,8 @@ class GoodnessOfFit:
         """Plain-language lines: the verdict, the statistics behind it, and what to try. The
         noise models, the misfits' RMS and implausible noise of the channels in `shown` (channel
         -> unit and factor from SI, e.g. `{"x": ("mm", 1e3)}`) are printed in those units; the
-        rest, and every channel by default, in SI."""
-        shown = shown or {}
+        rest, and every channel by default, in SI (named where `units` knows it)."""
+        shown = self.shown(shown)
         if self.noise_given:
             numbers = (f"chi-square {self.chi_square:.6g} for {self.dof} degrees of freedom "
                        f"(reduced {self.reduced_chi_square:.3g}, p = {self.p_value:.3g})")

@@ -17,6 +17,7 @@ from .._common._goodness import assess_fit
 from .._common._noise import noise_from_residuals
 from .._common._noise_model import channel_noises, usable_noise_model, whitened_jacobian
 from .._common._result_family import AbstractResult
+from .._common._shown import data_channel_units
 from .._common._uncertainty import (
     channel_records,
     fisher_analysis,
@@ -166,7 +167,7 @@ class MeasureResult(AbstractResult):
         spread = self.moments["rotational_stiffness"]
         lines.append(f"rotational stiffness of the measure about it: {spread['value']:.4g} N m/rad")
         lines.append(f"atoms the data support: {self.atoms_supported}. {self.support_note}")
-        lines += self.verdict_lines()
+        lines += self.verdict_lines(data_channel_units(self.measurements, self.noise))
         return "\n".join(lines)
 
     def fitted_document(self, model_file: ModelFile) -> dict:
@@ -281,9 +282,12 @@ def _analyse(problem, solver: _Solver, atoms: _Atoms, positions_free: bool, nois
     k_rot, k_rot_err, k_rot_robust = with_error(rotational)
     _, total_err, total_robust = (None, None, None) if at_ceiling else with_error(
         lambda v: to_moments(v)[0])
+    # (Within a standard error of the ceiling counts as on it: the data cannot tell it from
+    # a joint the ceiling holds back, and the total is then a lower bound too.)
+    near = total_err is not None and np.isfinite(total_err) and tau - total < total_err
     moment_report = {
         "total_stiffness": {"value": total, "stderr": total_err, "unit": "N/m",
-                            "at_ceiling": bool(at_ceiling)},
+                            "at_ceiling": bool(at_ceiling or near)},
         "centroid": {"value": [cx, cy], "stderr": [cx_err, cy_err], "unit": "m"},
         "rotational_stiffness": {"value": k_rot, "stderr": k_rot_err, "unit": "N m/rad"},
     }
@@ -364,9 +368,10 @@ def _finish(problem, solver, atoms, method, positions_free, converged, certified
         )
     if analysis["moments"]["total_stiffness"]["at_ceiling"]:
         warnings.append(
-            f"The total stiffness sits on its ceiling max_stiffness = {tau:.4g} N/m: the data "
-            "call for a stiffer joint (an exact pin is infinitely stiff in translation). The "
-            "location is still determined; the total is only a lower bound."
+            f"The total stiffness sits on its ceiling max_stiffness = {tau:.4g} N/m (or within "
+            "a standard error of it): the data call for a stiffer joint (an exact pin is "
+            "infinitely stiff in translation). The location is still determined; the total is "
+            "only a lower bound."
         )
     if np.any(failed(analysis["residuals"])):
         warnings.append("The simulation failed at the recovered measure; do not use it.")

@@ -14,7 +14,7 @@ from ...io._columns import column_unit, unit_in_lab, UNITS
 from ...io._measurements import Measurement
 from ...kinematics._planar import body_point_position
 from .._common._profile import Profiled
-from .._common._shown import noise_line
+from .._common._shown import data_channel_units, noise_line
 from .._common._uncertainty import shown_combination
 from ._problem import FitProblem
 
@@ -78,15 +78,7 @@ class FitResult(Profiled):
         """Each channel's unit as its data were read (mm, deg, ...: where every file gave it in
         the same one) and the factor that takes an SI value to it (`{"x": ("mm", 1e3)}`);
         channels in SI, or files in different units, left out; none with `si`."""
-        shown = {}
-        for channel in self.noise:
-            try:
-                unit = None if si else column_unit(self.measurements, channel, "noise")
-            except ValueError:  # (files in different units)
-                unit = None
-            if unit is not None:
-                shown[channel] = (unit, 1.0 / UNITS[unit][1])
-        return shown
+        return data_channel_units(self.measurements, self.noise, si)
 
     def data_units(self) -> dict[str, str]:
         """The data's own units of length and angle (`{"m": "mm", "rad": "deg"}`, names of
@@ -135,7 +127,7 @@ class FitResult(Profiled):
             f"fit with {self.solver}: {'converged' if self.converged else 'NOT converged'} "
             f"after {self.n_steps} steps in {self.seconds:.2f} s; cost {self.cost:.6g} "
             f"({self.n_data} data values)",
-            noise_line(self.noise, self.noise_estimated, channels),
+            noise_line(self.noise, self.noise_estimated, self.goodness_of_fit.shown(channels)),
             "",
             *([f"parameters in the data's units ({', '.join(lab.values())}; SI in report.json, "
                "and here with summary(si=True) or fit --si):"] if in_units else []),

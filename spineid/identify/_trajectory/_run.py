@@ -20,6 +20,7 @@ from ...executors._batch import run_batch
 from .._common._failure import compiled_check_message, failed, failed_cost
 from .._common._goodness import assess_fit, unfitted_note
 from .._common._verdict import GoodnessOfFit
+from .._common._shown import noise_values
 from .._common._noise import noise_from_residuals, NOISE_SETTLED, settle_noise, unsettled_note
 from .._common._analysis import analyse_parameters, StandardErrorBound
 from .._common._noise_model import AR, drift_notes
@@ -246,9 +247,8 @@ class _Run:
 
         def refit(sigma, previous):
             if progress:
-                print("  noise estimated from the residuals: "
-                      + ", ".join(f"{c}={v:.3g}" for c, v in zip(self.problem.channels, sigma))
-                      + "; refining the fit with these weights", flush=True)
+                print(f"  noise estimated from the residuals: {noise_values(self.problem, sigma)}"
+                      "; refining the fit with these weights", flush=True)
             objective = self.objective_for(sigma)
             start = jnp.asarray(u) if previous is None else previous[0].value
             solution = self.local.solve(objective, start, progress and self.each_step,
