@@ -133,6 +133,25 @@ def test_not_a_model_is_refused(measurement):
         problem.fitted_model([1.0, 2.0])
 
 
+def test_a_problem_built_in_python_takes_noise_with_units_and_refuses_bare_arrays(
+        measurement):
+    # Noise typed with units, as FitProblem.from_files and --noise take it: the same problem
+    # as the SI numbers, said how it was read. Arrays for records, or a list of numbers for a
+    # noise: one sentence each.
+    typed = spineid.FitProblem(python_pair(STIFFNESS), measurement, ["stiffness"],
+                               {"x": "5 um", "y": "0.005 mm", "theta": "1.7e-4"})
+    assert typed.noise == pytest.approx(NOISE, rel=1e-12)
+    assert typed.noise_read["x"] == "5 um"
+    with pytest.raises(ValueError, match="must be spineid.Measurement"):
+        spineid.FitProblem(python_pair(STIFFNESS), [measurement.values], ["stiffness"], NOISE)
+    with pytest.raises(ValueError, match=r"noise: x=\[5e-06\]: expected a positive number"):
+        spineid.FitProblem(python_pair(STIFFNESS), measurement, ["stiffness"],
+                           dict(NOISE, x=[5e-6]))
+    with pytest.raises(ValueError, match="N is a force, expected a length"):
+        spineid.FitProblem(python_pair(STIFFNESS), measurement, ["stiffness"],
+                           dict(NOISE, x="5 N"))
+
+
 def test_load_terms_are_checked():
     with pytest.raises(ValueError, match="component"):
         spineid.SinusoidalLoad.from_terms([("Fz", 1.0, 2.0)])

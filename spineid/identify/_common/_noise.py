@@ -29,7 +29,11 @@ def check_noise(channels: Sequence[str], noise: dict[str, float]) -> dict[str, f
 def _check_positive(values: dict, option: str) -> None:
     # Each channel's standard deviation a positive finite number, else one sentence.
     for channel, sigma in values.items():
-        if not (math.isfinite(sigma) and sigma > 0):
+        try:
+            number = float(sigma)
+        except (TypeError, ValueError):
+            number = math.nan
+        if not (math.isfinite(number) and number > 0):
             raise ValueError(f"{option}: {channel}={sigma!r}: expected a positive number")
 
 

@@ -102,6 +102,10 @@ class FitProblem:
     ):
         if isinstance(measurements, Measurement):
             measurements = [measurements]
+        if isinstance(measurements, (str, pathlib.Path)) or not all(
+                isinstance(m, Measurement) for m in measurements):
+            raise ValueError("FitProblem: measurements must be spineid.Measurement(ts, values, "
+                             "channels) or a list of them (FitProblem.from_files reads files)")
         if isinstance(model, ModelFile):
             self.model_file, self.model = model, model.model
             self.source, declared = model.source, model.parameters
@@ -124,8 +128,12 @@ class FitProblem:
         self.channels = tuple(self.model.observable_names)
         self.start = np.array([p.value(self.models[p.record or 0]) for p in self.parameters])
         self._check_data()
+        read = {}  # (noise typed with units, `{"x": "5 um"}`, as `from_files` reads it)
+        if isinstance(noise, dict) and any(isinstance(v, str) for v in noise.values()):
+            noise, read = noise_in_si(noise, self.measurements, self.channels,
+                                      self.model.observable_units, "noise")
         self.noise = None if noise is None else check_noise(self.channels, noise)
-        self.noise_read: dict = {}  # (`from_files`: how typed noise was read)
+        self.noise_read: dict = read  # (how typed noise was read)
         self.started_from_data: list = []  # (`from_files`: files whose first row is the start)
         self.start_notes: list = []  # (`from_files`: records that start far from the model)
         self.noise_max = check_noise_max(self.channels, noise_max)
@@ -256,6 +264,10 @@ class FitProblem:
         Monte-Carlo study, or another specimen's test of the same protocol)."""
         if isinstance(measurements, Measurement):
             measurements = [measurements]
+        if isinstance(measurements, (str, pathlib.Path)) or not all(
+                isinstance(m, Measurement) for m in measurements):
+            raise ValueError("FitProblem: measurements must be spineid.Measurement(ts, values, "
+                             "channels) or a list of them (FitProblem.from_files reads files)")
         measurements = tuple(measurements)
         if len(measurements) != len(self.measurements):
             raise ValueError(f"with_measurements: {len(measurements)} measurements for "
