@@ -52,6 +52,7 @@ def test_a_folder_of_tests_with_a_broken_file(tmp_path):
     assert [row["status"] for row in rows] == ["ok", "ok", "ok", "failed"]
     assert "line 2, column Torque_Nm: expected a number" in rows[3]["error"]
     assert (out / "c7_Pos" / "error.txt").read_text().startswith(str(folder / "c7_Pos.csv"))
+    assert (out / "c7_Pos" / "error.txt").read_text().count("c7_Pos.csv") == 1
     assert (out / "population.png").stat().st_size > 0
     marker = json.loads((out / "spineid-outputs.json").read_text())
     assert marker["complete"] and "c5_Ant/report.json" in marker["files"]

@@ -512,6 +512,26 @@ def test_options_stated_in_a_unit_take_a_number_with_its_unit(arguments, attribu
     assert getattr(parsed, attribute) == pytest.approx(value, rel=1e-12)
 
 
+@pytest.mark.parametrize("arguments, attribute, value", [
+    (["table", "d.csv", "--nodes", "-6,-2,2,6", "--out", "o"], "nodes", "-6,-2,2,6"),
+    (["table", "d.csv", "--smoothing", "-.5"], None, "--smoothing: '-.5': expected a non-neg"),
+    (["table", "d.csv", "--max-misfit", "-2%"], None, "--max-misfit: '-2%': expected a positive"),
+    (["segment", "--moment", "-1.5Nm"], None, "expected a positive number"),
+])
+def test_an_option_value_with_a_minus_sign_is_the_options(arguments, attribute, value, capsys):
+    # Argparse takes `-6,-2,2,6` for an option: the value is joined to its option first, so
+    # that nodes left of zero parse and a negative number is refused by the option's own rule.
+    from spineid.cli import build_parser
+    from spineid.cli._main import _signed_values
+
+    if attribute is not None:
+        assert getattr(build_parser().parse_args(_signed_values(arguments)), attribute) == value
+        return
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(_signed_values(arguments))
+    assert value in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("arguments, message", [
     (["segment", "--moment", "3N"], "N is not a unit of N m"),
     (["segment", "--force", "2deg"], "deg is not a unit of N"),
@@ -572,7 +592,9 @@ def test_an_inertia_is_read_in_the_kind_of_the_displacement():
     *[(text, text) for text in (
         "noise_model.csv: a segment fit needs", "noise_max-2.csv: bad", "runs/noise_model/a.sto",
         "C:\\data\\noise_model.csv: bad", "no column 'noise_max'", "my_noise_model: x",
-        "noise_model_x", "the noise estimated from the residuals", "noise: 5")],
+        "noise_model_x", "the noise estimated from the residuals", "the noise: 5")],
+    ("noise: x=0.0: expected a positive number", "--noise: x=0.0: expected a positive number"),
+    ("a long ridge; draw more (samples=...) and", "a long ridge; draw more (--samples N) and"),
 ])
 def test_a_fit_functions_message_names_the_commands_options(message, shown):
     # The fit functions name their Python arguments; the command line shows its options.

@@ -83,6 +83,9 @@ _OPTIONS = {"noise_model": "--noise-model", "max_misfit": "--max-misfit",
             "displacement_noise": "--displacement-noise", "noise_max": "--noise-max"}
 _ARGUMENT = re.compile(r"(?<![\w/\\.'-])(?:(" + "|".join(_OPTIONS) + r")(?![\w/\\'-]|\.\w)"
                        r"|noise(?= (?:ar|phi|acf):)|noise='(\w+)')")
+# (A trajectory fit's per-channel noise, refused at the message's start; a posterior's draws.)
+_OTHERS = ((re.compile(r"^noise(?=: )"), "--noise"),
+           (re.compile(r"\(samples=\.\.\.\)"), "(--samples N)"))
 
 
 def in_option_terms(message: str) -> str:
@@ -95,7 +98,10 @@ def in_option_terms(message: str) -> str:
             return f"--noise-model {match.group(2)}"
         return _OPTIONS.get(match.group(1), "--noise-model")
 
-    return _ARGUMENT.sub(option, message)
+    message = _ARGUMENT.sub(option, message)
+    for pattern, option_name in _OTHERS:
+        message = pattern.sub(option_name, message)
+    return message
 
 
 def check_batch_options(arguments) -> None:

@@ -389,7 +389,8 @@ def run_file(job: dict) -> dict:
     outcome = ("failed" if error is not None else "ok" if status == 0 else
                "not accepted")  # (did not converge, or its verdict rejects the fit)
     if error is not None:
-        write_text_atomically(folder / "error.txt", f"{path}: {error}\n")
+        named = error.startswith(f"{path}:")  # (the file named once where the error does)
+        write_text_atomically(folder / "error.txt", f"{error if named else f'{path}: {error}'}\n")
         log.write(f"spineid: error: {error}\n")
     write_text_atomically(folder / "log.txt", log.getvalue())
     return {"row": _summary_row(path, stem, job["group"], outcome, seconds, report, error,

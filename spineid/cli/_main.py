@@ -7,6 +7,7 @@ import _thread
 import gc
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -57,6 +58,22 @@ def console() -> int:
     return status
 
 
+_SIGNED = re.compile(r"-\.?\d")
+
+
+def _signed_values(argv: list[str]) -> list[str]:
+    # An option's value that starts with a minus sign (`--nodes -6,-2,2,6`, `--max-misfit
+    # -2%`) joined to it (`--nodes=-6,-2,2,6`): argparse takes `-6,-2,2,6` for an option.
+    joined, tokens = [], list(argv)
+    while tokens:
+        token = tokens.pop(0)
+        if (token.startswith("--") and "=" not in token and tokens
+                and _SIGNED.match(tokens[0])):
+            token = f"{token}={tokens.pop(0)}"
+        joined.append(token)
+    return joined
+
+
 def main(argv: list[str] | None = None, *, figure_processes: int = 0) -> int:
     """Entry point of the `spineid` console script; returns the exit status (0 done, 1 a fit
     that did not converge, 2 bad input with a one-line error, 124 stopped at `--time-limit`,
@@ -66,7 +83,7 @@ def main(argv: list[str] | None = None, *, figure_processes: int = 0) -> int:
     forked before the verb runs (`spineid.cli._drawing`); only for a process in which nothing
     has run in JAX yet (`console`), since a fork after JAX's threads started is unsafe. The
     caller ends them (`_drawing.stop`)."""
-    arguments = build_parser().parse_args(argv)
+    arguments = build_parser().parse_args(_signed_values(sys.argv[1:] if argv is None else argv))
     if (figure_processes and arguments.command == "fit" and not arguments.no_plots
             and not uses_dask(arguments)):  # (a Dask batch's workers draw their own figures)
         _drawing.start(figure_processes)

@@ -132,14 +132,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     simulate_parser = commands.add_parser("simulate", help="simulate a model file, write a CSV")
-    simulate_parser.add_argument("model", help="model file (TOML)")
-    _add_output(simulate_parser, help="trajectory CSV (default: MODEL_trajectory.csv)")
+    simulate_parser.add_argument("model", help="model file (TOML) or OpenSim model (.osim)")
+    _add_output(simulate_parser, help="trajectory CSV, OpenSim states .sto or markers .trc "
+                "(default: MODEL_trajectory.csv)")
     _add_integrator(simulate_parser, "the simulation")
     simulate_parser.set_defaults(run=verbs.command_simulate)
     fit_parser = commands.add_parser(
         "fit", help="fit model parameters to measured trajectories by least squares"
     )
-    fit_parser.add_argument("model", help="model file (TOML); its values are the starting guess")
+    fit_parser.add_argument("model", help="model file (TOML) or OpenSim model (.osim); its "
+                            "values are the starting guess")
     fit_parser.add_argument("data", nargs="+", help="trajectory file(s), repeated records of the "
                             "model's one load case (with --each, one fit per file): CSV or "
                             "OpenSim .sto/.mot, or markers .trc/.c3d with --markers")
@@ -296,13 +298,17 @@ def build_parser() -> argparse.ArgumentParser:
                               help="the data file's time column (default t; only a damper or "
                                    "an inertia needs it)")
     _add_units(table_parser)
-    table_parser.add_argument("--law", default="piecewise_linear", choices=LAW_KINDS)
+    table_parser.add_argument("--law", default="piecewise_linear", choices=LAW_KINDS,
+                              help="the law's form (default piecewise_linear: a table of "
+                                   "phases)")
     table_parser.add_argument("--nodes", metavar="X0,X1,...",
                               help="node displacements of a table law, each with its unit "
                                    "(1.5mm, 2deg) or bare in the displacement column's unit "
                                    "(SI for a column without one; default: --n-nodes evenly "
                                    "over the data)")
-    table_parser.add_argument("--n-nodes", type=AT_LEAST_TWO, default=6)
+    table_parser.add_argument("--n-nodes", type=AT_LEAST_TWO, default=6,
+                              help="nodes of a table law, evenly over the data, without --nodes "
+                                   "(default 6)")
     table_parser.add_argument("--free-breakpoints", action="store_true",
                               help="also fit the interior node displacements (phase bounds)")
     table_parser.add_argument("--smoothing", type=width_text, metavar="W",
@@ -311,7 +317,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "unit (default 0: sharp corners)")
     table_parser.add_argument("--not-monotone", action="store_true",
                               help="allow a table load to decrease (negative stiffness)")
-    table_parser.add_argument("--degree", type=POSITIVE_INT, default=3, help="polynomial degree")
+    table_parser.add_argument("--degree", type=POSITIVE_INT, default=3,
+                              help="a polynomial law's degree (default 3)")
     table_parser.add_argument("--damping", action="store_true",
                               help="fit a damper on the displacement rate (needs column t)")
     table_parser.add_argument("--inertia", type=inertia_text, default="0", metavar="J",
