@@ -359,7 +359,7 @@ def test_table_command_rejects_bad_data(tmp_path, capsys):
     csv.write_text("displacement,load\n0.0,1.0\n0.1,x\n0.2,3.0\n")
     assert main(["table", str(csv), "--out", str(tmp_path / "out")]) == 2
     assert "line 3, column load" in capsys.readouterr().err
-    csv.write_text("displacement,moment\n0.0,1.0\n")
+    csv.write_text("displacement,moment\n0.0,1.0\n0.1,2.0\n0.2,3.0\n")
     assert main(["table", str(csv), "--out", str(tmp_path / "out")]) == 2
     assert "missing column" in capsys.readouterr().err
     csv.write_text("t,displacement,load\n0,0.0,1.0\n0,0.1,2.0\n1,0.2,3.0\n")
@@ -369,6 +369,11 @@ def test_table_command_rejects_bad_data(tmp_path, capsys):
     csv.write_text("displacement,load\n0.0,0.0\n0.1,1.0\n0.2,2.5\n0.3,4.0\n")
     assert main(["table", str(csv), "--solver", "varpro", "--out", str(tmp_path / "vp")]) == 2
     assert "free_breakpoints" in capsys.readouterr().err and not (tmp_path / "vp").exists()
+    # Too few rows for a law: the count, and what a test needs, in the words of the file.
+    for rows, header in ((0, "displacement,load"), (2, "Disp_mm,Force_N")):
+        csv.write_text(header + "\n" + "".join(f"{k},{k}\n" for k in range(rows)))
+        assert main(["table", str(csv), "--out", str(tmp_path / "few")]) == 2
+        assert f"bad.csv: {rows} data row(s); at least 3 are needed" in capsys.readouterr().err
 
 
 def test_database_tables_hold_known_cells():

@@ -442,9 +442,12 @@ class LoadDisplacementData:
     def __post_init__(self):
         x = np.asarray(self.displacement, dtype=float)
         y = np.asarray(self.load, dtype=float)
-        if x.ndim != 1 or x.shape != y.shape or x.size < 3:
+        if x.ndim != 1 or x.shape != y.shape:
             raise ValueError(f"{self.source}: displacement and load must be 1-D of equal length "
-                             f">= 3, got shapes {x.shape} and {y.shape}")
+                             f"(one row each), got shapes {x.shape} and {y.shape}")
+        if x.size < 3:
+            raise ValueError(f"{self.source}: {x.size} data row(s); a load-displacement test "
+                             "needs at least 3")
         for name, values in (("displacement", x), ("load", y)):
             bad = np.flatnonzero(~np.isfinite(values))
             if bad.size:
@@ -477,14 +480,14 @@ def read_load_displacement(path, *, displacement: str | None = None, load: str |
             pathlib.Path(path).suffix.lower() not in STORAGE_SUFFIXES and \
             has_columns(path, ("displacement", "load")):
         columns = read_table(path, ("displacement", "load"), optional=("t",), others="ignore",
-                             min_rows=1)
+                             min_rows=3)
         return LoadDisplacementData(columns["displacement"], columns["load"], columns.get("t"),
                                     str(path))
     mapping = {name: column for name, column in
                (("displacement", displacement), ("load", load), ("t", time)) if column}
     read = read_quantities(path, {"displacement": ("m", "rad"), "load": ("N", "N m"),
                                   "t": "s"}, columns=mapping, units=units, optional=("t",),
-                           min_rows=1)
+                           min_rows=3)  # (a law's fit needs three points or more)
     kinds = [UNITS.get(read.read_as[name]["unit"], (None,))[0]
              for name in ("displacement", "load")]
     if kinds in (["rad", "N"], ["m", "N m"]):
