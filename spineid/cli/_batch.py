@@ -448,9 +448,12 @@ def run_batch(arguments, verb, data: list[pathlib.Path], data_field: str = "data
 
     out.file(".batch/batch.json")  # (prepares the folder; listed in the marker)
     with _threads_output(isinstance(executor, Local) and executor.threads > 1):
-        parallel_run(run_file, jobs, executor=executor, chunk=1, out=out.path / ".batch",
-                     resume=getattr(arguments, "resume", False), overwrite=True,
-                     key=_batch_key(arguments, data), on_chunk=arrived)
+        try:
+            parallel_run(run_file, jobs, executor=executor, chunk=1, out=out.path / ".batch",
+                         resume=getattr(arguments, "resume", False), overwrite=True,
+                         key=_batch_key(arguments, data), on_chunk=arrived)
+        finally:  # (the bar's line ended before an error is printed under it)
+            progress.close()
     ordered = [rows[i] for i in sorted(rows)]
     failed = sum(not ok for ok in accepted.values())
     population = figures.plot_population(
@@ -488,4 +491,5 @@ def _progress(total: int, verb: str):
         else:
             print(f"[{done[0]}/{total}] {path}: {outcome} ({seconds:.2f} s)", flush=True)
 
+    update.close = lambda: bar is not None and bar.close()
     return update
