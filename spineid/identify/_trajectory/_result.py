@@ -29,8 +29,9 @@ class FitResult(Profiled):
     the returned values; the standard errors mean something only if it does), and
     `covariance`, `message`, `n_steps`, `solver` (what ran; `, simulated by NAME` where the
     problem names its `simulation_solver`), `start_costs` (final cost from
-    each start run, under the weights of the search: with the noise estimated, the noise
-    of the first fit, so on another scale than `cost`; compare them with each other), `starts` (`run`: starts run, `skipped`: starts whose simulation failed),
+    each start run, under the weights of the search: with the noise estimated, provisional
+    weights of 1e-3 of each channel's range, so on another scale than `cost`; compare them
+    with each other), `starts` (`run`: starts run, `skipped`: starts whose simulation failed),
     `moments` (identifiable summaries of a vector-spring measure, with standard errors),
     `stderr_robust` (under an autoregressive noise model: Newey-West errors of the white-weighted
     fit; `None` otherwise; `noise` is then each channel's own standard deviation, and
