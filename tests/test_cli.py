@@ -595,6 +595,9 @@ def test_an_inertia_is_read_in_the_kind_of_the_displacement():
         "noise_model_x", "the noise estimated from the residuals", "the noise: 5")],
     ("noise: x=0.0: expected a positive number", "--noise: x=0.0: expected a positive number"),
     ("a long ridge; draw more (samples=...) and", "a long ridge; draw more (--samples N) and"),
+    ("the simulation ends at 0.01 s, before the pulse does (0.1 s)",
+     "--t-end: the simulation ends at 0.01 s, before the pulse does (0.1 s)"),
+    ("Rod levels ('L1',): expected at least two", "--levels ('L1',): expected at least two"),
 ])
 def test_a_fit_functions_message_names_the_commands_options(message, shown):
     # The fit functions name their Python arguments; the command line shows its options.

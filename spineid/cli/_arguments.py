@@ -83,9 +83,12 @@ _OPTIONS = {"noise_model": "--noise-model", "max_misfit": "--max-misfit",
             "displacement_noise": "--displacement-noise", "noise_max": "--noise-max"}
 _ARGUMENT = re.compile(r"(?<![\w/\\.'-])(?:(" + "|".join(_OPTIONS) + r")(?![\w/\\'-]|\.\w)"
                        r"|noise(?= (?:ar|phi|acf):)|noise='(\w+)')")
-# (A trajectory fit's per-channel noise, refused at the message's start; a posterior's draws.)
+# (A trajectory fit's per-channel noise, refused at the message's start; a posterior's draws;
+# whiplash's end time and an instrumentation's rod levels.)
 _OTHERS = ((re.compile(r"^noise(?=: )"), "--noise"),
-           (re.compile(r"\(samples=\.\.\.\)"), "(--samples N)"))
+           (re.compile(r"\(samples=\.\.\.\)"), "(--samples N)"),
+           (re.compile(r"^(?=the simulation ends at .* before the pulse does)"), "--t-end: "),
+           (re.compile(r"^Rod levels "), "--levels "))
 
 
 def in_option_terms(message: str) -> str:
