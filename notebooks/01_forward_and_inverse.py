@@ -165,7 +165,7 @@ print(lab_result.goodness_of_fit.summary())
 # %% [markdown]
 # The default noise model (`"auto"`) fits an autoregression to each channel's residuals (the
 # order AIC prefers, none where BIC finds them white), refits by generalized least squares and
-# takes the errors under it: here about three times those of the white weighting, and the
+# takes the errors under it: here about four times those of the white weighting, and the
 # estimates lie much closer to the truth in their terms. A Butterworth spectrum is not a
 # low-order autoregression, though: the whitened residuals are still not white, and over many
 # such records these errors are still 1.1-1.2 times too small (docs/goodness-of-fit.md,
