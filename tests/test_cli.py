@@ -524,6 +524,7 @@ def test_an_option_value_with_a_minus_sign_is_the_options(arguments, attribute, 
     from spineid.cli import build_parser
     from spineid.cli._main import _signed_values
 
+    assert _signed_values(["fit", "--", "-1.csv"]) == ["fit", "--", "-1.csv"]
     if attribute is not None:
         assert getattr(build_parser().parse_args(_signed_values(arguments)), attribute) == value
         return

@@ -621,6 +621,7 @@ def test_filtered_noise_for_simulations_has_the_zero_phase_butterworth_spectrum(
      r"between 0 and 1 Hz \(the Nyquist rate 500 Hz\)"),
     (100, 1.0, dict(low_pass=40.0), "between 0 and 1 of the Nyquist rate"),
     (100, 1.0, dict(low_pass=0.1, rate=-5.0), "rate=-5.0"),
+    (100, 1.0, dict(low_pass=40.0, rate="abc"), "rate='abc'"),
     (100, 1.0, dict(low_pass=0.1, filter_order=0), "filter_order=0"),
     ((100, 0), 1.0, dict(phi=0.5), "shape=.100, 0."),
     ((100, 3), [1.0, 2.0], dict(phi=0.5), r"one per channel of shape \(3,\)"),
@@ -631,3 +632,21 @@ def test_correlated_noise_refuses_what_it_cannot_draw(shape, sd, options, messag
 
     with pytest.raises(ValueError, match=message):
         correlated_noise(shape, sd, **options)
+
+
+def test_runs_between_gaps_shorter_than_the_order_give_no_innovation():
+    # A marker seen for three frames between two dropouts, under an order of 4: that run
+    # whitens to nothing (it raised before), and the channel's noise comes from the rest.
+    from spineid.identify._common._goodness import misfit_exceeds
+
+    assert whitened(np.arange(1.0, 4.0), [0.1] * 4).shape == (0,)
+    rng = np.random.default_rng(4)
+    block = _autoregressive(rng, 600, (0.6,))[:, None]
+    block[[200, 204]] = np.nan
+    noise = channel_noises(["x"], [1.0], 0, [block], AR(4))["x"]
+    assert noise.order == 4 and np.isfinite(noise.innovation)
+    # The smooth misfit that keeps an autoregression from taking up a wrong model is found
+    # across gaps as without them.
+    misfit = 0.5 * np.sin(np.linspace(0.0, 3.0 * np.pi, 600))[:, None] + 0.01 * block
+    assert misfit_exceeds([np.nan_to_num(misfit)], [2.0], 0.02)
+    assert misfit_exceeds([misfit], [2.0], 0.02)

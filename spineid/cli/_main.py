@@ -67,6 +67,8 @@ def _signed_values(argv: list[str]) -> list[str]:
     joined, tokens = [], list(argv)
     while tokens:
         token = tokens.pop(0)
+        if token == "--":  # (positional arguments only after it)
+            return joined + [token] + tokens
         if (token.startswith("--") and "=" not in token and tokens
                 and _SIGNED.match(tokens[0])):
             token = f"{token}={tokens.pop(0)}"

@@ -34,11 +34,22 @@ def value_scales(values, transform) -> np.ndarray:
     return np.where(np.abs(values) > 0, np.abs(values), np.asarray(transform.scale))
 
 
-def physical_jacobian(jacobian_u, u, transform) -> tuple[np.ndarray, np.ndarray]:
+def linearised_at(solution):
+    """Where a `LocalSolution`'s Jacobian was taken (`(p,)`, unconstrained), where its solver
+    says (Levenberg-Marquardt's fourth linearisation entry), else `None` (at its value)."""
+    linearisation = solution.linearisation
+    return None if linearisation is None or len(linearisation) < 4 else linearisation[3]
+
+
+def physical_jacobian(jacobian_u, u, transform, taken=None) -> tuple[np.ndarray, np.ndarray]:
     """`(theta, J)`: the physical values `(p,)` at the unconstrained point `u` `(p,)` and the
-    Jacobian `(n, p)` by them, from the Jacobian `jacobian_u` `(n, p)` by `u` (the transform is
-    elementwise: `dr/dtheta_j = (dr/du_j) / (dtheta_j/du_j)`)."""
+    Jacobian `(n, p)` by them, from the Jacobian `jacobian_u` `(n, p)` by `u` taken at `taken`
+    (default `u`; Levenberg-Marquardt's `linearised_at`, one small final step before it) (the
+    transform is elementwise: `dr/dtheta_j = (dr/du_j) / (dtheta_j/du_j)`, the slope where the
+    Jacobian was taken)."""
     theta, slope = transform.evaluated(u)
+    if taken is not None:
+        slope = transform.evaluated(np.asarray(taken))[1]
     return theta, np.asarray(jacobian_u) / slope[None, :]
 
 

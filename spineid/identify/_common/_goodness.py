@@ -151,8 +151,9 @@ def assess_fit(
     **Arguments:**
     - `residuals`: one array `(k, c)` per load case (or test), `(data - fit) / sigma`, the
       samples in their order (time, or displacement); `NaN` entries are values not measured
-      (left out: `n_data` counts the others; a channel's whiteness is tested on its measured
-      samples in order), infinite ones count as a failed fit.
+      (left out: `n_data` counts the others; a channel's whiteness is tested on each run of
+      measured samples between them, its smooth misfit on its measured samples in order),
+      infinite ones count as a failed fit.
     - `channels`: the `c` channel names; `n_parameters`: the number of directions the fit
       absorbed (the rank of its sensitivity matrix).
     - `noise_given`: whether `sigma` (channel -> SI standard deviation) was given or estimated.
@@ -423,7 +424,8 @@ def misfit_exceeds(blocks: Sequence[np.ndarray], ranges: Sequence[float],
     an autoregression fitted to such residuals would take the misfit up as noise (its refits,
     near a unit root, did not settle: measured on the pair fitted without its dampers)."""
     for c, span in enumerate(ranges):
-        found = smooth_misfit([b[:, c] for b in blocks], ChannelNoise(0, (), 1.0, 1.0))
+        found = smooth_misfit([b[:, c][~np.isnan(b[:, c])] for b in blocks],  # (as the verdict)
+                              ChannelNoise(0, (), 1.0, 1.0))
         if found is not None and found["rms"] > max_misfit * float(span):
             return True
     return False

@@ -92,10 +92,13 @@ def _autoregressive(generator, shape, phi: np.ndarray) -> np.ndarray:
 def _cutoff(low_pass, rate) -> float:
     # The cut-off as a fraction of the Nyquist rate (scipy.signal.butter's `Wn`).
     try:
-        cut = float(low_pass)
         nyquist = 1.0 if rate is None else float(rate) / 2.0
     except (TypeError, ValueError):
-        cut, nyquist = math.nan, 1.0
+        nyquist = math.nan
+    try:
+        cut = float(low_pass)
+    except (TypeError, ValueError):
+        cut = math.nan
     if (rate is not None and not nyquist > 0) or not math.isfinite(nyquist):
         raise ValueError(f"correlated_noise(rate={rate!r}): expected a sampling rate > 0 in Hz")
     if not 0.0 < cut / nyquist < 1.0:
@@ -120,7 +123,7 @@ def _filtered(generator, shape, cutoff: float, order) -> np.ndarray:
         energy = np.cumsum(response ** 2)
         if energy[-1] - energy[pad // 2] <= 1e-14 * energy[-1]:
             break
-    kernel = np.convolve(response, response[::-1])  # (the forward-backward impulse response)
+    kernel = signal.fftconvolve(response, response[::-1])  # (forwards-backwards response)
     n = shape[0]
     white = generator.standard_normal((n + 2 * pad,) + shape[1:])
     forward = signal.sosfilt(sections, white, axis=0)

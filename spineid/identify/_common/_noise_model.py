@@ -173,6 +173,8 @@ def whitened(series: np.ndarray, coefficients: Sequence[float]) -> np.ndarray:
     series = np.asarray(series, dtype=float)
     phi = np.asarray(coefficients, dtype=float)
     p = phi.size
+    if series.shape[0] <= p:  # (a run between gaps no longer than the order: no innovation)
+        return series[:0].copy()
     out = series[p:].copy()
     for k in range(1, p + 1):
         out -= phi[k - 1] * series[p - k:len(series) - k]

@@ -166,3 +166,34 @@ def _coordinate_descent(x, y, low, high, knots, extra, max_sweeps):
         if before - cost <= 1e-12 * max(before, 1e-300):
             break
     return knots, float(cost)
+
+
+def start_loads(data, nodes) -> np.ndarray:
+    """A table law's node loads `(m,)` at `nodes` from the `data` (a `LoadDisplacementData`)
+    binned around each node: a monotone running start."""
+    order = np.argsort(data.displacement)
+    x, y = data.displacement[order], data.load[order]
+    return np.interp(nodes, x, np.convolve(y, np.ones(5) / 5, mode="same"))
+
+
+def projected_start(data, nodes, velocity, known_load, smoothing):
+    """`(nodes, loads, damping, method)`: a table law's interior `nodes` moved to the
+    breakpoints of the least-squares optimum (variable projection, `best_breakpoints`: exact
+    for one, coordinate-wise for more), node loads and damper (on `velocity`, or `None`) from
+    the linear solve of `data`'s load less `known_load` at them, and the method in words; the
+    given nodes where no search result fits (a phase left narrower than `smoothing`)."""
+    extra = None if velocity is None else velocity[:, None]
+    target = data.load - known_load
+    count = nodes.size - 2
+    knots, _ = best_breakpoints(data.displacement, target, nodes[0], nodes[-1], count, extra,
+                                start=nodes[1:-1])
+    moved = np.concatenate([nodes[:1], knots, nodes[-1:]])
+    if not np.all(np.isfinite(knots)) or np.min(np.diff(moved)) <= smoothing:
+        return nodes, start_loads(data, nodes), 0.0, "Levenberg-Marquardt"
+    design = design_matrix(data.displacement, knots, extra)
+    coefficients, *_ = np.linalg.lstsq(design, target, rcond=None)
+    nodes = np.concatenate([nodes[:1], knots, nodes[-1:]])
+    loads = design_matrix(nodes, knots)[:, :count + 2] @ coefficients[:count + 2]
+    how = ("exact" if count == 1 else "coordinate-wise") + " least-squares breakpoint"
+    return (nodes, loads, float(coefficients[-1]) if velocity is not None else 0.0,
+            f"{how}{'s' if count > 1 else ''} by variable projection, then Levenberg-Marquardt")

@@ -35,6 +35,7 @@ from ...simulation._equilibrium import equilibrium, equilibrium_change
 from .._common._abstract_objective import AbstractObjective
 from .._common._analysis import (
     analyse_parameters,
+    linearised_at,
     not_converged_note,
     ParameterAnalysis,
     physical_jacobian,
@@ -303,7 +304,8 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
         solution, objective, noises = correlated
         converged, steps = solution.converged, steps + solution.steps
         sigma = innovations(noises)
-    values, jacobian = physical_jacobian(solution.jacobian, solution.value, transform)
+    values, jacobian = physical_jacobian(solution.jacobian, solution.value, transform,
+                                         linearised_at(solution))
     predicted, equilibria = objective.white().predictions_from(
         linearised(objective.white(), solution.value)[0] if noises else solution.residuals)
     names = [p.name for p in parameters]
@@ -321,8 +323,8 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
     if noises:
         # Beside them, Newey-West errors of the white-weighted estimate (each channel a record
         # in the order of the rows).
-        least_squares, white_jacobian = physical_jacobian(white_solution.jacobian,
-                                                          white_solution.value, transform)
+        least_squares, white_jacobian = physical_jacobian(
+            white_solution.jacobian, white_solution.value, transform, linearised_at(white_solution))
         robust = np.sqrt(np.maximum(np.diag(hac_covariance(
             white_jacobian, -np.asarray(white_solution.residuals), channel_records(
                 [len(measured)], 6), analysis.identifiability.identifiable

@@ -37,7 +37,7 @@ from ...simulation._flexibility import (
     check_sweepable, DIRECTIONS, joint_axes, joint_names, moment_sweep,
 )
 from .._common._abstract_objective import AbstractObjective
-from .._common._analysis import analyse_parameters, not_converged_note
+from .._common._analysis import analyse_parameters, linearised_at, not_converged_note
 from .._common._failure import compiled_check_message, failed, failed_cost, guarded
 from .._common._goodness import assess_fit
 from .._common._noise import check_noise, grouped_noise
@@ -347,8 +347,11 @@ def fit_spine_levels(chain: SpatialChain, loaded: str, moments, poses, *, observ
     values = np.exp(u)
     joints = joint_names(chain)
     labels = [f"{joint} {direction}" for joint in joints for direction in DIRECTIONS]
-    # (no bounds: the scales are exp(u), so d scale / du is the scale itself)
-    analysis = analyse_parameters(np.asarray(solution.jacobian) / values[None, :], values,
+    # (no bounds: the scales are exp(u), so d scale / du is the scale itself, taken where the
+    # Jacobian was: `linearised_at`)
+    taken = linearised_at(solution)
+    slope = values if taken is None else np.exp(np.asarray(taken))
+    analysis = analyse_parameters(np.asarray(solution.jacobian) / slope[None, :], values,
                                   labels, ["1"] * len(labels), scales=values)
     covariance, identifiability = analysis.covariance, analysis.identifiability
     stderr = analysis.stderr.copy()  # (NaN below for scales another optimum moves)

@@ -58,7 +58,7 @@ from .._common._result_family import json_number
 from .._common._transform import Transform
 from .._common._uncertainty import hac_covariance
 from .._solvers import LAW_SOLVER, LevenbergMarquardt, MultiStart, VariableProjection
-from ._breakpoints import best_breakpoints, design_matrix
+from ._breakpoints import projected_start, start_loads
 from ._errors_in_variables import (checked_displacement_noise, effective_sd, load_noise_beside,
                                    typical_noise)
 from ._law_form import LawDynamics, LawForm, misplaced_option
@@ -244,34 +244,6 @@ def _default_nodes(data: LoadDisplacementData, count: int) -> np.ndarray:
     return np.linspace(data.displacement.min(), data.displacement.max(), count)
 
 
-def _start_loads(data, nodes):
-    # Node loads from the data binned around each node (a monotone running start).
-    order = np.argsort(data.displacement)
-    x, y = data.displacement[order], data.load[order]
-    return np.interp(nodes, x, np.convolve(y, np.ones(5) / 5, mode="same"))
-
-
-def _projected_start(data, nodes, velocity, known_load, smoothing):
-    # Breakpoints at the least-squares optimum (variable projection), node loads and damper
-    # from the linear solve at those breakpoints; the given nodes where no search result
-    # fits (a phase left narrower than the smoothing width).
-    extra = None if velocity is None else velocity[:, None]
-    target = data.load - known_load
-    count = nodes.size - 2
-    knots, _ = best_breakpoints(data.displacement, target, nodes[0], nodes[-1], count, extra,
-                                start=nodes[1:-1])
-    moved = np.concatenate([nodes[:1], knots, nodes[-1:]])
-    if not np.all(np.isfinite(knots)) or np.min(np.diff(moved)) <= smoothing:
-        return nodes, _start_loads(data, nodes), 0.0, "Levenberg-Marquardt"
-    design = design_matrix(data.displacement, knots, extra)
-    coefficients, *_ = np.linalg.lstsq(design, target, rcond=None)
-    nodes = np.concatenate([nodes[:1], knots, nodes[-1:]])
-    loads = design_matrix(nodes, knots)[:, :count + 2] @ coefficients[:count + 2]
-    how = ("exact" if count == 1 else "coordinate-wise") + " least-squares breakpoint"
-    return (nodes, loads, float(coefficients[-1]) if velocity is not None else 0.0,
-            f"{how}{'s' if count > 1 else ''} by variable projection, then Levenberg-Marquardt")
-
-
 def fit_load_law(
     data: LoadDisplacementData,
     law: LawForm | str = "piecewise_linear",
@@ -374,13 +346,13 @@ def fit_load_law(
         if kind == "piecewise_linear" and not 0 <= smoothing <= np.min(np.diff(node_x)):
             raise ValueError(f"smoothing {smoothing / factor:g}{unit}: expected between 0 and "
                              f"the shortest phase {np.min(np.diff(node_x)) / factor:g}{unit}")
-        start = _start_loads(data, node_x)
+        start = start_loads(data, node_x)
         spread = max(np.ptp(data.load), 1e-12)
         if free_breakpoints:
             if node_x.size < 3:
                 raise ValueError("free_breakpoints needs at least 3 nodes (interior ones move)")
             if isinstance(solver, VariableProjection):
-                node_x, start, damping_start, method = _projected_start(
+                node_x, start, damping_start, method = projected_start(
                     data, node_x, velocity if damping else None, inertia * acceleration,
                     smoothing)
             # The end nodes stay (beyond them the end phases continue, so moving an end node
@@ -456,17 +428,22 @@ def fit_load_law(
                              else jnp.asarray(displacement_sd, float))
 
     estimates, used = [], []  # the noise estimated after each fit; each refit's weights
-    # (Sharp breakpoints from the coordinate-wise search: where a node meets a data point the
-    # cost has a kink, where no step lowers it: a solve that takes none ends at an optimum.)
-    kinked = table and free_breakpoints and isinstance(solver, VariableProjection) and not smoothing
-    def settled(solution, u0) -> bool:  # noqa: E306
-        return bool(solution.converged or kinked and np.allclose(solution.value, u0, 0.0, 1e-9))
+    # (Sharp breakpoints at the search's optimum, loads unclipped, white weights: where a node
+    # meets a data point the cost has a kink, where no step lowers it: a solve that takes none
+    # from there ends at an optimum.)
+    kinked = (table and free_breakpoints and not smoothing and displacement_sd is None
+              and method.startswith(("exact", "coordinate")) and not (monotone and bool(np.any(
+                  np.diff(start) < 1e-3 * spread))))
+    def settled(solution, u0, white=True) -> bool:  # noqa: E306
+        return bool(solution.converged or kinked and white and np.allclose(solution.value, u0,
+                                                                           0.0, 1e-9))
 
     def refit(sigma, theta):  # (the local solver from `theta`, under the latest estimate)
         used.append(estimates[-1])
         u0 = transform.to_unconstrained(jnp.asarray(theta))
         solution = local.solve(residuals_at(sigma, estimates[-1].coefficients), u0)
-        return transform.to_physical(solution.value), settled(solution, u0)
+        return transform.to_physical(solution.value), settled(solution, u0,
+                                                              not estimates[-1].order)
 
     sigma = 1.0 if noise_estimated else float(noise)
     if not (np.isfinite(sigma) and sigma > 0):

@@ -102,6 +102,11 @@ class FitProblem:
     ):
         if isinstance(measurements, Measurement):
             measurements = [measurements]
+        if not isinstance(measurements, (str, pathlib.Path)):
+            try:
+                measurements = tuple(measurements)
+            except TypeError:
+                measurements = (measurements,)
         if isinstance(measurements, (str, pathlib.Path)) or not all(
                 isinstance(m, Measurement) for m in measurements):
             raise ValueError("FitProblem: measurements must be spineid.Measurement(ts, values, "
