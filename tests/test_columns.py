@@ -398,7 +398,7 @@ def test_noise_typed_with_units_or_in_the_columns_units_is_the_noise_in_si(tmp_p
     assert "noise given: x 5e-06 m (SI)" in printed["si"]
     # The summary gives each channel's noise in the unit its column was in.
     assert "noise sigma (given): x=0.005 mm, y=0.005 mm, theta=0.00573 deg" in printed["bare"]
-    assert "noise sigma (given): x=5e-06, y=5e-06, theta=0.0001" in printed["si"]
+    assert "noise sigma (given): x=5e-06 m, y=5e-06 m, theta=0.0001 rad" in printed["si"]
     # And the parameters in the data's units (N/mm for a file in mm), SI beside in the report.
     assert "parameters in the data's units (mm, deg; SI in report.json" in printed["bare"]
     assert "parameters in the data's units" not in printed["si"]
