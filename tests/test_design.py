@@ -279,10 +279,19 @@ def test_a_validation_under_correlated_errors_simulates_them_and_fits_them_as_a_
     orders = [record["noise_model"]["x"]["order"]
               for record in validation.fits.records]
     assert min(orders) >= 1, orders
-    # A design whose experiment leaves a channel unmeasured cannot be validated so.
+    # An experiment that measures the rotation alone beside one that measures everything:
+    # each channel is whitened where it is measured. A design in which no experiment
+    # measures a channel cannot be validated so (its noise could not be estimated).
     rotation = dataclasses.replace(candidates[0], name="theta only", channels=("theta",))
+    both = spineid.design([rotation, candidates[1]], ["stiffness"], NOISE, budget=2,
+                          correlation={"theta": [0.5]})
+    assert set(both.chosen) == {"theta only", candidates[1].name}
+    validation = spineid.validate_design(both, 2, seed=5)
+    assert validation.fitted == 2 and not validation.errors
+    assert all(record["noise_model"]["theta"]["order"] >= 1
+               for record in validation.fits.records)
     partial = spineid.design([rotation], ["stiffness"], NOISE, correlation={"theta": [0.5]})
-    with pytest.raises(ValueError, match="must measure every channel"):
+    with pytest.raises(ValueError, match=r"no chosen experiment measures \['x', 'y'\]"):
         spineid.validate_design(partial, 3)
 
 

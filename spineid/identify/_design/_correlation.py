@@ -102,11 +102,15 @@ def correlated_copies(problem: FitProblem, correlation: Mapping[str, Sequence[fl
     noise-free data plus stationary autoregressive errors of the problem's standard deviations
     and `correlation`'s coefficients (white where a channel has none; numpy's generator seeded
     by `seed`, copy by copy, load case by load case, channel by channel), each to be fitted as
-    a lab would: the noise estimated and its model `"auto"`. Raises `ValueError` where an
-    experiment does not measure every channel (an autoregression needs whole records)."""
-    if any(np.isnan(m.values).any() for m in problem.measurements):
-        raise ValueError("validate_design: under correlated errors every chosen experiment must "
-                         "measure every channel (the fits' autoregressions need whole records)")
+    a lab would: the noise estimated and its model `"auto"` (a channel an experiment does not
+    measure left out of its record: the fits whiten each channel where it is measured). Raises
+    `ValueError` where no chosen experiment measures a channel (its noise could not be
+    estimated)."""
+    unmeasured = [c for j, c in enumerate(problem.channels)
+                  if all(np.isnan(m.values[:, j]).all() for m in problem.measurements)]
+    if unmeasured:
+        raise ValueError(f"validate_design: under correlated errors the fits estimate each "
+                         f"channel's noise, and no chosen experiment measures {unmeasured}")
     rng = np.random.default_rng(seed)
     unknown = copy.copy(problem)  # (its options kept, its noise to be estimated)
     unknown.noise = None
