@@ -40,12 +40,18 @@ def data_channel_units(measurements, channels, si: bool = False) -> Shown:
     return shown
 
 
+def under_si(si_units: dict, shown: Shown | None = None) -> Shown:
+    """The channels of `shown` (the data's units) with the others in their SI units
+    (`si_units`: channel -> SI unit name, factor 1; channels without a unit name left out)."""
+    return {**{channel: (unit, 1.0) for channel, unit in si_units.items() if unit},
+            **(shown or {})}
+
+
 def problem_channel_units(problem) -> Shown:
     """`data_channel_units` of a trajectory fit problem's records, its other channels in their
     SI units (the model's `observable_units`)."""
-    si = zip(problem.channels, problem.models[0].observable_units)
-    return {**{channel: (unit, 1.0) for channel, unit in si if unit},
-            **data_channel_units(problem.measurements, problem.channels)}
+    return under_si(dict(zip(problem.channels, problem.models[0].observable_units)),
+                    data_channel_units(problem.measurements, problem.channels))
 
 
 def noise_values(problem, sigma) -> str:

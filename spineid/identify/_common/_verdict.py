@@ -6,7 +6,7 @@ import dataclasses
 import math
 
 from ._noise_model import ChannelNoise
-from ._shown import in_unit, Shown
+from ._shown import in_unit, Shown, under_si
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,8 +48,7 @@ class GoodnessOfFit:
     def shown(self, shown: Shown | None = None) -> Shown:
         """Each channel's unit and factor from SI (`Shown`): those of `shown` (the data's
         units), the others in their SI `units`."""
-        return {**{channel: (unit, 1.0) for channel, unit in self.units.items()},
-                **(shown or {})}
+        return under_si(self.units, shown)
 
     @property
     def accepted(self) -> bool | None:

@@ -126,11 +126,10 @@ class _Objective(AbstractObjective):
         them)."""
         # (Under a noise model each run of values between gaps loses its first `order`.)
         if traced(self.weights) or traced(self.present):
-            if self.coefficients is None:
-                return sum(jnp.sum(w[:, None] * p)
-                           for w, p in zip(self.weights, self.present)).astype(int)
-            return sum(jnp.sum(whitening_kept(w[:, None] * p, self.coefficients))
-                       for w, p in zip(self.weights, self.present)).astype(int)
+            masks = [self._measured(case) for case in range(len(self.weights))]
+            if self.coefficients is not None:
+                masks = [whitening_kept(mask, self.coefficients) for mask in masks]
+            return sum(jnp.sum(mask) for mask in masks).astype(int)
         masks = [np.asarray(w)[:, None] * np.asarray(p)
                  for w, p in zip(self.weights, self.present)]
         if self.coefficients is not None:

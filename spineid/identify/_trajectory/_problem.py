@@ -100,17 +100,7 @@ class FitProblem:
         noise_model="auto",
         max_misfit: float = MAX_MISFIT,
     ):
-        if isinstance(measurements, Measurement):
-            measurements = [measurements]
-        if not isinstance(measurements, (str, pathlib.Path)):
-            try:
-                measurements = tuple(measurements)
-            except TypeError:
-                measurements = (measurements,)
-        if isinstance(measurements, (str, pathlib.Path)) or not all(
-                isinstance(m, Measurement) for m in measurements):
-            raise ValueError("FitProblem: measurements must be spineid.Measurement(ts, values, "
-                             "channels) or a list of them (FitProblem.from_files reads files)")
+        measurements = _records(measurements)
         if isinstance(model, ModelFile):
             self.model_file, self.model = model, model.model
             self.source, declared = model.source, model.parameters
@@ -267,13 +257,7 @@ class FitProblem:
         """The same problem (models, free parameters, noise, options) with other data: one
         `Measurement` per load case, with this problem's channels (e.g. a noise draw of a
         Monte-Carlo study, or another specimen's test of the same protocol)."""
-        if isinstance(measurements, Measurement):
-            measurements = [measurements]
-        if isinstance(measurements, (str, pathlib.Path)) or not all(
-                isinstance(m, Measurement) for m in measurements):
-            raise ValueError("FitProblem: measurements must be spineid.Measurement(ts, values, "
-                             "channels) or a list of them (FitProblem.from_files reads files)")
-        measurements = tuple(measurements)
+        measurements = _records(measurements)
         if len(measurements) != len(self.measurements):
             raise ValueError(f"with_measurements: {len(measurements)} measurements for "
                              f"{len(self.measurements)} load cases")
@@ -491,6 +475,22 @@ def integrated_implicitly(models, solver: diffrax.AbstractSolver | None = None) 
         return isinstance(solver, implicit)
     return any(isinstance(model.preferred_solver(), implicit)
                for model in models if isinstance(model, AbstractLagrangianSystem))
+
+
+def _records(measurements) -> tuple[Measurement, ...]:
+    """`measurements` (one `Measurement`, or any iterable of them, read once) as a tuple;
+    a path, an array or anything else refused in one sentence."""
+    if isinstance(measurements, Measurement):
+        return (measurements,)
+    try:
+        records = (None,) if isinstance(measurements, (str, pathlib.Path)) else tuple(
+            measurements)
+    except TypeError:
+        records = (None,)
+    if not all(isinstance(m, Measurement) for m in records):
+        raise ValueError("FitProblem: measurements must be spineid.Measurement(ts, values, "
+                         "channels) or a list of them (FitProblem.from_files reads files)")
+    return records
 
 
 def _start_notes(problem, paths, started, far: float = 0.1) -> list[str]:
