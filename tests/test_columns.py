@@ -125,6 +125,38 @@ def test_unusable_columns_and_units_are_refused(tmp_path, columns, units, messag
         read_quantities(path, TRAJECTORY, columns=columns, units=units)
 
 
+def test_a_testers_odd_files_are_read_or_refused_saying_why(tmp_path):
+    # A moment's unit spelt N*mm or N.m reads as Nmm, Nm; a quantity whose only candidate
+    # column has a unit spineid does not know is refused naming that unit (not "missing"); a
+    # file separated by semicolons, and time running back, say so; a test whose displacement
+    # never changes is refused before a fit.
+    loads = {"Mx_N*mm": [1.0, 2.0, 4.0], "My_N.m": [1.0, 2.0, 4.0]}
+    read = read_quantities(write_csv(tmp_path / "spelt.csv", loads), {"Mx": "N m", "My": "N m"})
+    np.testing.assert_allclose(read.values["Mx"], [1e-3, 2e-3, 4e-3], rtol=1e-15)
+    np.testing.assert_allclose(read.values["My"], [1.0, 2.0, 4.0])
+    assert (read.read_as["Mx"]["unit"], read.read_as["My"]["unit"]) == ("Nmm", "Nm")
+    furlong = write_csv(tmp_path / "furlong.csv", {"t": T, "x_furlong": X, "y": Y,
+                                                   "theta": THETA})
+    with pytest.raises(ValueError, match=r"'x_furlong' would be x but its unit 'furlong' is "
+                                         r"not one spineid knows \(s, ms, m,"):
+        read_quantities(furlong, TRAJECTORY)
+    semicolons = tmp_path / "semicolons.csv"
+    semicolons.write_text("# export\nt;x;y;theta\n0,0;1,5;0,0;0,0\n")
+    with pytest.raises(ValueError, match=r"its header seems separated by semicolons \('t;x;y;"
+                                         r"theta'\); spineid reads comma-separated files"):
+        read_quantities(semicolons, TRAJECTORY)
+    back = write_csv(tmp_path / "back.csv", {"Time_s": [0.0, 0.1, 0.1, 0.2],
+                                             "displacement": [0.0, 1.0, 2.0, 3.0],
+                                             "load": [0.0, 1.0, 2.0, 3.0]})
+    with pytest.raises(ValueError, match=r"strictly increasing; data row 3 \(0.1\) does not "
+                                         r"follow data row 2 \(0.1\)"):
+        spineid.read_load_displacement(back, time="Time_s")
+    still = write_csv(tmp_path / "still.csv", {"displacement_mm": [1.0] * 5,
+                                               "load_N": [0.0, 1.0, 2.0, 3.0, 4.0]})
+    with pytest.raises(ValueError, match="the displacement does not vary"):
+        spineid.read_load_displacement(still)
+
+
 def test_assignments_are_parsed_and_refused_by_name():
     assert parse_assignments("t=Time_s, x = disp_mm", "--columns") == {"t": "Time_s",
                                                                         "x": "disp_mm"}

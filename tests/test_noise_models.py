@@ -335,7 +335,7 @@ def test_white_errors_understate_what_the_noise_model_states():
     assert white.goodness_of_fit.explains_data is False  # (its residuals are not white)
 
 
-def test_a_slightly_curved_law_is_described_and_a_missed_phase_is_flagged():
+def test_a_slightly_curved_law_is_described_and_a_missed_phase_is_flagged(tmp_path):
     rng = np.random.default_rng(9)
 
     def curved(x):  # a two-phase law with a smooth bend: about 1% of the range left over
@@ -356,6 +356,16 @@ def test_a_slightly_curved_law_is_described_and_a_missed_phase_is_flagged():
     assert flagged.goodness_of_fit.level == "does_not_describe" and not flagged.accepted
     assert flagged.goodness_of_fit.misfit["load"]["fraction_of_range"] > 0.02
     assert "does NOT describe" in flagged.summary()
+    # The command line exits 1 for it, and its law.toml says first that it is not to be used
+    # as it is (the accepted fit's does not).
+    for name, law, status in (("yielding", yielding, 1), ("curved", curved, 0)):
+        data = _tester(np.random.default_rng(9), law, sd=0.004)
+        (tmp_path / f"{name}.csv").write_text("displacement,load\n" + "".join(
+            f"{x:.17g},{y:.17g}\n" for x, y in zip(data.displacement, data.load)))
+        assert main(["table", str(tmp_path / f"{name}.csv"), "--n-nodes", "3",
+                     "--free-breakpoints", "--out", str(tmp_path / name), "--no-plots"]) == status
+        first = (tmp_path / name / "law.toml").read_text().splitlines()[0]
+        assert first.startswith("# CAUTION: this fit does not describe its data") == bool(status)
     # A lab that tolerates such a misfit says so
     assert fit_load_law(_tester(rng, yielding, sd=0.004),
                         LawForm("piecewise_linear", n_nodes=3, free_breakpoints=True),

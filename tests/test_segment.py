@@ -345,6 +345,11 @@ def test_segment_command_runs_the_nine_cases_and_fits(tmp_path, capsys):
     assert any("solved by multistart" in w for w in report["warnings"])
     again = read_toml(fitted / "fitted.toml")
     assert [t["stiffness"] for t in again["facets"]] == pytest.approx([2.0e5, 2.0e5], rel=1e-6)
+    # The nine cases written beside it are the fitted model's (the file's, 2.0e5), not the
+    # start's (1.5e5).
+    cases_fitted = json.loads((fitted / "summary.json").read_text())["cases"]
+    for ours, truth in zip(cases_fitted, summary["cases"]):
+        assert ours["rotation_deg"] == pytest.approx(truth["rotation_deg"], rel=1e-5, abs=1e-9)
     # The same test as a lab writes it (N, N mm, mm, deg under its own names) with the noise
     # bare in the columns' units: the same fit, printed in N/mm, mm and deg.
     cases = read_quasi_static(out / "cases.csv")

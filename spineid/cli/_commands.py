@@ -53,6 +53,7 @@ from ..studies import peak_force_sensitivity, segment_study, whiplash_study
 from ._arguments import (column_quantity, column_values, inertia_in_si, integrator,
                          misfit_fraction, parse_markers, parse_noise)
 from ._outputs import (
+    caution,
     figures,
     output_file,
     refuse_non_finite,
@@ -326,8 +327,8 @@ def command_stiffness(arguments) -> int:
         noise_given_as=read))
     fragment = {"bushings": [{"kind": "spine", "stiffness": result.matrix.tolist()}]}
     write_text_atomically(
-        out / "stiffness.toml",
-        "# Fitted by `spineid stiffness` from " + pathlib.Path(arguments.data).name + ": paste "
+        out / "stiffness.toml", f"# {caution(result)}\n" * bool(caution(result))
+        + "# Fitted by `spineid stiffness` from " + pathlib.Path(arguments.data).name + ": paste "
         "into a spatial_pair model and add frame1, frame2 (and damping).\n"
         + (f"# Not determined by the test: {', '.join(result.undetermined())} (their values "
            "are not measured: 0, or a minimum-norm share); give them values before use.\n"
@@ -422,7 +423,8 @@ def command_table(arguments) -> int:
     use = {"rad": "a [[torsion]] (rad, N m) or of a table bushing's rotational degree of "
            "freedom", "m": "a table bushing's translational degree of freedom (m, N)"}.get(
         kind, "a [[torsion]] (rad, N m) or of a table bushing's degree of freedom")
-    write_text_atomically(out / "law.toml", "# Fitted by `spineid table` from "
+    write_text_atomically(out / "law.toml", f"# {caution(result)}\n" * bool(caution(result))
+                          + "# Fitted by `spineid table` from "
                           f"{pathlib.Path(arguments.data).name}: use as the `law` of {use}.\n"
                           + dumps_toml({"law": result.law_table()}))
     plots = not arguments.no_plots
@@ -544,7 +546,7 @@ def command_segment(arguments) -> int:
     noise = parse_noise(arguments.noise, typed=True)
     solver = None if arguments.starts is None else MultiStart(n=arguments.starts,
                                                                 seed=arguments.seed or 0)
-    test, noise_read = None, {}
+    test, noise_read, result, studied = None, {}, None, model_file
     if arguments.fit:
         test = read_quasi_static(arguments.fit,
                                  columns=parse_assignments(arguments.columns, "--columns"),
@@ -556,13 +558,23 @@ def command_segment(arguments) -> int:
         _print_columns([], noise_read)
         checked_segment_fit(model_file, test, arguments.free, noise, solver,
                             arguments.noise_model, max_misfit)
-    document = model_file.document
+        print(f"fitting {', '.join(arguments.free)} to {arguments.fit} through the equilibria "
+              "(the first step waits for their compilation, about 20 s) ...", flush=True)
+        result = fit_segment(model_file, test, arguments.free, noise, solver,
+                             noise_model=arguments.noise_model, progress=True,
+                             max_misfit=max_misfit)
+        refuse_non_finite(result.report(), "segment fit")
+        refuse_unphysical(result.names, result.values, "segment fit")
+        print(result.summary(units=None if arguments.si else motion_units(test.read_as)))
+        fitted = dict(zip(result.names, map(float, result.values)))
+        studied = model_file.with_values(fitted)  # (the nine cases: the fitted model's)
+    document = studied.document
     facet_names, ligament_names = ([t.get("name", f"{group}[{i}]") for i, t in enumerate(
         document.get(group, []))] for group in ("facets", "ligaments"))
     out = arguments.output
-    print(f"spineid segment: {path}, nine load cases ({arguments.force:g} N, "
+    print(f"spineid segment: {path}{' as fitted' * bool(result)}, nine load cases ({arguments.force:g} N, "
           f"{arguments.moment:g} N m) -> {out}/", flush=True)
-    study = segment_study(model_file.model, arguments.force, arguments.moment, facet_names,
+    study = segment_study(studied.model, arguments.force, arguments.moment, facet_names,
                           ligament_names, timed=True)
     summary = study.summary()
     print(f"  {'case':4s} {'dx':>8s} {'dy':>8s} {'dz':>8s} {'b1':>7s} {'b2':>7s} {'b3':>7s}  "
@@ -580,16 +592,6 @@ def command_segment(arguments) -> int:
         for case, entry in summary["rotational_stiffness_N_m_per_deg"].items()))
     print(f"  nine equilibria vmapped: {study.timing['first_with_compilation']:.2f} s with "
           f"compilation, {1e3 * study.timing['warm_best_of_5']:.2f} ms warm")
-    result = None
-    if arguments.fit:
-        print(f"fitting {', '.join(arguments.free)} to {arguments.fit} through the equilibria "
-              "(the first step waits for their compilation, about 20 s) ...", flush=True)
-        result = fit_segment(model_file, test, arguments.free, noise, solver,
-                             noise_model=arguments.noise_model, progress=True,
-                             max_misfit=max_misfit)
-        refuse_non_finite(result.report(), "segment fit")
-        refuse_unphysical(result.names, result.values, "segment fit")
-        print(result.summary(units=None if arguments.si else motion_units(test.read_as)))
     refuse_non_finite(summary, "segment study")  # every check before the first file
     for warning in summary["warnings"]:
         print(f"  note: {warning}")
@@ -607,8 +609,7 @@ def command_segment(arguments) -> int:
         paths.append(write_json(out / "report.json", dict(
             result.report(), data=[{"source": test.source, "read_as": test.read_as}],
             noise_given_as=noise_read)))
-        paths.append(write_model_file(out / "fitted.toml", model_file,
-                                      dict(zip(result.names, map(float, result.values)))))
+        paths.append(write_model_file(out / "fitted.toml", model_file, fitted))
     paths.append(write_json(out / "summary.json", summary))
     out.finish()
     print("wrote " + ", ".join(str(p) for p in paths))

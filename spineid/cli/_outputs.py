@@ -397,6 +397,16 @@ def refuse_non_finite(report: dict, what: str) -> None:
             "overflow; check the data and the options")
 
 
+def caution(result) -> str:
+    """The first line of a fitted model file or fragment whose fit is not to be used as it
+    is (`result.converged` false, or `result.accepted` false: it does not describe its data),
+    without the `# ` a TOML comment adds; empty otherwise."""
+    what = ("did not converge" if not result.converged else
+            "does not describe its data" if result.accepted is False else None)
+    return "" if what is None else (f"CAUTION: this fit {what} (report.json's goodness_of_fit "
+                                    "and warnings say why); check it before use.")
+
+
 def refuse_unphysical(names, values, what: str) -> None:
     """A `ValueError` (one line, before anything is written) if a fitted value is larger in
     magnitude than any physical quantity (`LARGEST_NUMBER`, the bound the model files are read
@@ -456,6 +466,7 @@ def write_fit_outputs(result, problem, out: OutputFolder, plots: bool = True
                 f"{', '.join(undetermined)}; see report.json's identifiability.",
                 ) if undetermined else ()
     comments += tuple(problem.fitted_notes(result.values))  # (an inertia no body has)
+    comments = (caution(result),) * bool(caution(result)) + comments
     # (each record's own start, fitted in a fit of several records, is in report.json alone:
     # the model file keeps one start, the model's)
     by_name = result.fitted_values()

@@ -38,6 +38,10 @@ UNITS = {
     "Nm": ("N m", 1.0), "Nmm": ("N m", 1e-3),
 }
 
+# Other spellings of a moment's unit in a column's suffix (`Mx_N*mm`), read as the one of
+# `UNITS` they spell.
+SUFFIX_SPELLINGS = {"N*mm": "Nmm", "N.mm": "Nmm", "N*m": "Nm", "N.m": "Nm"}
+
 # The unit name of each SI unit.
 SI_NAMES = {"s": "s", "m": "m", "rad": "rad", "N": "N", "N m": "Nm"}
 
@@ -250,12 +254,29 @@ def _by_suffix(source: dict, columns: Mapping, present) -> dict[str, list[str]]:
         if name in columns or column in present:
             continue
         found = [c for c in present if c.rpartition("_")[0] == name
-                 and c.rpartition("_")[2] in UNITS]
+                 and _suffix_unit(c) in UNITS]
         if len(found) == 1:
             source[name] = found[0]
         elif found:
             ambiguous[name] = found
     return ambiguous
+
+
+def _suffix_unit(column: str) -> str | None:
+    # The unit a column's name ends with (`_mm`; `_N*mm` read as `Nmm`), or None without `_`.
+    if "_" not in column:
+        return None
+    suffix = column.rpartition("_")[2]
+    return SUFFIX_SPELLINGS.get(suffix, suffix)
+
+
+def _missing_hints(source: dict, present) -> str:
+    # Why a missing column might be missing: a column `NAME_SUFFIX` of an unknown unit.
+    hints = [f"{c!r} would be {name} but its unit {c.rpartition('_')[2]!r} is not one spineid "
+             f"knows ({', '.join(UNITS)}; --columns {name}={c} --units {name}=UNIT reads it)"
+             for name, column in source.items() if column not in present
+             for c in present if c.rpartition("_")[0] == name and _suffix_unit(c) not in UNITS]
+    return "".join(f"; {hint}" for hint in hints)
 
 
 def _check_stray_units(units: Mapping, wanted: Mapping, source: dict) -> None:
@@ -318,7 +339,13 @@ def read_quantities(path, wanted: Mapping[str, str | tuple[str, ...]], *,
         _check_stray_units(units, wanted, source)
         _check_gaps(path, table, {source[n] for n in source if n not in missing})
     else:  # (the columns read checked as numbers, the others kept as text)
-        ambiguous = _by_suffix(source, columns, table_header(path))
+        header = table_header(path)
+        for separator, said in ((";", "semicolons"), ("\t", "tabs")):
+            if len(header) == 1 and separator in header[0] and header[0] not in source.values():
+                raise ValueError(f"{path}: its header seems separated by {said} "
+                                 f"({header[0]!r}); spineid reads comma-separated files with "
+                                 "decimal points")
+        ambiguous = _by_suffix(source, columns, header)
         _check_stray_units(units, wanted, source)  # (before a long file is read)
         present = read_table(path, optional=sorted(set(source.values())), others="text",
                              min_rows=min_rows,
@@ -333,7 +360,8 @@ def read_quantities(path, wanted: Mapping[str, str | tuple[str, ...]], *,
     if missing:
         raise ValueError(f"{path}: missing column(s) {', '.join(missing)}; its columns: "
                          f"{list(present)} (name them with --columns QUANTITY=COLUMN; "
-                         "spineid table: --displacement, --load, --time)")
+                         "spineid table: --displacement, --load, --time)"
+                         + _missing_hints(source, present))
     read_as, unknown_units = {}, []
     for name, kinds in wanted.items():
         column = source[name]
@@ -342,7 +370,7 @@ def read_quantities(path, wanted: Mapping[str, str | tuple[str, ...]], *,
             kinds = tuple(KINDS)
         si = kinds[0] if len(kinds) == 1 else None  # (None: SI, whichever it is)
         given = units.get(name, units.get(column))
-        suffix = column.rsplit("_", 1)[1] if "_" in column else None
+        suffix = _suffix_unit(column)
         if given is not None:
             unit, rule = given, "given"
         elif suffix in UNITS:
@@ -374,7 +402,10 @@ def read_quantities(path, wanted: Mapping[str, str | tuple[str, ...]], *,
             "it with --units QUANTITY=UNIT (spineid never guesses a unit)")
     values = {name: np.asarray(present[entry["column"]], dtype=float) * entry["factor"]
               for name, entry in read_as.items()}
-    if "t" in values and np.any(np.diff(values["t"]) <= 0):
-        raise ValueError(f"{path}: column {read_as['t']['column']!r} (time) must be strictly "
-                         "increasing")
+    back = np.flatnonzero(np.diff(values["t"]) <= 0) if "t" in values else []
+    if len(back):
+        column = read_as["t"]["column"]
+        raise ValueError(f"{path}: column {column!r} (time) must be strictly increasing; data "
+                         f"row {back[0] + 2} ({present[column][back[0] + 1]:g}) does not follow "
+                         f"data row {back[0] + 1} ({present[column][back[0]]:g})")
     return ColumnsRead(values, read_as, str(path))

@@ -452,13 +452,20 @@ class LoadDisplacementData:
             bad = np.flatnonzero(~np.isfinite(values))
             if bad.size:
                 raise ValueError(f"{self.source}: {name} row {bad[0] + 1} is not a finite number")
+        if np.ptp(x) == 0:
+            raise ValueError(f"{self.source}: the displacement does not vary (the same in every "
+                             "row); a load law needs loads at several displacements")
         object.__setattr__(self, "displacement", x)
         object.__setattr__(self, "load", y)
         if self.time is not None:
             t = np.asarray(self.time, dtype=float)
-            if t.shape != x.shape or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
-                raise ValueError(f"{self.source}: t must be finite and strictly increasing, one "
-                                 f"per row")
+            if t.shape != x.shape or not np.all(np.isfinite(t)):
+                raise ValueError(f"{self.source}: t must be finite, one per row")
+            back = np.flatnonzero(np.diff(t) <= 0)
+            if back.size:
+                raise ValueError(f"{self.source}: t must be strictly increasing; row "
+                                 f"{back[0] + 2} (t = {t[back[0] + 1]:g}) does not follow row "
+                                 f"{back[0] + 1} (t = {t[back[0]]:g})")
             object.__setattr__(self, "time", t)
 
 

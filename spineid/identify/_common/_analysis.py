@@ -118,7 +118,8 @@ def analyse_parameters(jacobian, values, names: list[str], units: list[str], tra
     else:
         at_bound, rule_scales = bound(jacobian, values, transform, names)
     covariance, identifiability = fisher_analysis(
-        jacobian, values, rule_scales if scales is None else scales, names, active=~at_bound)
+        jacobian, values, rule_scales if scales is None else scales, names, active=~at_bound,
+        units=units)
     stderr, correlation = standard_errors(covariance)  # NaN where not identifiable alone
     warnings = list(identifiability.warnings)
     warnings.extend(f"{names[i]} ended on its bound ({values[i]:.3g} {units[i]}); it is reported "

@@ -96,7 +96,7 @@ class Identifiability:
 
 def fisher_analysis(
     jacobian: np.ndarray, values: np.ndarray, scales: np.ndarray, names: list[str],
-    active: np.ndarray | None = None,
+    active: np.ndarray | None = None, units: list[str] | None = None,
 ) -> tuple[np.ndarray, Identifiability]:
     """Covariance (Cramer-Rao bound) and identifiability from a noise-weighted Jacobian.
 
@@ -104,7 +104,8 @@ def fisher_analysis(
     - `jacobian`: `dr/dtheta` at the optimum, shape `(n_data, p)`, residuals divided by noise.
     - `values`: the parameter values, `(p,)`; `scales`: positive typical magnitudes, `(p,)`.
     - `names`: parameter names; `active`: parameters to analyse (default all; parameters on a
-      bound are left out and get no standard error).
+      bound are left out and get no standard error); `units`: the parameters' SI units, for
+      the warnings' numbers (default none shown).
 
     **Returns:** `(covariance, identifiability)`; `covariance` is `(p, p)` with NaN in the rows and
     columns of parameters that are not individually identifiable or not active. Its warnings
@@ -181,8 +182,9 @@ def fisher_analysis(
                     f"error {relative:.0%}."
                 )
             elif relative > POORLY_DETERMINED:
+                unit = f" {units[i]}" if units and units[i] else ""
                 warnings.append(f"{names[i]} is not distinguishable from zero: {values[i]:.3g} "
-                                f"+- {error:.2g}.")
+                                f"+- {error:.2g}{unit}.")
     return covariance, Identifiability(
         n_parameters=int(index.size), rank=rank, singular_values=singular,
         combinations=combinations, identifiable=identifiable, warnings=warnings,
