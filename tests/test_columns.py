@@ -3,6 +3,7 @@
 the wrong kind refused listing the columns; a fit read from a tester's file (millimetres,
 degrees, milliseconds, other names) equal to the fit of the same data in SI."""
 
+import csv
 import json
 import math
 import re
@@ -320,6 +321,20 @@ def test_table_and_stiffness_read_testers_files(tmp_path, capsys):
     np.testing.assert_allclose(np.diag(e["matrix"])[:4], np.diag(stiffness)[:4], rtol=1e-9)
     assert e["data"][0]["read_as"]["Mx"] == {"column": "Mx_Nmm", "unit": "Nmm", "factor": 1e-3,
                                              "rule": "suffix"}
+    # A batch of such files gives each entry in the test's units too, beside SI.
+    (tmp_path / "batch").mkdir()
+    (tmp_path / "batch" / "tester_test.csv").write_text(
+        (tmp_path / "tester_test.csv").read_text())
+    assert main(["stiffness", str(tmp_path / "batch"), "--out", str(tmp_path / "f"),
+                 "--structure", "diagonal", "--no-plots", "--columns",
+                 ",".join(f"{k}={v}" for k, v in names.items())]) in (0, 11)
+    with (tmp_path / "f" / "summary.csv").open() as file:
+        row = next(csv.DictReader(file))
+    for name, unit, factor in (("K[tx,tx]", "N/mm", 1e-3), ("K[rx,rx]", "Nmm/deg",
+                                                             1e3 * math.pi / 180)):
+        assert float(row[f"{name} ({unit})"]) == pytest.approx(float(row[name]) * factor)
+        assert float(row[f"{name} ({unit}) stderr"]) == pytest.approx(
+            float(row[f"{name} stderr"]) * factor)
 
 
 def test_table_and_stiffness_noise_is_read_in_the_columns_units(tmp_path, capsys):

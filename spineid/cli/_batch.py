@@ -29,6 +29,8 @@ from ..executors import Dask, Local
 from ..executors import run_batch as parallel_run
 from ..io import write_table, write_text_atomically
 from ..identify._kinds._law_units import in_si, law_units, shown_in
+from ..identify._kinds._matrix_units import entry_in, matrix_units
+from ..identify._kinds._stiffness_fit import AXES
 from ._arguments import in_option_terms
 from ._outputs import figures, MARKER, OutputFolder
 
@@ -144,6 +146,8 @@ def _summary_row(path, stem, group, status, seconds, report, error, verb) -> dic
         if verb == "table" and isinstance(report.get("derived"), dict):
             knees, slopes = law_entries(report)
             entries = knees + _in_lab_units(report, knees, slopes) + slopes + entries
+        if verb == "stiffness":
+            entries += _matrix_in_lab_units(report, entries)
         moments = report.get("moments")
         if isinstance(moments, dict):
             entries += [dict(entry, name=name) for name, entry in moments.items()
@@ -173,9 +177,7 @@ def _in_lab_units(report: dict, knees: list, slopes: list) -> list:
     # The breakpoints and slopes of a table law also in the units of the file's columns
     # (`breakpoint[1] (mm)`, `slope[1] (N/mm)`), where the file gave its displacement or load
     # in a unit of its own (`law_units`, as the printed summary); none where both are SI.
-    read_as = next((entry.get("read_as") for entry in report.get("data") or []
-                    if isinstance(entry, dict) and isinstance(entry.get("read_as"), dict)), {})
-    units = law_units(read_as)
+    units = law_units(_read_as(report))
     if units is None or in_si(units):
         return []
 
@@ -188,6 +190,29 @@ def _in_lab_units(report: dict, knees: list, slopes: list) -> list:
     return [converted(entry, kind) for kind, entries in (("displacement", knees),
                                                           ("load/displacement", slopes))
             for entry in entries if isinstance(entry.get("value"), (int, float))]
+
+
+def _matrix_in_lab_units(report: dict, entries: list) -> list:
+    # A stiffness matrix's entries also in the units of the test's columns (`K[tx,tx] (N/mm)`,
+    # `K[rx,rx] (Nmm/deg)`), as its printed summary (`matrix_units`); none where all are SI.
+    units = matrix_units(_read_as(report))
+    shown = []
+    for entry in entries if units else []:
+        found = re.fullmatch(r"K\[(\w+),(\w+)\]", str(entry.get("name", "")))
+        if found and set(found.groups()) <= set(AXES) and isinstance(entry.get("value"),
+                                                                      (int, float)):
+            unit, factor = entry_in(AXES.index(found[1]), AXES.index(found[2]), units)
+            error = entry.get("stderr")
+            shown.append(dict(entry, name=f"{entry['name']} ({unit})",
+                              value=entry["value"] * factor,
+                              stderr=error * factor if isinstance(error, (int, float)) else error))
+    return shown
+
+
+def _read_as(report: dict) -> dict:
+    # The first `read_as` of a report's `data` entries (how its file's columns were read).
+    return next((entry.get("read_as") for entry in report.get("data") or []
+                 if isinstance(entry, dict) and isinstance(entry.get("read_as"), dict)), {})
 
 
 def _units_read(report: dict) -> str:

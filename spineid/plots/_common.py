@@ -17,8 +17,10 @@ def _save(figure, path, margins: dict | None = None):
     # `tight_layout`, which measures every label (a third of a figure's time), or, for the
     # figures drawn once per file of a batch whose labels are known, fixed `margins` (inches
     # from each edge: left, right, bottom, top; and the gaps `hspace`, `wspace`).
-    if margins is None:
-        figure.tight_layout()
+    if margins is None:  # (tight_layout leaves no room for a suptitle: its lines kept free)
+        title, height = figure.get_suptitle(), figure.get_size_inches()[1]
+        figure.tight_layout(rect=(0, 0, 1, 1 - (0.1 + 0.2 * (title.count("\n") + 1)) / height)
+                            if title else None)
     else:
         width, height = figure.get_size_inches()
         figure.subplots_adjust(left=margins["left"] / width, right=1 - margins["right"] / width,

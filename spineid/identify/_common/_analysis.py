@@ -122,8 +122,9 @@ def analyse_parameters(jacobian, values, names: list[str], units: list[str], tra
         units=units)
     stderr, correlation = standard_errors(covariance)  # NaN where not identifiable alone
     warnings = list(identifiability.warnings)
-    warnings.extend(f"{names[i]} ended on its bound ({values[i]:.3g} {units[i]}); it is reported "
-                    "without a standard error." for i in np.flatnonzero(at_bound))
+    warnings.extend(f"{names[i]} ended on its bound ({values[i]:.3g}{' ' * bool(units[i])}"
+                    f"{units[i]}); it is reported without a standard error."
+                    for i in np.flatnonzero(at_bound))
     if not np.any(np.abs(jacobian) > 0):
         warnings.append(ZERO_SENSITIVITY_NOTE)
     return ParameterAnalysis(covariance, identifiability, at_bound, stderr, correlation,

@@ -62,7 +62,7 @@ from ._breakpoints import projected_start, start_loads
 from ._errors_in_variables import (checked_displacement_noise, effective_sd, load_noise_beside,
                                    typical_noise)
 from ._law_form import LawDynamics, LawForm, misplaced_option
-from ._law_units import law_summary, law_units, shown_in
+from ._law_units import law_summary, law_units, shown_in, si_names
 from ._rates import measured_rates
 from ._run import check_kind_solver, run_solver
 
@@ -512,9 +512,11 @@ def fit_load_law(
     rows = deviations[order][len(coefficients):]
     innovations = whitened(residuals[order], coefficients) / rows
     names, units = [p.name for p in parameters], [p.unit for p in parameters]
+    si = law_units(data.read_as)  # (the warnings' SI units, where the file says its kind)
     analysis = analyse_parameters(
         np.stack([whitened(column, coefficients) for column in jacobian[order].T], axis=1)
-        / rows[:, None], values, names, units, transform)
+        / rows[:, None], values, names,
+        [shown_in(unit, si_names(si))[0] if si else "" for unit in units], transform)
     identifiability, on_bound = analysis.identifiability, analysis.at_bound
     # Beside them, Newey-West errors of the ordinary least-squares estimate (robust to noise
     # correlated in any way over a few samples).
