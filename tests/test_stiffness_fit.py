@@ -233,10 +233,22 @@ def test_the_fit_is_numpys_least_squares_on_the_whole_stacked_system(case):
             assert fit.stderr[i, j] == pytest.approx(np.sqrt(covariance[k, k]), rel=1e-6)
 
 
-def test_a_test_without_any_deflection_is_refused():
+def test_a_test_without_any_deflection_is_refused_and_degrees_as_radians_are_said():
     loads = np.random.default_rng(0).normal(size=(8, 6))
     with pytest.raises(ValueError, match="every deflection is zero"):
         fit_stiffness_matrix(QuasiStaticTest(loads, np.zeros((8, 6))))
+
+    # Angles in degrees read as radians (spineid's own column names) are said implausible;
+    # the same test in radians is not.
+    rng = np.random.default_rng(1)
+    deflections = protocol(rng)
+    test = synthetic(K_F_E, deflections, rng)
+    degrees = deflections.copy()
+    degrees[:, 3:] = np.degrees(deflections[:, 3:])
+    said = [w for w in fit_stiffness_matrix(QuasiStaticTest(test.loads, degrees)).warnings
+            if "largest rotation" in w]
+    assert len(said) == 1 and "is 8 deg" not in said[0] and "b1_deg" in said[0]
+    assert not [w for w in fit_stiffness_matrix(test).warnings if "largest rotation" in w]
 
 
 # Correlated load noise: a tester's sweep (every degree of freedom moved smoothly at once, rows

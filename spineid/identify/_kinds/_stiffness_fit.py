@@ -79,6 +79,11 @@ def generalized_loads(test: QuasiStaticTest, exact: bool = True) -> np.ndarray:
 _euler_bases = jax.jit(jax.vmap(euler_basis))  # (n, 3) Euler angles -> (n, 3, 3) bases
 
 
+LARGEST_PLAUSIBLE_DEG = 45.0
+"""A test rotating a joint further than this (deg) is said to be implausible: angles in degrees
+read as radians (a motion segment's range is a few to about 20 degrees)."""
+
+
 def entry_name(i: int, j: int) -> str:
     """`K[tx,ry]`-style name of a stiffness entry."""
     return f"K[{AXES[i]},{AXES[j]}]"
@@ -322,6 +327,11 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
                 f"{eigenvalues.min():.4g}): as a bushing it makes the joint unstable")
         messages.append(text)
         warnings.warn(text, stacklevel=2)
+    if largest > math.radians(LARGEST_PLAUSIBLE_DEG):
+        messages.append(f"the test's largest rotation is {math.degrees(largest):.0f} deg, far "
+                        "beyond a motion segment's: if the file's angles are degrees under "
+                        "spineid's own names (b1..b3 are read as rad), give their unit (columns "
+                        "named b1_deg, or units b1=deg)")
     if not exact and np.isfinite(effect) and effect > 1.0:
         messages.append(f"moments were used as measured, but mapping them onto the Euler basis "
                         f"changes an entry by {effect:.1f} standard errors: fit with exact=True "
