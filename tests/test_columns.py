@@ -257,6 +257,13 @@ def test_table_and_stiffness_read_testers_files(tmp_path, capsys):
         assert pb["value"] == pytest.approx(pa["value"], rel=1e-9, abs=1e-12)
         assert pc["value"] == pytest.approx(pa["value"], rel=1e-6, abs=1e-9)
     assert c["nodes_given_as"] == f"-{degrees:g}, 0, {degrees:g} deg, the column's unit"
+    # In Python too, a fit's summary is in the test's units unless SI is asked for.
+    fit = spineid.fit_load_law(spineid.read_load_displacement(
+        tmp_path / "tester.csv", displacement="Rot_Y_deg", load="Torque_Nm"),
+        spineid.LawForm("piecewise_linear", n_nodes=3, free_breakpoints=True))
+    assert "(in the data's units: displacement deg, load Nm;" in fit.summary()
+    assert "slopes (Nm/deg)" in fit.summary()
+    assert "in the data's units" not in fit.summary(si=True)
     # So is the width of the rounded corners.
     for folder, width in (("width_rad", "0.01rad"), ("width_deg", repr(float(np.degrees(0.01))))):
         assert main(["table", str(tmp_path / "tester.csv"), "--out", str(tmp_path / folder),

@@ -24,7 +24,6 @@ from ..identify import (
     SlidingFrankWolfe,
 )
 from ..identify._kinds._law_units import law_units, shown_in
-from ..identify._kinds._matrix_units import matrix_units, motion_units
 from ..identify._kinds._segment_fit import checked_segment_fit
 from ..identify._solvers import SOLVER_NAMES
 from ..io import (
@@ -336,7 +335,7 @@ def command_stiffness(arguments) -> int:
         + dumps_toml(fragment))
     plots = [] if arguments.no_plots else [figures.plot_stiffness_fit(result, test, out / "loads.png")]
     out.finish()
-    print(result.summary(units=None if arguments.si else matrix_units(test.read_as)))
+    print(result.summary(si=arguments.si))
     print(", ".join(["wrote " + str(report), str(out / "stiffness.toml"), *map(str, plots)]))
     return 0 if result.accepted is not False else 1
 
@@ -430,7 +429,7 @@ def command_table(arguments) -> int:
     plots = not arguments.no_plots
     plot = [figures.plot_law_fit(result, data, out / "law_fit.png", unit=arguments.unit)] if plots else []
     units = None if arguments.si else law_units(data.read_as)
-    print(result.summary(units=units))
+    print(result.summary(units=units, si=arguments.si))
     profiles = _profiles(result, arguments.profile,
                          [shown_in(unit, units) for unit in result.units] if units else None)
     profile_plots = write_profile_outputs(contents, profiles, out, plots)[1:] if profiles else []
@@ -565,7 +564,7 @@ def command_segment(arguments) -> int:
                              max_misfit=max_misfit)
         refuse_non_finite(result.report(), "segment fit")
         refuse_unphysical(result.names, result.values, "segment fit")
-        print(result.summary(units=None if arguments.si else motion_units(test.read_as)))
+        print(result.summary(si=arguments.si))
         fitted = dict(zip(result.names, map(float, result.values)))
         studied = model_file.with_values(fitted)  # (the nine cases: the fitted model's)
     document = studied.document

@@ -63,6 +63,7 @@ from .._common._uncertainty import channel_records, hac_covariance
 from .._common._transform import Transform
 from .._solvers import LevenbergMarquardt, MultiStart
 from ._run import check_kind_solver, run_solver
+from ._matrix_units import motion_units
 
 
 class _SegmentObjective(AbstractObjective):
@@ -128,6 +129,7 @@ class SegmentFit(AbstractParameterFit):
     predicted: np.ndarray
     measured: np.ndarray
     equilibria_converged: np.ndarray
+    data_units: tuple[str, str] | None = None
 
     def report(self) -> dict:
         """JSON-ready report (`report.json` of `spineid segment --fit`, docs/cli.md)."""
@@ -140,11 +142,13 @@ class SegmentFit(AbstractParameterFit):
             "equilibria_converged": [bool(x) for x in self.equilibria_converged],
         }
 
-    def summary(self, units: tuple[str, str] | None = None) -> str:
-        """A human-readable table of the fit: in SI, or with every length in `units[0]` and
-        every angle in `units[1]` (names of `spineid.io`'s `UNITS`, as the test's deflection
-        columns were read: `(mm, deg)` gives the parameters in N/mm, N m/deg, and the noise of
-        `dx`..`b3` in mm and deg), said in a line."""
+    def summary(self, units: tuple[str, str] | None = None, si: bool = False) -> str:
+        """A human-readable table of the fit: with every length in `units[0]` and every angle
+        in `units[1]` (names of `spineid.io`'s `UNITS`; by default those the test's deflection
+        columns were read in, `data_units`: `(mm, deg)` gives the parameters in N/mm, N m/deg,
+        and the noise of `dx`..`b3` in mm and deg), said in a line; in SI with `si` or for a
+        test in SI."""
+        units = None if si else units or self.data_units
         length, angle = units or (None, None)
         shown = [unit_in_lab(unit, length, angle) for unit in self.units]
         channels = {column: (kind, 1.0 / UNITS[kind][1]) for column, kind in zip(
@@ -348,6 +352,7 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
         noise_estimated=sigma_given is None, identifiability=analysis.identifiability,
         predicted=predicted, measured=measured, equilibria_converged=equilibria,
         warnings=messages, seconds=time.perf_counter() - started, stderr_robust=robust,
+        data_units=motion_units(getattr(test, "read_as", None)),
         goodness_of_fit=assess_fit(
             [np.where(equilibria[:, None], residuals, np.inf)], DEFLECTION_COLUMNS,
             analysis.identifiability.rank, noise_given=sigma_given is not None,

@@ -48,7 +48,7 @@ from .._common._noise_model import (
 )
 from .._common._result_family import AbstractResult, json_number
 from .._common._uncertainty import factored_hac_covariance, Identifiability, newey_west_lags
-from ._matrix_units import described, entry_in, loads_in
+from ._matrix_units import described, entry_in, loads_in, matrix_units
 
 
 AXES = ("tx", "ty", "tz", "rx", "ry", "rz")
@@ -126,6 +126,7 @@ class StiffnessFit(AbstractResult):
     residuals: np.ndarray
     predicted: np.ndarray
     stderr_robust: np.ndarray | None = None
+    data_units: tuple[str, str, str, str] | None = None
 
     def report(self) -> dict:
         """JSON-ready report (`report.json` of `spineid stiffness`, docs/cli.md): the fit
@@ -156,10 +157,13 @@ class StiffnessFit(AbstractResult):
         return [entry_name(i, j) for (i, j), determined
                 in zip(self.entries, self.identifiability.identifiable) if not determined]
 
-    def summary(self, units: tuple[str, str, str, str] | None = None) -> str:
-        """Plain-text summary: the matrix, the entries with errors, warnings; in SI, or in
-        `units` (`(force, moment, length, angle)` of `spineid.io`'s `UNITS`, as the test's
-        columns were read: `_matrix_units.matrix_units`), said in a line."""
+    def summary(self, units: tuple[str, str, str, str] | None = None, si: bool = False
+                ) -> str:
+        """Plain-text summary: the matrix, the entries with errors, warnings; in `units`
+        (`(force, moment, length, angle)` of `spineid.io`'s `UNITS`), by default those the
+        test's columns were read in (`data_units`: `_matrix_units.matrix_units`), said in a
+        line; in SI with `si` or for a test in SI."""
+        units = None if si else units or self.data_units
         def shown(i, j):  # (unit, factor from SI) of entry (i, j)
             return entry_in(i, j, units) if units else (entry_unit(i, j), 1.0)
 
@@ -343,6 +347,7 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
         n_data=6 * n, converged=True, seconds=time.perf_counter() - clock,
         identifiability=identifiability, warnings=messages, residuals=residuals * marginal,
         predicted=predicted(values), stderr_robust=stderr_robust,
+        data_units=matrix_units(getattr(test, "read_as", None)),
         goodness_of_fit=assess_fit(
             [residuals], LOAD_COLUMNS, identifiability.rank, noise_given=not noise_estimated,
             sigma=dict(zip(LOAD_COLUMNS, map(float, marginal))), ordered=noise_estimated,

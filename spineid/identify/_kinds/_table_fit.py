@@ -91,6 +91,7 @@ class LawFit(Profiled):
     residuals: np.ndarray
     method: str = "Levenberg-Marquardt"
     displacement_noise: float | None = None
+    data_units: tuple[str, str] | None = None
 
     def law_table(self) -> dict:
         """The fitted law as a model-file `law` table (docs/formats/model-files.md), e.g. for
@@ -122,10 +123,12 @@ class LawFit(Profiled):
             "identifiability": self.identifiability.to_dict(),
         }
 
-    def summary(self, units: tuple[str, str] | None = None) -> str:
-        """Plain-text summary: parameters with standard errors, derived slopes, verdict; in SI,
-        or in `units` (`(displacement, load)` of `spineid.io`'s `UNITS`, as the test's columns
-        were read: `law_units`), said in a line (`law_summary`)."""
+    def summary(self, units: tuple[str, str] | None = None, si: bool = False) -> str:
+        """Plain-text summary: parameters with standard errors, derived slopes, verdict; in
+        `units` (`(displacement, load)` of `spineid.io`'s `UNITS`), by default those the test's
+        columns were read in (`data_units`: `law_units`), said in a line (`law_summary`); in
+        SI with `si` or for a test in SI."""
+        units = None if si else units or self.data_units
         return "\n".join(law_summary(self, units) + self.verdict_lines(
             {"load": shown_in("load", units)} if units else None))
 
@@ -554,7 +557,7 @@ def fit_load_law(
         noise_estimated=noise_estimated, cost=0.5 * float(np.sum(innovations ** 2)),
         n_data=int(residuals.size), converged=converged, identifiability=identifiability,
         warnings=messages, predicted=predicted, residuals=residuals, method=method,
-        displacement_noise=displacement_sd,
+        displacement_noise=displacement_sd, data_units=law_units(data.read_as),
         goodness_of_fit=assess_fit(
             [(residuals / (deviations if displacement_sd is not None
                            else channel_noise.marginal))[order][:, None]], ("load",),
