@@ -79,5 +79,7 @@ def law_summary(fit, units: tuple[str, str] | None) -> list[str]:
         name, factor = unit({"node_displacement": "displacement", "node_load": "load"}.get(
             key, "load/displacement"))
         lines.append(f"{key}{f' ({name})' if name else ''}: " + ", ".join(
-            f"{v * factor:.4g} +- {e * factor:.2g}" for v, e in entries))
+            f"{v * factor:.4g} +- {e * factor:.2g}" for v, e in entries)
+            + (" (the breakpoints: the interior nodes; gap[k] are relative spacings)"
+               if key == "node_displacement" and "gap[1]" in fit.names else ""))
     return lines
