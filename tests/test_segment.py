@@ -236,6 +236,7 @@ def test_segment_fit_of_a_record_under_correlated_noise(segment, monkeypatch):
     assert np.all(np.isfinite(auto.stderr_robust)) and np.all(auto.stderr_robust > 0)
     assert np.all(np.abs(auto.values - truth) < 3 * auto.stderr)
     assert "robust" in auto.summary()
+    assert sum("taken as a record in their order" in w for w in auto.warnings) == 1
     # A row whose load the model cannot carry (a tension of 1e9 N) finds no equilibrium at any
     # stiffness tried: refused, naming it (before: its constant failed residual swamped the
     # noise estimate, sigma ~1e51, and the fit stopped after 0 steps at its start).

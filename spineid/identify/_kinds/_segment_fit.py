@@ -335,6 +335,10 @@ def fit_segment(model_file: ModelFile, test: QuasiStaticTest, free, noise=None,
             & ~analysis.at_bound)), 0.0))
         messages.extend(drift_notes(values, least_squares, robust,
                                     max(n.order for n in noises.values())))
+        ordered = ", ".join(f"{c} as AR({n.order})" for c, n in noises.items() if n.order)
+        messages.extend([f"the rows were taken as a record in their order (a sweep), the noise "
+                         f"of {ordered} from row to row; for separate load cases in no order, "
+                         "fit under noise_model 'white' (--noise-model white)"] * bool(ordered))
     if not np.all(equilibria):
         messages.append("no equilibrium found for rows "
                         + ", ".join(str(i + 1) for i in np.flatnonzero(~equilibria))
