@@ -217,6 +217,23 @@ def test_recover_command_writes_atoms_report_and_plots(tmp_path, capsys):
         "total_stiffness"]["value"], rtol=1e-9)
 
 
+def test_a_recovery_with_the_noise_estimated_refits_in_rounds_of_its_own():
+    # The bundled pin, white noise, the noise estimated: the search under the provisional
+    # weights can spend all its rounds, and the refit under the estimated noise then had none
+    # left (the rounds were counted over both): uncertified, an 11 N/m atom 20 mm away left
+    # over, and "the data call for 2 atoms". Now certified, one atom, the pin to its error.
+    model_file = spineid.load_model_file(spineid.dataset_path("pinned_pair.toml"))
+    ts = model_file.simulation_times()
+    clean = np.asarray(jax.vmap(model_file.model.observe)(
+        spineid.simulate(model_file.model, jnp.asarray(ts)).q))
+    sigma = np.array([5e-6, 5e-6, np.radians(0.01)])
+    data = clean + np.random.default_rng(3).normal(size=clean.shape) * sigma
+    result = spineid.recover(RecoveryProblem(model_file, Measurement(ts, data, ("x", "y",
+                                                                                 "theta"))))
+    assert result.certified and result.atoms_supported == 1, result.summary()
+    assert abs(result.pin[0] - 3.7e-3) < 3 * result.pin_stderr[0]
+
+
 def test_bad_input_gives_clear_errors(pin_problem):
     model_file = pin_model_file()
     ts, data = pin_data(model_file)

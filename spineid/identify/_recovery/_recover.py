@@ -33,7 +33,7 @@ from .._solvers import check_solver, GridFrankWolfe, SlidingFrankWolfe
 from ._recovery_problem import (
     RecoveryProblem, _features, _moment_costs, _objective, first_variation,
 )
-from ._recovery_result import MeasureResult, _estimate_noise, _finish, _sigma
+from ._recovery_result import lowers, MeasureResult, _estimate_noise, _finish, _sigma
 from ._recovery_solver import MERGE_FRACTION, _Atoms, _prune, _Solver
 
 
@@ -173,6 +173,7 @@ def _conditional_gradient(problem, solver, atoms, candidates, *, slide, gap_tole
     positions move after each weight refit (sliding Frank-Wolfe), without it the slots are the
     `candidates` themselves (a fixed grid)."""
     history = [] if history is None else history
+    first = len(history)  # (this search's rounds: a refit after the noise estimate has its own)
     t_candidates = jnp.asarray(candidates)
     converged, certified, gap, previous = True, False, math.inf, math.inf
     residuals = None
@@ -187,7 +188,7 @@ def _conditional_gradient(problem, solver, atoms, candidates, *, slide, gap_tole
         if gap <= tolerance:
             certified = True
             break
-        if len(history) > max_rounds:
+        if len(history) - first > max_rounds:
             _say(solver.progress, f"  {max_rounds} rounds done; stopping uncertified")
             break
         best = int(np.argmin(per_weight))
@@ -217,9 +218,8 @@ def _conditional_gradient(problem, solver, atoms, candidates, *, slide, gap_tole
             if gain <= tolerance:
                 certified = True
                 history[-1]["line_search_gain"] = float(gain)
-                _say(solver.progress, f"  the best Frank-Wolfe step lowers the cost by only "
-                                      f"{gain:.2e} (tolerance {tolerance:.1e}): certified by "
-                                      "line search")
+                _say(solver.progress, f"  the best Frank-Wolfe step {lowers(gain)} (tolerance "
+                                      f"{tolerance:.1e}): certified by line search")
                 break
             atoms = trial
         if not (shrink or known) and slot is None:

@@ -29,6 +29,12 @@ from ._recovery_problem import MeasureCurve, RecoveryProblem, _moment_jacobian, 
 from ._recovery_solver import _Atoms, _Solver
 
 
+def lowers(gain: float) -> str:
+    """What a step that changes the cost by `-gain` does, in words: `lowers the cost by only
+    1.2e-03`, or `does not lower the cost` for a gain of zero or less (a step that raises it)."""
+    return f"lowers the cost by only {gain:.2g}" if gain > 0 else "does not lower the cost"
+
+
 @dataclasses.dataclass(frozen=True)
 class MeasureResult(AbstractResult):
     """A recovered stiffness measure, explaining itself.
@@ -145,7 +151,7 @@ class MeasureResult(AbstractResult):
         ]
         if self.certified and self.line_search_gain is not None:
             lines.append(f"Frank-Wolfe gap {self.gap:.3g} (first order), but the best "
-                         f"Frank-Wolfe step lowers the cost by only {self.line_search_gain:.2g}: "
+                         f"Frank-Wolfe step {lowers(self.line_search_gain)}: "
                          "certified stationary by line search")
         elif self.certified is not None:
             lines.append(f"Frank-Wolfe gap {self.gap:.3g}: "
@@ -166,7 +172,9 @@ class MeasureResult(AbstractResult):
                          + ") mm")
         spread = self.moments["rotational_stiffness"]
         lines.append(f"rotational stiffness of the measure about it: {spread['value']:.4g} N m/rad")
-        lines.append(f"atoms the data support: {self.atoms_supported}. {self.support_note}")
+        lines.append(f"atoms the data support: {self.atoms_supported}. {self.support_note}"
+                     + ("" if self.certified is not False else " (Not certified: the measure may "
+                        "not be stationary yet, and a spread it has not shed can look supported.)"))
         lines += self.verdict_lines(data_channel_units(self.measurements, self.noise))
         return "\n".join(lines)
 
