@@ -185,10 +185,13 @@ print("  explains the data:", single.explains_data)
 print("  " + "\n  ".join(single.goodness_of_fit.reasons))
 
 # %% [markdown]
-# The default solver (`spineid.Auto()`) sees the same verdict after its first fit and turns to
-# multiple shooting: the record is cut into short segments whose start states become unknowns,
-# read off the data, so no segment is long enough for the phase to slip; continuity residuals
-# tie the segments together, and a last single-shooting fit polishes the result.
+# The default solver (`spineid.Auto()`) does not wait for that verdict: before any fit it
+# finds that the start rings (its linearised modes run through tens of radians of phase over
+# the record, `spineid.linear_modes`) and fits by multiple shooting first: the record is cut
+# into short segments whose start states become unknowns, read off the data, so no segment is
+# long enough for the phase to slip; continuity residuals tie the segments together, and a
+# last single-shooting fit polishes the result. (Where a start does not ring, `Auto` fits by
+# single shooting and turns to multiple shooting only on a failed verdict.)
 
 # %%
 default = spineid.fit(ringing_problem)

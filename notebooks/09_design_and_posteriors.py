@@ -43,8 +43,10 @@ print([c.name for c in candidates])
 # %% [markdown]
 # ## 1. Today's protocol: a lateral force at 3 Hz
 #
-# Simulate the specimen under today's protocol, add noise and fit. The fit converges and
-# explains the data, but read its identifiability report.
+# Simulate the specimen under today's protocol, add noise and fit. The chi-square says the
+# model explains the data, yet Levenberg-Marquardt stops at its step limit (NOT converged):
+# one damper runs towards its bound of zero, along a direction on which the cost barely
+# changes. Read the identifiability report for why.
 
 # %%
 rng = np.random.default_rng(0)
