@@ -147,6 +147,10 @@ def test_a_problem_built_in_python_takes_noise_with_units_and_refuses_bare_array
     with pytest.raises(ValueError, match=r"noise: x=\[5e-06\]: expected a positive number"):
         spineid.FitProblem(python_pair(STIFFNESS), measurement, ["stiffness"],
                            dict(NOISE, x=[5e-6]))
+    for bare in (5e-6, [5e-6, 5e-6, 1.7e-4]):  # (a number or a list: by name, said so)
+        with pytest.raises(ValueError, match=r"noise: give one standard deviation per channel "
+                                             r"by name, e\.g\. \{'x': 1e-05"):
+            spineid.FitProblem(python_pair(STIFFNESS), measurement, ["stiffness"], bare)
     with pytest.raises(ValueError, match="N is a force, expected a length"):
         spineid.FitProblem(python_pair(STIFFNESS), measurement, ["stiffness"],
                            dict(NOISE, x="5 N"))

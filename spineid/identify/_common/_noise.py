@@ -14,7 +14,12 @@ import numpy as np
 
 
 def check_noise(channels: Sequence[str], noise: dict[str, float]) -> dict[str, float]:
-    """Validate per-channel noise standard deviations (SI): one positive number per channel."""
+    """Validate per-channel noise standard deviations (SI): one positive number per channel,
+    given as a mapping by channel name (a bare number or a list is refused saying so)."""
+    if not hasattr(noise, "keys"):
+        raise ValueError(f"noise: give one standard deviation per channel by name, e.g. "
+                         f"{ {c: 1e-5 for c in channels} } (SI), not {type(noise).__name__} "
+                         f"{noise!r}"[:300])
     missing = [c for c in channels if c not in noise]
     unknown = [c for c in noise if c not in channels]
     if missing or unknown:
