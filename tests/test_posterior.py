@@ -197,6 +197,23 @@ def test_a_fit_under_correlated_errors_gives_the_posterior_its_noise_model(probl
     assert sampled.noise_model["x"]["source"] == "estimated by the fit"
 
 
+def test_chains_that_never_moved_are_said_so_not_given_an_r_hat(problem, fitted, monkeypatch):
+    # A warm-up too short for the sampler to find its step can leave every chain at its start
+    # (a user's 20 draws after 20 of warm-up did: acceptance 0, R-hat 0 / 0 reported as "nan"
+    # beside numpy's "All-NaN slice" warning). The sampler's output is replaced by such chains.
+    from spineid.identify._design import _posterior
+
+    def stuck(density, key, chains, warmup, samples, *args):
+        p = density.whitening.shape[0]
+        return (jnp.zeros((chains, samples, p)), np.zeros((chains, samples), bool),
+                np.zeros(chains), 1.0)
+
+    monkeypatch.setattr(_posterior, "_sample", stuck)
+    with pytest.warns(RuntimeWarning, match=r"the chains never moved \(acceptance 0.00\)"):
+        sampled = spineid.posterior(problem, fit=fitted, samples=20, warmup=20, chains=2)
+    assert not any("R-hat" in note for note in sampled.warnings)
+
+
 def test_a_fit_of_another_problem_is_refused(problem, fitted):
     fewer = spineid.FitProblem(problem.model_file, problem.measurements,
                                ["springs[0].stiffness"], NOISE)

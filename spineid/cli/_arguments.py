@@ -87,6 +87,7 @@ _ARGUMENT = re.compile(r"(?<![\w/\\.'-])(?:(" + "|".join(_OPTIONS) + r")(?![\w/\
 # whiplash's end time and an instrumentation's rod levels.)
 _OTHERS = ((re.compile(r"^noise(?=: )"), "--noise"),
            (re.compile(r"\(samples=\.\.\.\)"), "(--samples N)"),
+           (re.compile(r"\(warmup=\.\.\.\)"), "(--warmup N)"),
            (re.compile(r"^(?=the simulation ends at .* before the pulse does)"), "--t-end: "),
            (re.compile(r"^Rod levels "), "--levels "))
 

@@ -9,7 +9,7 @@ from ..identify import FitProblem, fit, posterior
 from ..identify._design._posterior import R_HAT
 from ..io import atomic_path, write_table
 from ..io._columns import parse_assignments
-from ._arguments import parse_noise
+from ._arguments import in_option_terms, parse_noise
 from ._commands import _print_columns
 from ._outputs import figures, write_json
 
@@ -41,8 +41,10 @@ def command_posterior(arguments) -> int:
     sampled = posterior(problem, fit=result, samples=arguments.samples,
                         warmup=arguments.warmup, chains=arguments.chains, seed=arguments.seed,
                         progress=True)
-    print(sampled.summary(shown=result.shown_units(arguments.si),
-                          channels=result.channel_units(arguments.si)))
+    told = sampled.summary(shown=result.shown_units(arguments.si),
+                           channels=result.channel_units(arguments.si))
+    print("\n".join(in_option_terms(line) if line.startswith("WARNING: ") else line
+                    for line in told.splitlines()))  # (the warnings name the options)
     out = arguments.output
     chains = sampled.chain_draws
     columns = {"chain": np.repeat(np.arange(1, len(chains) + 1), chains.shape[1]),

@@ -453,9 +453,17 @@ def posterior(problem: FitProblem, *, fit: FitResult | None = None, priors: dict
     divergences = int(divergent.sum())
     notes = list(messages)
     unmixed = [n for n, r in zip(problem.names, chain_diagnostics["r_hat"]) if not r <= R_HAT]
-    if unmixed:
+    if np.all(np.ptp(draws.reshape(chains, samples, -1), axis=1) == 0):
+        # (every chain at one point: R-hat is 0 / 0, and no diagnostic of mixing applies)
+        notes.append(f"the chains never moved (acceptance {float(np.mean(acceptance)):.2f}): "
+                     "no proposal was accepted, so the draws repeat each chain's start; give "
+                     "the sampler a longer warm-up to find its step (warmup=...)")
+        warnings.warn("posterior: " + notes[-1], RuntimeWarning, stacklevel=2)
+    elif unmixed:
+        largest = np.asarray(chain_diagnostics["r_hat"], float)
+        largest = np.nanmax(largest) if np.any(np.isfinite(largest)) else np.nan
         notes.append(f"R-hat above {R_HAT} for {', '.join(unmixed)} (largest "
-                     f"{np.nanmax(chain_diagnostics['r_hat']):.3g}): "
+                     f"{largest:.3g}): "
                      + (f"the {chains} chains" if chains > 1 else "the two halves of the chain")
                      + " do not agree: not mixed yet, or a posterior of several modes or a "
                      "long ridge; draw more (samples=...) and look at the trace plot before "
