@@ -381,6 +381,10 @@ def test_segment_command_runs_the_nine_cases_and_fits(tmp_path, capsys):
     assert float(row.split()[2]) == pytest.approx(in_lab["parameters"][0]["value"] / 1e3,
                                                   rel=1e-5)
     assert in_lab["data"][0]["read_as"]["dx"]["unit"] == "mm"
+    assert in_lab["parameters"][0]["in_data_units"]["unit"] == "N/mm"
+    assert in_lab["parameters"][0]["in_data_units"]["value"] == pytest.approx(
+        in_lab["parameters"][0]["value"] / 1e3, rel=1e-12)
+    assert "in_data_units" not in report["parameters"][0]  # (a test in SI)
     # A row the model cannot carry in the lab's file (a moment of 1e9 N mm, 1e6 N m): refused,
     # its loads in the file's units (N, N mm), nothing written.
     header, *rows = (tmp_path / "lab.csv").read_text().splitlines()

@@ -36,6 +36,19 @@ def json_number(x) -> float | None:
     return None if not np.isfinite(x) else float(x)
 
 
+def with_data_units(entries: list[dict], shown: list[tuple[str, float]] | None) -> list[dict]:
+    """A report's parameter `entries` (SI), each whose unit differs in the data's units
+    (`shown`: each parameter's unit there and the factor from SI, as `unit_in_lab` gives them)
+    with `in_data_units` beside: its unit, value, standard error and start there."""
+    for entry, (unit, factor) in zip(entries, shown or []):
+        if unit != entry["unit"]:
+            entry["in_data_units"] = {
+                "unit": unit, "value": entry["value"] * factor, "start": entry["start"] * factor,
+                **{key: None if entry[key] is None else entry[key] * factor
+                   for key in ("stderr", "stderr_robust") if key in entry}}
+    return entries
+
+
 @dataclasses.dataclass(kw_only=True, frozen=True)
 class AbstractResult(abc.ABC):
     """What every spineid fit returns (module docstring).

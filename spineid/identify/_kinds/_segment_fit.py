@@ -57,7 +57,7 @@ from .._common._noise_model import (
     AR, channel_noises, ChannelNoise, check_order, checked_noise_model, coefficient_matrix,
     drift_notes, supported_order, whiten_padded, White,
 )
-from .._common._result_family import AbstractParameterFit
+from .._common._result_family import AbstractParameterFit, with_data_units
 from .._common._shown import in_unit, noise_line
 from .._common._uncertainty import channel_records, hac_covariance
 from .._common._transform import Transform
@@ -136,7 +136,8 @@ class SegmentFit(AbstractParameterFit):
         return self.common_report() | {
             "n_steps": int(self.n_steps),
             "noise": {"sigma": self.noise, "estimated_from_residuals": self.noise_estimated},
-            "parameters": self.parameter_entries(),
+            "parameters": with_data_units(self.parameter_entries(), [
+                unit_in_lab(unit, *(self.data_units or (None, None))) for unit in self.units]),
             "correlation": self.correlation_report(),
             "identifiability": self.identifiability.to_dict(),
             "equilibria_converged": [bool(x) for x in self.equilibria_converged],

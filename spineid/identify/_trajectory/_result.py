@@ -14,6 +14,7 @@ from ...io._columns import column_unit, unit_in_lab, UNITS
 from ...io._measurements import Measurement
 from ...kinematics._planar import body_point_position
 from .._common._profile import Profiled
+from .._common._result_family import with_data_units
 from .._common._shown import data_channel_units, noise_line
 from .._common._uncertainty import shown_combination
 from ._problem import FitProblem
@@ -69,7 +70,7 @@ class FitResult(Profiled):
             "starts": dict(self.starts),
             "noise": {"sigma": self.noise, "estimated_from_residuals": self.noise_estimated,
                       "given_as": dict(self.noise_given_as)},
-            "parameters": self._entries_in_data_units(),
+            "parameters": with_data_units(self.parameter_entries(), self.shown_units()),
             "correlation": self.correlation_report(),
             "identifiability": self.identifiability.to_dict(),
             "moments": self.moments,
@@ -104,19 +105,6 @@ class FitResult(Profiled):
         shown = [unit_in_lab(unit, lab.get("m"), lab.get("rad")) for unit in self.units]
         return shown if any(u != si_unit for (u, _), si_unit in zip(shown, self.units)) \
             else None
-
-    def _entries_in_data_units(self) -> list[dict]:
-        # The report's parameter entries (SI), each whose unit differs in the data's units with
-        # `in_data_units` beside: its unit, value, standard error and start there.
-        entries, shown = self.parameter_entries(), self.shown_units()
-        for entry, (unit, factor) in zip(entries, shown or []):
-            if unit != entry["unit"]:
-                entry["in_data_units"] = {
-                    "unit": unit, "value": entry["value"] * factor,
-                    "start": entry["start"] * factor,
-                    **{key: None if entry[key] is None else entry[key] * factor
-                       for key in ("stderr", "stderr_robust") if key in entry}}
-        return entries
 
     def summary(self, si: bool = False) -> str:
         """A human-readable table of the fit: each channel's noise, and the parameters, in the
