@@ -431,6 +431,8 @@ class LoadDisplacementData:
     Fields: `displacement` (m or rad, `(n,)`), `load` (N or N m, `(n,)`), `time` (s, `(n,)`,
     strictly increasing; `None` for a quasi-static table), `source` (for messages), `read_as`
     (which column and unit each came from, for a file with its own: `ColumnsRead.read_as`).
+    Refused in one sentence: fewer than 3 rows, a value not finite, a displacement that never
+    changes (no law can be read from it), times not strictly increasing (naming the rows).
     """
 
     displacement: np.ndarray
