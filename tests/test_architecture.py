@@ -133,6 +133,9 @@ def test_a_model_kind_registered_from_outside_works_in_every_command(oscillator_
     if far["converged"]:
         assert abs(far["parameters"][0]["value"] - 400.0) > 1.0  # a wrong optimum indeed
     assert far["goodness_of_fit"]["explains_data"] is False
+    # Its fitted.toml says first that it is not to be used as it is; the right fit's does not.
+    assert (tmp_path / "far" / "fitted.toml").read_text().startswith("# CAUTION: this fit ")
+    assert "CAUTION" not in (out / "fitted.toml").read_text()
     assert "does NOT explain the data" in capsys.readouterr().out
     # The default solver sees the same verdict and turns to multiple shooting (which works on
     # a model kind it has never seen: segments start from states read off the data through the

@@ -346,6 +346,7 @@ def test_segment_command_runs_the_nine_cases_and_fits(tmp_path, capsys):
     assert any("solved by multistart" in w for w in report["warnings"])
     again = read_toml(fitted / "fitted.toml")
     assert [t["stiffness"] for t in again["facets"]] == pytest.approx([2.0e5, 2.0e5], rel=1e-6)
+    assert "CAUTION" not in (fitted / "fitted.toml").read_text()
     # The nine cases written beside it are the fitted model's (the file's, 2.0e5), not the
     # start's (1.5e5).
     cases_fitted = json.loads((fitted / "summary.json").read_text())["cases"]

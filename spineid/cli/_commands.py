@@ -608,7 +608,8 @@ def command_segment(arguments) -> int:
         paths.append(write_json(out / "report.json", dict(
             result.report(), data=[{"source": test.source, "read_as": test.read_as}],
             noise_given_as=noise_read)))
-        paths.append(write_model_file(out / "fitted.toml", model_file, fitted))
+        paths.append(write_model_file(out / "fitted.toml", model_file, fitted,
+                                      comments=(caution(result),) * bool(caution(result))))
     paths.append(write_json(out / "summary.json", summary))
     out.finish()
     print("wrote " + ", ".join(str(p) for p in paths))
