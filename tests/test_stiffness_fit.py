@@ -249,6 +249,10 @@ def test_a_test_without_any_deflection_is_refused_and_degrees_as_radians_are_sai
             if "largest rotation" in w]
     assert len(said) == 1 and "is 8 deg" not in said[0] and "b1_deg" in said[0]
     assert not [w for w in fit_stiffness_matrix(test).warnings if "largest rotation" in w]
+    read = {c: {"column": f"{c}_deg", "unit": "deg", "factor": np.pi / 180, "rule": "suffix"}
+            for c in ("b1", "b2", "b3")}  # (read in degrees by their columns' names: no doubt)
+    large = QuasiStaticTest(test.loads, degrees, read_as=read)
+    assert not [w for w in fit_stiffness_matrix(large).warnings if "largest rotation" in w]
 
 
 # Correlated load noise: a tester's sweep (every degree of freedom moved smoothly at once, rows

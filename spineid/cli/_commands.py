@@ -571,8 +571,8 @@ def command_segment(arguments) -> int:
     facet_names, ligament_names = ([t.get("name", f"{group}[{i}]") for i, t in enumerate(
         document.get(group, []))] for group in ("facets", "ligaments"))
     out = arguments.output
-    print(f"spineid segment: {path}{' as fitted' * bool(result)}, nine load cases ({arguments.force:g} N, "
-          f"{arguments.moment:g} N m) -> {out}/", flush=True)
+    print(f"spineid segment: {path}{' as fitted' * bool(result)}, nine load cases "
+          f"({arguments.force:g} N, {arguments.moment:g} N m) -> {out}/", flush=True)
     study = segment_study(studied.model, arguments.force, arguments.moment, facet_names,
                           ligament_names, timed=True)
     summary = study.summary()

@@ -7,7 +7,8 @@ gives (`--columns x=disp_x_mm`), or, where neither is there, from the one column
 quantity with a unit suffix (`dx_mm` for `dx`, `Fx_kN` for `Fx`). Its unit, in this order:
 1. given (`--units x=mm`, keyed by the quantity or by the file's column);
 2. the unit suffix of the column's name, its last `_`-separated part, matched exactly
-   (`UNITS`: `Time_s`, `disp_x_mm`, `rot_deg`, `F_N`, `M_Nm`, ...);
+   (`UNITS`: `Time_s`, `disp_x_mm`, `rot_deg`, `F_N`, `M_Nm`, ...; a moment's unit also as
+   `SUFFIX_SPELLINGS` spell it: `M_N*mm`);
 3. in an OpenSim storage file (`.sto`, `.mot`): its `inDegrees` for angles (an angle in a file
    without it, an old SIMM `.mot`, needs `--units`), SI otherwise;
 4. SI where the column carries spineid's own name (`t`, `x`, `theta`, `Fx`, ...).
@@ -272,8 +273,11 @@ def _suffix_unit(column: str) -> str | None:
 
 def _missing_hints(source: dict, present) -> str:
     # Why a missing column might be missing: a column `NAME_SUFFIX` of an unknown unit.
+    table = {"displacement": "--displacement", "load": "--load", "t": "--time"}
     hints = [f"{c!r} would be {name} but its unit {c.rpartition('_')[2]!r} is not one spineid "
-             f"knows ({', '.join(UNITS)}; --columns {name}={c} --units {name}=UNIT reads it)"
+             f"knows ({', '.join(UNITS)}): convert the column to one of them, or name it and "
+             f"its unit (" + (f"spineid table: {table[name]} {c}" if name in table else
+                              f"--columns {name}={c}") + f" --units {name}=UNIT)"
              for name, column in source.items() if column not in present
              for c in present if c.rpartition("_")[0] == name and _suffix_unit(c) not in UNITS]
     return "".join(f"; {hint}" for hint in hints)

@@ -12,15 +12,27 @@ import matplotlib.pyplot as plt
 from ..io import atomic_path
 
 
+def _below_suptitle(figure) -> None:
+    # tight_layout keeps a suptitle clear of a figure of few rows but not of a tall one (21
+    # inches of 7 rows: its first row's titles ran 12 px into it); there, laid out again below.
+    title = next((text for text in figure.texts
+                  if text.get_text() and text.get_text() == figure.get_suptitle()), None)
+    if title is None or not figure.axes:
+        return
+    renderer = figure.canvas.get_renderer()
+    bottom = title.get_window_extent(renderer).y0
+    if max(axis.get_tightbbox(renderer).y1 for axis in figure.axes) > bottom - 4:
+        figure.tight_layout(rect=(0, 0, 1, (bottom - 6) / figure.bbox.height))
+
+
 def _save(figure, path, margins: dict | None = None):
     # Save and close the figure; without a path, hand it back (notebooks show it). The layout:
     # `tight_layout`, which measures every label (a third of a figure's time), or, for the
     # figures drawn once per file of a batch whose labels are known, fixed `margins` (inches
     # from each edge: left, right, bottom, top; and the gaps `hspace`, `wspace`).
-    if margins is None:  # (tight_layout leaves no room for a suptitle: its lines kept free)
-        title, height = figure.get_suptitle(), figure.get_size_inches()[1]
-        figure.tight_layout(rect=(0, 0, 1, 1 - (0.1 + 0.2 * (title.count("\n") + 1)) / height)
-                            if title else None)
+    if margins is None:
+        figure.tight_layout()
+        _below_suptitle(figure)
     else:
         width, height = figure.get_size_inches()
         figure.subplots_adjust(left=margins["left"] / width, right=1 - margins["right"] / width,

@@ -341,7 +341,7 @@ def plot_population(rows, path: str | pathlib.Path, title: str = "population"
         axis.grid(alpha=0.3)
     failed = len(rows) - len(accepted)
     figure.suptitle(f"{title}" + (f" ({failed} failed, not shown)" if failed else "")
-                    + "; bars: standard errors, lines: group medians, squares: described "
+                    + "\nbars: standard errors, lines: group medians, squares: described "
                     "with a systematic misfit, hollow: not accepted",
                     fontsize=10)
     return _save(figure, path)

@@ -17,9 +17,10 @@ def check_noise(channels: Sequence[str], noise: dict[str, float]) -> dict[str, f
     """Validate per-channel noise standard deviations (SI): one positive number per channel,
     given as a mapping by channel name (a bare number or a list is refused saying so)."""
     if not hasattr(noise, "keys"):
+        example = ", ".join(f"{c!r}: 1e-05" for c in list(channels)[:3])
         raise ValueError(f"noise: give one standard deviation per channel by name, e.g. "
-                         f"{ {c: 1e-5 for c in channels} } (SI), not {type(noise).__name__} "
-                         f"{noise!r}"[:300])
+                         f"{{{example}{', ...' * (len(channels) > 3)}}} (SI), not "
+                         f"{type(noise).__name__} {str(noise)[:80]}")
     missing = [c for c in channels if c not in noise]
     unknown = [c for c in noise if c not in channels]
     if missing or unknown:

@@ -122,7 +122,8 @@ class SegmentFit(AbstractParameterFit):
     estimated, a record's verdict has three levels, while the rows of a test of load cases have
     no order and only the noise's plausibility is checked: `fit_segment`), and `n_steps`,
     `predicted` (`(k, 6)` displacements of the fitted model), `measured` (`(k, 6)`),
-    `equilibria_converged` (`(k,)`).
+    `equilibria_converged` (`(k,)`), `data_units` (`(length, angle)` the test's motion was
+    read in, `motion_units`; `None` for SI: `summary`'s and the report's `in_data_units`).
     """
 
     n_steps: int

@@ -110,7 +110,8 @@ class StiffnessFit(AbstractResult):
     are a record in the order of the file and the verdict has three levels; with white noise
     given they are taken without an order and the chi-square tells); `stderr_robust` (`(6, 6)`
     or `None`: the Newey-West errors of the weighted least-squares estimate where a load
-    channel's noise needed an autoregression). Not a
+    channel's noise needed an autoregression); `data_units` (`(force, moment, length, angle)`
+    the test was read in, `matrix_units`; `None` for SI: `summary`'s). Not a
     `spineid.AbstractParameterFit`: its parameters are the entries of a symmetric matrix and
     are reported as that matrix, `(6, 6)` values and standard errors.
     """
@@ -331,7 +332,10 @@ def fit_stiffness_matrix(test: QuasiStaticTest, structure: str = "full",
                 f"{eigenvalues.min():.4g}): as a bushing it makes the joint unstable")
         messages.append(text)
         warnings.warn(text, stacklevel=2)
-    if largest > math.radians(LARGEST_PLAUSIBLE_DEG):
+    read_as = getattr(test, "read_as", None) or {}  # (angles read in a unit said: no doubt)
+    if largest > math.radians(LARGEST_PLAUSIBLE_DEG) and all(
+            (read_as.get(c) or {}).get("rule", "spineid name") == "spineid name"
+            for c in ("b1", "b2", "b3")):
         messages.append(f"the test's largest rotation is {math.degrees(largest):.0f} deg, far "
                         "beyond a motion segment's: if the file's angles are degrees under "
                         "spineid's own names (b1..b3 are read as rad), give their unit (columns "

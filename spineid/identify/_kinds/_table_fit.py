@@ -79,7 +79,8 @@ class LawFit(Profiled):
     and `kind`, `law` (the fitted `AbstractLoadLaw`), `damping` (N s/m or N m s/rad; 0 when not
     fitted), `derived` (node loads and phase slopes of tables with standard errors),
     `predicted` and `residuals` (`(n,)`, load units), `method` (how the optimum was sought, in
-    words), `displacement_noise` (m or rad: errors in both variables, or `None`).
+    words), `displacement_noise` (m or rad: errors in both variables, or `None`), `data_units`
+    (`(displacement, load)` the test was read in, `law_units`; `None` for SI: `summary`'s).
     `profile(name)` gives a parameter's profile-likelihood interval.
     """
 

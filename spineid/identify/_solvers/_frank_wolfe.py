@@ -47,11 +47,13 @@ class GridFrankWolfe:
     """Fixed-grid recovery (Liu 2001, section 3.3; `spineid.recover_grid`): `n_springs` vector
     springs equally spaced on the curve (end points included), fully corrective Frank-Wolfe over
     the grid; stop when the gap over the grid is at most `gap_tolerance * max(cost, n_data)`,
-    or after `max_rounds` rounds; `max_iterations` projected Levenberg-Marquardt iterations per
-    refit of the weights; `simulation_max_steps` steps of each integration; `vertex_batch`
-    single-spring starts at most simulated in one vmapped solve by the search for the start
-    (memory against speed; the batches of one size, the last padded, so that one program runs
-    them; the search shows a progress bar over its batches when there are several)."""
+    or after `max_rounds` rounds (of each search: with the noise estimated, the search under
+    provisional weights and then its refit under the estimated noise); `max_iterations`
+    projected Levenberg-Marquardt iterations per refit of the weights; `simulation_max_steps`
+    steps of each integration; `vertex_batch` single-spring starts at most simulated in one
+    vmapped solve by the search for the start (memory against speed; the batches of one size,
+    the last padded, so that one program runs them; the search shows a progress bar over its
+    batches when there are several)."""
 
     n_springs: int
     gap_tolerance: float = 1e-3
