@@ -448,6 +448,13 @@ def test_the_stiffness_verb_takes_a_noise_model_and_a_misfit_tolerance(tmp_path,
                  "--max-misfit", "3"]) == 2
     assert "percentage" in capsys.readouterr().err
     assert not (tmp_path / "bare").exists()
+    # A tolerance no matrix meets: exit 1, and the fragment says first not to use it as it is
+    # (the accepted fit's does not).
+    assert main(["stiffness", str(path), "--out", str(tmp_path / "tight"), "--no-plots",
+                 "--max-misfit", "0.01%"]) == 1
+    assert (tmp_path / "tight" / "stiffness.toml").read_text().startswith(
+        "# CAUTION: this fit does not describe its data")
+    assert "CAUTION" not in (tmp_path / "auto" / "stiffness.toml").read_text()
 
 
 def test_a_pure_moment_sweep_is_accepted_and_an_unrecorded_channel_fitted():
