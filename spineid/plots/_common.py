@@ -4,6 +4,7 @@ The plots are the only part of spineid that draws with matplotlib; `import spine
 only when a plot function is first used.
 """
 
+import math
 import pathlib
 
 import matplotlib
@@ -17,11 +18,13 @@ def _below_suptitle(figure) -> None:
     # inches of 7 rows: its first row's titles ran 12 px into it); there, laid out again below.
     title = next((text for text in figure.texts
                   if text.get_text() and text.get_text() == figure.get_suptitle()), None)
-    if title is None or not figure.axes:
-        return
+    if title is None or not hasattr(figure.canvas, "get_renderer"):
+        return  # (a canvas that cannot measure text: tight_layout's own layout kept)
     renderer = figure.canvas.get_renderer()
     bottom = title.get_window_extent(renderer).y0
-    if max(axis.get_tightbbox(renderer).y1 for axis in figure.axes) > bottom - 4:
+    boxes = [box for box in (axis.get_tightbbox(renderer) for axis in figure.axes)
+             if box is not None]  # (an axis drawn with nothing has none)
+    if max((box.y1 for box in boxes), default=-math.inf) > bottom - 4:
         figure.tight_layout(rect=(0, 0, 1, (bottom - 6) / figure.bbox.height))
 
 
